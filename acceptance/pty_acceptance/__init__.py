@@ -1,0 +1,7 @@
+"""Root-acceptance suite for the opencode-v2 pilot's PTY supervisor.
+
+The test modules in ``acceptance/`` read like the operator's checklist
+(ROOT-ACCEPTANCE.md); this package holds what they use: the requirement
+catalogue, the inventory, the readers of host facts, the readiness marker and
+the pytest plugin that decides whether the marker may be written.
+"""

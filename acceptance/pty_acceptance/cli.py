@@ -1,0 +1,114 @@
+"""`pty-acceptance`: the suite's command line.
+
+    pty-acceptance verify-marker [--marker PATH] [--root DIR] [--inventory FILE]
+                                 [--revision HEX40] [--source-sha256 HEX64]
+    pty-acceptance source-manifest --pilot-root DIR --code-root DIR [--list]
+    pty-acceptance reference [--before-suite SCRIPT]... [--keep] [-- PYTEST-ARGS]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from . import inventory, manifest, marker
+
+PROJECT = Path(__file__).resolve().parents[2]
+DEFAULT_INVENTORY = PROJECT / "inventories" / "target.yml"
+
+
+def _hex(n: int):
+    rx = re.compile(rf"^[0-9a-f]{{{n}}}$")
+
+    def parse(s: str) -> str:
+        if not rx.match(s):
+            raise argparse.ArgumentTypeError(f"expected {n} lowercase hex digits")
+        return s
+
+    return parse
+
+
+def cmd_verify_marker(a: argparse.Namespace) -> int:
+    inv = None
+    if a.inventory or not (a.revision and a.source_sha256):
+        try:
+            inv = inventory.load(a.inventory or DEFAULT_INVENTORY)
+        except inventory.InventoryError as e:
+            print(f"REFUSED inventory: {e}")
+            return 1
+    revision = a.revision or inv.revision
+    source = a.source_sha256 or inv.source_manifest_sha256
+    binaries = tuple(b.path for b in inv.binaries_list) if inv else marker.DEFAULT_BINARIES
+    path = a.marker or (inv.marker if inv else marker.DEFAULT_PATH)
+    try:
+        marker.verify(path, marker.Expectation(revision, source, binaries), root=a.root)
+    except marker.MarkerRefused as e:
+        print(f"REFUSED {e.rule}: {e.detail}")
+        return 1
+    print(f"OK {marker_path_shown(a.root, path)}")
+    return 0
+
+
+def marker_path_shown(root: str, path: str) -> str:
+    return path if root == "/" else f"{path} under {root}"
+
+
+def cmd_source_manifest(a: argparse.Namespace) -> int:
+    try:
+        digest, text = manifest.compute(a.pilot_root, a.code_root)
+    except manifest.ManifestError as e:
+        print(f"source-manifest: {e}", file=sys.stderr)
+        return 1
+    if a.list:
+        sys.stdout.write(text)
+    print(digest)
+    return 0
+
+
+def cmd_reference(a: argparse.Namespace) -> int:
+    """Boot the bundled reference host and run the suite inside it. The
+    harness is test fixture code: it exists only in a checkout."""
+    harness = PROJECT / "tests" / "refhost" / "run.py"
+    if not harness.is_file():
+        print(f"reference: {harness} not found: this needs a checkout of the project", file=sys.stderr)
+        return 4
+    sys.path.insert(0, str(PROJECT))
+    from tests.refhost.run import run_reference  # noqa: PLC0415 (fixture code, checkout only)
+
+    extra = a.pytest_args[1:] if a.pytest_args[:1] == ["--"] else a.pytest_args
+    return run_reference(PROJECT, before_suite=[Path(s) for s in a.before_suite],
+                         keep=a.keep, pytest_args=extra)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="pty-acceptance")
+    sub = p.add_subparsers(dest="command", required=True)
+    v = sub.add_parser("verify-marker", help="exit 0 only for a valid readiness marker")
+    v.add_argument("--marker", default=None)
+    v.add_argument("--root", default="/", help="evaluate the marker and binaries as if DIR were /")
+    v.add_argument("--inventory", default=None)
+    v.add_argument("--revision", type=_hex(40))
+    v.add_argument("--source-sha256", type=_hex(64))
+    v.set_defaults(func=cmd_verify_marker)
+    m = sub.add_parser("source-manifest", help="SCOPE-1 manifest hash (review-source-hash)")
+    m.add_argument("--pilot-root", required=True)
+    m.add_argument("--code-root", required=True)
+    m.add_argument("--list", action="store_true", help="print the sha256sum listing first")
+    m.set_defaults(func=cmd_source_manifest)
+    r = sub.add_parser("reference", help="run the suite on a freshly booted reference host")
+    r.add_argument("--before-suite", action="append", default=[], metavar="SCRIPT")
+    r.add_argument("--keep", action="store_true")
+    r.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    r.set_defaults(func=cmd_reference)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
+    return a.func(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

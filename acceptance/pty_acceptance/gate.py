@@ -1,0 +1,319 @@
+"""The marker gate: what a session did, and whether that earns the marker.
+
+It removes any marker at session start (MARK-4), watches every collection and
+test report, and at the end writes the marker only when every condition in
+`blockers()` comes back empty (MARK-1, SUITE-3). The last line of the terminal
+output is either ``READY: marker written <path>`` or
+``NOT READY: <n> blockers: <IDs>``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from . import hostfs, manifest, marker
+from .checklist import Section
+from .inventory import Inventory
+from .requirements import CATALOGUE, ENFORCED_BY_GATE, sort_key
+
+# Run shapes that select or stop early: (option attribute, how it reads).
+NARROWING_OPTIONS = (
+    ("keyword", "-k"), ("markexpr", "-m"), ("deselect", "--deselect"),
+    ("lf", "--lf"), ("stepwise", "--sw"), ("stepwise_skip", "--sw-skip"),
+    ("maxfail", "-x/--maxfail"), ("exitfirst", "-x"), ("collectonly", "--collect-only"),
+    ("setuponly", "--setup-only"), ("setupplan", "--setup-plan"),
+    ("ignore", "--ignore"), ("ignore_glob", "--ignore-glob"),
+)
+
+
+@dataclass(frozen=True)
+class Blocker:
+    ids: tuple[str, ...]
+    reason: str
+
+
+@dataclass
+class GateState:
+    root: Path
+    acceptance: Path
+    inventory: Inventory
+    marker: str
+    write_marker: bool
+    sections: list[Section]
+    checklist_error: str | None
+    hostname: str
+    args: list[Path]
+    removal: str = ""
+    start_hashes: dict[str, str] = field(default_factory=dict)
+    start_errors: list[str] = field(default_factory=list)
+    items: dict[str, tuple[str, ...]] = field(default_factory=dict)  # nodeid -> IDs
+    modules: dict[str, str] = field(default_factory=dict)  # nodeid -> module relpath
+    outcomes: dict[str, dict[str, str]] = field(default_factory=dict)  # nodeid -> phase -> outcome
+    collect_errors: list[str] = field(default_factory=list)
+    outside: list[str] = field(default_factory=list)
+    deselected: int = 0
+    interrupted: bool = False
+    result: list[Blocker] | None = None
+    written: bool = False
+
+
+def hash_binaries(inv: Inventory) -> tuple[dict[str, str], list[str]]:
+    hashes, errors = {}, []
+    for b in inv.binaries_list:
+        try:
+            hashes[b.path] = hostfs.sha256_nofollow(b.path)
+        except OSError as e:
+            errors.append(f"{b.path}: {e.strerror or e}")
+    return hashes, errors
+
+
+def run_shape_blockers(config: pytest.Config, state: GateState) -> list[Blocker]:
+    out = []
+    for attr, flag in NARROWING_OPTIONS:
+        value = getattr(config.option, attr, None)
+        if value:
+            out.append(Blocker(("SUITE-3",), f"run narrowed or stopped early by {flag} ({value!r})"))
+    if state.deselected:
+        out.append(Blocker(("SUITE-3",), f"{state.deselected} tests deselected"))
+    if any(p != state.acceptance for p in state.args) or any("::" in a for a in config.args):
+        out.append(Blocker(("SUITE-3",), "paths narrower than acceptance/: "
+                           + " ".join(config.args)))
+    if state.outside:
+        out.append(Blocker(("SUITE-3",), f"{len(state.outside)} tests outside acceptance/ "
+                           f"collected, e.g. {state.outside[0]}"))
+    if state.interrupted:
+        out.append(Blocker(("SUITE-3",), "the session was interrupted"))
+    for err in state.collect_errors:
+        out.append(Blocker(("SUITE-3",), f"collection error in {err}"))
+    return out
+
+
+def module_blockers(state: GateState) -> list[Blocker]:
+    if state.checklist_error:
+        return [Blocker(("SUITE-3",), state.checklist_error)]
+    ran = set(state.modules.values())
+    out = []
+    for s in state.sections:
+        if s.module not in ran:
+            out.append(Blocker(s.ids or ("SUITE-3",), f"{s.module} ({s.title}) is listed in "
+                               "ROOT-ACCEPTANCE.md but no test of it was collected"))
+    listed = {s.module for s in state.sections}
+    for mod in sorted(ran - listed):
+        out.append(Blocker(("SUITE-3",), f"{mod} ran but ROOT-ACCEPTANCE.md does not list it"))
+    return out
+
+
+def outcome_blockers(state: GateState) -> list[Blocker]:
+    out = []
+    for nodeid, ids in state.items.items():
+        phases = state.outcomes.get(nodeid, {})
+        bad = {ph: o for ph, o in phases.items() if o != "passed"}
+        if "call" not in phases and not bad:
+            out.append(Blocker(ids, f"{nodeid} did not run"))
+        elif bad:
+            what = ", ".join(f"{ph} {o}" for ph, o in bad.items())
+            out.append(Blocker(ids, f"{nodeid}: {what}"))
+        elif "teardown" not in phases:
+            out.append(Blocker(ids, f"{nodeid} did not finish (no teardown report)"))
+    return out
+
+
+def passed_ids(state: GateState) -> set[str]:
+    ids: set[str] = set()
+    for nodeid, req in state.items.items():
+        phases = state.outcomes.get(nodeid, {})
+        if phases and all(o == "passed" for o in phases.values()) and \
+                {"setup", "call", "teardown"} <= set(phases):
+            ids.update(req)
+    return ids
+
+
+def coverage_blockers(state: GateState) -> list[Blocker]:
+    need = {r.id for r in CATALOGUE} - ENFORCED_BY_GATE
+    missing = sorted(need - passed_ids(state), key=sort_key)
+    if not missing:
+        return []
+    return [Blocker(tuple(missing), f"{len(missing)} requirements have no passing test in this run")]
+
+
+def content_blockers(state: GateState) -> list[Blocker]:
+    """SCOPE-1/2 at write time: binaries unchanged since session start and equal
+    to the inventory; the source manifest recomputed equals the inventory."""
+    inv = state.inventory
+    out = [Blocker(("SCOPE-2", "MARK-3"), f"at session start: {e}") for e in state.start_errors]
+    now, errors = hash_binaries(inv)
+    out += [Blocker(("SCOPE-2", "MARK-3"), f"at marker time: {e}") for e in errors]
+    for b in inv.binaries_list:
+        start, end = state.start_hashes.get(b.path), now.get(b.path)
+        if start and end and start != end:
+            out.append(Blocker(("SCOPE-2", "MARK-3"), f"{b.path} changed during the run: "
+                               f"{start} at start, {end} now"))
+        if end and end != b.sha256:
+            out.append(Blocker(("SCOPE-2", "MARK-3"), f"{b.path} hashes to {end}, "
+                               f"inventory claims {b.sha256}"))
+    try:
+        digest, _ = manifest.compute(inv.pilot_root, inv.code_root)
+        if digest != inv.source_manifest_sha256:
+            out.append(Blocker(("SCOPE-1", "MARK-3"), f"source manifest is {digest}, "
+                               f"inventory claims {inv.source_manifest_sha256}"))
+    except manifest.ManifestError as e:
+        out.append(Blocker(("SCOPE-1", "MARK-3"), f"source manifest cannot be computed: {e}"))
+    return out
+
+
+def blockers(config: pytest.Config, state: GateState, exitstatus: int) -> list[Blocker]:
+    out = []
+    if os.geteuid() != 0:
+        out.append(Blocker(("MARK-1",), f"not running as root (euid {os.geteuid()})"))
+    if state.removal.startswith("could not"):
+        out.append(Blocker(("MARK-4",), state.removal))
+    out += run_shape_blockers(config, state)
+    if exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        out.append(Blocker(("SUITE-3",), f"pytest ended with status {int(exitstatus)}"))
+    out += module_blockers(state)
+    out += outcome_blockers(state)
+    if not state.items:
+        out.append(Blocker(("SUITE-3",), "no acceptance test was collected"))
+    out += coverage_blockers(state)
+    out += content_blockers(state)
+    return out
+
+
+def expectation(inv: Inventory) -> marker.Expectation:
+    return marker.Expectation(inv.revision, inv.source_manifest_sha256,
+                              tuple(b.path for b in inv.binaries_list))
+
+
+class Gate:
+    """Registered per acceptance session by plugin.pytest_configure."""
+
+    def __init__(self, config: pytest.Config, state: GateState):
+        self.config = config
+        self.state = state
+
+    def _global(self, name: str, value: str) -> None:
+        from _pytest.junitxml import xml_key  # the JUnit writer pytest already runs
+
+        xml = self.config.stash.get(xml_key, None)
+        if xml is not None:
+            xml.add_global_property(name, value)
+
+    # -- start
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        st = self.state
+        try:
+            st.removal = marker.remove(st.marker)
+        except (OSError, marker.UnsafeChain) as e:
+            st.removal = f"could not remove the marker at {st.marker}: {e}"
+        st.start_hashes, st.start_errors = hash_binaries(st.inventory)
+        self._global("MARK-4", st.removal)
+        self._global("inventory", f"{st.inventory.file} host {st.inventory.host}")
+        self._global("hostname", st.hostname)
+        self._global("SCOPE-4", "host acceptance only: this report says whether this host "
+                     "passed root acceptance; it is not, and never stands in for, the "
+                     "independent source review's MERGE verdict")
+        for path, digest in st.start_hashes.items():
+            self._global("binary-at-start", f"{digest}  {path}")
+
+    # -- collection
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.state.collect_errors.append(report.nodeid or "(session)")
+
+    def pytest_deselected(self, items) -> None:
+        self.state.deselected += len(items)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, session, config, items) -> None:
+        from .plugin import check_requirement_marks, requirement_ids
+
+        check_requirement_marks(items, self.state.acceptance)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        from .plugin import requirement_ids
+
+        st = self.state
+        for item in session.items:
+            path = Path(item.path).resolve()
+            if st.acceptance not in path.parents:
+                st.outside.append(item.nodeid)
+                continue
+            st.items[item.nodeid] = tuple(requirement_ids(item))
+            st.modules[item.nodeid] = str(path.relative_to(st.root.resolve()))
+
+    # -- running
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        outcome = report.outcome
+        if hasattr(report, "wasxfail"):
+            outcome = "xfailed" if report.skipped else "xpassed"
+        self.state.outcomes.setdefault(report.nodeid, {})[report.when] = outcome
+
+    def pytest_keyboard_interrupt(self, excinfo) -> None:
+        self.state.interrupted = True
+
+    # -- end
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus) -> None:
+        st = self.state
+        if session.shouldstop or session.shouldfail:
+            st.interrupted = True
+        found = blockers(self.config, st, exitstatus)
+        if not found and not st.write_marker:
+            found.append(Blocker(("MARK-1",), "--no-marker given: the marker was not written"))
+        if not found:
+            found = self._write()
+        st.result = found
+        for b in found:
+            self._global("blocker", f"{' '.join(b.ids)}: {b.reason}")
+        self._global("gate", "READY" if not found else "NOT READY")
+        if found and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def _write(self) -> list[Blocker]:
+        st = self.state
+        inv = st.inventory
+        records = [(st.start_hashes[b.path], b.path) for b in inv.binaries_list]
+        content = marker.render(inv.revision, inv.source_manifest_sha256, records)
+        try:
+            marker.write(st.marker, content)
+            marker.verify(st.marker, expectation(inv))
+        except (OSError, marker.UnsafeChain, marker.MarkerRefused) as e:
+            try:
+                marker.remove(st.marker)
+            except (OSError, marker.UnsafeChain):
+                pass
+            return [Blocker(("MARK-1",), f"writing or re-reading the marker failed: {e}")]
+        st.written = True
+        self._global("marker", st.marker)
+        return []
+
+    def summary_lines(self) -> list[str]:
+        st = self.state
+        if st.result is None:
+            return ["NOT READY: 1 blockers: SUITE-3"]
+        if not st.result:
+            return [f"READY: marker written {st.marker}"]
+        ids = sorted({i for b in st.result for i in b.ids}, key=sort_key)
+        return [f"NOT READY: {len(st.result)} blockers: {' '.join(ids)}"]
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        st = self.state
+        tr = terminalreporter
+        tr.section("root acceptance gate")
+        tr.line(f"inventory: {st.inventory.file} (host {st.inventory.host}); marker: {st.marker}")
+        tr.line(f"MARK-4: {st.removal}")
+        for b in st.result or []:
+            tr.line(f"BLOCKER [{' '.join(b.ids)}] {b.reason}")
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        for line in self.summary_lines():
+            if tr is not None:
+                tr.write_line(line)
+            else:
+                print(line)

@@ -1,0 +1,179 @@
+"""What a target host is expected to be.
+
+The inventory is Ansible/testinfra YAML (``all: hosts: NAME: vars``) with one
+host. Loading validates every key against SCHEMA; any problem is one line that
+names the file and the key (InventoryError), raised before any test runs.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+HEX40 = re.compile(r"^[0-9a-f]{40}$")
+HEX64 = re.compile(r"^[0-9a-f]{64}$")
+ABS_PATH = re.compile(r"^/[^\0]*$")
+UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.\\@-]+\.(service|slice|socket|target)$")
+NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+PACKAGE = re.compile(r"^\./[A-Za-z0-9_./-]+$")
+ARTIFACTS = ("supervisor", "launcher", "client")
+
+
+class InventoryError(Exception):
+    """One line: ``<file>: <key>: <problem>``."""
+
+
+# Leaves are (python type, regex or None). Dicts are nested schemas; "*" in a
+# schema means any key, each value checked against the schema under "*".
+def _s(t, rx=None):
+    return (t, rx)
+
+
+_BINARY = {"path": _s(str, ABS_PATH), "sha256": _s(str, HEX64), "package": _s(str, PACKAGE)}
+SCHEMA: dict[str, Any] = {
+    "ansible_connection": _s(str),
+    "ansible_host": _s(str),
+    "ansible_python_interpreter": _s(str, ABS_PATH),
+    "service_user": _s(str, NAME),
+    "service_group": _s(str, NAME),
+    "pilot_root": _s(str, ABS_PATH),
+    "code_root": _s(str, ABS_PATH),
+    "revision": _s(str, HEX40),
+    "source_manifest_sha256": _s(str, HEX64),
+    "binaries": {name: _BINARY for name in ARTIFACTS},
+    "build": {
+        "source_dir": _s(str, ABS_PATH),
+        "go": _s(str, ABS_PATH),
+        "user": _s(str, NAME),
+        "go_version": _s(str, re.compile(r"^go\d+\.\d+(\.\d+)?$")),
+        "env": {"*": _s(str)},
+    },
+    "units": {
+        "supervisor": _s(str, UNIT_NAME),
+        "slice": _s(str, UNIT_NAME),
+        "peer": _s(str, UNIT_NAME),
+        "candidate_file": _s(str, ABS_PATH),
+    },
+    "socket": _s(str, ABS_PATH),
+    "marker": _s(str, ABS_PATH),
+    "ports": {"production": _s(int), "candidate": _s(int)},
+    "unit_properties": {"supervisor": {"*": _s(str)}, "slice": {"*": _s(str)}},
+}
+REQUIRED = {
+    "service_user", "service_group", "pilot_root", "code_root", "revision",
+    "source_manifest_sha256", "binaries", "build", "units", "socket", "marker",
+    "ports", "binaries.supervisor", "binaries.launcher", "binaries.client",
+    "build.source_dir", "build.go", "build.user", "units.supervisor",
+    "units.slice", "units.peer", "units.candidate_file",
+    "ports.production", "ports.candidate",
+} | {f"binaries.{a}.{k}" for a in ARTIFACTS for k in _BINARY}
+
+
+@dataclass(frozen=True)
+class Binary:
+    role: str
+    path: str
+    sha256: str
+    package: str
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class Inventory:
+    file: str
+    host: str
+    vars: dict
+
+    def __getattr__(self, key):  # only called for keys not set as attributes
+        try:
+            return self.vars[key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+    @property
+    def binaries_list(self) -> list[Binary]:
+        b = self.vars["binaries"]
+        return [Binary(r, b[r]["path"], b[r]["sha256"], b[r]["package"]) for r in ARTIFACTS]
+
+    @property
+    def unit_properties(self) -> dict:
+        return self.vars.get("unit_properties", {})
+
+
+def _check(file: str, key: str, value: Any, schema: Any, problems: list[str]) -> None:
+    if isinstance(schema, dict):
+        if not isinstance(value, dict):
+            problems.append(f"{file}: {key}: expected a mapping, got {type(value).__name__}")
+            return
+        for k, v in value.items():
+            sub = f"{key}.{k}"
+            if not isinstance(k, str):
+                problems.append(f"{file}: {sub}: keys must be strings")
+            elif k in schema:
+                _check(file, sub, v, schema[k], problems)
+            elif "*" in schema:
+                _check(file, sub, v, schema["*"], problems)
+            else:
+                problems.append(f"{file}: {sub}: unknown key")
+        return
+    typ, rx = schema
+    if typ is int and isinstance(value, bool) or not isinstance(value, typ):
+        problems.append(f"{file}: {key}: expected {typ.__name__}, got {type(value).__name__} {value!r}")
+    elif rx is not None and not rx.match(value):
+        problems.append(f"{file}: {key}: malformed value {value!r} (must match {rx.pattern})")
+
+
+def _present(vars_: dict, dotted: str) -> bool:
+    node: Any = vars_
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def load(path: str | Path) -> Inventory:
+    file = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InventoryError(f"{file}: (file): no such file") from None
+    except OSError as e:
+        raise InventoryError(f"{file}: (file): cannot read: {e.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise InventoryError(f"{file}: (yaml): {' '.join(str(e).split())}") from None
+    if not isinstance(data, dict) or set(data) != {"all"}:
+        raise InventoryError(f"{file}: (top): expected exactly one key 'all'")
+    group = data["all"]
+    if not isinstance(group, dict) or not isinstance(group.get("hosts"), dict):
+        raise InventoryError(f"{file}: all.hosts: expected a mapping of hosts")
+    extra = set(group) - {"hosts"}
+    if extra:
+        raise InventoryError(f"{file}: all.{sorted(extra)[0]}: unknown key")
+    hosts = group["hosts"]
+    if len(hosts) != 1:
+        raise InventoryError(f"{file}: all.hosts: expected exactly one host, found {len(hosts)}")
+    (host, vars_), = hosts.items()
+    prefix = f"all.hosts.{host}"
+    if not isinstance(vars_, dict):
+        raise InventoryError(f"{file}: {prefix}: expected a mapping of host vars")
+    problems: list[str] = []
+    _check(file, prefix, vars_, SCHEMA, problems)
+    if problems:
+        raise InventoryError(problems[0])
+    for dotted in sorted(REQUIRED):
+        if not _present(vars_, dotted):
+            raise InventoryError(f"{file}: {prefix}.{dotted}: missing required key")
+    paths = [vars_["binaries"][role]["path"] for role in ARTIFACTS]
+    if len(set(paths)) != len(paths):
+        raise InventoryError(f"{file}: {prefix}.binaries: two artifacts share one path")
+    return Inventory(file=file, host=str(host), vars=vars_)

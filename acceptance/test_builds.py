@@ -1,0 +1,96 @@
+"""Builds and scope: the installed artifacts are exactly what the reviewed
+source builds to.
+
+BUILD-1 two builds as an unprivileged user, each in its own private temporary
+        directory, with `CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build
+        -trimpath -ldflags=-buildid=`, are byte-identical.
+BUILD-2 source revision, Go version, go.sum, the commands and every SHA-256
+        are recorded as evidence.
+BUILD-3 the installed binaries equal the reproduced builds.
+SCOPE-1 the source manifest recomputed (review-source-hash) equals the claim.
+SCOPE-3 the candidate checkout's HEAD is the claimed revision.
+"""
+
+import hashlib
+
+import pytest
+
+from pty_acceptance import builds, gitrev, hostfs, manifest
+from pty_acceptance.inventory import ARTIFACTS
+
+
+@pytest.fixture(scope="module")
+def reproduction(inv):
+    try:
+        return builds.reproduce(inv)
+    except (builds.BuildError, OSError) as e:
+        pytest.fail(f"BUILD-1: the reproducible builds could not be made: {e}", pytrace=False)
+
+
+@pytest.mark.requirement("BUILD-1")
+@pytest.mark.parametrize("role", ARTIFACTS)
+def test_two_builds_are_byte_identical(reproduction, role, evidence):
+    a, b = reproduction.sets
+    evidence("build a", f"{a.sha256(role)} ({len(a.artifacts[role])} bytes) in {a.directory}")
+    evidence("build b", f"{b.sha256(role)} ({len(b.artifacts[role])} bytes) in {b.directory}")
+    off = hostfs.first_difference(a.artifacts[role], b.artifacts[role])
+    assert off is None, (f"BUILD-1: the {role} builds differ: {a.sha256(role)} vs "
+                         f"{b.sha256(role)}, first differing byte at offset {off}")
+
+
+@pytest.mark.requirement("BUILD-2")
+def test_build_evidence_is_recorded(inv, reproduction, evidence):
+    evidence("build user", reproduction.user)
+    evidence("go version", reproduction.go_version)
+    evidence("go.sum sha256", reproduction.go_sum_sha256)
+    for s in reproduction.sets:
+        for cmd in s.commands:
+            evidence(f"command {s.label}", cmd)
+        for role in ARTIFACTS:
+            evidence(f"sha256 {s.label}", f"{s.sha256(role)}  {role}")
+    assert reproduction.go_version.startswith("go version go"), \
+        f"BUILD-2: unexpected go version output {reproduction.go_version!r}"
+    want = inv.build.get("go_version")
+    if want:
+        got = reproduction.go_version.split()[2]
+        assert got == want, f"BUILD-2: the host builds with {got}, the review used {want}"
+    assert all(len(s.commands) == len(ARTIFACTS) for s in reproduction.sets), \
+        "BUILD-2: a build set is missing a command"
+
+
+@pytest.mark.requirement("BUILD-3")
+@pytest.mark.parametrize("role", ARTIFACTS)
+def test_installed_binary_equals_the_reproduced_build(inv, reproduction, role, evidence):
+    b = {x.role: x for x in inv.binaries_list}[role]
+    built = reproduction.sets[0].artifacts[role]
+    try:
+        installed = hostfs.read_nofollow(b.path, 1 << 30)
+    except OSError as e:
+        pytest.fail(f"BUILD-3: cannot read {b.path}: {e}", pytrace=False)
+    evidence("installed", f"{hashlib.sha256(installed).hexdigest()}  {b.path}")
+    evidence("reproduced", f"{hashlib.sha256(built).hexdigest()}  {role}")
+    off = hostfs.first_difference(installed, built)
+    assert off is None, (f"BUILD-3: {b.path} ({len(installed)} bytes) differs from the "
+                         f"reproduced {role} ({len(built)} bytes) from byte {off}")
+
+
+@pytest.mark.requirement("SCOPE-1")
+def test_source_manifest_is_the_claimed_manifest(inv, evidence):
+    try:
+        digest, listing = manifest.compute(inv.pilot_root, inv.code_root)
+    except manifest.ManifestError as e:
+        pytest.fail(f"SCOPE-1: the source manifest cannot be computed: {e}", pytrace=False)
+    evidence("listing", listing)
+    evidence("manifest", digest)
+    assert digest == inv.source_manifest_sha256, \
+        f"SCOPE-1: the source manifest is {digest}, the claim is {inv.source_manifest_sha256}"
+
+
+@pytest.mark.requirement("SCOPE-3")
+def test_candidate_revision_is_the_claimed_revision(inv, evidence):
+    try:
+        head = gitrev.head(inv.code_root)
+    except gitrev.GitError as e:
+        pytest.fail(f"SCOPE-3: cannot read the candidate's revision: {e}", pytrace=False)
+    evidence("HEAD", f"{head} of {inv.code_root}")
+    assert head == inv.revision, f"SCOPE-3: {inv.code_root} is at {head}, the claim is {inv.revision}"

@@ -1,0 +1,57 @@
+"""Unit definitions (static part): the supervisor, the slice and the candidate
+unit are the units the review read, and systemd accepts them.
+
+CUT-4   `systemd-analyze verify` passes for the supervisor service, the slice
+        and the candidate unit file, without touching production; the loaded
+        supervisor and slice show the properties the inventory expects
+        (`systemctl show --all`, so empty values are seen as empty).
+UNIT-9  (CONCERN) the supervisor's `systemd-analyze security` exposure is
+        recorded as evidence.
+"""
+
+import pytest
+
+from pty_acceptance import analyze
+from pty_acceptance.systemd import show_or_fail
+
+
+def _fragment(name):
+    unit = show_or_fail(name, "CUT-4")
+    path = unit.get("FragmentPath")
+    assert unit.get("LoadState") == "loaded" and path, \
+        f"CUT-4: {name} is not loaded from a unit file (LoadState={unit.get('LoadState')!r})"
+    return path
+
+
+@pytest.mark.requirement("CUT-4")
+@pytest.mark.parametrize("role", ["supervisor", "slice", "candidate"])
+def test_systemd_analyze_verify_passes(inv, role, evidence):
+    path = inv.units["candidate_file"] if role == "candidate" else _fragment(inv.units[role])
+    res = analyze.verify(inv.build["user"], path)
+    evidence("command", " ".join(res.argv))
+    evidence("output", res.output or "(none)")
+    assert res.returncode == 0, f"CUT-4: systemd-analyze verify {path} exited {res.returncode}: {res.output.strip()}"
+
+
+@pytest.mark.requirement("CUT-4")
+@pytest.mark.parametrize("role", ["supervisor", "slice"])
+def test_loaded_unit_shows_the_expected_properties(inv, role, evidence):
+    name = inv.units[role]
+    expected = inv.unit_properties.get(role, {})
+    assert expected, f"CUT-4: the inventory lists no expected properties for {name}"
+    unit = show_or_fail(name, "CUT-4")
+    seen = {k: unit.get(k) for k in expected}
+    evidence("systemctl show --all", seen)
+    wrong = {k: (v, seen[k]) for k, v in expected.items() if seen[k] != v}
+    assert not wrong, f"CUT-4: {name}: " + "; ".join(
+        f"{k}={got!r}, expected {want!r}" for k, (want, got) in wrong.items())
+
+
+@pytest.mark.requirement("UNIT-9")
+def test_supervisor_exposure_is_recorded(inv, evidence):
+    name = inv.units["supervisor"]
+    res, score = analyze.security(inv.build["user"], name)
+    evidence("command", " ".join(res.argv))
+    assert score is not None, (f"UNIT-9: no exposure level from systemd-analyze security {name} "
+                               f"(exit {res.returncode}): {res.output.strip()[-500:]}")
+    evidence("exposure (CONCERN, recorded)", f"{name}: {score[0]} {score[1]}")

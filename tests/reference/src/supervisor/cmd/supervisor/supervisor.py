@@ -1,0 +1,1115 @@
+"""opencode PTY supervisor, reference deployment (Python 3 + jeepney).
+
+Embedded in /usr/local/libexec/opencode-pty-supervisor and run by it. It is
+the "other side of the wire" for the acceptance suite: an independent
+implementation of TARGET-CONTRACT.md (sections 1-5).
+
+Fault switches: /etc/opencode-reference/faults, one word per line ('#'
+comments allowed), read once at start. Unknown words are logged and ignored.
+  capacity17                 allow 17 sessions instead of 16
+  skip-pin-recheck           do not re-check pidfd/MainPID/InvocationID before start
+  no-supplementary-groups-prop  omit SupplementaryGroups= from session units
+  no-inaccessible-paths      omit InaccessiblePaths= from session units
+  allow-no-pidfd             accept peers without SO_PEERPIDFD
+  skip-cgroup-check          do not require the peer's ControlGroup
+  no-orphan-cleanup          do not stop leftover session units at start
+  no-stop-on-disconnect      leave the unit running when the connection closes
+  no-unauth-limit            no quota/rate limit for unauthenticated connections
+"""
+
+import array
+import errno
+import os
+import pwd
+import grp
+import re
+import secrets
+import select
+import selectors
+import signal
+import socket
+import stat
+import struct
+import sys
+import threading
+import time
+import traceback
+from queue import Queue
+
+from jeepney import DBusAddress, MatchRule, HeaderFields, new_method_call
+from jeepney.bus_messages import message_bus
+from jeepney.io.threading import open_dbus_router
+from jeepney.wrappers import DBusErrorResponse, unwrap_msg
+
+# ---------------------------------------------------------------- constants
+SERVICE_USER = 'byk'
+SERVICE_GROUP = 'byk'
+PEER_UNIT = 'opencode-v2.service'
+PEER_CGROUP = '/system.slice/opencode-v2.service'
+SELF_UNIT = 'opencode-pty-supervisor.service'
+SLICE = 'opencode-pty.slice'
+LAUNCHER = '/usr/local/libexec/opencode-pty-launcher'
+SOCK_DIR = '/run/opencode-pty'
+SOCK_PATH = SOCK_DIR + '/supervisor.sock'
+FAULTS_FILE = '/etc/opencode-reference/faults'
+UNIT_RE = re.compile(r'^opencode-pty-[0-9a-f]{32}\.service$')
+
+SESSIONS = 16
+MAX_CMD = 4096
+MAX_ARGS = 128
+MAX_ARG = 16384
+MAX_AGG = 65536
+MAX_RUNTIME = 3600
+MAX_DATA = 32768
+DBUS_TIMEOUT = 5.0
+HELLO_TIMEOUT = 5.0
+START_TIMEOUT = 30.0
+STOP_TIMEOUT_USEC = 5_000_000
+UNAUTH_QUOTA = 8            # concurrent unauthenticated connections
+RATE_BURST = 32             # token bucket for new unauthenticated connections
+RATE_PER_SEC = 16.0
+
+T_HELLO, T_START, T_DATA, T_EOF, T_RESIZE, T_STOP = 1, 2, 3, 4, 5, 6
+T_HELLO_OK, T_STARTED, T_DATA_OUT, T_EXIT, T_ERROR = 0x81, 0x82, 0x83, 0x84, 0x85
+E_AUTH, E_PROTOCOL, E_LIMIT, E_CAPACITY, E_START_FAILED, E_RATE, E_INTERNAL = range(1, 8)
+START_BOUND = 4 + 2 + 2 + 2 + (4 + MAX_CMD) + MAX_ARGS * 4 + MAX_AGG
+IN_BOUNDS = {T_HELLO: (0, 0), T_START: (10, START_BOUND), T_DATA: (0, MAX_DATA),
+             T_EOF: (0, 0), T_RESIZE: (4, 4), T_STOP: (0, 0)}
+SO_PEERPIDFD = 77
+ANCBUF = socket.CMSG_SPACE(16 * 4)
+
+SD = 'org.freedesktop.systemd1'
+SD_PATH = '/org/freedesktop/systemd1'
+MGR = SD + '.Manager'
+UNIT_IF = SD + '.Unit'
+SERVICE_IF = SD + '.Service'
+PROPS_IF = 'org.freedesktop.DBus.Properties'
+
+
+def log(*a):
+    print('opencode-pty-supervisor:', *a, file=sys.stderr, flush=True)
+
+
+def read_faults():
+    words = set()
+    try:
+        with open(FAULTS_FILE) as f:
+            for line in f:
+                w = line.split('#', 1)[0].strip()
+                if w:
+                    words.add(w)
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        log('cannot read', FAULTS_FILE, e)
+    for w in os.environ.get('OPENCODE_PTY_FAULTS', '').split():
+        words.add(w)
+    if words:
+        log('FAULTS ACTIVE:', ' '.join(sorted(words)))
+    return words
+
+
+FAULTS = read_faults()
+
+
+class Reject(Exception):
+    def __init__(self, code, msg):
+        super().__init__(msg)
+        self.code = code
+        self.msg = msg
+
+
+class PeerGone(Exception):
+    pass
+
+
+def unit_path(name):
+    out = []
+    for ch in name:
+        if ch.isalnum() and ch.isascii():
+            out.append(ch)
+        else:
+            out.append('_%02x' % ord(ch))
+    return SD_PATH + '/unit/' + ''.join(out)
+
+
+# ------------------------------------------------------------------- D-Bus
+class Bus:
+    def __init__(self):
+        self._cm = open_dbus_router(bus='SYSTEM', enable_fds=True)
+        self.router = self._cm.__enter__()
+        self.sigq = Queue()
+        self.lock = threading.Lock()
+        self.by_path = {}
+        self.by_unit = {}
+        rules = [
+            dict(type='signal', interface=PROPS_IF, member='PropertiesChanged',
+                 path_namespace=SD_PATH + '/unit'),
+            dict(type='signal', interface=MGR, member='JobRemoved', path=SD_PATH),
+        ]
+        for r in rules:
+            # sender= only in the bus-side rule: signals carry the unique name
+            self.call_msg(message_bus.AddMatch(MatchRule(sender=SD, **r)))
+            self.router.filter(MatchRule(**r), queue=self.sigq)
+        self.manager('Subscribe', '', ())
+        threading.Thread(target=self._dispatch, daemon=True, name='signals').start()
+
+    def alive(self):
+        return self.router._rcv_thread.is_alive()
+
+    def call_msg(self, msg, timeout=DBUS_TIMEOUT):
+        reply = self.router.send_and_get_reply(msg, timeout=timeout)
+        return unwrap_msg(reply)
+
+    def call(self, path, iface, method, sig, body, timeout=DBUS_TIMEOUT):
+        addr = DBusAddress(path, bus_name=SD, interface=iface)
+        return self.call_msg(new_method_call(addr, method, sig, body), timeout)
+
+    def manager(self, method, sig, body, timeout=DBUS_TIMEOUT):
+        return self.call(SD_PATH, MGR, method, sig, body, timeout)
+
+    def get_all(self, path, iface):
+        (d,) = self.call(path, PROPS_IF, 'GetAll', 's', (iface,))
+        return {k: v[1] for k, v in d.items()}
+
+    def get(self, path, iface, name):
+        (v,) = self.call(path, PROPS_IF, 'Get', 'ss', (iface, name))
+        return v[1]
+
+    def register(self, sess):
+        with self.lock:
+            self.by_path[sess.path] = sess
+            self.by_unit[sess.unit] = sess
+
+    def unregister(self, sess):
+        with self.lock:
+            self.by_path.pop(sess.path, None)
+            self.by_unit.pop(sess.unit, None)
+
+    def _dispatch(self):
+        while True:
+            msg = self.sigq.get()
+            try:
+                member = msg.header.fields.get(HeaderFields.member)
+                if member == 'PropertiesChanged':
+                    path = msg.header.fields.get(HeaderFields.path)
+                    with self.lock:
+                        sess = self.by_path.get(path)
+                    if sess is not None:
+                        iface, changed, _inv = msg.body
+                        sess.on_props(iface, {k: v[1] for k, v in changed.items()})
+                elif member == 'JobRemoved':
+                    _id, job, unit, result = msg.body
+                    with self.lock:
+                        sess = self.by_unit.get(unit)
+                    if sess is not None:
+                        sess.on_job(job, result)
+            except Exception:
+                log('signal dispatch error', traceback.format_exc())
+
+
+# ------------------------------------------------------------ session state
+class UnitState:
+    """What the PropertiesChanged/JobRemoved signals told us about one unit."""
+
+    def __init__(self, unit, wake_w):
+        self.unit = unit
+        self.path = unit_path(unit)
+        self.wake_w = wake_w
+        self.cv = threading.Condition()
+        self.active_state = None
+        self.seen_running = False
+        self.job_result = None
+        self.exec_code = 0      # CLD_EXITED=1, CLD_KILLED=2, CLD_DUMPED=3
+        self.exec_status = 0
+        self.result = None
+        self.ended = False
+        self.gone = False       # confirmed unloaded (NoSuchUnit)
+
+    def _wake(self):
+        self.cv.notify_all()
+        try:
+            os.write(self.wake_w, b'x')
+        except OSError:
+            pass
+
+    def on_props(self, iface, ch):
+        with self.cv:
+            if iface == UNIT_IF and 'ActiveState' in ch:
+                st = ch['ActiveState']
+                self.active_state = st
+                if st in ('activating', 'active', 'deactivating', 'reloading'):
+                    self.seen_running = True
+                elif st in ('inactive', 'failed') and self.seen_running:
+                    self.ended = True
+            if iface == SERVICE_IF:
+                if 'ExecMainCode' in ch:
+                    self.exec_code = ch['ExecMainCode']
+                if 'ExecMainStatus' in ch:
+                    self.exec_status = ch['ExecMainStatus']
+                if 'Result' in ch:
+                    self.result = ch['Result']
+            self._wake()
+
+    def on_job(self, job, result):
+        with self.cv:
+            self.job_result = result
+            if result == 'done':
+                self.seen_running = True
+                if self.active_state in ('inactive', 'failed'):
+                    # possibly coalesced; the relay loop confirms via GetUnit
+                    pass
+            self._wake()
+
+    def exit_pair(self):
+        if self.exec_code in (2, 3):
+            return 0, self.exec_status
+        return self.exec_status, 0
+
+
+# --------------------------------------------------------------- the server
+class Server:
+    def __init__(self):
+        self.user = pwd.getpwnam(SERVICE_USER)
+        self.gid = grp.getgrnam(SERVICE_GROUP).gr_gid
+        self.capacity = 17 if 'capacity17' in FAULTS else SESSIONS
+        self.lock = threading.Lock()
+        self.slots = 0
+        self.unauth = 0
+        self.tokens = float(RATE_BURST)
+        self.token_t = time.monotonic()
+        self.conns = set()
+        self.stopping = False
+        self.bus = Bus()
+
+    # admission ---------------------------------------------------------
+    def admit_unauth(self):
+        if 'no-unauth-limit' in FAULTS:
+            with self.lock:
+                self.unauth += 1
+            return None
+        with self.lock:
+            now = time.monotonic()
+            self.tokens = min(RATE_BURST, self.tokens + (now - self.token_t) * RATE_PER_SEC)
+            self.token_t = now
+            if self.unauth >= UNAUTH_QUOTA:
+                return 'too many unauthenticated connections'
+            if self.tokens < 1.0:
+                return 'connection rate limit'
+            self.tokens -= 1.0
+            self.unauth += 1
+            return None
+
+    def release_unauth(self):
+        with self.lock:
+            self.unauth -= 1
+
+    def take_slot(self):
+        with self.lock:
+            if self.slots >= self.capacity:
+                return False
+            self.slots += 1
+            return True
+
+    def release_slot(self):
+        with self.lock:
+            self.slots -= 1
+
+    # peer authentication ------------------------------------------------
+    def authenticate(self, pid, uid, gid, pidfd):
+        bus = self.bus
+        try:
+            (upath,) = bus.manager('GetUnitByPID', 'u', (pid,))
+            u = bus.get_all(upath, UNIT_IF)
+            s = bus.get_all(upath, SERVICE_IF)
+        except DBusErrorResponse as e:
+            raise Reject(E_AUTH, 'peer is not in a known unit (%s)' % e.name)
+        except TimeoutError:
+            raise Reject(E_AUTH, 'D-Bus deadline exceeded during authentication')
+        if u.get('Id') != PEER_UNIT:
+            raise Reject(E_AUTH, 'peer unit is not ' + PEER_UNIT)
+        if s.get('MainPID') != pid:
+            raise Reject(E_AUTH, 'peer is not the MainPID of ' + PEER_UNIT)
+        if u.get('ActiveState') != 'active' or u.get('SubState') != 'running':
+            raise Reject(E_AUTH, 'peer unit is not active/running')
+        if s.get('ControlGroup') != PEER_CGROUP and 'skip-cgroup-check' not in FAULTS:
+            raise Reject(E_AUTH, 'peer ControlGroup is not ' + PEER_CGROUP)
+        inv = bytes(u.get('InvocationID') or b'')
+        if len(inv) != 16:
+            raise Reject(E_AUTH, 'peer has no 16-byte InvocationID')
+        if uid != self.user.pw_uid or gid != self.gid:
+            raise Reject(E_AUTH, 'peer uid/gid is not %s:%s' % (SERVICE_USER, SERVICE_GROUP))
+        if pidfd is not None and not pidfd_alive(pidfd):
+            raise Reject(E_AUTH, 'peer exited during authentication')
+        return upath, inv
+
+    def recheck(self, pin):
+        if 'skip-pin-recheck' in FAULTS:
+            return
+        upath, pid, pidfd, inv = pin
+        if pidfd is not None and not pidfd_alive(pidfd):
+            raise Reject(E_AUTH, 'authenticated peer has exited')
+        try:
+            (cur,) = self.bus.manager('GetUnit', 's', (PEER_UNIT,))
+            mainpid = self.bus.get(cur, SERVICE_IF, 'MainPID')
+            cinv = bytes(self.bus.get(cur, UNIT_IF, 'InvocationID'))
+        except DBusErrorResponse as e:
+            raise Reject(E_AUTH, 'peer unit vanished (%s)' % e.name)
+        except TimeoutError:
+            raise Reject(E_AUTH, 'D-Bus deadline exceeded during pin re-check')
+        if mainpid != pid:
+            raise Reject(E_AUTH, 'peer MainPID changed since authentication')
+        if cinv != inv:
+            raise Reject(E_AUTH, 'peer InvocationID changed since authentication')
+        if pidfd is not None and not pidfd_alive(pidfd):
+            raise Reject(E_AUTH, 'authenticated peer has exited')
+
+    # session unit ---------------------------------------------------------
+    def unit_props(self, unit, argv, runtime, pty_fd, cwd_fd):
+        enc = ['a' + b64(a.encode()) for a in argv]
+        env = ['PATH=/usr/local/bin:/usr/bin:/bin', 'HOME=' + (self.user.pw_dir or '/'),
+               'TERM=xterm-256color', 'LANG=C.UTF-8']
+        p = [
+            ('Description', ('s', 'opencode PTY session ' + unit[13:45])),
+            ('Type', ('s', 'exec')),
+            ('ExecStart', ('a(sasb)', [(LAUNCHER, [LAUNCHER] + enc, False)])),
+            ('Slice', ('s', SLICE)),
+            ('BindsTo', ('as', [SELF_UNIT])),
+            ('After', ('as', [SELF_UNIT])),
+            ('User', ('s', SERVICE_USER)),
+            ('Group', ('s', SERVICE_GROUP)),
+            ('CapabilityBoundingSet', ('t', 0)),
+            ('AmbientCapabilities', ('t', 0)),
+            ('NoNewPrivileges', ('b', True)),
+            ('PrivateDevices', ('b', True)),
+            ('DevicePolicy', ('s', 'closed')),
+            ('Delegate', ('b', False)),
+            ('ProtectProc', ('s', 'invisible')),
+            ('ProcSubset', ('s', 'pid')),
+            ('RestrictNamespaces', ('t', 0)),
+            ('RestrictAddressFamilies', ('(bas)', (True, ['AF_UNIX', 'AF_INET', 'AF_INET6']))),
+            ('SystemCallArchitectures', ('as', ['native'])),
+            ('SystemCallFilter', ('(bas)', (True, ['@system-service']))),
+            ('ProtectSystem', ('s', 'full')),
+            ('PrivateTmp', ('b', True)),
+            ('ProtectKernelTunables', ('b', True)),
+            ('ProtectKernelModules', ('b', True)),
+            ('ProtectKernelLogs', ('b', True)),
+            ('ProtectControlGroups', ('b', True)),
+            ('LockPersonality', ('b', True)),
+            ('RestrictSUIDSGID', ('b', True)),
+            ('RestrictRealtime', ('b', True)),
+            ('Environment', ('as', env)),
+            ('RuntimeMaxUSec', ('t', runtime * 1_000_000)),
+            ('KillMode', ('s', 'control-group')),
+            ('TimeoutStopUSec', ('t', STOP_TIMEOUT_USEC)),
+            ('StandardInputFileDescriptor', ('h', pty_fd)),
+            ('StandardOutputFileDescriptor', ('h', pty_fd)),
+            ('StandardErrorFileDescriptor', ('h', cwd_fd)),
+            ('CollectMode', ('s', 'inactive-or-failed')),
+        ]
+        if 'no-supplementary-groups-prop' not in FAULTS:
+            p.append(('SupplementaryGroups', ('as', [])))
+        if 'no-inaccessible-paths' not in FAULTS:
+            p.append(('InaccessiblePaths', ('as', [SOCK_DIR, '-/run/docker.sock', '-/run/dbus', '-/run/user'])))
+        return p
+
+    def unit_gone(self, unit):
+        try:
+            self.bus.manager('GetUnit', 's', (unit,))
+            return False
+        except DBusErrorResponse as e:
+            if e.name == 'org.freedesktop.systemd1.NoSuchUnit':
+                return True
+            raise
+
+    def stop_and_wait(self, st, cgroup, timeout=20.0):
+        """Stop a session unit and wait until it and its cgroup are gone.
+        Returns True when confirmed gone; logs CLEANUP-ERROR otherwise."""
+        deadline = time.monotonic() + timeout
+        try:
+            self.bus.manager('StopUnit', 'ss', (st.unit, 'replace'))
+        except DBusErrorResponse as e:
+            if e.name not in ('org.freedesktop.systemd1.NoSuchUnit',):
+                log('CLEANUP-ERROR StopUnit', st.unit, e.name, e.data)
+        except TimeoutError:
+            log('CLEANUP-ERROR StopUnit deadline', st.unit)
+        ok = self.wait_gone(st, cgroup, deadline)
+        if not ok:
+            log('CLEANUP-ERROR unit still present, sending SIGKILL', st.unit)
+            try:
+                self.bus.manager('KillUnit', 'ssi', (st.unit, 'all', 9))
+            except Exception as e:
+                log('CLEANUP-ERROR KillUnit', st.unit, e)
+            ok = self.wait_gone(st, cgroup, time.monotonic() + 5.0)
+            if not ok:
+                log('CLEANUP-ERROR unit could not be removed', st.unit)
+        return ok
+
+    def wait_gone(self, st, cgroup, deadline):
+        while time.monotonic() < deadline:
+            with st.cv:
+                if not st.ended:
+                    st.cv.wait(timeout=0.05)
+            try:
+                gone = st.ended or self.unit_gone(st.unit)
+            except Exception:
+                gone = False
+            if gone and not cgroup_exists(cgroup):
+                return True
+            if gone:
+                time.sleep(0.005)
+        return False
+
+    # orphan cleanup -----------------------------------------------------
+    def cleanup_orphans(self):
+        if 'no-orphan-cleanup' in FAULTS:
+            log('orphan cleanup disabled by fault switch')
+            return
+        try:
+            (units,) = self.bus.manager('ListUnitsByPatterns', 'asas', ([], ['opencode-pty-*.service']))
+        except Exception as e:
+            log('CLEANUP-ERROR ListUnitsByPatterns', e)
+            return
+        waits = []
+        for u in units:
+            name, path = u[0], u[6]
+            if not UNIT_RE.match(name):
+                continue
+            try:
+                binds = list(self.bus.get(path, UNIT_IF, 'BindsTo'))
+            except Exception as e:
+                log('CLEANUP-ERROR reading BindsTo of', name, e)
+                continue
+            if binds != [SELF_UNIT]:
+                log('leaving', name, 'alone: BindsTo', binds)
+                continue
+            log('stopping orphan session unit', name)
+            st = UnitState(name, -1)
+            self.bus.register(st)
+            try:
+                cg = self.bus.get(path, SERVICE_IF, 'ControlGroup')
+            except Exception:
+                cg = ''
+            try:
+                self.bus.manager('StopUnit', 'ss', (name, 'replace'))
+            except Exception as e:
+                log('CLEANUP-ERROR StopUnit', name, e)
+            waits.append((st, cg))
+        for st, cg in waits:
+            ok = self.wait_gone(st, cg, time.monotonic() + 15.0)
+            if not ok:
+                try:
+                    self.bus.manager('ResetFailedUnit', 's', (st.unit,))
+                except Exception:
+                    pass
+                ok = self.wait_gone(st, cg, time.monotonic() + 1.0)
+            self.bus.unregister(st)
+            if not ok:
+                log('CLEANUP-ERROR orphan unit not removed', st.unit)
+
+    # listener ---------------------------------------------------------
+    def listen(self):
+        os.makedirs(SOCK_DIR, mode=0o750, exist_ok=True)
+        os.chown(SOCK_DIR, 0, self.gid)
+        os.chmod(SOCK_DIR, 0o750)
+        try:
+            os.unlink(SOCK_PATH)
+        except FileNotFoundError:
+            pass
+        ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        old = os.umask(0o177)
+        try:
+            ls.bind(SOCK_PATH)
+        finally:
+            os.umask(old)
+        os.chown(SOCK_PATH, 0, self.gid)
+        os.chmod(SOCK_PATH, 0o660)
+        ls.listen(128)
+        self.ls = ls
+
+    def serve(self):
+        while not self.stopping:
+            try:
+                c, _ = self.ls.accept()
+            except OSError as e:
+                if self.stopping:
+                    break
+                if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    time.sleep(0.05)
+                continue
+            why = self.admit_unauth()
+            if why is not None:
+                try:
+                    c.setblocking(False)
+                    c.send(frame(T_ERROR, struct.pack('>H', E_RATE) + why.encode()))
+                except OSError:
+                    pass
+                c.close()
+                continue
+            conn = Conn(self, c)
+            with self.lock:
+                self.conns.add(conn)
+            threading.Thread(target=conn.run, daemon=True).start()
+
+    def shutdown(self):
+        self.stopping = True
+        try:
+            os.unlink(SOCK_PATH)
+        except OSError:
+            pass
+        try:
+            self.ls.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        with self.lock:
+            conns = list(self.conns)
+        for c in conns:
+            c.request_stop()
+        deadline = time.monotonic() + 12.0
+        for c in conns:
+            c.done.wait(max(0.0, deadline - time.monotonic()))
+
+
+# ---------------------------------------------------------------- helpers
+def b64(b):
+    import base64
+    return base64.urlsafe_b64encode(b).decode().rstrip('=')
+
+
+def frame(t, payload=b''):
+    return struct.pack('>IB', len(payload), t) + payload
+
+
+def pidfd_alive(fd):
+    p = select.poll()
+    p.register(fd, select.POLLIN)
+    return not p.poll(0)
+
+
+def cgroup_exists(cg):
+    if not cg:
+        return False
+    return os.path.isdir('/sys/fs/cgroup' + cg)
+
+
+def sd_notify(msg):
+    addr = os.environ.get('NOTIFY_SOCKET')
+    if not addr:
+        return
+    if addr.startswith('@'):
+        addr = '\0' + addr[1:]
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+    try:
+        s.connect(addr)
+        s.send(msg.encode())
+    finally:
+        s.close()
+
+
+def valid_text(b):
+    if b'\0' in b:
+        return False
+    try:
+        b.decode('utf-8', 'strict')
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def parse_start(p):
+    """START payload -> (runtime, rows, cols, argv). Raises Reject."""
+    if len(p) < 10:
+        raise Reject(E_PROTOCOL, 'START too short')
+    runtime, rows, cols, argc = struct.unpack_from('>IHHH', p, 0)
+    off = 10
+    items = []
+    for i in range(argc):
+        if off + 4 > len(p):
+            raise Reject(E_PROTOCOL, 'START argc does not match payload length')
+        (n,) = struct.unpack_from('>I', p, off)
+        off += 4
+        if off + n > len(p):
+            raise Reject(E_PROTOCOL, 'START argument length does not match payload length')
+        items.append(p[off:off + n])
+        off += n
+    if off != len(p):
+        raise Reject(E_PROTOCOL, 'START has trailing bytes')
+    if argc < 1:
+        raise Reject(E_PROTOCOL, 'START without a command')
+    cmd, args = items[0], items[1:]
+    if len(cmd) > MAX_CMD:
+        raise Reject(E_LIMIT, 'command longer than %d bytes' % MAX_CMD)
+    if len(args) > MAX_ARGS:
+        raise Reject(E_LIMIT, 'more than %d arguments' % MAX_ARGS)
+    for a in args:
+        if len(a) > MAX_ARG:
+            raise Reject(E_LIMIT, 'argument longer than %d bytes' % MAX_ARG)
+    if sum(len(a) for a in args) > MAX_AGG:
+        raise Reject(E_LIMIT, 'arguments longer than %d bytes in total' % MAX_AGG)
+    if runtime < 1 or runtime > MAX_RUNTIME:
+        raise Reject(E_LIMIT, 'runtime must be 1..%d seconds' % MAX_RUNTIME)
+    for it in items:
+        if not valid_text(it):
+            raise Reject(E_PROTOCOL, 'argument is not UTF-8 without NUL')
+    if len(cmd) == 0:
+        raise Reject(E_PROTOCOL, 'empty command')
+    return runtime, rows, cols, [it.decode() for it in items]
+
+
+class FrameReader:
+    """Incremental reader of helper->supervisor frames on a non-blocking
+    socket. Each recvmsg asks for at most the rest of the current header or
+    payload, so descriptors are attributed to the frame they came with."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.reset()
+
+    def reset(self):
+        self.hdr = b''
+        self.body = None
+        self.need = 0
+        self.type = None
+        self.fds = []
+        self.ctrunc = False
+
+    def close_fds(self):
+        for fd in self.fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.fds = []
+
+    def poll(self):
+        """Return (type, payload, fds, ctrunc), None if more data is needed.
+        Raises EOFError at end of stream, Reject on a protocol error."""
+        while True:
+            if self.body is None:
+                want = 5 - len(self.hdr)
+            else:
+                want = self.need - len(self.body)
+            if want == 0:
+                out = (self.type, bytes(self.body), self.fds, self.ctrunc)
+                self.fds = []
+                self.reset()
+                return out
+            try:
+                data, anc, flags, _ = self.sock.recvmsg(want, ANCBUF, socket.MSG_CMSG_CLOEXEC)
+            except (BlockingIOError, InterruptedError):
+                return None
+            except (ConnectionResetError, BrokenPipeError):
+                raise EOFError
+            for lvl, typ, d in anc:
+                if lvl == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+                    a = array.array('i')
+                    a.frombytes(d[:len(d) - len(d) % a.itemsize])
+                    self.fds.extend(a)
+            if flags & socket.MSG_CTRUNC:
+                self.ctrunc = True
+            if not data:
+                if self.hdr or self.body is not None:
+                    raise Reject(E_PROTOCOL, 'connection closed inside a frame')
+                raise EOFError
+            if self.body is None:
+                self.hdr += data
+                if len(self.hdr) == 5:
+                    n, t = struct.unpack('>IB', self.hdr)
+                    if t not in IN_BOUNDS:
+                        if t in (T_HELLO_OK, T_STARTED, T_DATA_OUT, T_EXIT, T_ERROR):
+                            raise Reject(E_PROTOCOL, 'frame type 0x%02x in the wrong direction' % t)
+                        raise Reject(E_PROTOCOL, 'unknown frame type 0x%02x' % t)
+                    lo, hi = IN_BOUNDS[t]
+                    if n > hi or n < lo:
+                        raise Reject(E_PROTOCOL, 'frame type 0x%02x with bad length %d' % (t, n))
+                    self.type, self.need, self.body = t, n, bytearray()
+            else:
+                self.body += data
+
+
+# ----------------------------------------------------------- a connection
+class Conn:
+    def __init__(self, server, sock):
+        self.srv = server
+        self.sock = sock
+        self.sock.setblocking(False)
+        self.reader = FrameReader(sock)
+        self.done = threading.Event()
+        self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self.stop_requested = False
+        self.pidfd = None
+        self.unauth = True
+        self.slot = False
+        self.st = None
+        self.cgroup = ''
+        self.pty = None
+        self.unit_started = False
+
+    def request_stop(self):
+        self.stop_requested = True
+        try:
+            os.write(self.wake_w, b's')
+        except OSError:
+            pass
+
+    # low-level I/O -----------------------------------------------------
+    def wait_frame(self, deadline):
+        while True:
+            f = self.reader.poll()
+            if f is not None:
+                return f
+            left = deadline - time.monotonic()
+            if left <= 0 or self.stop_requested:
+                raise Reject(E_PROTOCOL, 'timed out waiting for a frame')
+            p = select.poll()
+            p.register(self.sock, select.POLLIN)
+            p.register(self.wake_r, select.POLLIN)
+            p.poll(left * 1000)
+
+    def send_now(self, data, timeout=5.0):
+        deadline = time.monotonic() + timeout
+        view = memoryview(data)
+        while view:
+            try:
+                n = self.sock.send(view)
+                view = view[n:]
+            except (BlockingIOError, InterruptedError):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise PeerGone()
+                p = select.poll()
+                p.register(self.sock, select.POLLOUT)
+                p.poll(left * 1000)
+            except OSError:
+                raise PeerGone()
+
+    def send_error(self, code, msg):
+        try:
+            self.send_now(frame(T_ERROR, struct.pack('>H', code) + msg.encode()[:1000]), 1.0)
+        except PeerGone:
+            pass
+
+    # main ----------------------------------------------------------------
+    def run(self):
+        try:
+            self.handle()
+        except Reject as r:
+            log('reject', r.code, r.msg)
+            self.send_error(r.code, r.msg)
+        except (PeerGone, EOFError):
+            pass
+        except Exception:
+            log('internal error', traceback.format_exc())
+            self.send_error(E_INTERNAL, 'internal error')
+        finally:
+            self.finish()
+
+    def finish(self):
+        try:
+            self.reader.close_fds()
+            if self.st is not None and self.unit_started:
+                if 'no-stop-on-disconnect' in FAULTS and not self.srv.stopping:
+                    log('fault: leaving', self.st.unit, 'running after disconnect')
+                else:
+                    ok = self.srv.stop_and_wait(self.st, self.cgroup)
+                    if not ok:
+                        self.slot = False  # fail closed: the slot stays taken
+            if self.st is not None:
+                self.srv.bus.unregister(self.st)
+        except Exception:
+            log('CLEANUP-ERROR', traceback.format_exc())
+        finally:
+            for fd in (self.pty, self.sock):
+                try:
+                    if fd is not None:
+                        fd.close()
+                except OSError:
+                    pass
+            for fd in (self.pidfd, self.wake_r, self.wake_w):
+                try:
+                    if fd is not None:
+                        os.close(fd)
+                except OSError:
+                    pass
+            if self.unauth:
+                self.srv.release_unauth()
+            if self.slot:
+                self.srv.release_slot()
+            with self.srv.lock:
+                self.srv.conns.discard(self)
+            self.done.set()
+
+    def handle(self):
+        srv = self.srv
+        pid, uid, gid = struct.unpack('3i', self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+        try:
+            self.pidfd = struct.unpack('i', self.sock.getsockopt(socket.SOL_SOCKET, SO_PEERPIDFD, 4))[0]
+        except OSError as e:
+            if 'allow-no-pidfd' not in FAULTS:
+                raise Reject(E_AUTH, 'SO_PEERPIDFD unavailable (%s)' % e.strerror)
+        t, payload, fds, ctr = self.wait_frame(time.monotonic() + HELLO_TIMEOUT)
+        if fds or ctr:
+            self.reader.fds = fds
+            raise Reject(E_PROTOCOL, 'descriptors on a non-START frame')
+        if t != T_HELLO:
+            raise Reject(E_PROTOCOL, 'first frame must be HELLO')
+        upath, inv = srv.authenticate(pid, uid, gid, self.pidfd)
+        srv.release_unauth()
+        self.unauth = False
+        if not srv.take_slot():
+            raise Reject(E_CAPACITY, 'all %d session slots are in use' % srv.capacity)
+        self.slot = True
+        pin = (upath, pid, self.pidfd, inv)
+        self.send_now(frame(T_HELLO_OK, inv))
+
+        t, payload, fds, ctr = self.wait_frame(time.monotonic() + START_TIMEOUT)
+        self.reader.fds = fds   # closed in finish() unless handed over
+        if t != T_START:
+            raise Reject(E_PROTOCOL, 'expected START, got type 0x%02x' % t)
+        if ctr:
+            raise Reject(E_PROTOCOL, 'START control message truncated (MSG_CTRUNC)')
+        if len(fds) != 1:
+            raise Reject(E_PROTOCOL, 'START must carry exactly one descriptor, got %d' % len(fds))
+        runtime, rows, cols, argv = parse_start(payload)
+        cwd_fd = fds[0]
+        if not stat.S_ISDIR(os.fstat(cwd_fd).st_mode):
+            raise Reject(E_PROTOCOL, 'START descriptor is not a directory')
+        srv.recheck(pin)
+        self.start_unit(argv, runtime, cwd_fd)
+        self.reader.close_fds()
+        self.relay()
+
+    def start_unit(self, argv, runtime, cwd_fd):
+        srv = self.srv
+        unit = 'opencode-pty-%s.service' % secrets.token_hex(16)
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        self.pty = mine
+        st = UnitState(unit, self.wake_w)
+        self.st = st
+        srv.bus.register(st)
+        props = srv.unit_props(unit, argv, runtime, theirs.fileno(), cwd_fd)
+        try:
+            try:
+                (job,) = srv.bus.manager('StartTransientUnit', 'ssa(sv)a(sa(sv))', (unit, 'fail', props, []))
+            except DBusErrorResponse as e:
+                # maybe nothing was created; stop anyway in case it was
+                self.unit_started = True
+                raise Reject(E_START_FAILED, 'StartTransientUnit failed: %s %s' % (e.name, e.data))
+            except TimeoutError:
+                self.unit_started = True
+                raise Reject(E_START_FAILED, 'StartTransientUnit deadline exceeded')
+        finally:
+            theirs.close()
+        self.unit_started = True
+        deadline = time.monotonic() + DBUS_TIMEOUT
+        with st.cv:
+            while st.job_result is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise Reject(E_START_FAILED, 'start job did not finish in time')
+                st.cv.wait(left)
+            if st.job_result != 'done':
+                raise Reject(E_START_FAILED, 'start job result: ' + st.job_result)
+        try:
+            self.cgroup = srv.bus.get(st.path, SERVICE_IF, 'ControlGroup')
+        except DBusErrorResponse:
+            self.cgroup = ''   # already ended and collected
+        except TimeoutError:
+            raise Reject(E_START_FAILED, 'D-Bus deadline exceeded after start')
+        log('started', unit, 'for', len(argv), 'argv elements, runtime', runtime)
+        self.send_now(frame(T_STARTED, unit.encode()))
+
+    def relay(self):
+        srv, st = self.srv, self.st
+        pty = self.pty
+        pty.setblocking(False)
+        to_pty = bytearray()
+        to_conn = bytearray()
+        input_eof = False
+        pty_wr_closed = False
+        pty_eof = False
+        stop_sent = False
+        exit_sent = False
+        end_seen_at = None
+        pty_eof_at = None
+        last_probe = 0.0
+        sel = selectors.DefaultSelector()
+        sel.register(self.wake_r, selectors.EVENT_READ, 'wake')
+        reg = {}
+
+        def want(obj, key, ev):
+            if reg.get(key) == ev:
+                return
+            if ev == 0:
+                if key in reg:
+                    sel.unregister(obj)
+                    del reg[key]
+                return
+            if key in reg:
+                sel.modify(obj, ev, key)
+            else:
+                sel.register(obj, ev, key)
+            reg[key] = ev
+
+        def stop_unit():
+            nonlocal stop_sent
+            if stop_sent:
+                return
+            stop_sent = True
+            try:
+                srv.bus.manager('StopUnit', 'ss', (st.unit, 'replace'))
+            except DBusErrorResponse as e:
+                if e.name != 'org.freedesktop.systemd1.NoSuchUnit':
+                    log('CLEANUP-ERROR StopUnit', st.unit, e.name)
+            except TimeoutError:
+                log('CLEANUP-ERROR StopUnit deadline', st.unit)
+
+        while True:
+            if self.stop_requested:
+                stop_unit()
+            with st.cv:
+                ended = st.ended
+            now = time.monotonic()
+            if ended and end_seen_at is None:
+                end_seen_at = now
+            if pty_eof and pty_eof_at is None:
+                pty_eof_at = now
+            # the unit may have been collected with coalesced signals
+            if not ended and (pty_eof or st.active_state in ('inactive', 'failed')) and now - last_probe > 0.2:
+                last_probe = now
+                try:
+                    if srv.unit_gone(st.unit):
+                        with st.cv:
+                            st.ended = True
+                        continue
+                except Exception:
+                    pass
+            if not exit_sent and ended and (pty_eof or now - end_seen_at > 2.0):
+                # session over: make sure everything is gone, free the slot,
+                # then report
+                ok = srv.wait_gone(st, self.cgroup, time.monotonic() + 5.0)
+                self.unit_started = not ok
+                if ok and self.slot:
+                    srv.release_slot()
+                    self.slot = False
+                code, sig = st.exit_pair()
+                to_conn += frame(T_EXIT, struct.pack('>ii', code, sig))
+                exit_sent = True
+            if exit_sent and not to_conn:
+                return
+            # interest sets
+            ev = 0
+            if not exit_sent and len(to_pty) < 65536 and not input_eof:
+                ev |= selectors.EVENT_READ
+            if to_conn:
+                ev |= selectors.EVENT_WRITE
+            want(self.sock, 'conn', ev)
+            ev = 0
+            if not pty_eof and len(to_conn) < 262144:
+                ev |= selectors.EVENT_READ
+            if to_pty and not pty_wr_closed:
+                ev |= selectors.EVENT_WRITE
+            want(pty, 'pty', ev)
+            timeout = 0.2 if (pty_eof or ended) else 1.0
+            for key, mask in sel.select(timeout):
+                k = key.data
+                if k == 'wake':
+                    try:
+                        os.read(self.wake_r, 4096)
+                    except OSError:
+                        pass
+                elif k == 'conn':
+                    if mask & selectors.EVENT_READ:
+                        while len(to_pty) < 65536 and not input_eof:
+                            f = self.reader.poll()   # EOFError: helper gone
+                            if f is None:
+                                break
+                            t, p, fds, ctr = f
+                            if fds or ctr:
+                                self.reader.fds = fds
+                                stop_unit()
+                                raise Reject(E_PROTOCOL, 'descriptors on a non-START frame')
+                            if t == T_DATA:
+                                if not pty_wr_closed:
+                                    to_pty += p
+                            elif t == T_EOF:
+                                input_eof = True
+                            elif t == T_RESIZE:
+                                pass   # accepted; the PTY belongs to script(1) in the unit
+                            elif t == T_STOP:
+                                stop_unit()
+                            else:
+                                stop_unit()
+                                raise Reject(E_PROTOCOL, 'unexpected frame type 0x%02x after START' % t)
+                    if mask & selectors.EVENT_WRITE and to_conn:
+                        try:
+                            n = self.sock.send(to_conn)
+                            del to_conn[:n]
+                        except (BlockingIOError, InterruptedError):
+                            pass
+                        except OSError:
+                            raise PeerGone()
+                elif k == 'pty':
+                    if mask & selectors.EVENT_READ:
+                        try:
+                            d = pty.recv(MAX_DATA)
+                            if d:
+                                to_conn += frame(T_DATA_OUT, d)
+                            else:
+                                pty_eof = True
+                        except (BlockingIOError, InterruptedError):
+                            pass
+                        except OSError:
+                            pty_eof = True
+                    if mask & selectors.EVENT_WRITE and to_pty:
+                        try:
+                            n = pty.send(to_pty)
+                            del to_pty[:n]
+                        except (BlockingIOError, InterruptedError):
+                            pass
+                        except OSError:
+                            pty_wr_closed = True
+                            to_pty.clear()
+            if input_eof and not to_pty and not pty_wr_closed:
+                try:
+                    pty.shutdown(socket.SHUT_WR)
+                except OSError:
+                    pass
+                pty_wr_closed = True
+
+
+def main():
+    srv = Server()
+    srv.cleanup_orphans()
+    srv.listen()
+
+    def on_term(signum, frm):
+        if not srv.stopping:
+            threading.Thread(target=lambda: (srv.shutdown(), os._exit(0)), daemon=True).start()
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    def watchdog():
+        while True:
+            time.sleep(1.0)
+            if not srv.bus.alive():
+                log('system bus connection lost; exiting')
+                os._exit(70)
+
+    threading.Thread(target=watchdog, daemon=True).start()
+    sd_notify('READY=1\nSTATUS=listening on ' + SOCK_PATH)
+    log('listening on', SOCK_PATH, 'capacity', srv.capacity)
+    srv.serve()
+    while True:
+        time.sleep(3600)
+
+
+if __name__ == '__main__':
+    try:
+        os.close(3)     # the memfd this script was read from
+    except OSError:
+        pass
+    main()

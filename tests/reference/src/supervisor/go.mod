@@ -1,0 +1,3 @@
+module opencode-pty
+
+go 1.19

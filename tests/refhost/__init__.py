@@ -1,0 +1,1 @@
+"""The reference host: a disposable systemd machine (systemd-nspawn) for the acceptance suite."""

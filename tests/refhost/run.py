@@ -1,0 +1,127 @@
+"""Run the acceptance suite against a fresh reference host and collect its reports."""
+from __future__ import annotations
+
+import os
+import pathlib
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+
+from .machine import WORK_ROOT, Machine, MachineError, log
+from .tree import ensure_tree
+
+GUEST_BASE = "/opt/pty-acceptance"
+GUEST_SRC = f"{GUEST_BASE}/src"
+GUEST_OUT = f"{GUEST_BASE}/out"
+GUEST_PYTHON = f"{GUEST_BASE}/venv/bin/python"
+DEPLOY = "tests/reference/deploy.sh"
+MARKER = "/etc/opencode/pty-supervisor-verified"
+BINARIES = [f"/usr/local/libexec/opencode-pty-{n}" for n in ("supervisor", "launcher", "client")]
+
+EXIT_SETUP_FAILED = 3
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(2)
+
+
+def _collect(m: Machine, out: pathlib.Path) -> None:
+    """Copy reports, marker, binaries and the journal out of the guest (best effort)."""
+    notes: list[str] = []
+
+    def attempt(what: str, fn) -> None:
+        try:
+            notes.extend(fn() or [])
+        except (OSError, MachineError, subprocess.SubprocessError) as e:
+            notes.append(f"could not collect {what}: {e}")
+            log(notes[-1])
+
+    if m.guest_exists(f"{GUEST_OUT}/reports"):
+        attempt("reports", lambda: m.copy_out(f"{GUEST_OUT}/reports", out / "reports"))
+    if m.guest_exists(MARKER):
+        attempt("marker", lambda: m.copy_out(MARKER, out / "pty-supervisor-verified"))
+    else:
+        notes.append(f"no {MARKER} on the reference host")
+        log(notes[-1])
+    for b in BINARIES:
+        if m.guest_exists(b):
+            attempt(b, lambda b=b: m.copy_out(b, out / b.lstrip("/")))
+    attempt("journal", lambda: m.journal(out / "journal.log"))
+    if notes:
+        (out / "collect-notes.txt").write_text("\n".join(notes) + "\n")
+
+
+def _point_latest(reports_root: pathlib.Path, run_dir: pathlib.Path) -> None:
+    tmp = reports_root / f".latest-{os.getpid()}"
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(run_dir.name)
+    tmp.replace(reports_root / "latest")
+
+
+def run_reference(repo_root: pathlib.Path, *, before_suite: list[os.PathLike | str] = (),
+                  keep: bool = False, pytest_args: list[str] = ()) -> int:
+    """Boot a reference host, deploy, run the acceptance suite inside it. Returns the suite's status.
+
+    3 means deployment or a --before-suite script failed (logs are still collected)."""
+    repo_root = pathlib.Path(repo_root).resolve()
+    if not (repo_root / DEPLOY).is_file():
+        log(f"{repo_root / DEPLOY} does not exist: nothing deploys the reference host")
+        return EXIT_SETUP_FAILED
+    before = [pathlib.Path(s) for s in before_suite]
+    for s in before:
+        if not s.is_file():
+            log(f"--before-suite script {s} does not exist")
+            return EXIT_SETUP_FAILED
+    tree = ensure_tree()
+    run_id = new_run_id()
+    reports_root = repo_root / "reports" / "reference"
+    out = reports_root / run_id
+    out.mkdir(parents=True)
+    name = f"ptyacc-{run_id.lower()}"
+    scratch = WORK_ROOT / name / "out"
+    scratch.mkdir(parents=True)
+    for i, s in enumerate(before):
+        shutil.copyfile(s, scratch / f"before-{i}.sh")
+    m = Machine(tree, name=name, console_log=out / "console.log",
+                binds=[(str(repo_root), GUEST_SRC, True), (str(scratch), GUEST_OUT, False)])
+    status = EXIT_SETUP_FAILED
+    try:
+        m.boot()
+        status = _deploy_and_test(m, before, pytest_args)
+        _collect(m, out)
+    finally:
+        if keep and m.leader:
+            print(f"reference host {m.name} left running.\n"
+                  f"  enter it:  nsenter -t {m.leader} -a bash\n"
+                  f"  stop it:   python -m tests.refhost --cleanup   (the next run also removes it)",
+                  file=sys.stderr)
+        else:
+            m.shutdown()
+            shutil.rmtree(WORK_ROOT / name, ignore_errors=True)
+        _point_latest(reports_root, out)
+    print(f"reference run {run_id}: exit status {status}; reports in {out}", file=sys.stderr)
+    return status
+
+
+def _deploy_and_test(m: Machine, before: list[pathlib.Path], pytest_args: list[str]) -> int:
+    log("deploying: /bin/sh " + f"{GUEST_SRC}/{DEPLOY}")
+    r = m.run(["/bin/sh", f"{GUEST_SRC}/{DEPLOY}"], cwd=GUEST_SRC, stream=True)
+    if r.returncode != 0:
+        log(f"deployment failed with exit status {r.returncode}")
+        return EXIT_SETUP_FAILED
+    for i, s in enumerate(before):
+        log(f"before-suite script {s}")
+        r = m.run(["/bin/sh", f"{GUEST_OUT}/before-{i}.sh"], cwd=GUEST_SRC, stream=True)
+        if r.returncode != 0:
+            log(f"before-suite script {s} failed with exit status {r.returncode}: not running the suite")
+            return EXIT_SETUP_FAILED
+    argv = [GUEST_PYTHON, "-m", "pytest", "-p", "no:cacheprovider", "acceptance/",
+            "--inventory", "inventories/reference.yml", "--report-dir", f"{GUEST_OUT}/reports",
+            *pytest_args]
+    log("suite: " + " ".join(argv))
+    r = m.run(argv, cwd=GUEST_SRC, env={"PYTHONDONTWRITEBYTECODE": "1"}, stream=True)
+    lines = r.stdout.decode(errors="replace").strip().splitlines()
+    print(f"suite: {lines[-1] if lines else '(no output)'} (exit status {r.returncode})", file=sys.stderr)
+    return r.returncode

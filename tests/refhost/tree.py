@@ -1,0 +1,140 @@
+"""Build and cache the reference host's root tree (debootstrap + a venv).
+
+The cache key is a hash over the recipe, so changing the package list or the
+requirements builds a new tree and removes the old ones.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+
+RECIPE_VERSION = "refhost-tree-1"
+SUITE = "bookworm"
+MIRROR = "http://deb.debian.org/debian"
+PACKAGES = (
+    "systemd,systemd-sysv,dbus,procps,python3,python3-venv,python3-pip,"
+    "util-linux,strace,python3-jeepney,golang-go,git,iproute2,"
+    "ca-certificates,libpam-systemd"
+)
+CACHE_DIR = pathlib.Path("/var/cache/opencode-pty-acceptance/trees")
+REQUIREMENTS = pathlib.Path(__file__).with_name("requirements-host.txt")
+GUEST_VENV = "/opt/pty-acceptance/venv"
+HOST_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+COMPLETE_MARK = ".ptyacc-tree-complete"
+
+
+def log(msg: str) -> None:
+    print(f"[refhost] {msg}", file=sys.stderr, flush=True)
+
+
+def recipe_key() -> str:
+    h = hashlib.sha256()
+    for part in (RECIPE_VERSION, SUITE, MIRROR, PACKAGES, REQUIREMENTS.read_text()):
+        h.update(part.encode() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def _remove(path: pathlib.Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    else:
+        shutil.rmtree(path)
+
+
+def _mounts_under(path: pathlib.Path) -> list[str]:
+    prefix = str(path) + "/"
+    with open("/proc/self/mounts") as f:
+        points = [line.split()[1].replace("\\040", " ") for line in f]
+    return [p for p in points if p == str(path) or p.startswith(prefix)]
+
+
+def _remove_tmp(path: pathlib.Path) -> None:
+    """rmtree, but first unmount whatever a crashed debootstrap left mounted inside."""
+    for point in sorted(_mounts_under(path), key=len, reverse=True):
+        log(f"unmounting leftover {point}")
+        subprocess.run(["umount", "-l", point], check=False)
+    if _mounts_under(path):
+        raise RuntimeError(f"still mounted under {path}: {_mounts_under(path)}")
+    if path.exists() or path.is_symlink():
+        _remove(path)
+
+
+def _prune(key: str) -> None:
+    """Remove crashed builds (*.tmp) and trees built from other recipes."""
+    for entry in CACHE_DIR.iterdir():
+        if entry.name != key:
+            log(f"removing stale cache entry {entry}")
+            _remove_tmp(entry)
+
+
+def _sh(argv: list[str]) -> None:
+    log("$ " + " ".join(argv))
+    subprocess.run(argv, check=True, stdin=subprocess.DEVNULL)
+
+
+def _build(tmp: pathlib.Path) -> None:
+    _sh(["debootstrap", "--variant=minbase", f"--include={PACKAGES}",
+         SUITE, str(tmp), MIRROR])
+    resolv = tmp / "etc/resolv.conf"
+    had_resolv = resolv.exists() or resolv.is_symlink()
+    if had_resolv:
+        resolv.rename(tmp / "etc/resolv.conf.ptyacc-orig")
+    shutil.copyfile("/etc/resolv.conf", resolv)
+    shutil.copyfile(REQUIREMENTS, tmp / "tmp/requirements-host.txt")
+    # HTTPS may pass a TLS-inspecting proxy whose CA only the host trusts.
+    shutil.copyfile(HOST_CA_BUNDLE, tmp / "tmp/host-ca.crt")
+    try:
+        _sh(["chroot", str(tmp), "/usr/bin/python3", "-m", "venv",
+             "--system-site-packages", GUEST_VENV])
+        # The host's pip configuration (local wheel dirs, certs) is not in the
+        # chroot: give pip a clean environment that only knows PyPI.
+        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root",
+               "LANG": "C.UTF-8", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+               "PIP_DEFAULT_TIMEOUT": "120", "PIP_NO_CACHE_DIR": "1",
+               "PIP_CERT": "/tmp/host-ca.crt"}
+        argv = ["chroot", str(tmp), f"{GUEST_VENV}/bin/pip", "install",
+                "--quiet", "-r", "/tmp/requirements-host.txt"]
+        log("$ " + " ".join(argv))
+        subprocess.run(argv, check=True, stdin=subprocess.DEVNULL, env=env)
+    finally:
+        resolv.unlink()
+        if had_resolv:
+            (tmp / "etc/resolv.conf.ptyacc-orig").rename(resolv)
+        (tmp / "tmp/requirements-host.txt").unlink(missing_ok=True)
+        (tmp / "tmp/host-ca.crt").unlink(missing_ok=True)
+    (tmp / COMPLETE_MARK).write_text(recipe_key() + "\n")
+
+
+def ensure_tree() -> pathlib.Path:
+    """Return a finished root tree for the current recipe, building it if needed."""
+    key = recipe_key()
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    _prune(key)
+    tree = CACHE_DIR / key
+    if (tree / COMPLETE_MARK).exists():
+        log(f"using cached tree {tree}")
+        return tree
+    if tree.exists():
+        log(f"removing incomplete tree {tree}")
+        _remove(tree)
+    tmp = CACHE_DIR / f"{key}.tmp"
+    log(f"building tree {tree} (debootstrap {SUITE} + venv); this takes a few minutes")
+    t0 = time.monotonic()
+    try:
+        _build(tmp)
+    except BaseException:
+        log(f"tree build failed; removing {tmp}")
+        _remove_tmp(tmp)
+        raise
+    tmp.rename(tree)
+    log(f"tree ready in {time.monotonic() - t0:.0f} s: {tree}")
+    return tree
+
+
+if __name__ == "__main__":
+    print(ensure_tree())
