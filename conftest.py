@@ -9,4 +9,4 @@ _lib = str(Path(__file__).resolve().parent / "acceptance")
 if _lib not in sys.path:
     sys.path.insert(0, _lib)
 
-pytest_plugins = ["pty_acceptance.plugin"]
+pytest_plugins = ["pty_acceptance.plugin", "pytester"]

@@ -41,9 +41,10 @@ def cmd_verify_marker(a: argparse.Namespace) -> int:
     revision = a.revision or inv.revision
     source = a.source_sha256 or inv.source_manifest_sha256
     binaries = tuple(b.path for b in inv.binaries_list) if inv else marker.DEFAULT_BINARIES
+    claimed = tuple(b.sha256 for b in inv.binaries_list) if inv else ()
     path = a.marker or (inv.marker if inv else marker.DEFAULT_PATH)
     try:
-        marker.verify(path, marker.Expectation(revision, source, binaries), root=a.root)
+        marker.verify(path, marker.Expectation(revision, source, binaries, claimed), root=a.root)
     except marker.MarkerRefused as e:
         print(f"REFUSED {e.rule}: {e.detail}")
         return 1

@@ -185,7 +185,8 @@ def blockers(config: pytest.Config, state: GateState, exitstatus: int) -> list[B
 
 def expectation(inv: Inventory) -> marker.Expectation:
     return marker.Expectation(inv.revision, inv.source_manifest_sha256,
-                              tuple(b.path for b in inv.binaries_list))
+                              tuple(b.path for b in inv.binaries_list),
+                              tuple(b.sha256 for b in inv.binaries_list))
 
 
 class Gate:

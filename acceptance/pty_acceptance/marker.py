@@ -45,6 +45,7 @@ class Expectation:
     revision: str
     source_sha256: str
     binaries: tuple[str, ...]  # absolute paths, in marker order
+    claimed: tuple[str, ...] = ()  # the inventory's SHA-256 per binary, when known
 
 
 def render(revision: str, source_sha256: str, records: list[tuple[str, str]]) -> bytes:
@@ -98,6 +99,8 @@ def verify(marker: str, exp: Expectation, root: str = "/") -> bytes:
     if len(lines) != 1 + len(exp.binaries):
         raise MarkerRefused("line-count", f"{len(lines)} lines, expected exactly {1 + len(exp.binaries)}")
     m = LINE1.match(lines[0])
+    if not m and LINE1.match(lines[0].lower()) and lines[0].lower() != lines[0]:
+        raise MarkerRefused("uppercase-hex", "line 1 has upper-case hex digits")
     if not m:
         raise MarkerRefused("malformed-revision-line", f"line 1 is {lines[0][:120]!r}")
     if m.group(1).decode() != exp.revision:
@@ -112,6 +115,8 @@ def verify(marker: str, exp: Expectation, root: str = "/") -> bytes:
         if not rm:
             if re.match(rb"^[0-9a-fA-F]{64} \*", line):
                 raise MarkerRefused("binary-flag", f"line {n} uses the '*' binary-mode flag")
+            if re.match(rb"^[0-9a-fA-F]{64}  /", line):
+                raise MarkerRefused("uppercase-hex", f"line {n} has upper-case hex digits")
             raise MarkerRefused("malformed-record", f"line {n} is not '<64 lowercase hex>  <path>': {line[:120]!r}")
         records.append((rm.group(1).decode(), rm.group(2).decode("utf-8", "replace")))
     paths = [p for _, p in records]
@@ -120,6 +125,10 @@ def verify(marker: str, exp: Expectation, root: str = "/") -> bytes:
     if paths != list(exp.binaries):
         rule = "wrong-order" if sorted(paths) == sorted(exp.binaries) else "wrong-path"
         raise MarkerRefused(rule, f"records name {paths}, expected {list(exp.binaries)}")
+    for n, ((digest, path), claim) in enumerate(zip(records, exp.claimed), start=2):
+        if digest != claim:
+            raise MarkerRefused("claim-mismatch",
+                                f"line {n}: {path} recorded as {digest}, the inventory claims {claim}")
     for n, (digest, path) in enumerate(records, start=2):
         actual_path = hostfs.under(root, path)
         try:

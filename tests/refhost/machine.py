@@ -1,242 +1,29 @@
 """A real systemd machine in systemd-nspawn, torn down on every exit path.
 
-Everything this module creates is named ``ptyacc-*`` (machine names, cgroups,
-work directories, lock files) so that ``cleanup_leftovers()`` can find what a
-crashed run left behind. A live machine holds an flock on
-``/run/ptyacc-locks/<name>.lock``; cleanup skips names whose lock is held, so
-two machines (in one process or in two) do not tear each other down.
+Everything the harness creates is named ``ptyacc-*`` (machine names, cgroups,
+work directories, lock files, units run inside) so that
+``cleanup_leftovers()`` can find what a crashed run left behind.
 """
 from __future__ import annotations
 
-import fcntl
 import os
 import pathlib
 import secrets
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import threading
 import time
-from typing import Iterable, Sequence
+from typing import Sequence
 
-PREFIX = "ptyacc-"
-CGROUP_ROOTS = (pathlib.Path("/sys/fs/cgroup/systemd"), pathlib.Path("/sys/fs/cgroup/unified"))
-LOCK_DIR = pathlib.Path("/run/ptyacc-locks")
-WORK_ROOT = pathlib.Path("/var/tmp")
-PROPAGATE_DIR = pathlib.Path("/run/systemd/nspawn/propagate")
-POLL_S = 0.05
+from .common import CGROUP_ROOTS, PREFIX, PROPAGATE_DIR, WORK_ROOT, MachineError, log, wait_until
+from .guestfs import copy_entry, open_parent_nofollow
+from .hostsys import (alive, cleanup_leftovers, proc_stat, procs, remove_cgroup, try_lock, umount_named,
+                      unlock)
 
+__all__ = ["Machine", "MachineError", "cleanup_leftovers", "CGROUP_ROOTS", "wait_until"]
 
-class MachineError(RuntimeError):
-    pass
-
-
-def log(msg: str) -> None:
-    print(f"[refhost] {msg}", file=sys.stderr, flush=True)
-
-
-def wait_until(pred, deadline_s: float, what: str, state=lambda: "") -> None:
-    """Poll pred() until true; on timeout raise with what was still the case."""
-    end = time.monotonic() + deadline_s
-    while not pred():
-        if time.monotonic() >= end:
-            raise MachineError(f"timed out after {deadline_s:g} s waiting for {what}; state: {state()}")
-        time.sleep(POLL_S)
-
-
-# ---------------------------------------------------------------- /proc helpers
-
-def _procs() -> Iterable[int]:
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            yield int(entry)
-
-
-def _stat(pid: int) -> tuple[str, int] | None:
-    """(comm, ppid) of pid, or None if it is gone."""
-    try:
-        raw = pathlib.Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    comm = raw[raw.index("(") + 1: raw.rindex(")")]
-    return comm, int(raw[raw.rindex(")") + 2:].split()[1])
-
-
-def _cmdline(pid: int) -> list[str]:
-    try:
-        return pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
-    except OSError:
-        return []
-
-
-def _alive(pid: int) -> bool:
-    return _stat(pid) is not None and not _is_zombie(pid)
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        raw = pathlib.Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return raw[raw.rindex(")") + 2] in "ZX"
-
-
-def _nspawn_machine(pid: int) -> str | None:
-    argv = _cmdline(pid)
-    if not argv or os.path.basename(argv[0]) != "systemd-nspawn":
-        return None
-    for i, arg in enumerate(argv):
-        if arg.startswith("--machine="):
-            return arg.split("=", 1)[1]
-        if arg in ("--machine", "-M") and i + 1 < len(argv):
-            return argv[i + 1]
-    return None
-
-
-# ---------------------------------------------------------------- cgroups, mounts, locks
-
-def _cgroup_pids(top: pathlib.Path) -> list[int]:
-    pids = []
-    for dirpath, _dirs, files in os.walk(top):
-        if "cgroup.procs" in files:
-            try:
-                pids += [int(p) for p in pathlib.Path(dirpath, "cgroup.procs").read_text().split()]
-            except OSError:
-                pass
-    return pids
-
-
-def _remove_cgroup(top: pathlib.Path, deadline_s: float = 5.0) -> None:
-    """Kill whatever is still in the cgroup tree, then rmdir it depth-first."""
-    if not top.exists():
-        return
-    for pid in _cgroup_pids(top):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    wait_until(lambda: not [p for p in _cgroup_pids(top) if not _is_zombie(p)], deadline_s,
-               f"{top} to empty", lambda: f"pids {_cgroup_pids(top)}")
-    for dirpath, _dirs, _files in sorted(os.walk(top), key=lambda w: -len(w[0])):
-        pathlib.Path(dirpath).rmdir()  # cgroupfs: rmdir works while control files are listed
-
-
-def _mount_points() -> list[str]:
-    with open("/proc/self/mountinfo") as f:
-        return [line.split()[4].encode().decode("unicode_escape") for line in f]
-
-
-def _umount_named(name: str) -> list[str]:
-    """Lazily unmount every mount with a path component equal to name, deepest first."""
-    points = sorted({p for p in _mount_points() if name in p.split("/")}, key=len, reverse=True)
-    for p in points:
-        subprocess.run(["umount", "-l", p], check=False)
-    return points
-
-
-def _lock_is_held(name: str) -> bool:
-    path = LOCK_DIR / f"{name}.lock"
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
-
-
-def cleanup_leftovers() -> list[str]:
-    """Remove what dead ptyacc-* machines left: processes, cgroups, mounts, dirs. Returns a report."""
-    done: list[str] = []
-    for pid in _procs():
-        name = _nspawn_machine(pid)
-        if name and name.startswith(PREFIX) and not _lock_is_held(name):
-            try:
-                os.kill(pid, signal.SIGKILL)
-                done.append(f"killed systemd-nspawn pid {pid} (--machine={name})")
-            except ProcessLookupError:
-                pass
-    names = set()
-    for root in (*CGROUP_ROOTS, WORK_ROOT, PROPAGATE_DIR, LOCK_DIR):
-        if root.is_dir():
-            names |= {e.name.removesuffix(".lock") for e in root.iterdir() if e.name.startswith(PREFIX)}
-    names |= {part for p in _mount_points() for part in p.split("/") if part.startswith(PREFIX)}
-    for name in sorted(n for n in names if not _lock_is_held(n)):
-        for root in CGROUP_ROOTS:
-            if (root / name).exists():
-                _remove_cgroup(root / name)
-                done.append(f"removed cgroup {root / name}")
-        for point in _umount_named(name):
-            done.append(f"unmounted {point}")
-        for path in (PROPAGATE_DIR / name, WORK_ROOT / name):
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-                done.append(f"removed {path}")
-        (LOCK_DIR / f"{name}.lock").unlink(missing_ok=True)
-    for line in done:
-        log(f"leftover: {line}")
-    return done
-
-
-# ---------------------------------------------------------------- safe reads from the guest
-
-def _open_nofollow(root_fd: int, guest_path: str) -> tuple[int, str]:
-    """Open guest_path below root_fd without following any symlink.
-
-    Returns (fd of the parent directory, last component). Raises MachineError
-    when a directory component is a symlink."""
-    parts = [p for p in guest_path.split("/") if p]
-    if not parts or any(p in (".", "..") for p in parts):
-        raise MachineError(f"refusing guest path {guest_path!r}")
-    fd = os.dup(root_fd)
-    try:
-        for i, part in enumerate(parts[:-1]):
-            try:
-                nfd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-            except OSError as e:
-                raise MachineError(f"cannot enter {'/' + '/'.join(parts[:i + 1])} in the guest "
-                                   f"(symlinks are not followed): {e.strerror}") from None
-            os.close(fd)
-            fd = nfd
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, parts[-1]
-
-
-def _copy_entry(dir_fd: int, name: str, dest: pathlib.Path, guest_path: str) -> list[str]:
-    """Copy one entry (file, or dir recursively). Returns notes on what was not copied (symlinks)."""
-    st = os.lstat(name, dir_fd=dir_fd)
-    notes: list[str] = []
-    if stat.S_ISLNK(st.st_mode):
-        # Never recreate it on the host: a later reader of dest would follow it there.
-        target = os.readlink(name, dir_fd=dir_fd)
-        notes.append(f"{guest_path} is a symlink to {target!r}: not followed, not copied")
-    elif stat.S_ISREG(st.st_mode):
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
-        with os.fdopen(fd, "rb") as src, open(dest, "wb") as out:
-            shutil.copyfileobj(src, out)
-        os.chmod(dest, stat.S_IMODE(st.st_mode))
-    elif stat.S_ISDIR(st.st_mode):
-        dest.mkdir(parents=True, exist_ok=True)
-        sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
-        try:
-            for child in sorted(os.listdir(sub)):
-                notes += _copy_entry(sub, child, dest / child, f"{guest_path}/{child}")
-        finally:
-            os.close(sub)
-    else:
-        notes.append(f"{guest_path} is not a regular file, directory or symlink: skipped")
-    return notes
-
-
-# ---------------------------------------------------------------- the machine
 
 class Machine:
     def __init__(self, tree: os.PathLike | str, *, binds: Sequence[tuple[str, str, bool]] = (),
@@ -255,8 +42,6 @@ class Machine:
         self.leader: int | None = None
         self._lock_fd: int | None = None
         self._console = None
-        self._old_handlers: dict[int, object] = {}
-        self._pending_signal: int | None = None
         self._state = "new"  # new -> booting -> running -> stopping -> down
 
     # context manager
@@ -272,27 +57,31 @@ class Machine:
         if self._state != "new":
             raise MachineError(f"boot() on a machine in state {self._state}")
         self._state = "booting"
+        self._take_lock()  # first, so that cleanup leaves this name alone
         try:
-            self._take_lock()  # first, so that cleanup leaves this name alone
             cleanup_leftovers()
-            self._install_signal_handlers()
+            _signals.register(self)
             self.workdir.mkdir(parents=True, exist_ok=True)
             for root in CGROUP_ROOTS:
                 (root / self.name).mkdir()
             self._start_nspawn()
             t0 = time.monotonic()
             self._wait_for_leader(deadline_s)
-            self._wait_running(deadline_s - (time.monotonic() - t0))
+            self._wait_running(max(0.0, deadline_s - (time.monotonic() - t0)))
         except BaseException:
-            self.shutdown()
+            try:
+                self.shutdown()
+            except MachineError as e:
+                log(str(e))
             raise
         self._state = "running"
         return self
 
     def _take_lock(self) -> None:
-        LOCK_DIR.mkdir(parents=True, exist_ok=True)
-        self._lock_fd = os.open(LOCK_DIR / f"{self.name}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        self._lock_fd = try_lock(self.name, create=True)
+        if self._lock_fd is None:
+            self._state = "down"
+            raise MachineError(f"machine name {self.name} is in use by a live process")
 
     def _start_nspawn(self) -> None:
         argv = ["systemd-nspawn", "--boot", f"--directory={self.tree}", f"--machine={self.name}",
@@ -329,8 +118,8 @@ class Machine:
     def _wait_for_leader(self, deadline_s: float) -> None:
         def found() -> bool:
             self._check_nspawn()
-            for pid in _procs():
-                if _stat(pid) == ("systemd", self.proc.pid):
+            for pid in procs():
+                if proc_stat(pid) == ("systemd", self.proc.pid):
                     self.leader = pid
                     return True
             return False
@@ -418,7 +207,7 @@ class Machine:
         return b"".join(chunks)
 
     def _stop_unit(self, unit: str) -> None:
-        if self.leader and _alive(self.leader):
+        if self.leader and alive(self.leader):
             try:
                 self._nsenter(["systemctl", "stop", unit], timeout=15)
             except subprocess.TimeoutExpired:
@@ -428,17 +217,17 @@ class Machine:
         """Copy a file or directory tree out of the guest, never following symlinks.
 
         Symlinks (and devices, FIFOs, sockets) are skipped; the returned notes say which."""
-        if not self.leader or not _alive(self.leader):
+        if not self.leader or not alive(self.leader):
             raise MachineError("copy_out() needs a running machine")
         root = os.open(f"/proc/{self.leader}/root", os.O_RDONLY | os.O_DIRECTORY)
         try:
-            dir_fd, name = _open_nofollow(root, guest_path)
+            dir_fd, name = open_parent_nofollow(root, guest_path)
         finally:
             os.close(root)
         try:
             dest = pathlib.Path(host_dest)
             dest.parent.mkdir(parents=True, exist_ok=True)
-            notes = _copy_entry(dir_fd, name, dest, guest_path)
+            notes = copy_entry(dir_fd, name, dest, guest_path)
         finally:
             os.close(dir_fd)
         for n in notes:
@@ -448,7 +237,7 @@ class Machine:
     def guest_exists(self, guest_path: str) -> bool:
         root = os.open(f"/proc/{self.leader}/root", os.O_RDONLY | os.O_DIRECTORY)
         try:
-            dir_fd, name = _open_nofollow(root, guest_path)
+            dir_fd, name = open_parent_nofollow(root, guest_path)
         except MachineError:
             return False
         finally:
@@ -467,60 +256,102 @@ class Machine:
 
     # ------------------------------------------------------------ teardown
     def shutdown(self, deadline_s: float = 10) -> None:
-        """Stop the machine and remove its cgroups, mounts and work dir. Idempotent."""
+        """Stop the machine and remove its cgroups, mounts and work dir. Idempotent.
+
+        Every step is tried even if an earlier one fails; failures are raised
+        together at the end."""
         if self._state in ("down", "stopping"):
             return
         self._state = "stopping"
         t0 = time.monotonic()
-        try:
-            if self.proc and self.proc.poll() is None:
-                self.proc.terminate()
-                try:
-                    self.proc.wait(timeout=deadline_s)
-                except subprocess.TimeoutExpired:
-                    log(f"systemd-nspawn {self.proc.pid} still running {deadline_s:g} s after SIGTERM: SIGKILL")
-                    self.proc.kill()
-                    self.proc.wait()
-            if self.leader and _alive(self.leader):  # nspawn gone but its payload not: kill the namespace
-                os.kill(self.leader, signal.SIGKILL)
-            for root in CGROUP_ROOTS:
-                _remove_cgroup(root / self.name)
-            _umount_named(self.name)
-            for path in (PROPAGATE_DIR / self.name, self.workdir):
-                if path.is_dir() and not path.is_symlink():
-                    shutil.rmtree(path)
-        finally:
-            if self._console:
-                self._console.close()
-            if self._lock_fd is not None:
-                (LOCK_DIR / f"{self.name}.lock").unlink(missing_ok=True)
-                os.close(self._lock_fd)
-                self._lock_fd = None
-            self._restore_signal_handlers()
-            self._state = "down"
+        errors: list[str] = []
+        for step in (lambda: self._stop_nspawn(deadline_s), self._remove_host_state):
+            try:
+                step()
+            except Exception as e:  # noqa: BLE001 - collect, keep tearing down
+                errors.append(f"{type(e).__name__}: {e}")
+        if self._console:
+            self._console.close()
+        if self._lock_fd is not None:
+            unlock(self.name, self._lock_fd)
+            self._lock_fd = None
+        self._state = "down"
         if self.proc:
             log(f"{self.name} down in {time.monotonic() - t0:.2f} s (nspawn exit status {self.proc.returncode})")
-        if self._pending_signal:
-            sys.exit(128 + self._pending_signal)
+        _signals.unregister(self)
+        if errors:
+            raise MachineError(f"teardown of {self.name} incomplete: " + "; ".join(errors))
 
-    def _install_signal_handlers(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
+    def _stop_nspawn(self, deadline_s: float) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()  # nspawn halts the container on SIGTERM
+            try:
+                self.proc.wait(timeout=deadline_s)
+            except subprocess.TimeoutExpired:
+                log(f"systemd-nspawn {self.proc.pid} still running {deadline_s:g} s after SIGTERM: SIGKILL")
+                self.proc.kill()
+                self.proc.wait()
+        if self.leader and alive(self.leader):  # nspawn gone but its payload not: kill the PID namespace
+            os.kill(self.leader, signal.SIGKILL)
+
+    def _remove_host_state(self) -> None:
+        for root in CGROUP_ROOTS:
+            remove_cgroup(root / self.name)
+        umount_named(self.name)
+        for path in (PROPAGATE_DIR / self.name, self.workdir):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+
+
+class _Signals:
+    """SIGTERM/SIGINT handlers while any machine is up: tear all of them down, then exit 128+signal.
+
+    If the signal comes while a teardown is already running, that teardown
+    finishes first (it is not interrupted halfway) and the exit follows."""
+
+    def __init__(self) -> None:
+        self.live: list[Machine] = []
+        self.saved: dict[int, object] = {}
+        self.pending: int | None = None
+        self.exiting = False
+
+    def register(self, m: Machine) -> None:
+        if not self.live and threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self.saved[sig] = signal.signal(sig, self._handler)
+        self.live.append(m)
+
+    def unregister(self, m: Machine) -> None:
+        if m in self.live:
+            self.live.remove(m)
+        if self.pending is not None and not self.exiting:
+            self._exit()  # a signal came during this teardown
+        if not self.live:
+            for sig, old in self.saved.items():
+                signal.signal(sig, old)
+            self.saved.clear()
+
+    def _handler(self, signum, _frame) -> None:
+        self.pending = signum
+        if self.exiting or any(m._state == "stopping" for m in self.live):
             return
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            self._old_handlers[sig] = signal.signal(sig, self._on_signal)
+        self._exit()
 
-    def _restore_signal_handlers(self) -> None:
-        for sig, old in self._old_handlers.items():
+    def _exit(self) -> None:
+        self.exiting = True
+        log(f"got signal {self.pending}: tearing down {', '.join(m.name for m in self.live) or 'nothing'}")
+        errors = []
+        for m in list(self.live):
+            try:
+                m.shutdown()
+            except MachineError as e:
+                errors.append(str(e))
+        for sig, old in self.saved.items():
             signal.signal(sig, old)
-        self._old_handlers.clear()
+        self.saved.clear()
+        for e in errors:
+            log(e)
+        sys.exit(128 + self.pending)
 
-    def _on_signal(self, signum, _frame) -> None:
-        if self._state == "stopping":
-            self._pending_signal = signum  # already tearing down: finish, then exit
-            return
-        log(f"got signal {signum}: tearing down {self.name}")
-        old = self._old_handlers.get(signum)
-        self.shutdown()
-        if callable(old) and getattr(old, "__self__", None).__class__ is Machine:
-            old(signum, _frame)  # another machine in this process: let it tear down too
-        sys.exit(128 + signum)
+
+_signals = _Signals()

@@ -5,6 +5,7 @@ requirements builds a new tree and removes the old ones.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import pathlib
@@ -25,6 +26,7 @@ CACHE_DIR = pathlib.Path("/var/cache/opencode-pty-acceptance/trees")
 REQUIREMENTS = pathlib.Path(__file__).with_name("requirements-host.txt")
 GUEST_VENV = "/opt/pty-acceptance/venv"
 HOST_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+BUILD_LOCK = ".ptyacc-build.lock"
 COMPLETE_MARK = ".ptyacc-tree-complete"
 
 
@@ -64,17 +66,37 @@ def _remove_tmp(path: pathlib.Path) -> None:
         _remove(path)
 
 
+def _booted_trees() -> set[str]:
+    """--directory= of every running systemd-nspawn (a tree in use must not be removed)."""
+    dirs = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if argv and os.path.basename(argv[0]) == "systemd-nspawn":
+            dirs |= {a.split("=", 1)[1].rstrip("/") for a in argv if a.startswith("--directory=")}
+    return dirs
+
+
 def _prune(key: str) -> None:
-    """Remove crashed builds (*.tmp) and trees built from other recipes."""
+    """Remove crashed builds (*.tmp) and trees built from other recipes, unless booted."""
+    in_use = _booted_trees()
     for entry in CACHE_DIR.iterdir():
-        if entry.name != key:
-            log(f"removing stale cache entry {entry}")
-            _remove_tmp(entry)
+        if entry.name in (key, BUILD_LOCK) or entry.name.startswith(".#"):  # .#*.lck: nspawn's image locks
+            continue
+        if str(entry) in in_use:
+            log(f"keeping stale tree {entry}: a systemd-nspawn is running on it")
+            continue
+        log(f"removing stale cache entry {entry}")
+        _remove_tmp(entry)
 
 
-def _sh(argv: list[str]) -> None:
+def _sh(argv: list[str], env: dict[str, str] | None = None) -> None:
     log("$ " + " ".join(argv))
-    subprocess.run(argv, check=True, stdin=subprocess.DEVNULL)
+    t0 = time.monotonic()
+    subprocess.run(argv, check=True, stdin=subprocess.DEVNULL, env=env)
+    log(f"  ({time.monotonic() - t0:.0f} s)")
 
 
 def _build(tmp: pathlib.Path) -> None:
@@ -97,10 +119,8 @@ def _build(tmp: pathlib.Path) -> None:
                "LANG": "C.UTF-8", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
                "PIP_DEFAULT_TIMEOUT": "120", "PIP_NO_CACHE_DIR": "1",
                "PIP_CERT": "/tmp/host-ca.crt"}
-        argv = ["chroot", str(tmp), f"{GUEST_VENV}/bin/pip", "install",
-                "--quiet", "-r", "/tmp/requirements-host.txt"]
-        log("$ " + " ".join(argv))
-        subprocess.run(argv, check=True, stdin=subprocess.DEVNULL, env=env)
+        _sh(["chroot", str(tmp), f"{GUEST_VENV}/bin/pip", "install", "--quiet",
+             "-r", "/tmp/requirements-host.txt"], env=env)
     finally:
         resolv.unlink()
         if had_resolv:
@@ -111,9 +131,17 @@ def _build(tmp: pathlib.Path) -> None:
 
 
 def ensure_tree() -> pathlib.Path:
-    """Return a finished root tree for the current recipe, building it if needed."""
-    key = recipe_key()
+    """Return a finished root tree for the current recipe, building it if needed.
+
+    Holds an exclusive lock on the cache while it works, so concurrent callers
+    wait for one build instead of removing each other's."""
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    with open(CACHE_DIR / BUILD_LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _ensure_tree_locked(recipe_key())
+
+
+def _ensure_tree_locked(key: str) -> pathlib.Path:
     _prune(key)
     tree = CACHE_DIR / key
     if (tree / COMPLETE_MARK).exists():

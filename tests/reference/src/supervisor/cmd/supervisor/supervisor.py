@@ -243,6 +243,8 @@ class UnitState:
                 elif st in ('inactive', 'failed') and self.seen_running:
                     self.ended = True
             if iface == SERVICE_IF:
+                if 'DEBUG' in FAULTS:
+                    log('props', self.unit, {k: v for k, v in ch.items() if k.startswith(('Exec', 'Result'))})
                 if 'ExecMainCode' in ch:
                     self.exec_code = ch['ExecMainCode']
                 if 'ExecMainStatus' in ch:
@@ -994,6 +996,8 @@ class Conn:
                     srv.release_slot()
                     self.slot = False
                 code, sig = st.exit_pair()
+                log('ended', st.unit, 'state', st.active_state, 'result', st.result, 'exec', st.exec_code,
+                    st.exec_status, '->', code, sig)
                 to_conn += frame(T_EXIT, struct.pack('>ii', code, sig))
                 exit_sent = True
             if exit_sent and not to_conn:

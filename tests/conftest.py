@@ -1,0 +1,130 @@
+"""Fixtures for the suite's own tests: scratch trees that stand in for a
+target host (binaries, pilot and code trees, an inventory) in places whose
+directory chain is root-owned, so the marker gate can really write there."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "refhost: boots a reference host (slow, root)")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _need_root():
+    if os.geteuid() != 0:
+        pytest.exit("the suite's own tests need root (they write root-owned marker trees)", 4)
+
+
+@pytest.fixture
+def safe_dir():
+    """A fresh directory under /run: every directory above it is root-owned
+    and not group/other-writable, unlike /tmp."""
+    d = tempfile.mkdtemp(prefix="pty-acc-test-", dir="/run")
+    os.chmod(d, 0o755)
+    try:
+        yield Path(d)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+PILOT_FILES = [
+    "supervisor/go.mod", "supervisor/go.sum", "supervisor/opencode-pty.slice",
+    "supervisor/opencode-pty-supervisor.service", "config/opencode/plugins/pty.ts",
+    "config/opencode/plugins/pty-transport.ts", "config/opencode/tsconfig.json",
+    "config/opencode/package.json", "config/opencode/bun.lock", "opencode-v2.service",
+]
+
+
+def coreutils_manifest(pilot: Path, code: Path) -> str:
+    """The manifest as review-source-hash computes it, with find/sort/sha256sum."""
+    fixed = " ".join(f"'{pilot}/{f}'" for f in PILOT_FILES)
+    script = textwrap.dedent(f"""\
+        set -eu
+        {{ find '{pilot}/supervisor' -name '*.go'
+           for f in '{code}'/packages/plugin/src/*.ts; do printf '%s\\n' "$f"; done
+           printf '%s\\n' {fixed} '{code}/packages/plugin/package.json' '{code}/bun.lock'
+        }} | LC_ALL=C sort -u | while IFS= read -r p; do sha256sum "$p"; done \
+           | sha256sum | cut -d' ' -f1
+        """)
+    return subprocess.run(["sh", "-c", script], capture_output=True, check=True,
+                           text=True).stdout.strip()
+
+
+@dataclass
+class FakeTarget:
+    base: Path
+    inventory: Path
+    marker: str
+    binaries: list[str]
+    pilot: Path
+    code: Path
+    revision: str
+    manifest: str
+
+
+def make_target(base: Path) -> FakeTarget:
+    """Binaries, a pilot and a code tree, and an inventory describing them."""
+    libexec = base / "usr/local/libexec"
+    libexec.mkdir(parents=True)
+    binaries = []
+    for role in ("supervisor", "launcher", "client"):
+        p = libexec / f"opencode-pty-{role}"
+        p.write_bytes(f"#!/bin/sh\n# stand-in {role}\n".encode())
+        p.chmod(0o755)
+        binaries.append(str(p))
+    pilot, code = base / "pilot", base / "code"
+    for f in PILOT_FILES:
+        (pilot / f).parent.mkdir(parents=True, exist_ok=True)
+        (pilot / f).write_text(f"content of {f}\n")
+    for f in ["supervisor/cmd/supervisor/main.go", "supervisor/internal/protocol/frame.go",
+              "supervisor/internal/protocol/frame_test.go"]:
+        (pilot / f).parent.mkdir(parents=True, exist_ok=True)
+        (pilot / f).write_text(f"package x // {f}\n")
+    for f in ["packages/plugin/src/index.ts", "packages/plugin/src/Pty Transport.ts",
+              "packages/plugin/package.json", "bun.lock", "packages/plugin/src/nested/no.ts"]:
+        (code / f).parent.mkdir(parents=True, exist_ok=True)
+        (code / f).write_text(f"// {f}\n")
+    revision = "2ac698d65aa4690a694307e9cbdf44537ea9a4fb"
+    (code / ".git/refs/heads").mkdir(parents=True)
+    (code / ".git/HEAD").write_text("ref: refs/heads/main\n")
+    (code / ".git/refs/heads/main").write_text(revision + "\n")
+    digest = coreutils_manifest(pilot, code)
+    sha = {}
+    import hashlib
+    for b in binaries:
+        sha[b] = hashlib.sha256(Path(b).read_bytes()).hexdigest()
+    marker = str(base / "etc/opencode/pty-supervisor-verified")
+    vars_ = {
+        "service_user": "byk", "service_group": "byk",
+        "pilot_root": str(pilot), "code_root": str(code),
+        "revision": revision, "source_manifest_sha256": digest,
+        "binaries": {r: {"path": b, "sha256": sha[b], "package": f"./cmd/{r}"}
+                     for r, b in zip(("supervisor", "launcher", "client"), binaries)},
+        "build": {"source_dir": str(pilot / "supervisor"), "go": "/usr/bin/go", "user": "nobody"},
+        "units": {"supervisor": "opencode-pty-supervisor.service", "slice": "opencode-pty.slice",
+                  "peer": "opencode-v2.service", "candidate_file": str(pilot / "opencode-v2.service")},
+        "socket": "/run/opencode-pty/supervisor.sock",
+        "marker": marker,
+        "ports": {"production": 4096, "candidate": 14102},
+    }
+    inv = base / "inventory.yml"
+    inv.write_text(yaml.safe_dump({"all": {"hosts": {"fake": vars_}}}, sort_keys=False))
+    return FakeTarget(base, inv, marker, binaries, pilot, code, revision, digest)
+
+
+@pytest.fixture
+def target(safe_dir) -> FakeTarget:
+    return make_target(safe_dir)

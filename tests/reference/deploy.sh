@@ -1,0 +1,177 @@
+#!/bin/sh
+# Reference deployment of the opencode PTY supervisor stack.
+#
+# Runs as root INSIDE a freshly booted reference guest (Debian bookworm,
+# systemd 252); the project is bind-mounted read-only at $SRC. It creates the
+# service user, installs the fake pilot and code trees, builds the three Go
+# binaries as the service user with the BUILD-1 command, installs them and the
+# two units, starts the supervisor and checks the result against
+# inventories/reference.yml (exit non-zero naming any mismatch).
+set -eu
+
+SRC=${OPENCODE_REFERENCE_SRC:-/opt/pty-acceptance/src}
+REF=$SRC/tests/reference
+INV=$SRC/inventories/reference.yml
+USER_NAME=byk
+GROUP_NAME=byk
+HOME_DIR=/home/byk
+PILOT=$HOME_DIR/.local/share/opencode-v2-pilot
+CODE=$HOME_DIR/Code/opencode-v2-pilot
+SUPDIR=$PILOT/supervisor
+LIBEXEC=/usr/local/libexec
+UNITDIR=/etc/systemd/system
+SOCK=/run/opencode-pty/supervisor.sock
+DBG=/etc/opencode-reference
+BINS="supervisor launcher client"
+
+say() { printf 'deploy.sh: %s\n' "$*" >&2; }
+die() { say "ERROR: $*"; exit 1; }
+now_ms() { date +%s%3N; }
+T0=$(now_ms)
+
+[ "$(id -u)" = 0 ] || die "must run as root"
+[ -f "$INV" ] || die "inventory $INV missing"
+for tool in go git runuser sha256sum systemctl python3 script; do
+	command -v "$tool" >/dev/null 2>&1 || die "$tool not installed in the guest"
+done
+
+# --- service user -----------------------------------------------------------
+getent group "$GROUP_NAME" >/dev/null || groupadd "$GROUP_NAME"
+if ! getent passwd "$USER_NAME" >/dev/null; then
+	useradd --create-home --home-dir "$HOME_DIR" --gid "$GROUP_NAME" \
+		--shell /bin/bash "$USER_NAME"
+fi
+install -d -o "$USER_NAME" -g "$GROUP_NAME" -m 0750 "$HOME_DIR"
+install -d -o "$USER_NAME" -g "$GROUP_NAME" -m 0755 \
+	"$HOME_DIR/.local" "$HOME_DIR/.local/share" "$HOME_DIR/Code"
+
+# --- trees ----------------------------------------------------------------
+rm -rf "$PILOT" "$CODE"
+copy_tree() { # SRC DEST: files 0644, dirs 0755, owned by the service user
+	mkdir -p "$2"
+	(cd "$1" && find . -name __pycache__ -prune -o -type d -print) | while IFS= read -r d; do
+		install -d -o "$USER_NAME" -g "$GROUP_NAME" -m 0755 "$2/$d"
+	done
+	(cd "$1" && find . -name __pycache__ -prune -o -type f -print) | while IFS= read -r f; do
+		install -o "$USER_NAME" -g "$GROUP_NAME" -m 0644 "$1/$f" "$2/$f"
+	done
+}
+copy_tree "$REF/tree/pilot" "$PILOT"
+copy_tree "$REF/src/supervisor" "$SUPDIR"
+copy_tree "$REF/tree/code" "$CODE"
+for d in cache data state; do
+	install -d -o "$USER_NAME" -g "$GROUP_NAME" -m 0700 "$PILOT/$d"
+done
+umask_old=$(umask); umask 077
+printf 'OPENCODE_PASSWORD=reference-host-not-a-secret\n' >"$PILOT/server.env"
+umask "$umask_old"
+chown "$USER_NAME:$GROUP_NAME" "$PILOT/server.env"
+chmod 0600 "$PILOT/server.env"
+
+as_user() { runuser -u "$USER_NAME" -- "$@"; }
+
+# one commit, fixed identity and dates: a deterministic revision
+as_user env -i PATH=/usr/bin:/bin HOME="$HOME_DIR" LANG=C.UTF-8 \
+	GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null \
+	GIT_AUTHOR_NAME="opencode reference" GIT_AUTHOR_EMAIL="reference@opencode.invalid" \
+	GIT_COMMITTER_NAME="opencode reference" GIT_COMMITTER_EMAIL="reference@opencode.invalid" \
+	GIT_AUTHOR_DATE="2026-09-08T08:00:00+00:00" GIT_COMMITTER_DATE="2026-09-08T08:00:00+00:00" \
+	sh -c 'cd "$1" && git -c init.defaultBranch=main init -q . &&
+		git add -A && git commit -q --no-gpg-sign -m "opencode-v2-pilot reference fixture"' sh "$CODE"
+REVISION=$(as_user git -C "$CODE" rev-parse HEAD)
+
+# --- build as the service user ---------------------------------------------
+BUILD_TMP=$(mktemp -d /tmp/opencode-reference-build.XXXXXX)
+trap 'rm -rf "$BUILD_TMP"' EXIT
+chown "$USER_NAME:$GROUP_NAME" "$BUILD_TMP"
+install -d -o "$USER_NAME" -g "$GROUP_NAME" -m 0755 "$SUPDIR/bin"
+TB=$(now_ms)
+for name in $BINS; do
+	as_user env -i PATH=/usr/bin:/bin LANG=C.UTF-8 HOME="$BUILD_TMP" \
+		GOCACHE="$BUILD_TMP/cache" GOPATH="$BUILD_TMP/gopath" \
+		GOFLAGS=-mod=mod GOPROXY=off GOTOOLCHAIN=local \
+		sh -c 'cd "$1" && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags=-buildid= -o "bin/opencode-pty-$2" "./cmd/$2"' \
+		sh "$SUPDIR" "$name" || die "go build of ./cmd/$name failed"
+done
+TB=$(( $(now_ms) - TB ))
+
+# --- install ----------------------------------------------------------------
+install -d -o root -g root -m 0755 "$LIBEXEC"
+for name in $BINS; do
+	install -o root -g root -m 0755 "$SUPDIR/bin/opencode-pty-$name" "$LIBEXEC/opencode-pty-$name"
+done
+install -o root -g root -m 0644 "$SUPDIR/opencode-pty-supervisor.service" "$UNITDIR/opencode-pty-supervisor.service"
+install -o root -g root -m 0644 "$SUPDIR/opencode-pty.slice" "$UNITDIR/opencode-pty.slice"
+install -d -o root -g root -m 0755 /etc/opencode
+install -d -o root -g root -m 0755 "$DBG"
+rm -f /etc/opencode/pty-supervisor-verified
+
+systemctl daemon-reload
+systemctl enable --quiet opencode-pty-supervisor.service
+TS=$(now_ms)
+systemctl restart opencode-pty-supervisor.service
+i=0
+while [ ! -S "$SOCK" ]; do
+	i=$((i + 1))
+	if [ $i -gt 200 ]; then
+		systemctl status --no-pager opencode-pty-supervisor.service >&2 || true
+		journalctl --no-pager -u opencode-pty-supervisor.service -n 30 >&2 || true
+		die "supervisor socket $SOCK did not appear within 10 s"
+	fi
+	sleep 0.05
+done
+TS=$(( $(now_ms) - TS ))
+
+# --- record and compare ------------------------------------------------------
+manifest() {
+	{
+		find "$SUPDIR" -type f -name '*.go'
+		for f in "$CODE"/packages/plugin/src/*.ts; do [ -f "$f" ] && printf '%s\n' "$f"; done
+		for f in go.mod go.sum opencode-pty.slice opencode-pty-supervisor.service; do
+			printf '%s\n' "$SUPDIR/$f"
+		done
+		printf '%s\n' "$PILOT/config/opencode/plugins/pty.ts" "$PILOT/config/opencode/plugins/pty-transport.ts" \
+			"$PILOT/config/opencode/tsconfig.json" "$PILOT/config/opencode/package.json" \
+			"$PILOT/config/opencode/bun.lock" "$PILOT/opencode-v2.service" \
+			"$CODE/packages/plugin/package.json" "$CODE/bun.lock"
+	} | LC_ALL=C sort -u | while IFS= read -r f; do sha256sum "$f"; done
+}
+manifest >"$DBG/source-manifest.txt"
+MANIFEST=$(sha256sum <"$DBG/source-manifest.txt" | cut -d' ' -f1)
+
+{
+	printf '%s\n' "$PILOT" "$CODE" "$PILOT/server.env"
+	for name in $BINS; do printf '%s\n' "$LIBEXEC/opencode-pty-$name"; done
+	printf '%s\n' "$UNITDIR/opencode-pty-supervisor.service" "$UNITDIR/opencode-pty.slice" \
+		/etc/opencode "$DBG/source-manifest.txt" "$DBG/installed-paths" "$DBG/deploy.env"
+} >"$DBG/installed-paths"
+
+inv_value() { # KEY: the quoted value of KEY: "..." in the inventory
+	sed -n "s/^ *$1: \"\([0-9a-f]*\)\".*/\1/p" "$INV" | head -n 1
+}
+inv_bin() { # NAME: sha256 of binaries.NAME
+	sed -n "s/^ *$1: {path: [^,]*, sha256: \"\([0-9a-f]*\)\".*/\1/p" "$INV" | head -n 1
+}
+mismatch=""
+check() { # WHAT WANT GOT
+	if [ "$2" != "$3" ]; then
+		say "MISMATCH $1: inventory $2, deployed $3"
+		mismatch="$mismatch $1"
+	fi
+}
+check revision "$(inv_value revision)" "$REVISION"
+check source_manifest_sha256 "$(inv_value source_manifest_sha256)" "$MANIFEST"
+{
+	printf 'revision=%s\nsource_manifest_sha256=%s\n' "$REVISION" "$MANIFEST"
+	printf 'go_version=%s\n' "$(go version)"
+	for name in $BINS; do
+		got=$(sha256sum "$LIBEXEC/opencode-pty-$name" | cut -d' ' -f1)
+		printf '%s_sha256=%s\n' "$name" "$got"
+		check "binaries.$name.sha256" "$(inv_bin "$name")" "$got"
+	done
+	printf 'build_ms=%s\nsupervisor_start_ms=%s\ntotal_ms=%s\n' "$TB" "$TS" "$(( $(now_ms) - T0 ))"
+} >"$DBG/deploy.env"
+cat "$DBG/deploy.env" >&2
+systemctl is-active --quiet opencode-pty-supervisor.service || die "supervisor is not active"
+[ -z "$mismatch" ] || die "deployed host does not match $INV:$mismatch (toolchain or source drift)"
+say "reference host deployed in $(( $(now_ms) - T0 )) ms"

@@ -1,0 +1,226 @@
+"""The marker gate in real pytest sessions (pytester): a marker only after a
+complete, passing, unnarrowed run as root with unchanged content; never after
+any other run shape, and an earlier marker is always removed."""
+
+import os
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from pty_acceptance import marker
+from pty_acceptance.requirements import CATALOGUE, ENFORCED_BY_GATE
+
+ALL_IDS = [r.id for r in CATALOGUE if r.id not in ENFORCED_BY_GATE]
+
+PASSING = f"""
+import pytest
+
+@pytest.mark.requirement(*{ALL_IDS!r})
+def test_everything(evidence):
+    evidence("checked", "all of it")
+
+@pytest.mark.requirement("OWN-1")
+def test_other():
+    pass
+"""
+
+
+@pytest.fixture
+def project(pytester, target):
+    pytester.makeini("[pytest]\njunit_family = xunit1\naddopts = -p no:cacheprovider\n")
+    pytester.makeconftest('pytest_plugins = ["pty_acceptance.plugin"]\n')
+    ids = ", ".join(ALL_IDS)
+    (pytester.path / "ROOT-ACCEPTANCE.md").write_text(
+        "| Section | Module | Requirements | State |\n|---|---|---|---|\n"
+        f"| All | `acceptance/test_all.py` | {ids} | built |\n")
+    (pytester.path / "acceptance").mkdir()
+    (pytester.path / "acceptance/test_all.py").write_text(PASSING)
+    return pytester
+
+
+def run(project, target, *args, path="acceptance/", subprocess=False):
+    runner = project.runpytest_subprocess if subprocess else project.runpytest
+    return runner(path, "--inventory", str(target.inventory), *args)
+
+
+def last_line(res) -> str:
+    lines = [l for l in res.outlines if l.strip()]
+    return lines[-1]
+
+
+def expectation(target):
+    return marker.Expectation(target.revision, target.manifest, tuple(target.binaries))
+
+
+def assert_refused(res, target, *ids):
+    line = last_line(res)
+    assert line.startswith("NOT READY: "), "\n".join(res.outlines[-30:])
+    for i in ids:
+        assert i in line.split(": ", 2)[2].split(), line
+    assert not os.path.lexists(target.marker), "a marker was written"
+    assert res.ret != 0
+
+
+def test_complete_passing_run_writes_a_verified_marker(project, target):
+    res = run(project, target)
+    assert last_line(res) == f"READY: marker written {target.marker}", "\n".join(res.outlines[-20:])
+    assert res.ret == 0
+    marker.verify(target.marker, expectation(target))
+    st = os.lstat(target.marker)
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (0, 0, 0o644)
+    reports = list((project.path / "reports").glob("acceptance-fake-*.xml"))
+    assert len(reports) == 1
+    tree = ET.parse(reports[0])
+    cases = tree.getroot().iter("testcase")
+    for case in cases:
+        props = [(p.get("name"), p.get("value")) for p in case.iter("property")]
+        assert ("requirement", "OWN-1") in props
+    names = [p.get("name") for p in tree.getroot().find("./testsuite/properties")]
+    assert "MARK-4" in names and "gate" in names
+
+
+def _module(project, text):
+    (project.path / "acceptance/test_all.py").write_text(PASSING + text)
+
+
+SHAPES = {
+    "failing test": ("@pytest.mark.requirement('OWN-2')\ndef test_fails():\n    assert False\n", [], "OWN-2"),
+    "skipped test": ("@pytest.mark.requirement('OWN-2')\ndef test_skips():\n    pytest.skip('no')\n", [], "OWN-2"),
+    "xfailed test": ("@pytest.mark.requirement('OWN-2')\n@pytest.mark.xfail\ndef test_xf():\n    assert False\n", [], "OWN-2"),
+    "xpassed test": ("@pytest.mark.requirement('OWN-2')\n@pytest.mark.xfail\ndef test_xp():\n    pass\n", [], "OWN-2"),
+    "fixture error": ("@pytest.fixture\ndef broken():\n    raise RuntimeError('x')\n"
+                      "@pytest.mark.requirement('OWN-2')\ndef test_err(broken):\n    pass\n", [], "OWN-2"),
+    "teardown error": ("@pytest.fixture\ndef bad_td():\n    yield\n    raise RuntimeError('td')\n"
+                       "@pytest.mark.requirement('OWN-2')\ndef test_td(bad_td):\n    pass\n", [], "OWN-2"),
+    "-k": ("", ["-k", "everything"], "SUITE-3"),
+    "-m": ("", ["-m", "requirement"], "SUITE-3"),
+    "--deselect": ("", ["--deselect", "acceptance/test_all.py::test_other"], "SUITE-3"),
+    "-x after a failure": ("@pytest.mark.requirement('OWN-2')\ndef test_a_fails():\n    assert False\n", ["-x"], "SUITE-3"),
+    "--maxfail": ("", ["--maxfail", "5"], "SUITE-3"),
+    "--collect-only": ("", ["--collect-only"], "SUITE-3"),
+    "--ignore": ("", ["--ignore", "acceptance/nothing.py"], "SUITE-3"),
+    "interrupt": ("@pytest.mark.requirement('OWN-2')\ndef test_zz_interrupt():\n    raise KeyboardInterrupt\n", [], "SUITE-3"),
+    "collection error": ("", [], "SUITE-3"),
+    "--no-marker": ("", ["--no-marker"], "MARK-1"),
+}
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_non_passing_run_shapes_leave_no_marker(project, target, shape):
+    text, args, blocker = SHAPES[shape]
+    _module(project, text)
+    if shape == "collection error":
+        (project.path / "acceptance/test_broken.py").write_text("import no_such_module\n")
+    # An interrupt must really reach a separate pytest process.
+    res = run(project, target, *args, subprocess=(shape == "interrupt"))
+    assert_refused(res, target, blocker)
+
+
+@pytest.mark.parametrize("flag", ["--lf", "--sw"])
+def test_last_failed_and_stepwise_shapes(project, target, flag):
+    project.makeini("[pytest]\njunit_family = xunit1\n")  # with the cache plugin
+    res = run(project, target, flag)
+    assert_refused(res, target, "SUITE-3")
+
+
+@pytest.mark.parametrize("path", ["acceptance/test_all.py", "acceptance/test_all.py::test_everything"])
+def test_a_path_narrower_than_acceptance_is_refused(project, target, path):
+    res = run(project, target, path=path)
+    assert_refused(res, target, "SUITE-3")
+
+
+def test_a_module_listed_in_the_checklist_but_absent_blocks(project, target):
+    with open(project.path / "ROOT-ACCEPTANCE.md", "a") as f:
+        f.write("| Peer | `acceptance/test_peer.py` | PEER-1, PEER-2 | planned |\n")
+    res = run(project, target)
+    assert_refused(res, target, "PEER-1", "PEER-2")
+    assert any("acceptance/test_peer.py (Peer) is listed" in l for l in res.outlines)
+
+
+def test_uncovered_requirement_blocks(project, target):
+    (project.path / "acceptance/test_all.py").write_text(
+        PASSING.replace("'PLUGIN-1', ", "").replace(", 'PLUGIN-1'", ""))
+    res = run(project, target)
+    assert_refused(res, target, "PLUGIN-1")
+
+
+def test_missing_checklist_blocks(project, target):
+    (project.path / "ROOT-ACCEPTANCE.md").unlink()
+    assert_refused(run(project, target), target, "SUITE-3")
+
+
+def test_not_root_blocks(project, target, monkeypatch):
+    from pty_acceptance import gate
+    monkeypatch.setattr(gate.os, "geteuid", lambda: 1000)
+    assert_refused(run(project, target), target, "MARK-1")
+
+
+def test_binary_swapped_during_the_run_blocks(project, target):
+    _module(project, f"@pytest.mark.requirement('OWN-2')\ndef test_swap():\n"
+                     f"    open({target.binaries[1]!r}, 'ab').write(b'swapped')\n")
+    res = run(project, target)
+    assert_refused(res, target, "SCOPE-2", "MARK-3")
+    assert any("changed during the run" in l for l in res.outlines)
+
+
+def test_binary_differs_from_inventory_blocks(project, target):
+    Path(target.binaries[0]).write_bytes(b"not the claimed build\n")
+    assert_refused(run(project, target), target, "SCOPE-2")
+
+
+def test_source_manifest_mismatch_blocks(project, target):
+    (target.pilot / "supervisor/go.mod").write_text("module changed\n")
+    assert_refused(run(project, target), target, "SCOPE-1")
+
+
+@pytest.mark.parametrize("kind", ["stale file", "symlink", "group-writable"])
+def test_earlier_marker_is_removed_even_when_the_run_fails(project, target, kind, tmp_path):
+    m = Path(target.marker)
+    m.parent.mkdir(parents=True, exist_ok=True)
+    victim = tmp_path / "victim"
+    victim.write_text("keep me\n")
+    if kind == "symlink":
+        m.symlink_to(victim)
+    else:
+        m.write_text("revision=stale\n")
+        m.chmod(0o664 if kind == "group-writable" else 0o644)
+    _module(project, "@pytest.mark.requirement('OWN-2')\ndef test_fails():\n    assert False\n")
+    res = run(project, target)
+    assert_refused(res, target, "OWN-2")
+    assert victim.read_text() == "keep me\n"  # the link was removed, never followed
+    assert any("removed an existing marker" in l for l in res.outlines)
+
+
+def test_unsafe_marker_directory_blocks_the_write(project, target):
+    d = Path(target.marker).parent
+    d.mkdir(parents=True)
+    d.chmod(0o777)
+    res = run(project, target)
+    assert_refused(res, target, "MARK-1")
+
+
+def test_test_without_requirement_marker_is_a_usage_error(project, target):
+    _module(project, "def test_unnamed():\n    pass\n")
+    res = run(project, target)
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert any("test_unnamed: no @pytest.mark.requirement" in l for l in res.errlines + res.outlines)
+    assert not os.path.lexists(target.marker)
+
+
+def test_unknown_requirement_id_is_a_usage_error(project, target):
+    _module(project, "@pytest.mark.requirement('OWN-9')\ndef test_odd():\n    pass\n")
+    res = run(project, target)
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert any("unknown requirement IDs ['OWN-9']" in l for l in res.errlines + res.outlines)
+
+
+def test_suite_own_tests_leave_the_plugin_inert(project, target):
+    (project.path / "tests").mkdir()
+    (project.path / "tests/test_self.py").write_text("def test_x():\n    pass\n")
+    Path(target.marker).parent.mkdir(parents=True)
+    Path(target.marker).write_text("untouched\n")
+    res = project.runpytest("tests/", "--inventory", str(target.inventory))
+    assert res.ret == 0
+    assert Path(target.marker).read_text() == "untouched\n"
+    assert not any(l.startswith(("READY", "NOT READY")) for l in res.outlines)

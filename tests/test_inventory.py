@@ -1,0 +1,105 @@
+"""Inventory loading: the shipped inventories load; every kind of bad value is
+one line naming the file and the key, and pytest stops with status 4."""
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from pty_acceptance import inventory
+
+from conftest import REPO
+
+
+def test_shipped_target_inventory_loads():
+    inv = inventory.load(REPO / "inventories/target.yml")
+    assert inv.host == "pilot"
+    assert inv.revision.startswith("2ac698d6")
+    assert inv.source_manifest_sha256.startswith("fff146df")
+    assert [b.sha256[:8] for b in inv.binaries_list] == ["ff03df72", "d833c859", "fb8739d9"]
+    assert inv.ports == {"production": 4096, "candidate": 14102}
+    assert inv.service_user == "byk"
+
+
+def test_shipped_reference_inventory_loads():
+    path = REPO / "inventories/reference.yml"
+    if not path.exists():
+        pytest.fail("inventories/reference.yml is missing")
+    assert inventory.load(path).host == "reference"
+
+
+def _good():
+    return yaml.safe_load((REPO / "inventories/target.yml").read_text())
+
+
+def _set(data, dotted, value):
+    node = data["all"]["hosts"]["pilot"]
+    *parents, last = dotted.split(".")
+    for p in parents:
+        node = node[p]
+    if value is KeyError:
+        del node[last]
+    else:
+        node[last] = value
+    return data
+
+
+BAD = [
+    ("unknown key", "colour", "blue", "all.hosts.pilot.colour: unknown key"),
+    ("unknown nested key", "binaries.supervisor.mode", "0755", "binaries.supervisor.mode: unknown key"),
+    ("wrong type", "ports.production", "4096", "ports.production: expected int"),
+    ("bool for int", "ports.candidate", True, "ports.candidate: expected int"),
+    ("short revision", "revision", "2ac698d6", "revision: malformed value"),
+    ("upper-case hash", "binaries.client.sha256", "FB" * 32, "binaries.client.sha256: malformed"),
+    ("relative path", "pilot_root", "home/byk", "pilot_root: malformed"),
+    ("missing key", "marker", KeyError, "marker: missing required key"),
+    ("missing nested key", "binaries.launcher.sha256", KeyError, "binaries.launcher.sha256: missing"),
+    ("bad unit name", "units.slice", "opencode pty", "units.slice: malformed"),
+    ("list for mapping", "build", ["x"], "build: expected a mapping"),
+]
+
+
+@pytest.mark.parametrize("name,key,value,expect", BAD, ids=[b[0] for b in BAD])
+def test_bad_inventory_is_one_line_naming_file_and_key(tmp_path, name, key, value, expect):
+    f = tmp_path / "inv.yml"
+    f.write_text(yaml.safe_dump(_set(_good(), key, value)))
+    with pytest.raises(inventory.InventoryError) as e:
+        inventory.load(f)
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert msg.startswith(f"{f}: ")
+    assert expect in msg
+
+
+@pytest.mark.parametrize("text,expect", [
+    ("all: [1]", "all.hosts"),
+    ("all: {hosts: {a: {}, b: {}}}", "exactly one host"),
+    ("nothing: 1", "(top)"),
+    ("all: {hosts: {a: {x: 1}}, vars: {}}", "all.vars: unknown key"),
+    ("all: {hosts: {a: [1", "(yaml)"),
+])
+def test_malformed_structure(tmp_path, text, expect):
+    f = tmp_path / "inv.yml"
+    f.write_text(text)
+    with pytest.raises(inventory.InventoryError, match=None) as e:
+        inventory.load(f)
+    assert expect in str(e.value) and str(e.value).startswith(str(f))
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(inventory.InventoryError) as e:
+        inventory.load(tmp_path / "nope.yml")
+    assert str(e.value) == f"{tmp_path / 'nope.yml'}: (file): no such file"
+
+
+def test_pytest_stops_with_usage_error_before_any_test(tmp_path):
+    f = tmp_path / "inv.yml"
+    f.write_text(yaml.safe_dump(_set(_good(), "revision", "xyz")))
+    done = subprocess.run([sys.executable, "-m", "pytest", "acceptance/", "--inventory", str(f),
+                           "--report-dir", str(tmp_path / "r")],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 4, done.stdout + done.stderr
+    errors = [l for l in done.stderr.splitlines() if "inventory" in l]
+    assert errors and f"{f}: all.hosts.pilot.revision: malformed value" in errors[0]
+    assert "passed" not in done.stdout and "failed" not in done.stdout

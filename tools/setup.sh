@@ -1,0 +1,22 @@
+#!/bin/sh
+# Setup for a fresh Debian/Ubuntu machine (run as root): the packages the
+# reference host harness needs, and .venv/ with the project installed into it
+# (.venv/bin/pty-acceptance, .venv/bin/pytest). Safe to run again.
+set -eu
+cd "$(dirname "$0")/.."
+need=""
+for pkg in debootstrap systemd-container; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || need="$need $pkg"
+done
+if [ -n "$need" ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    # shellcheck disable=SC2086
+    apt-get install -y -qq $need >/dev/null
+fi
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --disable-pip-version-check -e . </dev/null
+echo "setup: .venv ready ($(.venv/bin/python --version)); pty-acceptance at .venv/bin/pty-acceptance"
