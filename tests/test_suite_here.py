@@ -1,0 +1,34 @@
+"""The real suite on this machine, where no supervisor is installed: it must
+fail, name the failing requirement IDs in its last line, write JUnit, remove a
+marker placed beforehand and write none (issue: suite foundation)."""
+
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+from conftest import REPO
+
+
+def test_suite_fails_closed_on_a_host_without_the_supervisor(tmp_path):
+    marker = tmp_path / "etc/opencode/pty-supervisor-verified"
+    marker.parent.mkdir(parents=True)
+    marker.write_text("revision=stale\n")
+    reports = tmp_path / "reports"
+    done = subprocess.run([sys.executable, "-m", "pytest", "acceptance/", "--marker", str(marker),
+                           "--report-dir", str(reports)], cwd=REPO, capture_output=True,
+                          text=True, timeout=600, stdin=subprocess.DEVNULL)
+    lines = done.stdout.strip().splitlines()
+    assert done.returncode != 0
+    assert lines[-1].startswith("NOT READY: "), lines[-5:]
+    ids = lines[-1].split(": ", 2)[2].split()
+    for must in ("OWN-1", "SCOPE-2", "BUILD-1", "PEER-1", "MARK-1"):
+        assert must in ids, lines[-1]
+    assert not marker.exists() and not marker.is_symlink()
+    assert any("MARK-4: removed an existing marker" in l for l in lines)
+    (xml,) = reports.glob("acceptance-pilot-*.xml")
+    root = ET.parse(xml).getroot()
+    cases = list(root.iter("testcase"))
+    assert cases and all(any(p.get("name") == "requirement" for p in c.iter("property"))
+                         for c in cases)
+    gate = {p.get("name"): p.get("value") for p in root.find("./testsuite/properties")}
+    assert gate["gate"] == "NOT READY"
