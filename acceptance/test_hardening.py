@@ -26,8 +26,14 @@ def _fragment(name):
 @pytest.mark.requirement("CUT-4")
 @pytest.mark.parametrize("role", ["supervisor", "slice", "candidate"])
 def test_systemd_analyze_verify_passes(inv, role, evidence):
-    path = inv.units["candidate_file"] if role == "candidate" else _fragment(inv.units[role])
-    res = analyze.verify(inv.build["user"], path)
+    # The candidate is verified as the user it will run as (its files live in
+    # that user's home); the installed units as the unprivileged build user.
+    if role == "candidate":
+        path, user = inv.units["candidate_file"], inv.service_user
+    else:
+        path, user = _fragment(inv.units[role]), inv.build["user"]
+    res = analyze.verify(user, path)
+    evidence("as user", user)
     evidence("command", " ".join(res.argv))
     evidence("output", res.output or "(none)")
     assert res.returncode == 0, f"CUT-4: systemd-analyze verify {path} exited {res.returncode}: {res.output.strip()}"

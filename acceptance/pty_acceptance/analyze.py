@@ -19,7 +19,10 @@ class Result:
 
 
 def _run(user: str, argv: list[str], timeout: float = 60) -> Result:
-    acct = pwd.getpwnam(user)
+    try:
+        acct = pwd.getpwnam(user)
+    except KeyError:
+        return Result(argv, 1, f"user {user!r} does not exist on this host")
     try:
         done = subprocess.run(argv, user=acct.pw_uid, group=acct.pw_gid, extra_groups=[],
                               env={"PATH": "/usr/bin:/bin", "HOME": "/", "LC_ALL": "C",
