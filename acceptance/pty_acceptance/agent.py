@@ -1,0 +1,195 @@
+"""The peer agent: the MainPID of the suite's disposable opencode-v2.service.
+
+It runs as the service user, stdlib only, from a private copy of this file
+and protocol.py. Its stdin is a control socket to the suite: one JSON object
+per line in each direction, descriptors passed with SCM_RIGHTS. It does only
+what the suite asks, the way the real peer would: connect, HELLO, spawn the
+fixed helper with fd 3 = a duplicate of the connected socket and fd 4 = an
+O_DIRECTORY descriptor of the approved directory, or hand the connected
+socket to the suite.
+"""
+
+import json
+import os
+import select
+import signal
+import socket
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import protocol as p  # noqa: E402  (the copy staged beside this file)
+
+HELPER_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+
+
+class Agent:
+    def __init__(self, ctrl):
+        self.ctrl = ctrl
+        self.sock = None
+        self.buf = b""
+        self.children = {}
+
+    # -- control channel
+    def read_request(self):
+        fds = []
+        while b"\n" not in self.buf:
+            data, got, _ = p.recv_with_fds(self.ctrl, 65536, maxfds=8)
+            fds += got
+            if not data:
+                return None, fds
+            self.buf += data
+        line, self.buf = self.buf.split(b"\n", 1)
+        return json.loads(line), fds
+
+    def reply(self, obj, fds=()):
+        p.send_frame(self.ctrl, json.dumps(obj).encode() + b"\n", list(fds))
+
+    # -- operations
+    def op_ready(self, req, fds):
+        return {"pid": os.getpid(), "uid": os.getuid(), "gid": os.getgid(),
+                "invocation": os.environ.get("INVOCATION_ID", "")}
+
+    def op_connect(self, req, fds):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(req.get("timeout", 10))
+        s.connect(req["path"])
+        self.sock = s
+        return {}
+
+    def op_hello(self, req, fds):
+        self.sock.sendall(p.encode(p.T.HELLO))
+        return {"frame": read_frame(self.sock, req.get("timeout", 10))}
+
+    def op_take(self, req, fds):
+        fd = self.sock.fileno()
+        if not req.get("keep", False):
+            self.reply({"ok": True}, [fd])
+            self.sock.close()
+            self.sock = None
+            return None
+        self.reply({"ok": True}, [fd])
+        return None
+
+    def op_close(self, req, fds):
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        return {}
+
+    def op_spawn(self, req, fds):
+        """fds: the helper's stdin, stdout, stderr."""
+        if len(fds) != 3:
+            raise ValueError(f"spawn needs 3 descriptors, got {len(fds)}")
+        dirfd = os.open(req["cwd"], os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        sockfd = self.sock.fileno()
+        pid = os.fork()
+        if pid == 0:  # child: exactly fds 0-4, then exec the fixed helper
+            try:
+                high = [os.dup(fd) for fd in (*fds, sockfd, dirfd)]
+                moved = [os.dup2(fd, 100 + i) if fd < 100 else fd for i, fd in enumerate(high)]
+                for n, fd in enumerate(moved):
+                    os.dup2(fd, n)
+                os.closerange(5, os.sysconf("SC_OPEN_MAX"))
+                os.execve(req["argv"][0], req["argv"], HELPER_ENV)
+            finally:
+                os._exit(127)
+        os.close(dirfd)
+        p.close_all(fds)
+        self.children[pid] = None
+        if req.get("close_socket", True):
+            self.sock.close()
+            self.sock = None
+        return {"pid": pid}
+
+    def op_wait(self, req, fds):
+        pid = req["pid"]
+        end = req.get("timeout", 30)
+        pidfd = os.pidfd_open(pid)
+        try:
+            ready, _, _ = select.select([pidfd], [], [], end)
+        finally:
+            os.close(pidfd)
+        if not ready:
+            return {"status": None}
+        _, status = os.waitpid(pid, 0)
+        self.children.pop(pid, None)
+        return {"status": os.waitstatus_to_exitcode(status)}
+
+    def op_signal(self, req, fds):
+        os.kill(req["pid"], req["signal"])
+        return {}
+
+    def op_child_hello(self, req, fds):
+        """A process of this unit that is not MainPID connects and says HELLO."""
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            try:
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.settimeout(10)
+                s.connect(req["path"])
+                s.sendall(p.encode(p.T.HELLO))
+                out = json.dumps({"frame": read_frame(s, 10), "pid": os.getpid()})
+            except Exception as e:  # reported, not raised: this is a child
+                out = json.dumps({"error": f"{type(e).__name__}: {e}"})
+            os.write(w, out.encode())
+            os._exit(0)
+        os.close(w)
+        data = b""
+        while chunk := os.read(r, 65536):
+            data += chunk
+        os.close(r)
+        os.waitpid(pid, 0)
+        return json.loads(data or b'{"error": "child wrote nothing"}')
+
+    def run(self):
+        while True:
+            req, fds = self.read_request()
+            if req is None:
+                return
+            op = getattr(self, "op_" + req.get("op", ""), None)
+            try:
+                if op is None:
+                    raise ValueError(f"unknown op {req.get('op')!r}")
+                out = op(req, fds)
+                if out is not None:
+                    self.reply({"ok": True, **out})
+            except Exception as e:  # every failure goes back to the suite
+                p.close_all(fds)
+                self.reply({"ok": False, "error": f"{type(e).__name__}: {e}"})
+            if req.get("op") == "exit":
+                return
+
+
+def read_frame(sock, timeout):
+    """One frame from the supervisor (bounded), as JSON-safe fields; EOF is None."""
+    sock.settimeout(timeout)
+    dec = p.Decoder(p.FROM_SUPERVISOR)
+    while True:
+        try:
+            data = sock.recv(65536)
+        except (ConnectionResetError, socket.timeout) as e:
+            return {"closed": type(e).__name__}
+        if not data:
+            return {"closed": "eof"}
+        try:
+            frames = dec.feed(data)
+        except p.ProtocolError as e:
+            return {"bad": str(e)}
+        if frames:
+            f = frames[0]
+            return {"type": f.type, "name": f.name, "payload": f.payload.hex()}
+
+
+def main():
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    ctrl = socket.socket(fileno=os.dup(0))
+    devnull = os.open("/dev/null", os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    Agent(ctrl).run()
+
+
+if __name__ == "__main__":
+    main()

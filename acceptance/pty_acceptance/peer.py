@@ -1,0 +1,187 @@
+"""The suite as the peer service (TARGET-CONTRACT section 6).
+
+A disposable transient unit (by default `opencode-v2.service`, User= the
+service user, in system.slice) whose MainPID is the peer agent (agent.py),
+driven over a socketpair that is the unit's stdin/stdout. Every unit carries
+the run's tag in its Description so that a later run can find and remove
+what a crashed run left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import stat
+import tempfile
+from pathlib import Path
+
+from . import protocol
+from .bus import BusError, Systemd
+
+TAG_PREFIX = "pty-acceptance disposable"
+AGENT_FILES = ("agent.py", "protocol.py")
+START_DEADLINE_S = 10
+STOP_DEADLINE_S = 15
+
+
+class PeerError(Exception):
+    pass
+
+
+def run_tag() -> str:
+    return secrets.token_hex(4)
+
+
+def stage_agent() -> str:
+    """A private, root-owned, world-readable copy of the agent for the service user."""
+    d = tempfile.mkdtemp(prefix="pty-acceptance-agent-")
+    os.chmod(d, 0o755)
+    here = Path(__file__).resolve().parent
+    for name in AGENT_FILES:
+        dst = os.path.join(d, name)
+        shutil.copyfile(here / name, dst)
+        os.chmod(dst, 0o644)
+    return d
+
+
+class Agent:
+    """The control channel to one agent."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.buf = b""
+        sock.settimeout(60)
+
+    def call(self, op: str, fds: list[int] = (), **kw) -> tuple[dict, list[int]]:
+        protocol.send_frame(self.sock, json.dumps({"op": op, **kw}).encode() + b"\n", list(fds))
+        got: list[int] = []
+        while b"\n" not in self.buf:
+            data, fds_in, _ = protocol.recv_with_fds(self.sock, 65536, maxfds=4)
+            got += fds_in
+            if not data:
+                raise PeerError(f"agent closed the control channel during {op!r}")
+            self.buf += data
+        line, self.buf = self.buf.split(b"\n", 1)
+        reply = json.loads(line)
+        if not reply.get("ok"):
+            protocol.close_all(got)
+            raise PeerError(f"agent {op!r} failed: {reply.get('error')}")
+        return reply, got
+
+    def __call__(self, op: str, **kw) -> dict:
+        reply, fds = self.call(op, **kw)
+        protocol.close_all(fds)
+        return reply
+
+
+class DisposableUnit:
+    """A transient unit running the agent: the peer, or an impostor of it."""
+
+    def __init__(self, bus: Systemd, *, name: str, user: str, group: str, tag: str,
+                 python: str = "/usr/bin/python3", slice_: str = "system.slice",
+                 extra: list = ()):
+        self.bus, self.name, self.user, self.group = bus, name, user, group
+        self.tag, self.python, self.slice, self.extra = tag, python, slice_, list(extra)
+        self.stage: str | None = None
+        self.agent: Agent | None = None
+        self.info: dict = {}
+
+    def properties(self) -> list:
+        agent_path = os.path.join(self.stage, "agent.py")
+        return [
+            ("Description", ("s", f"{TAG_PREFIX} {self.tag}: {self.name}")),
+            ("Type", ("s", "exec")),
+            ("User", ("s", self.user)),
+            ("Group", ("s", self.group)),
+            ("Slice", ("s", self.slice)),
+            ("WorkingDirectory", ("s", "/")),
+            ("ExecStart", ("a(sasb)", [(self.python, [self.python, "-I", agent_path], False)])),
+            ("StandardError", ("s", "journal")),
+            ("CollectMode", ("s", "inactive-or-failed")),
+            ("TimeoutStopUSec", ("t", 5_000_000)),
+        ] + self.extra
+
+    def start(self) -> "DisposableUnit":
+        self.stage = stage_agent()
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            props = self.properties() + [
+                ("StandardInputFileDescriptor", ("h", theirs.fileno())),
+                ("StandardOutputFileDescriptor", ("h", theirs.fileno())),
+            ]
+            self.bus.start_transient(self.name, props)
+        except BusError as e:
+            mine.close()
+            raise PeerError(f"cannot start {self.name}: {e}") from None
+        finally:
+            theirs.close()
+        self.agent = Agent(mine)
+        self.info = self.agent("ready")
+        self.bus.wait_for(self.name, lambda p: p and p.get("ActiveState") == "active"
+                          and p.get("SubState") == "running", START_DEADLINE_S, "active/running")
+        svc = self.bus.properties(self.name, "org.freedesktop.systemd1.Service") or {}
+        if svc.get("MainPID") != self.info["pid"]:
+            raise PeerError(f"{self.name}: MainPID {svc.get('MainPID')} is not the agent "
+                            f"{self.info['pid']}")
+        self.info["control_group"] = svc.get("ControlGroup")
+        return self
+
+    def stop(self) -> None:
+        if self.agent is not None:
+            try:
+                self.agent.sock.close()
+            except OSError:
+                pass
+            self.agent = None
+        try:
+            if self.bus.unit_path(self.name) is not None:
+                self.bus.stop(self.name)
+                self.bus.wait_for(self.name, lambda p: p is None or p.get("ActiveState") in
+                                  ("inactive", "failed"), STOP_DEADLINE_S, "stopped")
+                self.bus.reset_failed(self.name)
+        finally:
+            if self.stage:
+                shutil.rmtree(self.stage, ignore_errors=True)
+                self.stage = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def peer_unit_file_loaded(bus: Systemd, name: str) -> str | None:
+    """If a real unit file for the peer exists, the suite must not touch it."""
+    props = bus.properties(name)
+    if props and (props.get("FragmentPath") or props.get("LoadState") not in ("not-found", None)) \
+            and TAG_PREFIX not in (props.get("Description") or ""):
+        return f"{name} is loaded from {props.get('FragmentPath') or props.get('LoadState')}"
+    return None
+
+
+def cleanup_leftovers(bus: Systemd) -> list[str]:
+    """Stop every disposable unit an earlier (crashed) run left behind."""
+    names = bus.call("ListUnits")[0]
+    removed = []
+    for row in names:
+        name, description = row[0], row[1]
+        if description.startswith(TAG_PREFIX):
+            try:
+                bus.stop(name)
+                removed.append(name)
+            except BusError:
+                pass
+    return removed
+
+
+def open_cwd(path: str) -> int:
+    """An O_DIRECTORY descriptor for a session's working directory (no links)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    if not stat.S_ISDIR(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise PeerError(f"{path} is not a directory")
+    return fd
