@@ -12,7 +12,8 @@ from pathlib import Path
 
 from .requirements import BY_ID
 
-ROW = re.compile(r"^\|\s*([^|]+?)\s*\|\s*`(acceptance/test_[a-z0-9_]+\.py)`\s*\|\s*([^|]*?)\s*\|")
+ROW = re.compile(r"^\|\s*([^|]+?)\s*\|\s*`(acceptance/test_[a-z0-9_]+\.py)`\s*\|\s*([^|]*?)\s*\|"
+                 r"(?:\s*([^|]*?)\s*\|)?")
 ID = re.compile(r"\b[A-Z]+-\d+\b")
 
 
@@ -25,6 +26,7 @@ class Section:
     title: str
     module: str  # path relative to the project root
     ids: tuple[str, ...]
+    state: str = ""  # what the checklist says of it ("built", "planned", ...): for people
 
 
 def load(path: Path) -> list[Section]:
@@ -40,7 +42,7 @@ def load(path: Path) -> list[Section]:
             bad = [i for i in ids if i not in BY_ID]
             if bad:
                 raise ChecklistError(f"{path}: section {m.group(1)!r} names unknown IDs {bad}")
-            sections.append(Section(m.group(1), m.group(2), ids))
+            sections.append(Section(m.group(1), m.group(2), ids, m.group(4) or ""))
     if not sections:
         raise ChecklistError(f"{path}: no module table found")
     modules = [s.module for s in sections]

@@ -1,0 +1,107 @@
+"""`pty-acceptance reference` end to end: the suite, run as root inside a
+freshly booted reference host, passes every module that exists, withholds
+the marker while checklist sections are still planned, and a seeded fault
+fails the test that owns it and leaves no marker."""
+
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from pty_acceptance import checklist
+
+from conftest import REPO
+
+pytestmark = [pytest.mark.refhost]
+
+
+def reference(*args) -> tuple[int, Path, str]:
+    done = subprocess.run([sys.executable, "-m", "pty_acceptance.cli", "reference", *args],
+                          cwd=REPO, capture_output=True, text=True, timeout=1800,
+                          stdin=subprocess.DEVNULL)
+    run_dir = (REPO / "reports/reference/latest").resolve()
+    assert_nothing_left(f"ptyacc-{run_dir.name.lower()}")
+    return done.returncode, run_dir, done.stdout + done.stderr
+
+
+def assert_nothing_left(name: str) -> None:
+    """No nspawn process, cgroup or mount of that machine after its run."""
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and argv[0].endswith(b"systemd-nspawn") and f"--machine={name}".encode() in argv:
+            pytest.fail(f"systemd-nspawn of {name} still running: pid {proc.name}")
+    cgroups = [str(d) for root in Path("/sys/fs/cgroup").iterdir() if root.is_dir()
+               for d in [root / name] if d.exists()]
+    assert not cgroups, f"cgroups of {name} left: {cgroups}"
+    mounts = [l for l in Path("/proc/self/mountinfo").read_text().splitlines() if name in l]
+    assert not mounts, f"mounts of {name} left: {mounts}"
+
+
+def junit(run_dir: Path) -> ET.Element:
+    (xml,) = (run_dir / "reports").glob("acceptance-reference-*.xml")
+    return ET.parse(xml).getroot()
+
+
+def cases(root) -> dict[str, str]:
+    out = {}
+    for c in root.iter("testcase"):
+        bad = [ch.tag for ch in c if ch.tag in ("failure", "error", "skipped")]
+        out[f"{c.get('classname')}::{c.get('name')}"] = bad[0] if bad else "passed"
+    return out
+
+
+def blocker_ids(root) -> set[str]:
+    props = root.find("./testsuite/properties")
+    ids = set()
+    for p in props:
+        if p.get("name") == "blocker":
+            ids.update(p.get("value").split(": ", 1)[0].split())
+    return ids
+
+
+def planned_ids() -> set[str]:
+    return {i for s in checklist.load(REPO / "ROOT-ACCEPTANCE.md") if s.state == "planned" for i in s.ids}
+
+
+def test_good_reference_host_passes_every_module_that_exists():
+    status, run_dir, log = reference()
+    root = junit(run_dir)
+    results = cases(root)
+    assert len(results) >= 30, log[-3000:]
+    failed = {k: v for k, v in results.items() if v != "passed"}
+    assert not failed, f"on a good reference host: {failed}\n{log[-3000:]}"
+    for c in root.iter("testcase"):
+        assert any(p.get("name") == "requirement" for p in c.iter("property")), c.get("name")
+    # Fail closed: sections still planned keep the marker away, and nothing else does.
+    planned = planned_ids()
+    assert blocker_ids(root) <= planned, (blocker_ids(root) - planned, log[-3000:])
+    if planned:
+        assert status != 0 and not (run_dir / "pty-supervisor-verified").exists()
+    else:
+        assert status == 0 and (run_dir / "pty-supervisor-verified").exists()
+        verify = subprocess.run([sys.executable, "-m", "pty_acceptance.cli", "verify-marker",
+                                 "--root", str(run_dir), "--marker", "/pty-supervisor-verified",
+                                 "--inventory", str(REPO / "inventories/reference.yml")],
+                                capture_output=True, text=True)
+        assert verify.returncode == 0, verify.stdout
+    for b in ("supervisor", "launcher", "client"):
+        assert (run_dir / f"usr/local/libexec/opencode-pty-{b}").is_file()
+
+
+def test_group_writable_client_fails_own_1_and_leaves_no_marker(tmp_path):
+    script = tmp_path / "fault.sh"
+    script.write_text("chmod g+w /usr/local/libexec/opencode-pty-client\n")
+    status, run_dir, log = reference("--before-suite", str(script))
+    assert status != 0
+    results = cases(junit(run_dir))
+    failed = {k for k, v in results.items() if v != "passed"}
+    assert failed == {"acceptance.test_ownership::test_binary_is_a_root_owned_regular_file[client]"} \
+        or failed == {"test_ownership::test_binary_is_a_root_owned_regular_file[client]"}, failed
+    assert "OWN-1" in blocker_ids(junit(run_dir))
+    assert not (run_dir / "pty-supervisor-verified").exists()
