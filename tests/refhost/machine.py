@@ -40,9 +40,14 @@ class Machine:
         self.console_log = pathlib.Path(console_log) if console_log else self.workdir / "console.log"
         self.proc: subprocess.Popen | None = None
         self.leader: int | None = None
-        self._lock_fd: int | None = None
         self._console = None
         self._state = "new"  # new -> booting -> running -> stopping -> down
+        # Reserve the name now: from here on cleanup_leftovers() (ours or another
+        # process's) leaves this name's work dir alone, so callers may fill it before boot().
+        self._lock_fd: int | None = try_lock(self.name, create=True)
+        if self._lock_fd is None:
+            self._state = "down"
+            raise MachineError(f"machine name {self.name} is in use by a live process")
 
     # context manager
     def __enter__(self) -> "Machine":
@@ -57,7 +62,6 @@ class Machine:
         if self._state != "new":
             raise MachineError(f"boot() on a machine in state {self._state}")
         self._state = "booting"
-        self._take_lock()  # first, so that cleanup leaves this name alone
         try:
             cleanup_leftovers()
             _signals.register(self)
@@ -76,12 +80,6 @@ class Machine:
             raise
         self._state = "running"
         return self
-
-    def _take_lock(self) -> None:
-        self._lock_fd = try_lock(self.name, create=True)
-        if self._lock_fd is None:
-            self._state = "down"
-            raise MachineError(f"machine name {self.name} is in use by a live process")
 
     def _start_nspawn(self) -> None:
         argv = ["systemd-nspawn", "--boot", f"--directory={self.tree}", f"--machine={self.name}",
@@ -131,7 +129,11 @@ class Machine:
 
         def running() -> bool:
             self._check_nspawn()
-            r = self._nsenter(["systemctl", "is-system-running"], timeout=5)
+            try:
+                r = self._nsenter(["systemctl", "is-system-running"], timeout=5)
+            except subprocess.TimeoutExpired:
+                last[0] = "(systemctl is-system-running did not answer within 5 s)"
+                return False
             last[0] = (r.stdout.decode().strip() or r.stderr.decode().strip())
             if last[0] == "degraded":
                 failed = self._nsenter(["systemctl", "--failed", "--no-legend", "--plain"], timeout=5)
@@ -195,8 +197,11 @@ class Machine:
         def pump() -> None:
             for chunk in iter(lambda: p.stdout.read1(65536), b""):
                 chunks.append(chunk)
-                sys.stdout.buffer.write(chunk)
-                sys.stdout.buffer.flush()
+                if hasattr(sys.stdout, "buffer"):
+                    sys.stdout.buffer.write(chunk)
+                else:  # a replaced sys.stdout (capture) takes text only
+                    sys.stdout.write(chunk.decode(errors="replace"))
+                sys.stdout.flush()
         t = threading.Thread(target=pump, daemon=True)
         t.start()
         if input is not None:

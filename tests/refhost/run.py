@@ -80,14 +80,14 @@ def run_reference(repo_root: pathlib.Path, *, before_suite: list[os.PathLike | s
     out = reports_root / run_id
     out.mkdir(parents=True)
     name = f"ptyacc-{run_id.lower()}"
-    scratch = WORK_ROOT / name / "out"
-    scratch.mkdir(parents=True)
-    for i, s in enumerate(before):
-        shutil.copyfile(s, scratch / f"before-{i}.sh")
+    scratch = WORK_ROOT / name / "out"  # in the machine's work dir: removed with it
     m = Machine(tree, name=name, console_log=out / "console.log",
                 binds=[(str(repo_root), GUEST_SRC, True), (str(scratch), GUEST_OUT, False)])
     status = EXIT_SETUP_FAILED
     try:
+        scratch.mkdir(parents=True)
+        for i, s in enumerate(before):
+            shutil.copyfile(s, scratch / f"before-{i}.sh")
         m.boot()
         status = _deploy_and_test(m, before, pytest_args)
         _collect(m, out)
@@ -99,7 +99,6 @@ def run_reference(repo_root: pathlib.Path, *, before_suite: list[os.PathLike | s
                   file=sys.stderr)
         else:
             m.shutdown()
-            shutil.rmtree(WORK_ROOT / name, ignore_errors=True)
         _point_latest(reports_root, out)
     print(f"reference run {run_id}: exit status {status}; reports in {out}", file=sys.stderr)
     return status
