@@ -5,7 +5,6 @@ fails the test that owns it and leaves no marker."""
 
 import subprocess
 import sys
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from pty_acceptance import checklist
 
 from conftest import REPO
+from tests.refhost.junit import Report
 
 pytestmark = [pytest.mark.refhost]
 
@@ -43,44 +43,20 @@ def assert_nothing_left(name: str) -> None:
     assert not mounts, f"mounts of {name} left: {mounts}"
 
 
-def junit(run_dir: Path) -> ET.Element:
-    (xml,) = (run_dir / "reports").glob("acceptance-reference-*.xml")
-    return ET.parse(xml).getroot()
-
-
-def cases(root) -> dict[str, str]:
-    out = {}
-    for c in root.iter("testcase"):
-        bad = [ch.tag for ch in c if ch.tag in ("failure", "error", "skipped")]
-        out[f"{c.get('classname')}::{c.get('name')}"] = bad[0] if bad else "passed"
-    return out
-
-
-def blocker_ids(root) -> set[str]:
-    props = root.find("./testsuite/properties")
-    ids = set()
-    for p in props:
-        if p.get("name") == "blocker":
-            ids.update(p.get("value").split(": ", 1)[0].split())
-    return ids
-
-
 def planned_ids() -> set[str]:
     return {i for s in checklist.load(REPO / "ROOT-ACCEPTANCE.md") if s.state == "planned" for i in s.ids}
 
 
 def test_good_reference_host_passes_every_module_that_exists():
     status, run_dir, log = reference()
-    root = junit(run_dir)
-    results = cases(root)
-    assert len(results) >= 30, log[-3000:]
-    failed = {k: v for k, v in results.items() if v != "passed"}
+    report = Report.find(run_dir)
+    assert report is not None and len(report.cases) >= 30, log[-3000:]
+    failed = [(c.name, c.outcome) for c in report.failed()]
     assert not failed, f"on a good reference host: {failed}\n{log[-3000:]}"
-    for c in root.iter("testcase"):
-        assert any(p.get("name") == "requirement" for p in c.iter("property")), c.get("name")
+    assert all(c.requirements for c in report.cases)
     # Fail closed: sections still planned keep the marker away, and nothing else does.
     planned = planned_ids()
-    assert blocker_ids(root) <= planned, (blocker_ids(root) - planned, log[-3000:])
+    assert report.blocker_ids() <= planned, (report.blocker_ids() - planned, log[-3000:])
     if planned:
         assert status != 0 and not (run_dir / "pty-supervisor-verified").exists()
     else:
@@ -99,9 +75,8 @@ def test_group_writable_client_fails_own_1_and_leaves_no_marker(tmp_path):
     script.write_text("chmod g+w /usr/local/libexec/opencode-pty-client\n")
     status, run_dir, log = reference("--before-suite", str(script))
     assert status != 0
-    results = cases(junit(run_dir))
-    failed = {k for k, v in results.items() if v != "passed"}
-    assert failed == {"acceptance.test_ownership::test_binary_is_a_root_owned_regular_file[client]"} \
-        or failed == {"test_ownership::test_binary_is_a_root_owned_regular_file[client]"}, failed
-    assert "OWN-1" in blocker_ids(junit(run_dir))
+    report = Report.find(run_dir)
+    failed = {c.name.split("::", 1)[1] for c in report.failed()}
+    assert failed == {"test_binary_is_a_root_owned_regular_file[client]"}, failed
+    assert report.failed_ids() == {"OWN-1"} and "OWN-1" in report.blocker_ids()
     assert not (run_dir / "pty-supervisor-verified").exists()

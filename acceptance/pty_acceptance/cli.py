@@ -4,6 +4,7 @@
                                  [--revision HEX40] [--source-sha256 HEX64]
     pty-acceptance source-manifest --pilot-root DIR --code-root DIR [--list]
     pty-acceptance reference [--before-suite SCRIPT]... [--keep] [-- PYTEST-ARGS]
+    pty-acceptance mutants [--only ID]... [--jobs N]
 """
 
 from __future__ import annotations
@@ -83,6 +84,18 @@ def cmd_reference(a: argparse.Namespace) -> int:
                          keep=a.keep, pytest_args=extra)
 
 
+def cmd_mutants(a: argparse.Namespace) -> int:
+    """Every seeded fault on its own reference host, with a kill table."""
+    runner = PROJECT / "tests" / "mutants" / "run.py"
+    if not runner.is_file():
+        print(f"mutants: {runner} not found: this needs a checkout of the project", file=sys.stderr)
+        return 4
+    sys.path.insert(0, str(PROJECT))
+    from tests.mutants.run import run_mutants  # noqa: PLC0415 (fixture code, checkout only)
+
+    return run_mutants(PROJECT, only=a.only, jobs=a.jobs)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pty-acceptance")
     sub = p.add_subparsers(dest="command", required=True)
@@ -103,6 +116,10 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--keep", action="store_true")
     r.add_argument("pytest_args", nargs=argparse.REMAINDER)
     r.set_defaults(func=cmd_reference)
+    mu = sub.add_parser("mutants", help="run the fault catalogue, each fault on its own reference host")
+    mu.add_argument("--only", action="append", default=[], metavar="ID")
+    mu.add_argument("--jobs", type=int, default=1)
+    mu.set_defaults(func=cmd_mutants)
     return p
 
 

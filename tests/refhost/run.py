@@ -61,7 +61,8 @@ def _point_latest(reports_root: pathlib.Path, run_dir: pathlib.Path) -> None:
 
 
 def run_reference(repo_root: pathlib.Path, *, before_suite: list[os.PathLike | str] = (),
-                  keep: bool = False, pytest_args: list[str] = ()) -> int:
+                  keep: bool = False, pytest_args: list[str] = (), out_dir: pathlib.Path | None = None,
+                  suite_paths: list[str] = ("acceptance/",), quiet: bool = False) -> int:
     """Boot a reference host, deploy, run the acceptance suite inside it. Returns the suite's status.
 
     3 means deployment or a --before-suite script failed (logs are still collected)."""
@@ -77,8 +78,8 @@ def run_reference(repo_root: pathlib.Path, *, before_suite: list[os.PathLike | s
     tree = ensure_tree()
     run_id = new_run_id()
     reports_root = repo_root / "reports" / "reference"
-    out = reports_root / run_id
-    out.mkdir(parents=True)
+    out = out_dir if out_dir is not None else reports_root / run_id
+    out.mkdir(parents=True, exist_ok=out_dir is not None)
     name = f"ptyacc-{run_id.lower()}"
     scratch = WORK_ROOT / name / "out"  # in the machine's work dir: removed with it
     m = Machine(tree, name=name, console_log=out / "console.log",
@@ -89,7 +90,8 @@ def run_reference(repo_root: pathlib.Path, *, before_suite: list[os.PathLike | s
         for i, s in enumerate(before):
             shutil.copyfile(s, scratch / f"before-{i}.sh")
         m.boot()
-        status = _deploy_and_test(m, before, pytest_args)
+        status = _deploy_and_test(m, before, pytest_args, list(suite_paths), quiet)
+        (out / "suite-output.txt").write_bytes(getattr(m, "suite_output", b""))
         _collect(m, out)
     finally:
         if keep and m.leader:
@@ -99,28 +101,31 @@ def run_reference(repo_root: pathlib.Path, *, before_suite: list[os.PathLike | s
                   file=sys.stderr)
         else:
             m.shutdown()
-        _point_latest(reports_root, out)
+        if out_dir is None:
+            _point_latest(reports_root, out)
     print(f"reference run {run_id}: exit status {status}; reports in {out}", file=sys.stderr)
     return status
 
 
-def _deploy_and_test(m: Machine, before: list[pathlib.Path], pytest_args: list[str]) -> int:
+def _deploy_and_test(m: Machine, before: list[pathlib.Path], pytest_args: list[str],
+                     suite_paths: list[str], quiet: bool) -> int:
     log("deploying: /bin/sh " + f"{GUEST_SRC}/{DEPLOY}")
-    r = m.run(["/bin/sh", f"{GUEST_SRC}/{DEPLOY}"], cwd=GUEST_SRC, stream=True)
+    r = m.run(["/bin/sh", f"{GUEST_SRC}/{DEPLOY}"], cwd=GUEST_SRC, stream=not quiet)
     if r.returncode != 0:
         log(f"deployment failed with exit status {r.returncode}")
         return EXIT_SETUP_FAILED
     for i, s in enumerate(before):
         log(f"before-suite script {s}")
-        r = m.run(["/bin/sh", f"{GUEST_OUT}/before-{i}.sh"], cwd=GUEST_SRC, stream=True)
+        r = m.run(["/bin/sh", f"{GUEST_OUT}/before-{i}.sh"], cwd=GUEST_SRC, stream=not quiet)
         if r.returncode != 0:
             log(f"before-suite script {s} failed with exit status {r.returncode}: not running the suite")
             return EXIT_SETUP_FAILED
-    argv = [GUEST_PYTHON, "-m", "pytest", "-p", "no:cacheprovider", "acceptance/",
+    argv = [GUEST_PYTHON, "-m", "pytest", "-p", "no:cacheprovider", *suite_paths,
             "--inventory", "inventories/reference.yml", "--report-dir", f"{GUEST_OUT}/reports",
             *pytest_args]
     log("suite: " + " ".join(argv))
-    r = m.run(argv, cwd=GUEST_SRC, env={"PYTHONDONTWRITEBYTECODE": "1"}, stream=True)
+    r = m.run(argv, cwd=GUEST_SRC, env={"PYTHONDONTWRITEBYTECODE": "1"}, stream=not quiet)
+    m.suite_output = r.stdout
     lines = r.stdout.decode(errors="replace").strip().splitlines()
     print(f"suite: {lines[-1] if lines else '(no output)'} (exit status {r.returncode})", file=sys.stderr)
     return r.returncode

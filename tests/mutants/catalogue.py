@@ -1,0 +1,136 @@
+"""The fault catalogue: faults a real deployment could have, each applied to a
+fresh reference host, and the requirement IDs whose tests must fail.
+
+A fault is applied by a shell script run as root inside the booted host after
+deployment and before the suite (`script`), by words for the reference
+supervisor's fault switches (`supervisor`, see its docstring), or both.
+`modules` names the acceptance modules to run (None: the full suite).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+LIBEXEC = "/usr/local/libexec"
+SUPERVISOR_UNIT = "/etc/systemd/system/opencode-pty-supervisor.service"
+PILOT = "/home/byk/.local/share/opencode-v2-pilot"
+CODE = "/home/byk/Code/opencode-v2-pilot"
+
+
+@dataclass(frozen=True)
+class Fault:
+    id: str
+    breaks: tuple[str, ...]
+    title: str
+    script: str = ""
+    supervisor: tuple[str, ...] = ()
+    modules: tuple[str, ...] | None = ("acceptance/test_ownership.py",)
+    expect: tuple[str, ...] = ()  # IDs whose tests must fail; default: breaks
+    # "tests": caught when a test carrying a must_fail ID fails. "marker-removed":
+    # a planted marker is caught when the gate reports removing it (MARK-4).
+    kill: str = "tests"
+
+    @property
+    def must_fail(self) -> tuple[str, ...]:
+        return self.expect or self.breaks
+
+
+def _m(*names: str) -> tuple[str, ...]:
+    return tuple(f"acceptance/test_{n}.py" for n in names)
+
+
+FULL = None  # run the whole suite: the gate itself must withhold the marker
+
+FAULTS: list[Fault] = [
+    # -- OWN-1: the binaries and their directories
+    Fault("client-group-writable", ("OWN-1",), "the client binary is group-writable",
+          f"chmod g+w {LIBEXEC}/opencode-pty-client", modules=FULL),
+    Fault("supervisor-owned-by-service-user", ("OWN-1",), "the supervisor binary belongs to byk",
+          f"chown byk:byk {LIBEXEC}/opencode-pty-supervisor"),
+    Fault("launcher-group-not-root", ("OWN-1",), "the launcher's group is byk",
+          f"chgrp byk {LIBEXEC}/opencode-pty-launcher"),
+    Fault("libexec-group-writable", ("OWN-1",), "/usr/local/libexec is group-writable",
+          f"chmod g+w {LIBEXEC}", modules=FULL),
+    Fault("local-owned-by-service-user", ("OWN-1",), "/usr/local belongs to byk",
+          "chown byk /usr/local"),
+    Fault("launcher-is-a-symlink", ("OWN-1",), "the launcher is a symlink to a root-owned copy",
+          f"cp -p {LIBEXEC}/opencode-pty-launcher /usr/lib/launcher-copy && "
+          f"ln -sf /usr/lib/launcher-copy {LIBEXEC}/opencode-pty-launcher",
+          modules=_m("ownership", "builds"), expect=("OWN-1", "SCOPE-2")),
+    # -- SCOPE-2 / BUILD-3: a binary swapped after the build
+    Fault("launcher-swapped", ("SCOPE-2", "BUILD-3"), "the launcher was replaced after the build",
+          f"printf 'x' >> {LIBEXEC}/opencode-pty-launcher", modules=FULL),
+    Fault("client-replaced-by-other-build", ("SCOPE-2", "BUILD-3"),
+          "the installed client is the launcher's build",
+          f"cp {LIBEXEC}/opencode-pty-launcher {LIBEXEC}/opencode-pty-client",
+          modules=_m("ownership", "builds")),
+    # -- OWN-2: what feeds the running supervisor
+    Fault("unit-file-group-writable", ("OWN-2",), "the supervisor's unit file is group-writable",
+          f"chmod g+w {SUPERVISOR_UNIT}", modules=FULL),
+    Fault("drop-in-owned-by-service-user", ("OWN-2",), "a drop-in of the supervisor belongs to byk",
+          f"mkdir -p {SUPERVISOR_UNIT}.d && printf '[Service]\\nEnvironment=X=1\\n' > {SUPERVISOR_UNIT}.d/x.conf"
+          f" && chown byk {SUPERVISOR_UNIT}.d/x.conf && systemctl daemon-reload"),
+    Fault("exec-start-pre-writable", ("OWN-2",), "an ExecStartPre program is writable by byk",
+          "printf '#!/bin/sh\\nexit 0\\n' > /usr/local/bin/pty-pre && chmod 0775 /usr/local/bin/pty-pre"
+          " && chgrp byk /usr/local/bin/pty-pre"
+          f" && mkdir -p {SUPERVISOR_UNIT}.d && printf '[Service]\\nExecStartPre=/usr/local/bin/pty-pre\\n'"
+          f" > {SUPERVISOR_UNIT}.d/pre.conf && systemctl daemon-reload"),
+    Fault("slice-file-other-writable", ("OWN-2",), "the slice's unit file is writable by anyone",
+          "chmod o+w /etc/systemd/system/opencode-pty.slice"),
+    # -- SCOPE-1 / SCOPE-3 / BUILD-1: the source and the build
+    Fault("source-file-changed", ("SCOPE-1",), "a Go source file differs from the reviewed tree",
+          f"printf '// changed\\n' >> {PILOT}/supervisor/cmd/launcher/main.go", modules=_m("builds")),
+    Fault("plugin-file-changed", ("SCOPE-1",), "a plugin source differs from the reviewed tree",
+          f"printf '// changed\\n' >> {CODE}/packages/plugin/src/index.ts", modules=_m("builds")),
+    Fault("new-revision", ("SCOPE-3",), "the candidate checkout moved to another commit",
+          f"runuser -u byk -- git -C {CODE} -c user.name=x -c user.email=x@x commit -q --allow-empty -m moved",
+          modules=_m("builds")),
+    Fault("non-reproducible-build", ("BUILD-1",), "the toolchain embeds a timestamp in every build",
+          "mv /usr/bin/go /usr/bin/go.real && "
+          "printf '#!/bin/sh\\n/usr/bin/go.real \"$@\" || exit $?\\nwhile [ $# -gt 0 ]; do "
+          "[ \"$1\" = -o ] && date +%%s%%N >> \"$2\"; shift; done\\n' > /usr/bin/go && chmod 0755 /usr/bin/go",
+          modules=_m("builds"), expect=("BUILD-1",)),
+    # -- CUT-4: unit definitions
+    Fault("supervisor-new-privileges", ("CUT-4",), "a drop-in lets the supervisor gain privileges",
+          f"mkdir -p {SUPERVISOR_UNIT}.d && printf '[Service]\\nNoNewPrivileges=no\\n' > {SUPERVISOR_UNIT}.d/nnp.conf"
+          " && systemctl daemon-reload", modules=_m("hardening")),
+    Fault("candidate-unit-broken", ("CUT-4", "SCOPE-1"), "the candidate unit names a missing program",
+          f"sed -i 's|^ExecStart=.*|ExecStart=/nonexistent/opencode2-node|' {PILOT}/opencode-v2.service",
+          modules=_m("hardening", "builds")),
+    # -- ORPHAN-1 (static part): a session-like unit the supervisor cannot clean
+    Fault("lookalike-session-unit", ("ORPHAN-1",), "a loaded opencode-pty-* unit that is not strict-name",
+          "systemd-run --unit=opencode-pty-lookalike -p BindsTo=opencode-pty-supervisor.service sleep 600",
+          modules=_m("orphans")),
+    Fault("session-unit-bound-elsewhere", ("ORPHAN-1",), "a strict-name session unit bound to another unit",
+          "systemd-run --unit=opencode-pty-0123456789abcdef0123456789abcdef -p BindsTo=dbus.service sleep 600",
+          modules=_m("orphans")),
+    # -- MARK: the marker and its directory
+    Fault("marker-dir-group-writable", ("MARK-1",), "/etc/opencode is group-writable",
+          "mkdir -p /etc/opencode && chmod 0775 /etc/opencode", modules=_m("marker")),
+    Fault("marker-dir-symlink", ("MARK-1",), "/etc/opencode is a symlink to a byk-owned directory",
+          "rm -rf /etc/opencode && mkdir -p /home/byk/opencode-etc && chown byk /home/byk/opencode-etc"
+          " && ln -s /home/byk/opencode-etc /etc/opencode", modules=_m("marker"), expect=("MARK-1",)),
+    Fault("stale-marker", ("MARK-4",), "a well-formed marker from an earlier run is already in place",
+          "mkdir -p /etc/opencode && printf 'revision=opencode-v2-pilot:git:%040d;pty-source:sha256:%064d\\n' 0 0"
+          " > /etc/opencode/pty-supervisor-verified", modules=FULL, kill="marker-removed"),
+    Fault("symlinked-marker", ("MARK-4",), "the marker path is a symlink planted by the service user",
+          "mkdir -p /etc/opencode && ln -s /home/byk/fake-marker /etc/opencode/pty-supervisor-verified",
+          modules=_m("marker"), kill="marker-removed"),
+]
+
+BY_ID = {f.id: f for f in FAULTS}
+
+
+def apply_script(f: Fault) -> str:
+    """The --before-suite script that applies a fault."""
+    lines = ["set -eu"]
+    if f.script:
+        lines.append(f.script)
+    if f.supervisor:
+        words = "\\n".join(f.supervisor)
+        lines += ["mkdir -p /etc/opencode-reference",
+                  f"printf '{words}\\n' > /etc/opencode-reference/faults",
+                  "systemctl restart opencode-pty-supervisor.service",
+                  # the socket is back when the supervisor listens again (bounded wait)
+                  "i=0; while [ ! -S /run/opencode-pty/supervisor.sock ] && [ $i -lt 200 ]; do "
+                  "i=$((i+1)); sleep 0.05; done; [ -S /run/opencode-pty/supervisor.sock ]"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,124 @@
+"""`pty-acceptance mutants`: every fault of the catalogue on its own fresh
+reference host, plus one clean control run, and a kill table of the results.
+
+    reports/mutants/<run id>/kill-table.json   rows: id, requirements, killed,
+                                               caught_by, unexpected, marker, seconds
+    reports/mutants/<run id>/kill-table.md
+    reports/mutants/latest -> <run id>
+
+Exit status 0 only when the control passes and every fault is killed by the
+requirement IDs its entry names.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import secrets
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from tests.refhost.junit import Report
+from tests.refhost.run import run_reference
+
+from . import catalogue
+
+
+def _planned(repo: pathlib.Path) -> set[str]:
+    sys.path.insert(0, str(repo / "acceptance"))
+    from pty_acceptance import checklist
+
+    return {i for s in checklist.load(repo / "ROOT-ACCEPTANCE.md") if s.state == "planned" for i in s.ids}
+
+
+def run_one(repo: pathlib.Path, out: pathlib.Path, fault: catalogue.Fault | None) -> dict:
+    t0 = time.monotonic()
+    scripts = []
+    with tempfile.TemporaryDirectory(prefix="ptyacc-mutant-") as tmp:
+        if fault is not None:
+            script = pathlib.Path(tmp, f"{fault.id}.sh")
+            script.write_text(catalogue.apply_script(fault))
+            scripts.append(script)
+        modules = list(fault.modules) if fault and fault.modules else ["acceptance/"]
+        status = run_reference(repo, before_suite=scripts, out_dir=out, suite_paths=modules, quiet=True)
+    report = Report.find(out)
+    marker = os.path.lexists(out / "pty-supervisor-verified")
+    row = {"id": fault.id if fault else "control", "requirements": list(fault.breaks) if fault else [],
+           "modules": modules, "status": status, "marker": marker,
+           "seconds": round(time.monotonic() - t0, 1)}
+    if report is None:
+        row.update(killed=False, caught_by=[], unexpected=[], note="no JUnit report (setup failed?)")
+        return row
+    failed = sorted(report.failed_ids())
+    row["caught_by"] = failed
+    row["tests_failed"] = [c.name for c in report.failed()]
+    if fault is None:
+        row.update(killed=None, unexpected=failed, blockers=sorted(report.blocker_ids()))
+        return row
+    must = set(fault.must_fail)
+    if fault.kill == "marker-removed":
+        removal = " ".join(report.prop("MARK-4"))
+        row["killed"] = "removed an existing marker" in removal and not marker
+        row["caught_by"] = sorted(set(failed) | ({"MARK-4"} if row["killed"] else set()))
+    else:
+        row["killed"] = bool(must & set(failed)) and not marker
+    row["unexpected"] = sorted(set(failed) - must - set(fault.breaks))
+    return row
+
+
+def table_md(rows: list[dict]) -> str:
+    out = ["| fault | breaks | killed | caught by | unexpected | marker | s |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| {r['id']} | {' '.join(r['requirements'])} | {r['killed']} | "
+                   f"{' '.join(r['caught_by'])} | {' '.join(r.get('unexpected', []))} | "
+                   f"{r['marker']} | {r['seconds']} |")
+    return "\n".join(out) + "\n"
+
+
+def run_mutants(repo: pathlib.Path, *, only: list[str] = (), jobs: int = 1, control: bool = True) -> int:
+    repo = repo.resolve()
+    unknown = [o for o in only if o not in catalogue.BY_ID]
+    if unknown:
+        print(f"mutants: unknown fault ids {unknown}", file=sys.stderr)
+        return 4
+    faults = [catalogue.BY_ID[o] for o in only] if only else list(catalogue.FAULTS)
+    run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(2)
+    root = repo / "reports" / "mutants"
+    out = root / run_id
+    out.mkdir(parents=True)
+    t0 = time.monotonic()
+    work = ([None] if control else []) + faults
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        rows = list(pool.map(lambda f: run_one(repo, out / (f.id if f else "control"), f), work))
+    planned = _planned(repo)
+    problems = []
+    if control:
+        c = rows[0]
+        # The control must pass every test; while checklist sections are planned the
+        # gate withholds the marker for them and for nothing else.
+        ok = not c["caught_by"] and set(c.get("blockers", [])) <= planned and \
+            (c["marker"] or planned)
+        c["killed"] = None
+        c["control_ok"] = bool(ok)
+        if not ok:
+            problems.append(f"control run failed: {c}")
+    for r in rows[1 if control else 0:]:
+        if not r["killed"]:
+            problems.append(f"{r['id']}: not killed (caught by {r['caught_by']}, marker {r['marker']})")
+        if r["marker"]:
+            problems.append(f"{r['id']}: a marker was written")
+    (out / "kill-table.json").write_text(json.dumps(rows, indent=2) + "\n")
+    md = table_md(rows) + f"\nwall time {round(time.monotonic() - t0, 1)} s, jobs {jobs}\n"
+    (out / "kill-table.md").write_text(md)
+    tmp = root / f".latest-{os.getpid()}"
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(run_id)
+    tmp.replace(root / "latest")
+    print(md)
+    for p in problems:
+        print("MUTANT PROBLEM:", p)
+    print(f"mutants: {len(faults)} faults, {sum(1 for r in rows if r['killed'])} killed; "
+          f"report in {out}")
+    return 1 if problems else 0

@@ -1,0 +1,48 @@
+"""Reading a reference run's JUnit report: outcomes, requirement IDs, gate."""
+from __future__ import annotations
+
+import pathlib
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    outcome: str  # passed | failure | error | skipped
+    requirements: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Report:
+    cases: list[Case]
+    properties: list[tuple[str, str]]
+
+    @classmethod
+    def find(cls, run_dir: pathlib.Path) -> "Report | None":
+        found = sorted((run_dir / "reports").glob("acceptance-*.xml"))
+        return cls.parse(found[-1]) if found else None
+
+    @classmethod
+    def parse(cls, path: pathlib.Path) -> "Report":
+        root = ET.parse(path).getroot()
+        cases = []
+        for c in root.iter("testcase"):
+            bad = [ch.tag for ch in c if ch.tag in ("failure", "error", "skipped")]
+            reqs = tuple(p.get("value") for p in c.iter("property") if p.get("name") == "requirement")
+            cases.append(Case(f"{c.get('classname')}::{c.get('name')}", bad[0] if bad else "passed", reqs))
+        props = root.find("./testsuite/properties")
+        glob = [(p.get("name"), p.get("value")) for p in props] if props is not None else []
+        return cls(cases, glob)
+
+    def failed(self) -> list[Case]:
+        return [c for c in self.cases if c.outcome != "passed"]
+
+    def failed_ids(self) -> set[str]:
+        return {i for c in self.failed() for i in c.requirements}
+
+    def prop(self, name: str) -> list[str]:
+        return [v for n, v in self.properties if n == name]
+
+    def blocker_ids(self) -> set[str]:
+        return {i for v in self.prop("blocker") for i in v.split(": ", 1)[0].split()}
