@@ -103,6 +103,7 @@ SHAPES = {
     "interrupt": ("@pytest.mark.requirement('OWN-2')\ndef test_zz_interrupt():\n    raise KeyboardInterrupt\n", [], "SUITE-3"),
     "collection error": ("", [], "SUITE-3"),
     "--no-marker": ("", ["--no-marker"], "MARK-1"),
+    "no JUnit": ("", ["-p", "no:junitxml"], "SUITE-2"),
 }
 
 

@@ -143,6 +143,67 @@ class Agent:
         os.waitpid(pid, 0)
         return json.loads(data or b'{"error": "child wrote nothing"}')
 
+    def op_flood(self, req, fds):
+        """Open `count` unauthenticated connections (every `junk_every`-th sends
+        junk), give the supervisor `window` s to answer, keep the silent ones."""
+        import resource
+        import time
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = min(hard, req["count"] + 256)
+        if soft < want:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+        junk = [b"\xff" * 64, p.HEADER.pack(0, 0x7f), p.HEADER.pack(16, p.T.HELLO_OK) + b"\0" * 16,
+                p.HEADER.pack(0xFFFFFFF0, p.T.DATA), p.encode(p.T.EOF)]
+        out = {"connect_errors": {}, "answers": {}, "junk_sent": 0}
+        live, start = [], time.monotonic()
+        for i in range(req["count"]):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_NONBLOCK)
+            err = s.connect_ex(req["path"])
+            if err:
+                s.close()
+                name = os.strerror(err)
+                out["connect_errors"][name] = out["connect_errors"].get(name, 0) + 1
+                continue
+            if req.get("junk_every") and i % req["junk_every"] == 0:
+                try:
+                    s.send(junk[(i // req["junk_every"]) % len(junk)])
+                    out["junk_sent"] += 1
+                except OSError:
+                    pass
+            live.append(s)
+        out["connect_s"] = time.monotonic() - start
+        held = classify(live, req.get("window", 1.0), out["answers"])
+        self.flooded = getattr(self, "flooded", []) + held
+        out["held"] = len(held)
+        return out
+
+    def op_flood_release(self, req, fds):
+        """Close the held flood connections; say how many the supervisor had closed."""
+        held, self.flooded = getattr(self, "flooded", []), []
+        answers = {}
+        still = classify(held, 0, answers)
+        for s in held:
+            s.close()
+        return {"released": len(held), "still_open": len(still), "answers": answers}
+
+    def op_move_mainpid(self, req, fds):
+        """Fork a child and tell systemd it is the new MainPID (NotifyAccess=all);
+        this process, the authenticated one, stays alive. The child lives until
+        this process exits."""
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(w)
+            os.read(r, 1)
+            os._exit(0)
+        os.close(r)
+        self.keep_child = w
+        n = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        addr = os.environ["NOTIFY_SOCKET"]
+        n.sendto(f"MAINPID={pid}".encode(), "\0" + addr[1:] if addr.startswith("@") else addr)
+        n.close()
+        return {"child": pid}
+
     def run(self):
         while True:
             req, fds = self.read_request()
@@ -180,6 +241,35 @@ def read_frame(sock, timeout):
         if frames:
             f = frames[0]
             return {"type": f.type, "name": f.name, "payload": f.payload.hex()}
+
+
+def classify(socks, window, answers):
+    """Read what the supervisor says on each socket within `window` s:
+    answers[first frame name or 'closed'] counts; returns those still silent."""
+    import time
+    end = time.monotonic() + window
+    silent = {s.fileno(): s for s in socks}
+    poller = select.poll()  # not select(): a flood goes past FD_SETSIZE
+    for fd in silent:
+        poller.register(fd, select.POLLIN)
+    while silent:
+        left = max(0.0, end - time.monotonic())
+        ready = poller.poll(left * 1000)
+        for fd, _ in ready:
+            poller.unregister(fd)
+            s = silent.pop(fd)
+            try:
+                data, kind = s.recv(256), "closed"
+            except OSError as e:
+                data, kind = b"", type(e).__name__
+            if len(data) >= 7 and data[4] == p.T.ERROR:
+                kind = f"ERROR {int.from_bytes(data[5:7], 'big')}"
+            elif len(data) >= 5:
+                kind = f"frame 0x{data[4]:02x}"
+            answers[kind] = answers.get(kind, 0) + 1
+        if not ready and left == 0:
+            break
+    return list(silent.values())
 
 
 def main():

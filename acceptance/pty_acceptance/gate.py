@@ -172,6 +172,10 @@ def blockers(config: pytest.Config, state: GateState, exitstatus: int) -> list[B
     if state.removal.startswith("could not"):
         out.append(Blocker(("MARK-4",), state.removal))
     out += run_shape_blockers(config, state)
+    from _pytest.junitxml import xml_key
+
+    if config.stash.get(xml_key, None) is None:
+        out.append(Blocker(("SUITE-2",), "no JUnit report is being written (junitxml disabled?)"))
     if exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         out.append(Blocker(("SUITE-3",), f"pytest ended with status {int(exitstatus)}"))
     out += module_blockers(state)

@@ -60,7 +60,7 @@ def pytest_configure(config: pytest.Config) -> None:
         report_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise pytest.UsageError(f"--report-dir {report_dir}: {e.strerror}") from None
-    if not config.option.xmlpath:
+    if hasattr(config.option, "xmlpath") and not config.option.xmlpath:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         config.option.xmlpath = str(report_dir / f"acceptance-{inv.host}-{stamp}.xml")
     try:

@@ -1,0 +1,524 @@
+"""How a session ends, read from the host: its unit, its cgroup and its
+processes (CONC-2, CONC-3, CGROUP-1, ORPHAN-1).
+
+A session leaves a Footprint, taken while it is live: the unit name, the
+ControlGroup systemd reports, the cgroup directory that holds it on this host
+(unified hierarchy or systemd's named one), the processes in it (pid and
+create_time, so a reused pid is never taken for a survivor) and a token that
+the suite put in the session's argv, so that descendants are found even if
+they were never seen in the cgroup. A footprint is gone when the unit is no
+longer loaded, the directory no longer exists and no recorded or tagged
+process is alive.
+
+Also here: a watch on systemd's UnitNew signals (did a start attempt create a
+unit at all?), the supervisor's stop/start/restart with a guard that brings
+it back on every path, and look-alike units that the supervisor must not
+touch.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import select
+import stat
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import psutil
+import pytest
+from jeepney import MatchRule
+from jeepney.bus_messages import message_bus
+
+from . import protocol as p
+from .bus import SERVICE_IFACE, BusError, Systemd
+from .peer import TAG_PREFIX
+from .session import RawSession
+from .systemd import STRICT_SESSION
+
+# where systemd's cgroup tree is mounted: unified, hybrid (unified mirror), legacy named
+CGROUP_ROOTS = ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/systemd")
+POLL_S = 0.02
+STOP_GRACE_S = 2.0   # script(1) acts on SIGTERM after about 2 s (notes: Stopping)
+STOP_BOUND_MAX_S = 30.0  # "a few seconds": an unbounded or huge TimeoutStopSec is a finding
+
+
+class HostReadError(Exception):
+    pass
+
+
+# --------------------------------------------------------------- tokens
+def new_token() -> str:
+    """Twelve random digits: usable inside a number, so `sleep 300.<token>1`
+    is a sleep of 300 s whose own argv carries the token."""
+    return f"{secrets.randbelow(10 ** 12):012d}"
+
+
+def tagged_sh(script: str, token: str) -> list[str]:
+    """argv of `/bin/sh -c script` whose $0 carries the token."""
+    return ["/bin/sh", "-c", script, f"pty-acceptance-{token}"]
+
+
+def token_processes(token: str) -> dict[int, tuple[float, str]]:
+    """Every live (non-zombie) process whose argv contains the token (read from
+    /proc directly: psutil's process_iter shares a cache between threads)."""
+    needle = token.encode()
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read(65536)
+        except OSError:
+            continue
+        if needle not in argv:
+            continue
+        try:
+            proc = psutil.Process(int(entry))
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                found[proc.pid] = (proc.create_time(), argv.replace(b"\0", b" ")[:200].decode(
+                    "utf-8", "replace"))
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def alive(pid: int, create_time: float) -> bool:
+    """The very process seen earlier (same pid AND same create_time) still runs."""
+    try:
+        proc = psutil.Process(pid)
+        return proc.create_time() == create_time and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+# --------------------------------------------------------------- cgroups
+def cgroup_dir(control_group: str) -> str | None:
+    """The directory of a live ControlGroup on this host, or None."""
+    if not control_group:
+        return None
+    for root in CGROUP_ROOTS:
+        path = root + control_group
+        if os.path.isdir(path):
+            return path
+    return None
+
+
+def cgroup_pids(path: str) -> list[int]:
+    """Pids in a cgroup directory and every sub-cgroup ([] if it is gone)."""
+    pids = []
+    for dirpath, _dirs, files in os.walk(path):
+        if "cgroup.procs" in files:
+            try:
+                with open(os.path.join(dirpath, "cgroup.procs")) as f:
+                    pids += [int(x) for x in f.read().split()]
+            except OSError:
+                pass
+    return pids
+
+
+def processes_in(path: str) -> dict[int, tuple[float, str]]:
+    out = {}
+    for pid in cgroup_pids(path):
+        try:
+            proc = psutil.Process(pid)
+            out[pid] = (proc.create_time(), " ".join(proc.cmdline())[:200])
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+# --------------------------------------------------------------- footprint
+@dataclass
+class Footprint:
+    unit: str
+    token: str
+    control_group: str = ""
+    path: str = ""            # the cgroup directory on this host
+    timeout_stop_s: float = 0.0
+    main_pid: int = 0
+    procs: dict[int, tuple[float, str]] = field(default_factory=dict)
+
+    @classmethod
+    def capture(cls, bus: Systemd, unit: str, token: str) -> "Footprint":
+        """Read a live session's unit, cgroup and processes. Raises HostReadError."""
+        props = bus.properties(unit, SERVICE_IFACE)
+        if props is None:
+            raise HostReadError(f"{unit} is not loaded right after STARTED")
+        fp = cls(unit, token, control_group=props.get("ControlGroup") or "",
+                 timeout_stop_s=(props.get("TimeoutStopUSec") or 0) / 1e6,
+                 main_pid=props.get("MainPID") or 0)
+        fp.path = cgroup_dir(fp.control_group) or ""
+        if not fp.path:
+            raise HostReadError(f"{unit}: ControlGroup {fp.control_group!r} is under none of "
+                                f"{CGROUP_ROOTS}")
+        fp.remember()
+        return fp
+
+    def remember(self) -> None:
+        """Add what runs now (in the cgroup or tagged) to the processes to account for."""
+        self.procs.update(processes_in(self.path) if self.path else {})
+        self.procs.update(token_processes(self.token))
+
+    def leftovers(self, bus: Systemd) -> list[str]:
+        """What of the session is still there; [] when it is completely gone."""
+        left = []
+        props = bus.properties(self.unit)
+        if props is not None:
+            left.append(f"unit {self.unit} still loaded (ActiveState={props.get('ActiveState')} "
+                        f"SubState={props.get('SubState')} Result={props.get('Result', '?')})")
+        if self.path and os.path.isdir(self.path):
+            left.append(f"cgroup {self.path} still exists with pids {cgroup_pids(self.path)}")
+        survivors = {pid: v for pid, v in self.procs.items() if alive(pid, v[0])}
+        survivors.update(token_processes(self.token))
+        if survivors:
+            left.append("processes alive: " + "; ".join(f"pid {pid} {line!r}" for pid, (_, line)
+                                                         in sorted(survivors.items())))
+        return left
+
+    def describe(self) -> str:
+        return (f"unit={self.unit} cgroup={self.path} TimeoutStopSec={self.timeout_stop_s:g} "
+                f"processes={ {pid: line for pid, (_, line) in self.procs.items()} }")
+
+    def stop_bound_s(self) -> float:
+        """How long a stop may take: the unit's own TimeoutStopSec, then SIGKILL, plus
+        script(1)'s grace and scheduling slack."""
+        return self.timeout_stop_s + STOP_GRACE_S + 1.0
+
+
+def bounded_stop_problem(fp: Footprint) -> str | None:
+    """CONC-3: a StopUnit of a session is bounded by a finite TimeoutStopSec."""
+    if not 0 < fp.timeout_stop_s <= STOP_BOUND_MAX_S:
+        return (f"{fp.unit} has TimeoutStopSec={fp.timeout_stop_s:g} s: a stop is bounded only by a "
+                f"finite TimeoutStopSec of at most {STOP_BOUND_MAX_S:g} s")
+    return None
+
+
+def wait_gone(bus: Systemd, footprints: list[Footprint], deadline_s: float,
+              since: float | None = None) -> tuple[dict[str, float], dict[str, list[str]]]:
+    """Poll until every footprint is gone or the deadline passes.
+    Returns (unit -> seconds from `since` until gone, unit -> what was left at the deadline)."""
+    start = time.monotonic() if since is None else since
+    end = time.monotonic() + deadline_s
+    pending = {fp.unit: fp for fp in footprints}
+    took: dict[str, float] = {}
+    last: dict[str, list[str]] = {}
+    while pending:
+        for unit, fp in list(pending.items()):
+            left = fp.leftovers(bus)
+            if not left:
+                took[unit] = time.monotonic() - start
+                del pending[unit]
+                last.pop(unit, None)
+            else:
+                last[unit] = left
+        if not pending or time.monotonic() > end:
+            break
+        time.sleep(POLL_S)  # poll interval, not a wait for an outcome
+    return took, last
+
+
+def poll(predicate, deadline_s: float, what: str, state=lambda: ""):
+    """Call predicate() until it returns something true; TimeoutError names `what`
+    and state() at the deadline."""
+    end = time.monotonic() + deadline_s
+    while True:
+        got = predicate()
+        if got:
+            return got
+        if time.monotonic() > end:
+            raise TimeoutError(f"{what} not reached within {deadline_s:g} s; {state()}")
+        time.sleep(POLL_S)  # poll interval
+
+
+def write_chars(path: str, name: str) -> int | None:
+    """Bytes written so far by the process called `name` in a cgroup (None: none there)."""
+    for pid in cgroup_pids(path):
+        try:
+            proc = psutil.Process(pid)
+            if proc.name() == name:
+                return proc.io_counters().write_chars
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return None
+
+
+def wait_stalled(path: str, name: str, deadline_s: float, quiet_s: float = 0.3) -> int:
+    """Until the writer `name` in the cgroup has written nothing for quiet_s (it is
+    blocked by backpressure). Returns its byte count then."""
+    seen: list = [None, time.monotonic()]
+
+    def stalled():
+        now, n = time.monotonic(), write_chars(path, name)
+        if n is None or n != seen[0]:
+            seen[0], seen[1] = n, now
+            return None
+        return n if now - seen[1] >= quiet_s else None
+
+    return poll(stalled, deadline_s, f"{name} blocked by backpressure",
+                lambda: f"{name} write_chars={seen[0]}")
+
+
+# --------------------------------------------------------------- sessions
+class Drain:
+    """Read a session at full speed, counting output rather than keeping it
+    (RawSession.read keeps every frame; a saturated session is megabytes a second)."""
+
+    def __init__(self, s: RawSession):
+        self.s = s
+        self.output_bytes = 0
+        self.output_sample = b""   # first bytes only, as evidence
+        self.max_frame = 0
+
+    def until(self, done, deadline_s: float):
+        out = self.s.outcome
+        end = time.monotonic() + deadline_s
+        while not done(self):
+            left = end - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"not reached within {deadline_s:g} s: {out.describe()} "
+                                   f"output_bytes={self.output_bytes}")
+            ready, _, _ = select.select([self.s.sock], [], [], left)
+            if not ready:
+                continue
+            try:
+                data = self.s.sock.recv(262144)
+            except ConnectionResetError:
+                out.closed = "reset"
+                return
+            if not data:
+                out.closed = "eof"
+                return
+            for f in self.s.decoder.feed(data):
+                if f.type == p.T.OUTPUT:
+                    self.output_bytes += len(f.payload)
+                    self.max_frame = max(self.max_frame, len(f.payload))
+                    if len(self.output_sample) < 200:
+                        self.output_sample += f.payload[:200]
+                    continue
+                out.frames.append(f)
+                if f.type == p.T.STARTED:
+                    out.unit = f.payload.decode("ascii", "replace")
+                elif f.type == p.T.EXIT:
+                    out.exit = p.parse_exit(f)
+                elif f.type == p.T.ERROR:
+                    out.error = p.parse_error(f)
+
+    def to_end(self, deadline_s: float):
+        self.until(lambda d: d.s.outcome.exit or d.s.outcome.error or d.s.outcome.closed, deadline_s)
+        return self.s.outcome
+
+
+class Sessions:
+    """Raw sessions of one test and their footprints; close() ends them all, waits
+    until they are gone and stops what the supervisor left running."""
+
+    def __init__(self, bus: Systemd, peer, socket_path: str):
+        self.bus, self.peer, self.path = bus, peer, socket_path
+        self.open_sessions: list[RawSession] = []
+        self.footprints: list[Footprint] = []
+
+    def start(self, argv: list[str], runtime_s: int = 60) -> RawSession:
+        s = RawSession(self.peer, self.path).open()
+        self.open_sessions.append(s)
+        s.start(argv, runtime_s)
+        return s
+
+    def started(self, s: RawSession, token: str, deadline_s: float = 10) -> Footprint:
+        """Wait for STARTED and take the footprint (fails the test if there is none)."""
+        out = s.wait_started(deadline_s)
+        try:
+            fp = Footprint.capture(self.bus, out.unit, token)
+        except HostReadError as e:
+            pytest.fail(f"SUITE-3: cannot read the live session: {e}", pytrace=False)
+        self.footprints.append(fp)
+        return fp
+
+    def close(self) -> list[str]:
+        """End every session (close its connection), wait until all are gone; stop
+        leftover units. Returns what had to be removed by force."""
+        for s in self.open_sessions:
+            s.close()
+        deadline = max([fp.stop_bound_s() for fp in self.footprints] or [0.0])
+        _, left = wait_gone(self.bus, self.footprints, deadline)
+        forced = []
+        for unit in left:
+            forced.append(f"{unit}: {left[unit]}")
+            force_stop(self.bus, unit)
+        return forced
+
+
+def force_stop(bus: Systemd, unit: str) -> None:
+    """Remove a session unit the supervisor left behind (nothing left behind)."""
+    try:
+        if bus.unit_path(unit) is not None:
+            bus.stop(unit)
+            bus.wait_for(unit, lambda pr: pr is None or pr.get("ActiveState") in
+                         ("inactive", "failed"), 15, "stopped")
+            bus.reset_failed(unit)
+    except (BusError, TimeoutError):
+        pass
+
+
+# --------------------------------------------------------------- unit births
+class UnitWatch:
+    """systemd's UnitNew signals on a connection of its own: which units were
+    created while the watch was open (a start attempt that created nothing)."""
+
+    def __init__(self, pattern=STRICT_SESSION):
+        self.pattern = pattern
+        self.bus = Systemd.connect()
+        self.queue: deque = deque()
+        rule = MatchRule(type="signal", interface="org.freedesktop.systemd1.Manager",
+                         member="UnitNew", path="/org/freedesktop/systemd1")
+        self._filter = self.bus.conn.filter(rule, queue=self.queue)
+        rule_bus = MatchRule(type="signal", sender="org.freedesktop.systemd1",
+                             interface="org.freedesktop.systemd1.Manager", member="UnitNew",
+                             path="/org/freedesktop/systemd1")
+        self.bus.conn.send_and_get_reply(message_bus.AddMatch(rule_bus), timeout=5)
+        self.bus.call("Subscribe", "", ())
+
+    def new_units(self) -> list[str]:
+        """Names created so far: a round trip first, so every signal systemd sent
+        before it has arrived."""
+        self.bus.call("ListUnitsByNames", "as", ([],))
+        names = []
+        while self.queue:
+            name = self.queue.popleft().body[0]
+            if self.pattern.match(name):
+                names.append(name)
+        return names
+
+    def close(self) -> None:
+        self._filter.close()
+        self.bus.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+# --------------------------------------------------------------- supervisor
+def supervisor_ready(bus: Systemd, name: str, socket_path: str) -> bool:
+    """Active/running (Type=notify: READY comes after listen) and its socket exists."""
+    props = bus.properties(name)
+    if not props or props.get("ActiveState") != "active" or props.get("SubState") != "running":
+        return False
+    try:
+        return stat.S_ISSOCK(os.stat(socket_path).st_mode)
+    except OSError:
+        return False
+
+
+def wait_supervisor_ready(bus: Systemd, name: str, socket_path: str, deadline_s: float = 30,
+                          invocation: bytes | None = None) -> dict:
+    """Until the supervisor is ready (and, if given, no longer `invocation`)."""
+    def ready():
+        if not supervisor_ready(bus, name, socket_path):
+            return None
+        props = bus.properties(name)
+        if invocation is not None and bytes(props.get("InvocationID") or b"") == invocation:
+            return None
+        return props
+
+    def state():
+        props = bus.properties(name) or {}
+        return (f"{name} ActiveState={props.get('ActiveState')} SubState={props.get('SubState')}, "
+                f"socket {socket_path} exists={os.path.exists(socket_path)}")
+
+    return poll(ready, deadline_s, f"{name} ready with its socket", state)
+
+
+def start_supervisor(bus: Systemd, name: str, socket_path: str) -> None:
+    bus.reset_failed(name)
+    bus.call("StartUnit", "ss", (name, "replace"))
+    wait_supervisor_ready(bus, name, socket_path)
+
+
+@pytest.fixture
+def supervisor_guard(inv, bus):
+    """For tests that stop or restart the supervisor: fails at once if it is not
+    ready to begin with; brings it back (active, socket present) on every path."""
+    name, path = inv.units["supervisor"], inv.socket
+    if not supervisor_ready(bus, name, path):
+        pytest.fail(f"SUITE-1: {name} is not active with its socket {path} before the test; "
+                    "the suite does not start it on its own", pytrace=False)
+    yield name
+    if not supervisor_ready(bus, name, path):
+        try:
+            start_supervisor(bus, name, path)
+        except (BusError, TimeoutError) as e:
+            pytest.fail(f"SUITE-1: {name} could not be restored: {e}", pytrace=False)
+
+
+# --------------------------------------------------------------- look-alikes
+@dataclass
+class LookAlike:
+    """A transient unit of the suite's (tagged, so a crashed run's leftover is
+    found) that looks like a session unit to a careless cleanup."""
+
+    bus: Systemd
+    name: str
+    tag: str
+    binds_to: list[str] = field(default_factory=list)
+
+    def start(self) -> "LookAlike":
+        props = [
+            ("Description", ("s", f"{TAG_PREFIX} {self.tag}: look-alike {self.name}")),
+            ("Type", ("s", "exec")),
+            ("User", ("s", "nobody")),
+            ("NoNewPrivileges", ("b", True)),
+            ("ExecStart", ("a(sasb)", [("/bin/sleep", ["/bin/sleep", "300"], False)])),
+            ("CollectMode", ("s", "inactive-or-failed")),
+        ]
+        if self.binds_to:
+            props += [("BindsTo", ("as", self.binds_to)), ("After", ("as", self.binds_to))]
+        self.bus.start_transient(self.name, props)
+        self.bus.wait_for(self.name, lambda pr: pr and pr.get("ActiveState") == "active", 10, "active")
+        return self
+
+    def state(self) -> dict | None:
+        props = self.bus.properties(self.name)
+        if props is None:
+            return None
+        return {"ActiveState": props.get("ActiveState"), "SubState": props.get("SubState"),
+                "InvocationID": bytes(props.get("InvocationID") or b"").hex()}
+
+    def remove(self) -> None:
+        force_stop(self.bus, self.name)
+
+
+def strict_session_name() -> str:
+    return f"opencode-pty-{secrets.token_hex(16)}.service"
+
+
+# --------------------------------------------------------------- input
+def fill_input(s: RawSession, limit: int = 4 << 20) -> int:
+    """Send DATA frames without blocking until the supervisor stops taking them
+    (or `limit` bytes). Returns the bytes sent."""
+    chunk = p.encode(p.T.DATA, b"i" * p.LIMITS.data_bytes)
+    sent = 0
+    s.sock.setblocking(False)
+    try:
+        view = memoryview(b"")
+        while sent < limit:
+            if not view:
+                view = memoryview(chunk)
+            try:
+                n = s.sock.send(view)
+            except (BlockingIOError, InterruptedError):
+                ready = select.select([], [s.sock], [], 0.5)[1]
+                if not ready:
+                    break   # nobody takes input any more: blocked
+                continue
+            except OSError:   # the supervisor closed the connection
+                break
+            view = view[n:]
+            sent += n
+    finally:
+        s.sock.setblocking(True)
+    return sent

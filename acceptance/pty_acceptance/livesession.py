@@ -1,0 +1,306 @@
+"""A live session seen from the host (as root) and from inside.
+
+Host side: the processes of a session unit's cgroup, their /proc status and
+command lines, polled until the session's command has exec'd (a Type=exec
+unit's MainPID is the launcher, then script(1); only the command proves the
+sandbox is in place). Inside: PROBE, a python3 program run as a session's
+command that reports what the session can see and do as one JSON line, then
+waits for end of input so the host can read /proc while it lives.
+
+Also: stand-in listeners for sockets a host may lack (created before a
+session starts, removed afterwards), and a peer that lives for a whole test
+module (one opencode-v2.service at a time: a module using it uses no other).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import time
+
+from . import peer as peer_mod
+from .bus import BusError
+
+CGROUP_ROOTS = ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/systemd")
+STATUS_LIMIT = 16384
+CMDLINE_LIMIT = 65536
+PROBE_BEGIN, PROBE_END = b"PROBE-BEGIN", b"PROBE-END"
+
+
+class LiveError(Exception):
+    pass
+
+
+# ------------------------------------------------------------------ /proc
+def _read(path: str, limit: int) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(limit)
+
+
+def status(pid: int) -> dict[str, str]:
+    """/proc/<pid>/status as {field: value} (raises OSError if it is gone)."""
+    out = {}
+    for line in _read(f"/proc/{pid}/status", STATUS_LIMIT).decode("utf-8", "replace").splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            out[key] = value.strip()
+    return out
+
+
+def cmdline(pid: int) -> list[bytes]:
+    raw = _read(f"/proc/{pid}/cmdline", CMDLINE_LIMIT)
+    return raw.split(b"\0")[:-1] if raw.endswith(b"\0") else raw.split(b"\0")
+
+
+def ppid(pid: int) -> int:
+    return int(status(pid)["PPid"])
+
+
+def stat_fields(pid: int) -> list[str]:
+    """/proc/<pid>/stat fields after the command name (field 3 onwards)."""
+    raw = _read(f"/proc/{pid}/stat", 4096).decode("ascii", "replace")
+    return raw[raw.rindex(")") + 2:].split()
+
+
+def exe(pid: int) -> str:
+    return os.readlink(f"/proc/{pid}/exe")
+
+
+def cgroup_dir(control_group: str) -> str:
+    for root in CGROUP_ROOTS:
+        d = root + control_group
+        if os.path.isfile(os.path.join(d, "cgroup.procs")):
+            return d
+    raise LiveError(f"no cgroup.procs for {control_group} under {', '.join(CGROUP_ROOTS)}")
+
+
+def cgroup_pids(control_group: str) -> list[int]:
+    """Every process of a cgroup and its descendants."""
+    top = cgroup_dir(control_group)
+    pids = []
+    for d, _, _ in os.walk(top):
+        try:
+            pids += [int(x) for x in _read(os.path.join(d, "cgroup.procs"), 1 << 20).split()]
+        except FileNotFoundError:
+            continue
+    return sorted(set(pids))
+
+
+def wait_for_command(control_group: str, argv: list[bytes], deadline_s: float) -> int:
+    """Poll until a process of the cgroup runs exactly `argv`; return its pid."""
+    end = time.monotonic() + deadline_s
+    seen: dict[int, list[bytes]] = {}
+    while True:
+        try:
+            pids = cgroup_pids(control_group)
+        except LiveError:
+            pids = []
+        for pid in pids:
+            try:
+                seen[pid] = cmdline(pid)
+            except OSError:
+                continue
+            if seen[pid] == argv:
+                return pid
+        if time.monotonic() > end:
+            raise TimeoutError(f"no process of {control_group} ran {argv} within {deadline_s} s; "
+                               f"seen {seen}")
+        time.sleep(0.01)  # poll interval, not a wait for an outcome
+
+
+def chain_to(pid: int, top: int, limit: int = 16) -> list[int]:
+    """pid, its parent, ... up to and including top (LiveError if top is not an ancestor)."""
+    chain = [pid]
+    while chain[-1] != top:
+        if len(chain) > limit:
+            raise LiveError(f"{top} is not an ancestor of {pid} within {limit} levels: {chain}")
+        parent = ppid(chain[-1])
+        if parent <= 1:
+            raise LiveError(f"{top} is not an ancestor of {pid}: chain {chain} reached {parent}")
+        chain.append(parent)
+    return chain
+
+
+def host_seccomp_baseline() -> int:
+    """Seccomp_filters of PID 1: what every process of this host already carries."""
+    return int(status(1).get("Seccomp_filters", "0"))
+
+
+# ------------------------------------------------------------------ probe
+PROBE = r'''
+import ctypes, errno, json, os, socket, stat, sys
+out = {"pid": os.getpid()}
+out["environ"] = [e.decode("utf-8", "replace") for e in
+                  open("/proc/self/environ", "rb").read().split(b"\0") if e]
+out["getcwd"] = os.getcwd()
+out["proc_cwd"] = os.readlink("/proc/self/cwd")
+st = os.stat(".")
+out["cwd_dev_ino"] = [st.st_dev, st.st_ino]
+try:
+    out["cwd_token"] = open(sys.argv[1]).read(256)
+except OSError as e:
+    out["cwd_token"] = "error: " + errno.errorcode.get(e.errno, str(e.errno))
+procs = {}
+for name in sorted(os.listdir("/proc")):
+    if name.isdigit():
+        try:
+            cg = open("/proc/%s/cgroup" % name).read(4096).strip()
+            uid = os.stat("/proc/" + name).st_uid
+        except OSError as e:
+            cg, uid = "error: " + errno.errorcode.get(e.errno, str(e.errno)), None
+        procs[name] = {"cgroup": cg, "uid": uid}
+out["proc_pids"] = procs
+out["proc_other"] = sorted(n for n in os.listdir("/proc") if not n.isdigit())
+out["self_cgroup"] = open("/proc/self/cgroup").read(4096).strip()
+devs = []
+for d, dirs, files in os.walk("/dev"):
+    for n in sorted(dirs + files):
+        p = os.path.join(d, n)
+        try:
+            s = os.lstat(p)
+        except OSError:
+            continue
+        kind = ("chr" if stat.S_ISCHR(s.st_mode) else "blk" if stat.S_ISBLK(s.st_mode) else
+                "lnk" if stat.S_ISLNK(s.st_mode) else "dir" if stat.S_ISDIR(s.st_mode) else
+                "sock" if stat.S_ISSOCK(s.st_mode) else "fifo" if stat.S_ISFIFO(s.st_mode) else "file")
+        devs.append([p, kind, os.major(s.st_rdev), os.minor(s.st_rdev)])
+out["dev"] = devs
+libc = ctypes.CDLL(None, use_errno=True)
+ns = {}
+for name, flag in (("CLONE_NEWUSER", 0x10000000), ("CLONE_NEWUSER|CLONE_NEWNET", 0x50000000),
+                   ("CLONE_NEWUSER|CLONE_NEWNS", 0x10020000)):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        rc = libc.unshare(flag)
+        os.write(w, json.dumps([rc, ctypes.get_errno()]).encode())
+        os._exit(0)
+    os.close(w)
+    data = os.read(r, 256)
+    os.close(r)
+    os.waitpid(pid, 0)
+    rc, err = json.loads(data or b"[null, null]")
+    ns[name] = "ok" if rc == 0 else errno.errorcode.get(err, str(err))
+out["unshare"] = ns
+fam = {}
+for name, af, kind in (("AF_NETLINK", socket.AF_NETLINK, socket.SOCK_RAW),
+                       ("AF_PACKET", socket.AF_PACKET, socket.SOCK_RAW),
+                       ("AF_UNIX", socket.AF_UNIX, socket.SOCK_STREAM)):
+    try:
+        socket.socket(af, kind).close()
+        fam[name] = "ok"
+    except OSError as e:
+        fam[name] = errno.errorcode.get(e.errno, str(e.errno))
+out["socket"] = fam
+conn = {}
+for path in sys.argv[2:]:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(2)
+    try:
+        s.connect(path)
+        conn[path] = "connected"
+    except OSError as e:
+        conn[path] = errno.errorcode.get(e.errno, str(e.errno)) if e.errno else type(e).__name__
+    finally:
+        s.close()
+out["connect"] = conn
+sys.stdout.write("PROBE-BEGIN" + json.dumps(out) + "PROBE-END\n")
+sys.stdout.flush()
+sys.stdin.read()
+'''
+
+
+def probe_argv(token_file: str, sockets: list[str]) -> list[str]:
+    return ["python3", "-I", "-c", PROBE, token_file, *sockets]
+
+
+def parse_probe(output: bytes) -> dict:
+    """The probe's JSON from a session's (hostile, bounded) output."""
+    start = output.find(PROBE_BEGIN)
+    end = output.find(PROBE_END, start + 1)
+    if start < 0 or end < 0:
+        raise LiveError(f"no probe report in the session output: {output[-400:]!r}")
+    try:
+        return json.loads(output[start + len(PROBE_BEGIN):end])
+    except ValueError as e:
+        raise LiveError(f"probe report is not JSON ({e}): {output[start:start + 400]!r}") from None
+
+
+# ------------------------------------------------------------------ stand-ins
+@contextlib.contextmanager
+def standin_listener(path: str, uid: int = 0, gid: int = 0, mode: int = 0o666,
+                     dir_uid: int = 0, dir_gid: int = 0, dir_mode: int = 0o755):
+    """A listening UNIX socket at `path` unless something is already there.
+
+    Yields (path, created: bool). Directories and the socket it made are
+    removed afterwards, deepest first; what existed before is never touched."""
+    made_dirs = []
+    d = os.path.dirname(path)
+    missing = []
+    while not os.path.lexists(d):
+        missing.append(d)
+        d = os.path.dirname(d)
+    sock = None
+    try:
+        for m in reversed(missing):
+            os.mkdir(m, dir_mode)
+            made_dirs.append(m)
+            os.chown(m, dir_uid, dir_gid)
+            os.chmod(m, dir_mode)
+        if os.path.lexists(path):
+            yield path, False
+            return
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        sock.bind(path)
+        os.chown(path, uid, gid)
+        os.chmod(path, mode)
+        sock.listen(16)
+        yield path, True
+    finally:
+        if sock is not None:
+            sock.close()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        for m in reversed(made_dirs):
+            shutil.rmtree(m, ignore_errors=True)
+
+
+def can_connect(path: str) -> str:
+    """Connect as the suite (root): 'connected' or the errno name."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(2)
+    try:
+        s.connect(path)
+        return "connected"
+    except OSError as e:
+        import errno
+        return errno.errorcode.get(e.errno, str(e.errno)) if e.errno else type(e).__name__
+    finally:
+        s.close()
+
+
+# ------------------------------------------------------------------ peer
+@contextlib.contextmanager
+def module_peer(bus, inv, tag: str):
+    """The disposable peer for a whole module (see conftest.peer for one test)."""
+    name = inv.units["peer"]
+    try:
+        loaded = peer_mod.peer_unit_file_loaded(bus, name)
+    except BusError as e:
+        raise LiveError(f"cannot read {name}: {e}") from None
+    if loaded:
+        raise LiveError(f"{loaded}: the suite never touches a real peer service; "
+                        "run acceptance before the cutover installs it")
+    unit = peer_mod.DisposableUnit(bus, name=name, user=inv.service_user,
+                                   group=inv.service_group, tag=tag)
+    try:
+        try:
+            unit.start()
+        except (peer_mod.PeerError, BusError, TimeoutError) as e:
+            raise LiveError(f"the disposable peer {name} did not start: {e}") from None
+        yield unit
+    finally:
+        unit.stop()
