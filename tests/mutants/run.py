@@ -49,7 +49,8 @@ def run_one(repo: pathlib.Path, out: pathlib.Path, fault: catalogue.Fault | None
            "modules": modules, "status": status, "marker": marker,
            "seconds": round(time.monotonic() - t0, 1)}
     if report is None:
-        row.update(killed=False, caught_by=[], unexpected=[], note="no JUnit report (setup failed?)")
+        row.update(killed=False, caught_by=[], unexpected=[],
+                   note=f"no JUnit report: deployment or the fault script failed (status {status})")
         return row
     failed = sorted(report.failed_ids())
     row["caught_by"] = failed
@@ -69,11 +70,12 @@ def run_one(repo: pathlib.Path, out: pathlib.Path, fault: catalogue.Fault | None
 
 
 def table_md(rows: list[dict]) -> str:
-    out = ["| fault | breaks | killed | caught by | unexpected | marker | s |", "|---|---|---|---|---|---|---|"]
+    out = ["| fault | breaks | killed | caught by | unexpected | marker | s | note |",
+           "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         out.append(f"| {r['id']} | {' '.join(r['requirements'])} | {r['killed']} | "
                    f"{' '.join(r['caught_by'])} | {' '.join(r.get('unexpected', []))} | "
-                   f"{r['marker']} | {r['seconds']} |")
+                   f"{r['marker']} | {r['seconds']} | {r.get('note', '')} |")
     return "\n".join(out) + "\n"
 
 
