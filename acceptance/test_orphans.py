@@ -1,13 +1,28 @@
-"""Orphan cleanup (static part): every loaded session-like unit is a strict
-session unit bound to the supervisor, so the supervisor's cleanup can find it.
+"""Orphan cleanup: nothing of a session survives the supervisor, and the
+cleanup touches nothing but strict session units bound to it.
 
-ORPHAN-1 every loaded unit matching `opencode-pty-*.service` other than the
-         supervisor is named `opencode-pty-<32 lowercase hex>.service` and has
-         exactly one BindsTo=, the supervisor.
+ORPHAN-1 (static) every loaded unit matching `opencode-pty-*.service` other
+         than the supervisor is named `opencode-pty-<32 lowercase hex>.service`
+         and has exactly one BindsTo=, the supervisor.
+ORPHAN-1 (dynamic) with two live sessions and three units of the suite's
+         (tagged), the supervisor is restarted (RestartUnit). Once the new
+         invocation is ready: the old sessions' units, cgroups and processes
+         are gone; a planted strict-name unit bound to the supervisor (the
+         orphan a crashed invocation would leave; systemd restarts it with
+         the supervisor, so only the new invocation's cleanup ends it) is not
+         active; a look-alike `opencode-pty-lookalike-<tag>` bound to the
+         supervisor is active; a strict-name unit not bound to it is
+         untouched (same invocation). The suite removes all three and brings
+         the supervisor back on every path.
 """
+
+import time
 
 import pytest
 
+from pty_acceptance.lifecycle import (  # noqa: F401  (sessions, supervisor_guard: fixtures)
+    Decoy, new_token, poll, sessions, strict_session_name, supervisor_guard, tagged_sh, wait_gone,
+    wait_supervisor_ready)
 from pty_acceptance.systemd import STRICT_SESSION, SystemdError, show_or_fail, units_matching
 
 
@@ -29,3 +44,59 @@ def test_every_session_like_unit_is_strict_and_bound_to_the_supervisor(inv, evid
         if binds != [supervisor]:
             problems.append(f"{name} has BindsTo={binds}, expected exactly [{supervisor}]")
     assert not problems, "ORPHAN-1: " + "; ".join(problems)
+
+
+# ------------------------------------------------------------------ dynamic part
+ACTIVE_AGAIN_S = 10   # units bound to the supervisor are restarted by systemd with it
+
+
+@pytest.mark.requirement("ORPHAN-1")
+def test_a_restart_leaves_no_old_session_and_touches_no_other_unit(inv, bus, run_tag, sessions,
+                                                                   supervisor_guard, evidence):
+    name = supervisor_guard
+    tokens = [new_token(), new_token()]
+    live = [sessions.start(tagged_sh(f"exec sleep 60.{t}", t)) for t in tokens]
+    fps = [sessions.started(s, t) for s, t in zip(live, tokens)]
+    orphan = Decoy(bus, strict_session_name(), run_tag, [name])      # must be cleaned
+    lookalike = Decoy(bus, f"opencode-pty-lookalike-{run_tag}.service", run_tag, [name])
+    unbound = Decoy(bus, strict_session_name(), run_tag)              # strict name, not bound
+    decoys = [orphan, lookalike, unbound]
+    try:
+        for unit in decoys:
+            unit.start()
+        before = {u.name: u.state() for u in decoys}
+        evidence("suite units before", before)
+        old = bytes(bus.properties(name)["InvocationID"])
+        t0 = time.monotonic()
+        bus.call("RestartUnit", "ss", (name, "replace"))
+        wait_supervisor_ready(bus, name, inv.socket, invocation=old)
+        evidence("supervisor ready again", f"{time.monotonic() - t0:.2f} s after RestartUnit")
+        took, left = wait_gone(bus, fps, max(fp.stop_bound_s() for fp in fps), since=t0)
+        evidence("old sessions", [f"{fp.describe()} gone after {took.get(fp.unit, -1):.2f} s"
+                                  for fp in fps])
+        after = {orphan.name: orphan.state(), lookalike.name: _active_again(lookalike),
+                 unbound.name: unbound.state()}
+        evidence("suite units after", after)
+    finally:
+        for unit in decoys:
+            unit.remove()
+    assert not left, f"ORPHAN-1: expected no session of the old supervisor invocation once the new " \
+                     f"one is ready, the host still had: {left}"
+    assert after[orphan.name] is None or after[orphan.name]["ActiveState"] != "active", \
+        f"ORPHAN-1: {orphan.name} (strict name, bound to {name}; systemd restarts it with the " \
+        f"supervisor) must be cleaned by the new invocation; it was {after[orphan.name]}"
+    assert after[lookalike.name] and after[lookalike.name]["ActiveState"] == "active", \
+        f"ORPHAN-1: {lookalike.name} (not a strict session name, bound to {name}) must never be " \
+        f"touched by the cleanup; after the restart it was {after[lookalike.name]}"
+    assert after[unbound.name] == before[unbound.name], \
+        f"ORPHAN-1: {unbound.name} (strict name, not bound to {name}) must not be cleaned; it was " \
+        f"{before[unbound.name]} before the restart and {after[unbound.name]} after"
+
+
+def _active_again(unit):
+    """The state once systemd has restarted the unit (its last state at the deadline)."""
+    try:
+        return poll(lambda: (st := unit.state()) and st["ActiveState"] == "active" and st,
+                    ACTIVE_AGAIN_S, "active")
+    except TimeoutError:
+        return unit.state()

@@ -10,6 +10,7 @@ answers HELLO_OK, a START, so that a failure shows what the impostor got.
 from __future__ import annotations
 
 import os
+import re
 import select
 import socket
 import time
@@ -17,14 +18,15 @@ from dataclasses import dataclass, field
 
 from . import protocol as p
 from .bus import Systemd
+from .lifecycle import UnitWatch
 from .peer import DisposableUnit, open_cwd
 
 ANSWER_DEADLINE_S = 10
-SESSION_PATTERN = "opencode-pty-*.service"
+ANY_SESSION = re.compile(r"^opencode-pty-.*\.service$")  # any session unit, strict name or not
 
 
 @dataclass
-class Attempt:
+class AuthAttempt:
     who: str
     connect_error: str | None = None
     frames: list[p.Frame] = field(default_factory=list)
@@ -38,9 +40,6 @@ class Attempt:
     def error_code(self) -> int | None:
         f = self.first
         return p.parse_error(f)[0] if f is not None and f.type == p.T.ERROR else None
-
-    def names(self) -> list[str]:
-        return [f.name for f in self.frames]
 
     def started(self) -> bool:
         return any(f.type in (p.T.HELLO_OK, p.T.STARTED) for f in self.frames)
@@ -60,10 +59,9 @@ class Attempt:
         return f"{self.who}: frames={shown} closed={self.closed} in {self.seconds:.3f} s"
 
 
-def session_units(bus: Systemd) -> set[str]:
-    """Every loaded unit with the session name pattern."""
-    (rows,) = bus.call("ListUnitsByPatterns", "asas", ([], [SESSION_PATTERN]))
-    return {r[0] for r in rows}
+def watch_sessions() -> UnitWatch:
+    """Which session units get created meanwhile (systemd's UnitNew signals)."""
+    return UnitWatch(ANY_SESSION)
 
 
 def invocation_id(bus: Systemd, name: str) -> bytes:
@@ -90,9 +88,9 @@ def read_frames(sock: socket.socket, until, deadline_s: float) -> tuple[list[p.F
     return frames, None
 
 
-def speak(sock: socket.socket, who: str, argv=("/bin/sleep", "30")) -> Attempt:
+def speak(sock: socket.socket, who: str, argv=("/bin/sleep", "30")) -> AuthAttempt:
     """HELLO on an unauthenticated connection; if it is accepted, START too."""
-    a, t0 = Attempt(who), time.monotonic()
+    a, t0 = AuthAttempt(who), time.monotonic()
     try:
         sock.sendall(p.encode(p.T.HELLO))
         a.frames, a.closed = read_frames(sock, lambda fs: fs, ANSWER_DEADLINE_S)
@@ -127,27 +125,34 @@ def take_connection(unit: DisposableUnit, socket_path: str) -> socket.socket:
     return socket.socket(fileno=fds[0])
 
 
-def attempt_as(unit: DisposableUnit, socket_path: str, who: str) -> Attempt:
+def attempt_as(unit: DisposableUnit, socket_path: str, who: str) -> AuthAttempt:
     try:
         sock = take_connection(unit, socket_path)
     except Exception as e:  # an agent-side connect error is the observation
-        return Attempt(who, connect_error=str(e))
+        return AuthAttempt(who, connect_error=str(e))
     with sock:
         return speak(sock, who)
 
 
-def attempt_as_root(socket_path: str) -> Attempt:
+def attempt_as_root(socket_path: str) -> AuthAttempt:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.settimeout(ANSWER_DEADLINE_S)
         try:
             sock.connect(socket_path)
         except OSError as e:
-            return Attempt("root (the suite)", connect_error=f"{type(e).__name__}: {e}")
+            return AuthAttempt("root (the suite)", connect_error=f"{type(e).__name__}: {e}")
         sock.settimeout(None)
         return speak(sock, "root (the suite)")
     finally:
         sock.close()
+
+
+def reported_error(frame: dict) -> int | None:
+    """The ERROR code of a frame as the agent reports it (None: not an ERROR)."""
+    if frame.get("name") != "ERROR":
+        return None
+    return p.parse_error(p.Frame(frame["type"], bytes.fromhex(frame["payload"])))[0]
 
 
 def timed_hello(unit: DisposableUnit, socket_path: str) -> tuple[dict, float]:

@@ -28,6 +28,7 @@ class Agent:
         self.sock = None
         self.buf = b""
         self.children = {}
+        self.flooded = []  # unauthenticated connections held by op_flood
 
     # -- control channel
     def read_request(self):
@@ -61,6 +62,8 @@ class Agent:
         return {"frame": read_frame(self.sock, req.get("timeout", 10))}
 
     def op_take(self, req, fds):
+        # settimeout() left O_NONBLOCK on the open file, which the suite shares
+        self.sock.setblocking(True)
         fd = self.sock.fileno()
         if not req.get("keep", False):
             self.reply({"ok": True}, [fd])
@@ -81,6 +84,7 @@ class Agent:
         if len(fds) != 3:
             raise ValueError(f"spawn needs 3 descriptors, got {len(fds)}")
         dirfd = os.open(req["cwd"], os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        self.sock.setblocking(True)  # the helper gets the socket as the real peer gives it
         sockfd = self.sock.fileno()
         pid = os.fork()
         if pid == 0:  # child: exactly fds 0-4, then exec the fixed helper
@@ -166,20 +170,20 @@ class Agent:
                 continue
             if req.get("junk_every") and i % req["junk_every"] == 0:
                 try:
-                    s.send(junk[(i // req["junk_every"]) % len(junk)])
+                    s.send(junk[(i // req["junk_every"]) % len(junk)], socket.MSG_NOSIGNAL)
                     out["junk_sent"] += 1
                 except OSError:
                     pass
             live.append(s)
         out["connect_s"] = time.monotonic() - start
         held = classify(live, req.get("window", 1.0), out["answers"])
-        self.flooded = getattr(self, "flooded", []) + held
+        self.flooded += held
         out["held"] = len(held)
         return out
 
     def op_flood_release(self, req, fds):
         """Close the held flood connections; say how many the supervisor had closed."""
-        held, self.flooded = getattr(self, "flooded", []), []
+        held, self.flooded = self.flooded, []
         answers = {}
         still = classify(held, 0, answers)
         for s in held:

@@ -11,9 +11,9 @@ longer loaded, the directory no longer exists and no recorded or tagged
 process is alive.
 
 Also here: a watch on systemd's UnitNew signals (did a start attempt create a
-unit at all?), the supervisor's stop/start/restart with a guard that brings
-it back on every path, and look-alike units that the supervisor must not
-touch.
+unit at all?), the supervisor's readiness with a guard that brings it back on
+every path, decoy units for the orphan cleanup, and the machinery that drives
+several endings side by side.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import os
 import secrets
 import select
 import stat
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -34,13 +35,14 @@ from jeepney.bus_messages import message_bus
 from . import protocol as p
 from .bus import SERVICE_IFACE, BusError, Systemd
 from .peer import TAG_PREFIX
-from .session import RawSession
+from .session import RawSession, SessionError
 from .systemd import STRICT_SESSION
 
 # where systemd's cgroup tree is mounted: unified, hybrid (unified mirror), legacy named
 CGROUP_ROOTS = ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/systemd")
 POLL_S = 0.02
 STOP_GRACE_S = 2.0   # script(1) acts on SIGTERM after about 2 s (notes: Stopping)
+STOP_SLACK_S = 2.0   # scheduling: sessions are stopped side by side on a small host
 STOP_BOUND_MAX_S = 30.0  # "a few seconds": an unbounded or huge TimeoutStopSec is a finding
 
 
@@ -185,7 +187,7 @@ class Footprint:
     def stop_bound_s(self) -> float:
         """How long a stop may take: the unit's own TimeoutStopSec, then SIGKILL, plus
         script(1)'s grace and scheduling slack."""
-        return self.timeout_stop_s + STOP_GRACE_S + 1.0
+        return self.timeout_stop_s + STOP_GRACE_S + STOP_SLACK_S
 
 
 def bounded_stop_problem(fp: Footprint) -> str | None:
@@ -320,10 +322,11 @@ class Sessions:
         self.open_sessions: list[RawSession] = []
         self.footprints: list[Footprint] = []
 
-    def start(self, argv: list[str], runtime_s: int = 60) -> RawSession:
+    def start(self, argv: list[str], runtime_s: int = 60, fds: list[int] | None = None) -> RawSession:
+        """Open an authenticated session and send START (fds=None: one cwd descriptor)."""
         s = RawSession(self.peer, self.path).open()
         self.open_sessions.append(s)
-        s.start(argv, runtime_s)
+        s.start(argv, runtime_s, fds=fds)
         return s
 
     def started(self, s: RawSession, token: str, deadline_s: float = 10) -> Footprint:
@@ -336,6 +339,19 @@ class Sessions:
         self.footprints.append(fp)
         return fp
 
+    def attempt(self, argv: list[str], runtime_s: int = 60, deadline_s: float = 10) -> "Attempt":
+        """One start attempt that may be refused at HELLO or at START."""
+        s = RawSession(self.peer, self.path)
+        try:
+            s.open()
+        except SessionError:
+            return Attempt.from_hello(s.hello or {})
+        self.open_sessions.append(s)
+        s.start(argv, runtime_s)
+        out = s.read(lambda o: o.unit or o.error or o.exit, deadline_s)
+        return Attempt(error=out.error, unit=out.unit, session=s,
+                       text=f"START answered: {out.describe()}")
+
     def close(self) -> list[str]:
         """End every session (close its connection), wait until all are gone; stop
         leftover units. Returns what had to be removed by force."""
@@ -343,23 +359,45 @@ class Sessions:
             s.close()
         deadline = max([fp.stop_bound_s() for fp in self.footprints] or [0.0])
         _, left = wait_gone(self.bus, self.footprints, deadline)
-        forced = []
-        for unit in left:
-            forced.append(f"{unit}: {left[unit]}")
-            force_stop(self.bus, unit)
-        return forced
+        force_stop(self.bus, list(left))
+        return [f"{unit}: {what}" for unit, what in left.items()]
 
 
-def force_stop(bus: Systemd, unit: str) -> None:
-    """Remove a session unit the supervisor left behind (nothing left behind)."""
-    try:
-        if bus.unit_path(unit) is not None:
-            bus.stop(unit)
+@dataclass
+class Attempt:
+    error: tuple[int, str] | None = None
+    unit: str | None = None
+    session: RawSession | None = None
+    text: str = ""
+
+    @classmethod
+    def from_hello(cls, frame: dict) -> "Attempt":
+        if frame.get("name") == "ERROR":
+            err = p.parse_error(p.Frame(frame["type"], bytes.fromhex(frame["payload"])))
+            return cls(error=err, text=f"HELLO answered ERROR {err}")
+        return cls(text=f"HELLO answered {frame}")
+
+    def refused_with(self, code: int) -> bool:
+        return self.unit is None and self.error is not None and self.error[0] == code
+
+
+def force_stop(bus: Systemd, units: list[str]) -> None:
+    """Remove units the supervisor (or a failed test) left behind, side by side."""
+    stopping = []
+    for unit in units:
+        try:
+            if bus.unit_path(unit) is not None:
+                bus.stop(unit)
+                stopping.append(unit)
+        except BusError:
+            pass
+    for unit in stopping:
+        try:
             bus.wait_for(unit, lambda pr: pr is None or pr.get("ActiveState") in
                          ("inactive", "failed"), 15, "stopped")
             bus.reset_failed(unit)
-    except (BusError, TimeoutError):
-        pass
+        except (BusError, TimeoutError):
+            pass
 
 
 # --------------------------------------------------------------- unit births
@@ -455,20 +493,20 @@ def supervisor_guard(inv, bus):
             pytest.fail(f"SUITE-1: {name} could not be restored: {e}", pytrace=False)
 
 
-# --------------------------------------------------------------- look-alikes
+# --------------------------------------------------------------- decoys
 @dataclass
-class LookAlike:
+class Decoy:
     """A transient unit of the suite's (tagged, so a crashed run's leftover is
-    found) that looks like a session unit to a careless cleanup."""
+    found) that looks like a session unit: a planted orphan or a look-alike."""
 
     bus: Systemd
     name: str
     tag: str
     binds_to: list[str] = field(default_factory=list)
 
-    def start(self) -> "LookAlike":
+    def start(self) -> "Decoy":
         props = [
-            ("Description", ("s", f"{TAG_PREFIX} {self.tag}: look-alike {self.name}")),
+            ("Description", ("s", f"{TAG_PREFIX} {self.tag}: decoy {self.name}")),
             ("Type", ("s", "exec")),
             ("User", ("s", "nobody")),
             ("NoNewPrivileges", ("b", True)),
@@ -489,7 +527,7 @@ class LookAlike:
                 "InvocationID": bytes(props.get("InvocationID") or b"").hex()}
 
     def remove(self) -> None:
-        force_stop(self.bus, self.name)
+        force_stop(self.bus, [self.name])
 
 
 def strict_session_name() -> str:
@@ -522,3 +560,99 @@ def fill_input(s: RawSession, limit: int = 4 << 20) -> int:
     finally:
         s.sock.setblocking(True)
     return sent
+
+
+@pytest.fixture
+def sessions(inv, bus, peer, evidence):
+    """Sessions(...) of one test through the disposable peer; every one is ended and
+    waited for afterwards, and units the supervisor left running are stopped."""
+    made = Sessions(bus, peer, inv.socket)
+    yield made
+    forced = made.close()
+    if forced:
+        evidence("removed by the suite after the test", forced)
+
+
+# --------------------------------------------------------------- endings
+@dataclass
+class Ending:
+    """One session ended one way, driven in a thread of its own with its own bus
+    connection. drive(ending) causes the end (calling caused() at that moment) and
+    checks the stream; expect_gone() then holds it to its bound."""
+
+    name: str
+    script: str               # sh script; {t} is replaced by the session's token
+    drive: object
+    runtime_s: int = 60
+    token: str = field(default_factory=new_token)
+    s: RawSession | None = None
+    fp: Footprint | None = None
+    bus: Systemd | None = None
+    t0: float | None = None   # when the suite caused the end
+    checked: bool = False
+    facts: list = field(default_factory=list)
+    problems: list = field(default_factory=list)
+
+    def caused(self) -> None:
+        self.t0 = time.monotonic()
+
+    def expect_gone(self, bound_s: float | None = None) -> None:
+        """Unit, cgroup and processes gone within the bound, counted from caused()."""
+        self.checked = True
+        bound = bound_s or self.fp.stop_bound_s()
+        since = self.t0 if self.t0 is not None else time.monotonic()
+        took, left = wait_gone(self.bus, [self.fp], max(0.1, bound - (time.monotonic() - since)),
+                               since=since)
+        if left:
+            self.problems.append(f"expected the unit, its cgroup and its processes gone within "
+                                 f"{bound:.1f} s, the host still had: {left[self.fp.unit]}")
+        else:
+            self.facts.append(f"gone {took[self.fp.unit]:.2f} s after the end was caused "
+                              f"(bound {bound:.1f} s)")
+
+    def stream_end(self, drain: Drain | None = None, deadline_s: float = 15):
+        out = (drain or Drain(self.s)).to_end(deadline_s)
+        self.facts.append(f"stream: exit={out.exit} error={out.error} closed={out.closed}")
+        return out
+
+    def want_exit(self, out) -> None:
+        if out.exit is None:
+            self.problems.append(f"expected an EXIT frame, the stream ended with {out.describe()}")
+
+    def run(self) -> None:
+        self.bus = Systemd.connect()
+        try:
+            self.drive(self)
+            if not self.checked:
+                self.expect_gone()
+        except Exception as ex:  # every failure of a case is reported with the others
+            self.problems.append(f"{type(ex).__name__}: {ex}")
+        finally:
+            self.bus.close()
+
+
+def run_endings(sessions: Sessions, endings: list[Ending], evidence, prepare=None) -> list[str]:
+    """Start every ending's session (here: the agent serves one request at a time),
+    optionally prepare(ending) once it is STARTED, then drive all side by side.
+    Returns the problems, each naming its case and unit (CONC-3's bounded stop included)."""
+    for e in endings:
+        e.s = sessions.start(tagged_sh(e.script.format(t=e.token), e.token), e.runtime_s)
+    for e in endings:
+        e.fp = sessions.started(e.s, e.token)
+        if problem := bounded_stop_problem(e.fp):
+            e.problems.append(f"CONC-3: {problem}")
+        if prepare is not None:
+            try:
+                prepare(e)
+            except (TimeoutError, HostReadError) as ex:
+                e.problems.append(str(ex))
+    threads = [threading.Thread(target=e.run, name=e.name) for e in endings]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    problems = []
+    for e in endings:
+        evidence(e.name, f"{e.fp.describe()}; " + "; ".join(e.facts))
+        problems += [f"{e.name} ({e.fp.unit}): {x}" for x in e.problems]
+    return problems

@@ -28,6 +28,7 @@ CGROUP_ROOTS = ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/syst
 STATUS_LIMIT = 16384
 CMDLINE_LIMIT = 65536
 PROBE_BEGIN, PROBE_END = b"PROBE-BEGIN", b"PROBE-END"
+POLL_S = 0.01
 
 
 class LiveError(Exception):
@@ -108,7 +109,25 @@ def wait_for_command(control_group: str, argv: list[bytes], deadline_s: float) -
         if time.monotonic() > end:
             raise TimeoutError(f"no process of {control_group} ran {argv} within {deadline_s} s; "
                                f"seen {seen}")
-        time.sleep(0.01)  # poll interval, not a wait for an outcome
+        time.sleep(POLL_S)  # poll interval, not a wait for an outcome
+
+
+def session_units(bus) -> set[str]:
+    """Loaded units with a strict session name."""
+    from .systemd import STRICT_SESSION
+    return {row[0] for row in bus.call("ListUnits")[0] if STRICT_SESSION.match(row[0])}
+
+
+def wait_for_new_session_unit(bus, before: set[str], deadline_s: float) -> str:
+    """Poll until exactly one strict session unit not in `before` is loaded."""
+    end = time.monotonic() + deadline_s
+    while True:
+        new = sorted(session_units(bus) - before)
+        if len(new) == 1:
+            return new[0]
+        if time.monotonic() > end:
+            raise TimeoutError(f"no single new session unit within {deadline_s} s: {new}")
+        time.sleep(POLL_S)  # poll interval, not a wait for an outcome
 
 
 def chain_to(pid: int, top: int, limit: int = 16) -> list[int]:

@@ -138,7 +138,11 @@ class DisposableUnit:
             self.agent = None
         try:
             if self.bus.unit_path(self.name) is not None:
-                self.bus.stop(self.name)
+                try:
+                    self.bus.stop(self.name)
+                except BusError as e:  # the agent saw EOF and the unit ended first
+                    if not e.name.endswith("NoSuchUnit"):
+                        raise
                 self.bus.wait_for(self.name, lambda p: p is None or p.get("ActiveState") in
                                   ("inactive", "failed"), STOP_DEADLINE_S, "stopped")
                 self.bus.reset_failed(self.name)

@@ -44,6 +44,8 @@ def main():
         print(f'peer rc={r.returncode} in {time.monotonic() - t0:.1f} s')
         print(r.stdout.decode())
         print(r.stderr.decode()[-2000:])
+        r = m.run(['/bin/sh', f'{SRC}/tests/reference/selftest/post.sh'], timeout=60)
+        print('post.sh', r.stdout.decode(), r.stderr.decode())
         print(m.run(['journalctl', '--no-pager', '-u', 'opencode-pty-supervisor.service', '-n', '80']).stdout.decode())
         if '--keep' in scen:
             input('keeping; press enter')

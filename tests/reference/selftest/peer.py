@@ -116,6 +116,8 @@ def main():
     which = sys.argv[1:] or ['basic']
     inv = os.environ.get('INVOCATION_ID')
     if 'basic' in which:
+        r = session(['/bin/sh', '-c', 'stty size'], extra=['--rows', '33', '--cols', '101'])
+        out('winsize', ok='33 101' in r.get('out', ''), **r)
         r = session(['/bin/echo', 'hello', 'world'])
         out('echo', ok=r.get('exit') == 0 and 'hello world' in r.get('out', '') and r.get('inv') == inv, **r)
         r = session(['/bin/sh', '-c', 'exit 3'])
@@ -138,6 +140,27 @@ def main():
         out('runtime', **r)
         r = session(['/bin/sh', '-c', 'head -c 100000 /dev/zero | tr "\\0" x; echo'])
         out('bigout', ok=r['out'].count('x') == 100000, n=r['out'].count('x'), exit=r['exit'], ms=r['ms'])
+    if 'hold' in which:
+        r = session(['/bin/sleep', '60'], close_stdin=False)
+        out('hold', **r)
+    if 'resize' in which:
+        s, r = hello()
+        d = os.open('/tmp', os.O_RDONLY | os.O_DIRECTORY)
+        pl = start_payload(['sh', '-c', 'stty size; read x; stty size'], rows=33, cols=101)
+        s.sendmsg([frame(2, pl)], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack('i', d))])
+        got = [recv_frame(s)]
+        buf = b''
+        while b'\r\n' not in buf:
+            t, pp = recv_frame(s)
+            buf += pp
+        s.sendall(frame(5, struct.pack('>HH', 50, 132)) + frame(3, b'go\n') + frame(4))
+        while True:
+            f = recv_frame(s)
+            if f is None or f[0] != 0x83:
+                got.append(f)
+                break
+            buf += f[1]
+        out('resize', ok=b'50 132' in buf, out=buf.decode(), frames=repr(got))
     if 'proto' in which:
         d = os.open('/tmp', os.O_RDONLY | os.O_DIRECTORY)
         f = os.open('/etc/hostname', os.O_RDONLY)
@@ -158,7 +181,9 @@ def main():
         out('arg16385', r=raw_start(start_payload(['/bin/true', 'x' * 16385]), [d]))
         out('cmd4097', r=raw_start(start_payload(['/' + 'x' * 4096]), [d]))
         out('agg65537', r=raw_start(start_payload(['/bin/true'] + ['x' * 16384] * 4 + ['x']), [d]))
-        r = session(['/bin/sh', '-c', 'echo $#', 'sh'] + ['y' * 16384] * 4 + [''] * 123, extra=['--runtime', '3600'])
+        big = ['-c', 'echo $#', 'sh'] + ['y' * 16384] * 3 + ['y' * (16384 - 11)] + [''] * 121
+        assert len(big) == 128 and sum(map(len, big)) == 65536
+        r = session(['/bin/sh'] + big, extra=['--runtime', '3600'])
         out('at-limits', ok=r.get('exit') == 0, exit=r.get('exit'), out=r.get('out', '')[:50], ms=r.get('ms'))
         # a child of the peer (not MainPID) connecting
         c = subprocess.run([sys.executable, '-c', f'''
@@ -166,6 +191,35 @@ import socket,struct
 s=socket.socket(socket.AF_UNIX);s.connect({SOCK!r});s.sendall(struct.pack(">IB",0,1))
 print(s.recv(200))'''], capture_output=True, text=True)
         out('not-mainpid', r=c.stdout.strip(), err=c.stderr[-200:])
+    if 'flood' in which:
+        d = os.open('/tmp', os.O_RDONLY | os.O_DIRECTORY)
+        out('ctrunc', r=raw_start(start_payload(['/bin/true']), [d] * 20))
+        code = f'''
+import socket,struct,time,sys
+socks=[];rej=0
+for i in range(60):
+    s=socket.socket(socket.AF_UNIX);s.connect({SOCK!r});socks.append(s)
+time.sleep(0.3)
+for s in socks:
+    s.setblocking(False)
+    try:
+        d=s.recv(100)
+        if d[4:5]==b"\\x85" and d[5:7]==b"\\x00\\x06": rej+=1
+    except BlockingIOError: pass
+print(rej, flush=True)
+sys.stdin.read()
+'''
+        fl = subprocess.Popen([sys.executable, '-c', code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        rej = fl.stdout.readline().strip()
+        r = session(['/bin/echo', 'during-flood'])
+        out('flood', rejected_of_60=rej, mainpid_during_flood=r.get('exit'), out=r.get('out'))
+        fl.stdin.close(); fl.wait()
+        time.sleep(0.1)
+        c = subprocess.run([sys.executable, '-c', f'''
+import socket,struct
+s=socket.socket(socket.AF_UNIX);s.connect({SOCK!r});s.sendall(struct.pack(">IB",0,1))
+print(s.recv(200))'''], capture_output=True, text=True)
+        out('after-flood-nonpeer', r=c.stdout.strip())
     if 'capacity' in which:
         held = []
         t0 = time.monotonic()

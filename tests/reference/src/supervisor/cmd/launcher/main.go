@@ -12,6 +12,13 @@
 //
 // Inner run ("--exec", inside the PTY): decode argv from the temporary value,
 // drop it, set the fixed environment, close fd 3 and execve the command.
+//
+// Window size: the supervisor puts the START frame's size into the unit's
+// environment as OPENCODE_PTY_WINSIZE=<rows>x<cols>. The outer run carries it
+// (validated) as a leading "s<rows>x<cols>" token of the temporary value, and
+// the inner run applies it to the PTY (TIOCSWINSZ on fd 0) before execve, so
+// the command sees its size from its first instruction. Later RESIZE frames
+// are applied by the supervisor itself.
 package main
 
 import (
@@ -23,16 +30,40 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"unsafe"
 )
 
 const (
+	winsizeEnv = "OPENCODE_PTY_WINSIZE"
 	argvEnv    = "OPENCODE_PTY_LAUNCH_ARGV"
 	scriptPath = "/usr/bin/script"
 	innerShell = "/bin/sh -i -c 'exec /proc/self/fd/3 --exec'"
 	fixedPath  = "/usr/local/bin:/usr/bin:/bin"
 )
 
-var argPattern = regexp.MustCompile(`^a[A-Za-z0-9_-]*$`)
+var (
+	argPattern  = regexp.MustCompile(`^a[A-Za-z0-9_-]*$`)
+	sizePattern = regexp.MustCompile(`^([1-9][0-9]{0,4})x([1-9][0-9]{0,4})$`)
+)
+
+// parseSize returns rows and cols of "<rows>x<cols>" (each 1..65535).
+func parseSize(s string) (uint16, uint16, bool) {
+	m := sizePattern.FindStringSubmatch(s)
+	if m == nil {
+		return 0, 0, false
+	}
+	r, err1 := strconv.ParseUint(m[1], 10, 16)
+	c, err2 := strconv.ParseUint(m[2], 10, 16)
+	if err1 != nil || err2 != nil {
+		return 0, 0, false
+	}
+	return uint16(r), uint16(c), true
+}
+
+func setWinsize(fd int, rows, cols uint16) {
+	ws := [4]uint16{rows, cols, 0, 0}
+	syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.TIOCSWINSZ, uintptr(unsafe.Pointer(&ws[0])))
+}
 
 // decodeArg returns the original argument for one encoded element.
 func decodeArg(s string) (string, error) {
@@ -97,6 +128,12 @@ func outer(args []string) {
 	if err := syscall.Dup2(1, 2); err != nil {
 		fail(1, 2, "dup2(1, 2): "+err.Error())
 	}
+	size := ""
+	if v, ok := os.LookupEnv(winsizeEnv); ok {
+		if _, _, ok := parseSize(v); ok {
+			size = "s" + v + " "
+		}
+	}
 	os.Clearenv()
 	fd, err := syscall.Open("/proc/self/exe", syscall.O_RDONLY, 0)
 	if err != nil {
@@ -108,7 +145,7 @@ func outer(args []string) {
 		}
 		syscall.Close(fd)
 	}
-	env := []string{argvEnv + "=" + strings.Join(args, " ")}
+	env := []string{argvEnv + "=" + size + strings.Join(args, " ")}
 	argv := []string{"script", "-q", "-e", "-f", "-c", innerShell, "/dev/null"}
 	err = syscall.Exec(scriptPath, argv, env)
 	fail(1, 2, "exec "+scriptPath+": "+err.Error())
@@ -142,7 +179,14 @@ func inner() {
 		fail(2, 2, "--exec without launch arguments")
 	}
 	os.Unsetenv(argvEnv)
-	argv, err := decodeAll(strings.Split(encoded, " "))
+	tokens := strings.Split(encoded, " ")
+	if len(tokens) > 0 && strings.HasPrefix(tokens[0], "s") {
+		if r, c, ok := parseSize(tokens[0][1:]); ok {
+			setWinsize(0, r, c)
+		}
+		tokens = tokens[1:]
+	}
+	argv, err := decodeAll(tokens)
 	if err != nil {
 		fail(2, 2, err.Error())
 	}

@@ -36,3 +36,14 @@ func TestDecodeAll(t *testing.T) {
 		t.Errorf("decodeAll = %q, %v", got, err)
 	}
 }
+
+func TestParseSize(t *testing.T) {
+	if r, c, ok := parseSize("33x101"); !ok || r != 33 || c != 101 {
+		t.Errorf("parseSize(33x101) = %d, %d, %v", r, c, ok)
+	}
+	for _, bad := range []string{"", "0x80", "24x0", "x", "24x", "65536x80", "024x80", " 24x80", "24x80 "} {
+		if _, _, ok := parseSize(bad); ok {
+			t.Errorf("parseSize(%q) accepted", bad)
+		}
+	}
+}

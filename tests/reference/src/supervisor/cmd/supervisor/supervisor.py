@@ -7,6 +7,7 @@ implementation of TARGET-CONTRACT.md (sections 1-5).
 Fault switches: /etc/opencode-reference/faults, one word per line ('#'
 comments allowed), read once at start. Unknown words are logged and ignored.
   capacity17                 allow 17 sessions instead of 16
+  limits-off-by-one          accept one more command byte, argument, argument byte, aggregate byte and second
   skip-pin-recheck           do not re-check pidfd/MainPID/InvocationID before start
   no-supplementary-groups-prop  omit SupplementaryGroups= from session units
   no-inaccessible-paths      omit InaccessiblePaths= from session units
@@ -15,6 +16,17 @@ comments allowed), read once at start. Unknown words are logged and ignored.
   no-orphan-cleanup          do not stop leftover session units at start
   no-stop-on-disconnect      leave the unit running when the connection closes
   no-unauth-limit            no quota/rate limit for unauthenticated connections
+  unbounded-output           buffer session output without bound while the client does not read
+  debug-props                log every Exec*/Result change of session units
+  omit-prop:NAME             omit property NAME (e.g. BindsTo, PrivateDevices) from session units
+  exit-status-zero           report every session end as EXIT (0, 0)
+  session-killmode-process   KillMode=process for session units (descendants outlive a stop)
+
+EXIT reporting: the unit's ExecMainCode/ExecMainStatus as systemd saw them
+(script -e turns a command killed by signal N into exit status 128+N). When
+the session was ended by a stop (STOP frame, disconnect, supervisor shutdown)
+or by RuntimeMaxSec= (Result=timeout) and script(1) then exited 0, EXIT says
+signal 15 (SIGTERM) rather than a clean exit.
 """
 
 import array
@@ -110,6 +122,8 @@ def read_faults():
 
 
 FAULTS = read_faults()
+if 'limits-off-by-one' in FAULTS:
+    MAX_CMD, MAX_ARGS, MAX_ARG, MAX_AGG, MAX_RUNTIME = (x + 1 for x in (MAX_CMD, MAX_ARGS, MAX_ARG, MAX_AGG, MAX_RUNTIME))
 
 
 class Reject(Exception):
@@ -225,6 +239,7 @@ class UnitState:
         self.result = None
         self.ended = False
         self.gone = False       # confirmed unloaded (NoSuchUnit)
+        self.stop_requested = False
 
     def _wake(self):
         self.cv.notify_all()
@@ -243,7 +258,7 @@ class UnitState:
                 elif st in ('inactive', 'failed') and self.seen_running:
                     self.ended = True
             if iface == SERVICE_IF:
-                if 'DEBUG' in FAULTS:
+                if 'debug-props' in FAULTS:
                     log('props', self.unit, {k: v for k, v in ch.items() if k.startswith(('Exec', 'Result'))})
                 if 'ExecMainCode' in ch:
                     self.exec_code = ch['ExecMainCode']
@@ -264,8 +279,12 @@ class UnitState:
             self._wake()
 
     def exit_pair(self):
+        if 'exit-status-zero' in FAULTS:
+            return 0, 0
         if self.exec_code in (2, 3):
             return 0, self.exec_status
+        if self.exec_status == 0 and (self.stop_requested or self.result == 'timeout'):
+            return 0, signal.SIGTERM.value
         return self.exec_status, 0
 
 
@@ -281,6 +300,7 @@ class Server:
         self.tokens = float(RATE_BURST)
         self.token_t = time.monotonic()
         self.conns = set()
+        self.known_mainpid = 0
         self.stopping = False
         self.bus = Bus()
 
@@ -343,6 +363,7 @@ class Server:
             raise Reject(E_AUTH, 'peer uid/gid is not %s:%s' % (SERVICE_USER, SERVICE_GROUP))
         if pidfd is not None and not pidfd_alive(pidfd):
             raise Reject(E_AUTH, 'peer exited during authentication')
+        self.known_mainpid = pid
         return upath, inv
 
     def recheck(self, pin):
@@ -367,10 +388,13 @@ class Server:
             raise Reject(E_AUTH, 'authenticated peer has exited')
 
     # session unit ---------------------------------------------------------
-    def unit_props(self, unit, argv, runtime, pty_fd, cwd_fd):
+    def unit_props(self, unit, argv, runtime, pty_fd, cwd_fd, rows=0, cols=0):
         enc = ['a' + b64(a.encode()) for a in argv]
         env = ['PATH=/usr/local/bin:/usr/bin:/bin', 'HOME=' + (self.user.pw_dir or '/'),
                'TERM=xterm-256color', 'LANG=C.UTF-8']
+        if rows and cols:
+            # read (and dropped) by the launcher, which sizes the PTY before execve
+            env.append('OPENCODE_PTY_WINSIZE=%dx%d' % (rows, cols))
         p = [
             ('Description', ('s', 'opencode PTY session ' + unit[13:45])),
             ('Type', ('s', 'exec')),
@@ -403,7 +427,7 @@ class Server:
             ('RestrictRealtime', ('b', True)),
             ('Environment', ('as', env)),
             ('RuntimeMaxUSec', ('t', runtime * 1_000_000)),
-            ('KillMode', ('s', 'control-group')),
+            ('KillMode', ('s', 'process' if 'session-killmode-process' in FAULTS else 'control-group')),
             ('TimeoutStopUSec', ('t', STOP_TIMEOUT_USEC)),
             ('StandardInputFileDescriptor', ('h', pty_fd)),
             ('StandardOutputFileDescriptor', ('h', pty_fd)),
@@ -414,7 +438,8 @@ class Server:
             p.append(('SupplementaryGroups', ('as', [])))
         if 'no-inaccessible-paths' not in FAULTS:
             p.append(('InaccessiblePaths', ('as', [SOCK_DIR, '-/run/docker.sock', '-/run/dbus', '-/run/user'])))
-        return p
+        omit = {w.split(':', 1)[1] for w in FAULTS if w.startswith('omit-prop:')}
+        return [x for x in p if x[0] not in omit]
 
     def unit_gone(self, unit):
         try:
@@ -540,7 +565,15 @@ class Server:
                 if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
                     time.sleep(0.05)
                 continue
-            why = self.admit_unauth()
+            try:
+                cpid = struct.unpack('3i', c.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]
+            except OSError:
+                cpid = -1
+            # The last authenticated MainPID skips the unauthenticated quota
+            # (it is still fully authenticated), so a flood by other processes
+            # cannot lock the real peer out.
+            bypass = cpid > 0 and cpid == self.known_mainpid
+            why = None if bypass else self.admit_unauth()
             if why is not None:
                 try:
                     c.setblocking(False)
@@ -550,6 +583,7 @@ class Server:
                 c.close()
                 continue
             conn = Conn(self, c)
+            conn.unauth = not bypass
             with self.lock:
                 self.conns.add(conn)
             threading.Thread(target=conn.run, daemon=True).start()
@@ -593,6 +627,41 @@ def cgroup_exists(cg):
     if not cg:
         return False
     return os.path.isdir('/sys/fs/cgroup' + cg)
+
+
+def resize_session(cgroup, rows, cols):
+    """Apply a RESIZE: open the PTY through /proc/<pid>/fd/0 of a session
+    process that has a terminal there and TIOCSWINSZ it; the kernel sends
+    SIGWINCH to the foreground process group. Needs CAP_SYS_PTRACE (other
+    user's /proc fd links) and CAP_DAC_OVERRIDE (the pts is the user's, 0620).
+    pidfd_getfd would need no device access but systemd-nspawn's seccomp
+    filter refuses it on the reference host. Best effort, never fatal."""
+    if not cgroup or rows == 0 or cols == 0:
+        return False
+    import fcntl
+    import termios
+    try:
+        with open('/sys/fs/cgroup' + cgroup + '/cgroup.procs') as f:
+            pids = [int(x) for x in f.read().split()]
+    except OSError:
+        return False
+    errs = []
+    for pid in pids:
+        try:
+            fd = os.open('/proc/%d/fd/0' % pid, os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC | os.O_NONBLOCK)
+        except OSError as e:
+            errs.append('%d: %s' % (pid, e.strerror))
+            continue
+        try:
+            if os.isatty(fd):
+                fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack('HHHH', rows, cols, 0, 0))
+                return True
+        except OSError as e:
+            errs.append('%d: %s' % (pid, e.strerror))
+        finally:
+            os.close(fd)
+    log('RESIZE: no process with a terminal in', cgroup, errs)
+    return False
 
 
 def sd_notify(msg):
@@ -747,6 +816,7 @@ class Conn:
         self.cgroup = ''
         self.pty = None
         self.unit_started = False
+        self.sel = None
 
     def request_stop(self):
         self.stop_requested = True
@@ -822,7 +892,7 @@ class Conn:
         except Exception:
             log('CLEANUP-ERROR', traceback.format_exc())
         finally:
-            for fd in (self.pty, self.sock):
+            for fd in (self.sel, self.pty, self.sock):
                 try:
                     if fd is not None:
                         fd.close()
@@ -857,8 +927,9 @@ class Conn:
         if t != T_HELLO:
             raise Reject(E_PROTOCOL, 'first frame must be HELLO')
         upath, inv = srv.authenticate(pid, uid, gid, self.pidfd)
-        srv.release_unauth()
-        self.unauth = False
+        if self.unauth:
+            srv.release_unauth()
+            self.unauth = False
         if not srv.take_slot():
             raise Reject(E_CAPACITY, 'all %d session slots are in use' % srv.capacity)
         self.slot = True
@@ -878,11 +949,11 @@ class Conn:
         if not stat.S_ISDIR(os.fstat(cwd_fd).st_mode):
             raise Reject(E_PROTOCOL, 'START descriptor is not a directory')
         srv.recheck(pin)
-        self.start_unit(argv, runtime, cwd_fd)
+        self.start_unit(argv, runtime, cwd_fd, rows, cols)
         self.reader.close_fds()
         self.relay()
 
-    def start_unit(self, argv, runtime, cwd_fd):
+    def start_unit(self, argv, runtime, cwd_fd, rows=0, cols=0):
         srv = self.srv
         unit = 'opencode-pty-%s.service' % secrets.token_hex(16)
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
@@ -890,7 +961,7 @@ class Conn:
         st = UnitState(unit, self.wake_w)
         self.st = st
         srv.bus.register(st)
-        props = srv.unit_props(unit, argv, runtime, theirs.fileno(), cwd_fd)
+        props = srv.unit_props(unit, argv, runtime, theirs.fileno(), cwd_fd, rows, cols)
         try:
             try:
                 (job,) = srv.bus.manager('StartTransientUnit', 'ssa(sv)a(sa(sv))', (unit, 'fail', props, []))
@@ -937,6 +1008,7 @@ class Conn:
         pty_eof_at = None
         last_probe = 0.0
         sel = selectors.DefaultSelector()
+        self.sel = sel      # closed in finish()
         sel.register(self.wake_r, selectors.EVENT_READ, 'wake')
         reg = {}
 
@@ -959,6 +1031,7 @@ class Conn:
             if stop_sent:
                 return
             stop_sent = True
+            st.stop_requested = True
             try:
                 srv.bus.manager('StopUnit', 'ss', (st.unit, 'replace'))
             except DBusErrorResponse as e:
@@ -1010,7 +1083,7 @@ class Conn:
                 ev |= selectors.EVENT_WRITE
             want(self.sock, 'conn', ev)
             ev = 0
-            if not pty_eof and len(to_conn) < 262144:
+            if not pty_eof and (len(to_conn) < 262144 or 'unbounded-output' in FAULTS):
                 ev |= selectors.EVENT_READ
             if to_pty and not pty_wr_closed:
                 ev |= selectors.EVENT_WRITE
@@ -1040,7 +1113,7 @@ class Conn:
                             elif t == T_EOF:
                                 input_eof = True
                             elif t == T_RESIZE:
-                                pass   # accepted; the PTY belongs to script(1) in the unit
+                                resize_session(self.cgroup, *struct.unpack('>HH', p))
                             elif t == T_STOP:
                                 stop_unit()
                             else:

@@ -1,0 +1,213 @@
+"""Reading the live host around a session, from outside it (as root).
+
+UnitWatch   every session unit systemd created while the watch was open
+            (UnitNew signals), so "rejected: no unit" is seen even for a unit
+            that existed only for a moment.
+Descriptors what a process holds (/proc/<pid>/fd and fdinfo), and the
+            supervisor's total over every process of its unit.
+tree()      a unit's processes, MainPID first.
+
+Nothing here changes the host.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import psutil
+from jeepney import MatchRule
+from jeepney.bus_messages import message_bus
+
+from .bus import SERVICE_IFACE, Systemd, _unwrap
+from .systemd import STRICT_SESSION
+
+SESSION_GLOB = "opencode-pty-*.service"
+O_CLOEXEC = 0o2000000
+
+
+class UnitWatch:
+    """Names of the session-like units systemd announced while open."""
+
+    RULE = dict(type="signal", interface="org.freedesktop.systemd1.Manager",
+                member="UnitNew", path="/org/freedesktop/systemd1")
+
+    def __init__(self, supervisor: str):
+        self.supervisor = supervisor
+        self.queue: deque = deque()
+        self.sd: Systemd | None = None
+        self.handle = None
+        self.seen: set[str] = set()
+
+    def __enter__(self) -> "UnitWatch":
+        self.sd = Systemd.connect()
+        conn = self.sd.conn
+        rule = MatchRule(sender="org.freedesktop.systemd1", **self.RULE)
+        _unwrap("AddMatch", conn.send_and_get_reply(message_bus.AddMatch(rule), timeout=5))
+        self.handle = conn.filter(MatchRule(**self.RULE), queue=self.queue)
+        self.sd.call("Subscribe")
+        return self
+
+    def sync(self) -> tuple[set[str], set[str]]:
+        """(created since open, loaded now), session-like names only.
+
+        The ListUnitsByPatterns round trip orders this call after every
+        UnitNew systemd emitted before it, so nothing created earlier is missed."""
+        rows = self.sd.call("ListUnitsByPatterns", "asas", ([], [SESSION_GLOB]))[0]
+        while self.queue:
+            name = self.queue.popleft().body[0]
+            if fnmatch.fnmatchcase(name, SESSION_GLOB) and name != self.supervisor:
+                self.seen.add(name)
+        loaded = {r[0] for r in rows if r[0] != self.supervisor}
+        return set(self.seen), loaded
+
+    def wait_gone(self, names: set[str], deadline_s: float) -> set[str]:
+        """Poll until none of `names` is loaded; return those still loaded at the deadline."""
+        end = time.monotonic() + deadline_s
+        delay = 0.01
+        while True:
+            left = names & self.sync()[1]
+            if not left or time.monotonic() > end:
+                return left
+            time.sleep(delay)  # poll interval, not a wait for an outcome
+            delay = min(delay * 2, 0.1)
+
+    def __exit__(self, *exc):
+        if self.handle is not None:
+            self.handle.close()
+        if self.sd is not None:
+            self.sd.close()
+
+
+def strict(names) -> set[str]:
+    return {n for n in names if STRICT_SESSION.match(n)}
+
+
+# ------------------------------------------------------------- descriptors
+def fds(pid: int) -> dict[int, str]:
+    """{fd: readlink target} of a live process."""
+    out = {}
+    base = f"/proc/{pid}/fd"
+    for name in os.listdir(base):
+        try:
+            out[int(name)] = os.readlink(f"{base}/{name}")
+        except FileNotFoundError:
+            pass
+    return dict(sorted(out.items()))
+
+
+def fd_flags(pid: int, fd: int) -> int:
+    with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+        for line in f:
+            if line.startswith("flags:"):
+                return int(line.split()[1], 8)
+    raise ValueError(f"/proc/{pid}/fdinfo/{fd} has no flags line")
+
+
+def socket_inode(target: str) -> int | None:
+    """'socket:[123]' -> 123."""
+    if target.startswith("socket:[") and target.endswith("]"):
+        return int(target[8:-1])
+    return None
+
+
+@dataclass
+class UnitProcs:
+    unit: str
+    main_pid: int
+    procs: list[psutil.Process]
+
+    def describe(self) -> list[str]:
+        out = []
+        for p in self.procs:
+            try:
+                out.append(f"{p.pid} ppid={p.ppid()} exe={p.exe()} argv={p.cmdline()}")
+            except psutil.Error as e:
+                out.append(f"{p.pid}: {type(e).__name__}")
+        return out
+
+
+def unit_procs(bus: Systemd, unit: str) -> UnitProcs:
+    """MainPID of a unit and every descendant of it (MainPID first)."""
+    props = bus.properties(unit, SERVICE_IFACE) or {}
+    pid = props.get("MainPID") or 0
+    if not pid:
+        return UnitProcs(unit, 0, [])
+    try:
+        main = psutil.Process(pid)
+        return UnitProcs(unit, pid, [main] + main.children(recursive=True))
+    except psutil.NoSuchProcess:
+        return UnitProcs(unit, pid, [])
+
+
+def supervisor_descriptors(bus: Systemd, unit: str) -> dict[tuple[int, int], str]:
+    """{(pid, fd): target} over the supervisor's MainPID and its descendants
+    (the reference supervisor is a Go wrapper with one Python child)."""
+    out = {}
+    for p in unit_procs(bus, unit).procs:
+        try:
+            out.update({(p.pid, fd): t for fd, t in fds(p.pid).items()})
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return out
+
+
+def wait_descriptors_back(bus: Systemd, unit: str, baseline: dict, deadline_s: float) -> dict:
+    """Poll until the supervisor holds no more descriptors than `baseline`;
+    return the extra ones still held at the deadline ({} when back)."""
+    end = time.monotonic() + deadline_s
+    delay = 0.01
+    while True:
+        now = supervisor_descriptors(bus, unit)
+        if len(now) <= len(baseline):
+            return {}
+        if time.monotonic() > end:
+            return {k: v for k, v in now.items() if baseline.get(k) != v}
+        time.sleep(delay)  # poll interval, not a wait for an outcome
+        delay = min(delay * 2, 0.1)
+
+
+def wait_exec(bus: Systemd, unit: str, exe: str, deadline_s: float) -> UnitProcs:
+    """Poll until a process of the unit runs `exe` (the command has been exec'd)."""
+    end = time.monotonic() + deadline_s
+    delay = 0.005
+    while True:
+        procs = unit_procs(bus, unit)
+        for pr in procs.procs:
+            try:
+                if pr.exe() == exe:
+                    return procs
+            except psutil.Error:
+                pass
+        if time.monotonic() > end:
+            raise TimeoutError(f"{unit}: no process runs {exe} within {deadline_s} s; "
+                               f"processes: {procs.describe()}")
+        time.sleep(delay)  # poll interval, not a wait for an outcome
+        delay = min(delay * 2, 0.1)
+
+
+def start_peer(inv, bus: Systemd, tag: str):
+    """A started disposable peer for a whole module (as conftest's `peer`), or pytest.fail."""
+    import pytest
+
+    from . import peer as peer_mod
+    from .bus import BusError
+
+    name = inv.units["peer"]
+    try:
+        loaded = peer_mod.peer_unit_file_loaded(bus, name)
+    except BusError as e:
+        pytest.fail(f"SUITE-3: cannot read {name}: {e}", pytrace=False)
+    if loaded:
+        pytest.fail(f"SUITE-1: {loaded}: the suite never touches a real peer service; "
+                    "run acceptance before the cutover installs it", pytrace=False)
+    unit = peer_mod.DisposableUnit(bus, name=name, user=inv.service_user,
+                                   group=inv.service_group, tag=tag)
+    try:
+        return unit.start()
+    except (peer_mod.PeerError, BusError, TimeoutError) as e:
+        unit.stop()
+        pytest.fail(f"SUITE-3: the disposable peer {name} did not start: {e}", pytrace=False)

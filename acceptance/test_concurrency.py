@@ -1,0 +1,255 @@
+"""Sixteen sessions and every way a session can end, driven from outside.
+
+CONC-1 sixteen sessions run at once; the seventeenth is refused with ERROR
+       CAPACITY and creates no unit; when one ends (its connection closed),
+       a new one starts.
+CONC-2 each ending the suite can cause ends clean (unit unloaded, cgroup
+       directory removed, no process of the session left): a slow reader that
+       stops reading and then sends STOP, a reader that goes away, blocked
+       input plus disconnect, backpressure (throttled, not killed, complete
+       output), a saturated STOP, runtime expiry, TERM ignored so KILL follows,
+       a protocol failure after STARTED, and the supervisor stopped with live
+       sessions (it is started again afterwards).
+CONC-3 after every start attempt: a bounded stop (a finite TimeoutStopSec,
+       and the measured end within it), complete cgroup removal and no
+       orphan; a refused start creates no unit and no cgroup.
+
+Not reachable from outside, so not tested here: closed D-Bus signal channels,
+D-Bus timeouts, startup cancellation and StartTransientUnit results other
+than `done`; nor whether cleanup errors are surfaced in the supervisor's log.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from pty_acceptance import protocol as p
+from pty_acceptance.lifecycle import (  # noqa: F401  (sessions, supervisor_guard: fixtures)
+    Drain, Ending, Footprint, UnitWatch, cgroup_dir, fill_input, new_token, run_endings, sessions,
+    supervisor_guard, tagged_sh, wait_gone, wait_stalled, wait_supervisor_ready)
+
+CAPACITY = 16
+BIG_OUTPUT = 4 << 20       # bytes of the backpressure case: far more than every buffer on the way
+CAPACITY_RETURN_S = 10     # how long a freed slot may take to become usable
+
+
+# ------------------------------------------------------------------ CONC-1
+@pytest.mark.requirement("CONC-1", "CONC-3")
+def test_sixteen_run_the_seventeenth_is_refused_and_capacity_returns(sessions, evidence):
+    tokens = [new_token() for _ in range(CAPACITY)]
+    with UnitWatch() as watch:
+        live = [sessions.start(tagged_sh(f"exec sleep 60.{t}", t)) for t in tokens]
+        fps = [sessions.started(s, t) for s, t in zip(live, tokens)]
+        evidence("16 sessions", [fp.unit for fp in fps])
+        born = watch.new_units()
+        seventeenth = sessions.attempt(tagged_sh("exec sleep 60", new_token()))
+        evidence("17th attempt", seventeenth.text)
+        after = watch.new_units()
+    assert sorted(born) == sorted(fp.unit for fp in fps), \
+        f"CONC-1: expected exactly the 16 STARTED units to be created, systemd created {born}"
+    assert seventeenth.refused_with(p.Code.CAPACITY), \
+        f"CONC-1: expected the 17th session to be refused with ERROR CAPACITY, the host did: " \
+        f"{seventeenth.text}"
+    assert not after, f"CONC-3: the refused 17th start created units {after}"
+
+    # end one: close its connection; its slot must come back once it is gone
+    t0 = time.monotonic()
+    live[0].close()
+    took, left = wait_gone(sessions.bus, fps[:1], fps[0].stop_bound_s(), since=t0)
+    assert not left, f"CONC-3: the closed session did not end clean within " \
+                     f"{fps[0].stop_bound_s():g} s: {left}"
+    evidence("first session gone after close", f"{took[fps[0].unit]:.2f} s")
+    replacement, tries = _start_when_capacity_returns(sessions, t0)
+    evidence("replacement", f"{replacement.text} after {tries} attempts, "
+                            f"{time.monotonic() - t0:.2f} s after the close")
+
+    # end all the others the same way: each ends clean within its bound
+    t1 = time.monotonic()
+    for s in sessions.open_sessions:
+        s.close()
+    rest = [fp for fp in sessions.footprints if fp is not fps[0]]
+    took, left = wait_gone(sessions.bus, rest, max(fp.stop_bound_s() for fp in rest), since=t1)
+    evidence("16 closed at once: slowest end", f"{max(took.values(), default=0):.2f} s")
+    assert not left, f"CONC-3: sessions did not end clean after their connections closed: {left}"
+
+
+def _start_when_capacity_returns(sessions, since):
+    """Attempt starts until one is STARTED (refusals meanwhile must be CAPACITY)."""
+    tries = 0
+    while True:
+        tries += 1
+        token = new_token()
+        got = sessions.attempt(tagged_sh(f"exec sleep 60.{token}", token))
+        if got.unit:
+            sessions.footprints.append(Footprint.capture(sessions.bus, got.unit, token))
+            return got, tries
+        assert got.refused_with(p.Code.CAPACITY), \
+            f"CONC-1: while a slot was freed, a start was refused with {got.text}"
+        assert time.monotonic() - since < CAPACITY_RETURN_S, \
+            f"CONC-1: capacity did not return within {CAPACITY_RETURN_S} s of closing a " \
+            f"session ({tries} attempts, last: {got.text})"
+
+
+# ------------------------------------------------------------------ CONC-2
+def _stalled(e: Ending, writer: str) -> int:
+    n = wait_stalled(e.fp.path, writer, 10)
+    e.facts.append(f"{writer} blocked after writing {n} bytes while nobody read")
+    return n
+
+
+def slow_reader_then_stop(e: Ending):
+    _stalled(e, "yes")
+    e.caused()
+    e.s.send(p.encode(p.T.STOP))
+    e.expect_gone()      # while the suite still reads nothing
+    e.want_exit(e.stream_end())
+
+
+def gone_reader(e: Ending):
+    Drain(e.s).until(lambda d: d.output_bytes >= 65536, 10)
+    e.caused()
+    e.s.close()
+
+
+def blocked_input_then_disconnect(e: Ending):
+    sent = fill_input(e.s)
+    e.facts.append(f"the supervisor stopped taking input after {sent} bytes")
+    e.caused()
+    e.s.close()
+
+
+def backpressure(e: Ending):
+    stalled_at = _stalled(e, "tr")
+    state = (e.bus.properties(e.fp.unit) or {}).get("ActiveState")
+    if state != "active" or stalled_at >= BIG_OUTPUT:
+        e.problems.append(f"expected the writer throttled while nobody read (unit active, fewer "
+                          f"than {BIG_OUTPUT} bytes written), the host had ActiveState={state}, "
+                          f"{stalled_at} bytes written")
+    drain = Drain(e.s)
+    resumed = time.monotonic()
+    out = e.stream_end(drain, 60)
+    e.caused()
+    # output integrity is PTY-3's; here the session must run to its own end, not be killed
+    e.facts.append(f"received {drain.output_bytes} of {BIG_OUTPUT} output bytes in "
+                   f"{e.t0 - resumed:.2f} s after reading resumed, largest frame {drain.max_frame}")
+    if out.exit != (0, 0):
+        e.problems.append(f"expected the throttled session to complete with EXIT (0, 0) once read "
+                          f"again, the host sent {out.describe()} after {drain.output_bytes} bytes")
+
+
+def saturated_stop(e: Ending):
+    drain = Drain(e.s)
+    drain.until(lambda d: d.output_bytes >= 1 << 20, 10)
+    e.caused()
+    e.s.send(p.encode(p.T.STOP))
+    e.want_exit(e.stream_end(drain, e.fp.stop_bound_s()))
+    e.facts.append(f"read {drain.output_bytes} bytes at full speed")
+
+
+def runtime_expiry(e: Ending):
+    e.caused()  # about STARTED: the runtime runs from the unit's start
+    e.want_exit(e.stream_end(deadline_s=e.runtime_s + e.fp.stop_bound_s()))
+    e.expect_gone(e.runtime_s + e.fp.stop_bound_s())
+
+
+def term_ignored(e: Ending):
+    e.caused()
+    e.s.send(p.encode(p.T.STOP))
+    e.want_exit(e.stream_end(deadline_s=e.fp.stop_bound_s()))
+    e.expect_gone()
+    e.facts.append(f"TERM ignored: ended {time.monotonic() - e.t0:.2f} s after STOP, "
+                   f"TimeoutStopSec={e.fp.timeout_stop_s:g} s")
+
+
+def protocol_failure(e: Ending):
+    e.caused()
+    e.s.send(p.encode(0x7F, b"", check=False))  # an unknown frame type after STARTED
+    out = e.stream_end()
+    if not out.error or out.error[0] != p.Code.PROTOCOL:
+        e.problems.append(f"expected ERROR PROTOCOL for an unknown frame after STARTED, the host "
+                          f"sent {out.describe()}")
+
+
+ENDINGS = [
+    ("slow reader, then STOP", "exec yes {t}", slow_reader_then_stop, 60),
+    ("reader gone", "exec yes {t}", gone_reader, 60),
+    ("blocked input, then disconnect", "exec sleep 60.{t}", blocked_input_then_disconnect, 60),
+    ("backpressure", f"head -c {BIG_OUTPUT} /dev/zero | tr '\\0' x", backpressure, 60),
+    ("saturated STOP (maximum output)", "exec yes {t}", saturated_stop, 60),
+    ("runtime expiry", "exec sleep 60.{t}", runtime_expiry, 2),
+    ("TERM ignored, KILL follows", "trap '' TERM HUP; sleep 60.{t}", term_ignored, 60),
+    ("protocol failure after STARTED", "exec sleep 60.{t}", protocol_failure, 60),
+]
+
+
+@pytest.mark.requirement("CONC-2", "CONC-3")
+def test_every_ending_the_suite_can_cause_ends_clean(sessions, evidence):
+    endings = [Ending(name, script, drive, runtime) for name, script, drive, runtime in ENDINGS]
+    problems = run_endings(sessions, endings, evidence)
+    assert not problems, "CONC-2: " + " | ".join(problems)
+
+
+@pytest.mark.requirement("CONC-2", "CONC-3")
+def test_stopping_the_supervisor_ends_its_sessions_clean(inv, bus, sessions, supervisor_guard,
+                                                         evidence):
+    tokens = [new_token(), new_token()]
+    live = [sessions.start(tagged_sh(f"exec sleep 60.{t}", t)) for t in tokens]
+    fps = [sessions.started(s, t) for s, t in zip(live, tokens)]
+    name = supervisor_guard
+    t0 = time.monotonic()
+    bus.stop(name)
+    bound = max(fp.stop_bound_s() for fp in fps)
+    bus.wait_for(name, lambda pr: pr and pr.get("ActiveState") in ("inactive", "failed"),
+                 bound + 20, "supervisor stopped")
+    evidence("supervisor stopped", f"{time.monotonic() - t0:.2f} s after StopUnit")
+    took, left = wait_gone(bus, fps, bound, since=t0)
+    evidence("sessions", [f"{fp.describe()} gone after {took.get(fp.unit, -1):.2f} s" for fp in fps])
+    ends = [Drain(s).to_end(5).describe() for s in live]
+    evidence("streams", ends)
+    t1 = time.monotonic()
+    bus.reset_failed(name)
+    bus.call("StartUnit", "ss", (name, "replace"))
+    wait_supervisor_ready(bus, name, inv.socket)
+    evidence("supervisor ready again", f"{time.monotonic() - t1:.2f} s after StartUnit")
+    assert not left, f"CONC-2: expected the sessions of a stopped supervisor to end clean within " \
+                     f"{bound:.1f} s, the host still had: {left}"
+
+
+# ------------------------------------------------------------------ CONC-3
+REFUSED_STARTS = {
+    "runtime 0": dict(runtime_s=0, fds=None, code=p.Code.LIMIT),
+    "runtime 3601": dict(runtime_s=3601, fds=None, code=p.Code.LIMIT),
+    "no descriptor": dict(runtime_s=60, fds=[], code=p.Code.PROTOCOL),
+}
+
+
+def _slice_children(inv, bus):
+    props = bus.properties(inv.units["slice"], "org.freedesktop.systemd1.Slice") or {}
+    path = cgroup_dir(props.get("ControlGroup") or "")
+    if path is None:
+        return None, []
+    return path, sorted(d for d in os.listdir(path) if d.endswith(".service"))
+
+
+@pytest.mark.requirement("CONC-3")
+@pytest.mark.parametrize("case", sorted(REFUSED_STARTS))
+def test_a_refused_start_creates_no_unit_and_no_cgroup(inv, bus, sessions, case, evidence):
+    spec = REFUSED_STARTS[case]
+    slice_dir, before = _slice_children(inv, bus)
+    with UnitWatch() as watch:
+        s = sessions.start(tagged_sh("exec sleep 60", new_token()), spec["runtime_s"], spec["fds"])
+        out = Drain(s).to_end(10)
+        born = watch.new_units()
+    _, after = _slice_children(inv, bus)
+    evidence("answer", out.describe())
+    evidence("slice cgroup", f"{slice_dir}: before {before}, after {after}")
+    evidence("units created", born or "none")
+    assert out.error and out.error[0] == spec["code"] and out.unit is None, \
+        f"CONC-3: expected the start ({case}) refused with ERROR {spec['code'].name}, the host " \
+        f"answered {out.describe()}"
+    assert not born, f"CONC-3: the refused start ({case}) created units {born}"
+    assert set(after) <= set(before), \
+        f"CONC-3: the refused start ({case}) left cgroups {sorted(set(after) - set(before))}"

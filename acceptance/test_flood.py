@@ -1,0 +1,206 @@
+"""Admission under abuse: floods do not lock out the real peer.
+
+FLOOD-1 a same-UID process of another unit opens hundreds of unauthenticated
+        and junk connections and holds the silent ones; the supervisor keeps
+        at most a small number of them (its own quota), and meanwhile the
+        peer (authenticated once before) authenticates 16 connections, which
+        then carry 16 running sessions; closing them removes the sessions.
+FLOOD-2 right after a rejected flood a fresh peer (never authenticated)
+        is answered HELLO_OK with its InvocationID, retrying only on
+        ERROR RATE_LIMITED.
+FLOOD-3 every handshake (connect .. HELLO_OK, measured by the suite around
+        the agent's calls: an upper bound) of FLOOD-1/2 takes at most 5 s.
+FLOOD-4 a session writing without pause while nobody reads: its writer
+        stalls and the supervisor's RSS stays bounded; a STOP sent while
+        the output is saturated (still not reading) removes the session
+        within TimeoutStopSec + script(1)'s 2 s + slack, and EXIT follows
+        once the reader drains.
+"""
+
+import time
+
+import psutil
+import pytest
+
+from pty_acceptance import admission, lifecycle
+from pty_acceptance import protocol as p
+from pty_acceptance.bus import SERVICE_IFACE
+from pty_acceptance.lifecycle import Drain, Sessions
+from pty_acceptance.peer import DisposableUnit, PeerError
+from pty_acceptance.session import RawSession, SessionError
+
+FLOOD_CONNECTIONS = 400
+JUNK_EVERY = 3               # every third flood connection sends junk instead of staying silent
+ANSWER_WINDOW_S = 0.5        # what the supervisor has not answered by then, it holds
+UNAUTH_HELD_MAX = 64         # our reading of "a small quota" (TARGET-CONTRACT section 2)
+HANDSHAKE_BOUND_S = 5.0      # every D-Bus call of the handshake has a 5 s deadline
+SESSIONS = 16
+WRITER = "yes"               # /usr/bin/yes: writes without pause
+STALL_DEADLINE_S = 5.0       # the writer must be blocked by backpressure by then
+WRITTEN_MAX = 32 << 20       # what the writer may write while nobody reads
+RSS_GROWTH_MAX = 32 << 20    # what the supervisor may grow by meanwhile
+EXIT_AFTER_DRAIN_S = 5.0
+
+
+@pytest.fixture
+def flooder(inv, bus, run_tag):
+    """A same-UID process of another unit: not the peer, but allowed to reach the socket."""
+    u = DisposableUnit(bus, name=f"pty-acceptance-flood-{run_tag}.service", user=inv.service_user,
+                       group=inv.service_group, tag=run_tag)
+    try:
+        u.start()
+    except (PeerError, TimeoutError) as e:
+        u.stop()
+        pytest.fail(f"SUITE-3: the flooding unit did not start: {e}", pytrace=False)
+    yield u
+    u.stop()
+
+
+def flood(flooder, inv, evidence) -> dict:
+    r = flooder.agent("flood", path=inv.socket, count=FLOOD_CONNECTIONS, junk_every=JUNK_EVERY,
+                      window=ANSWER_WINDOW_S)
+    r.pop("ok", None)
+    evidence("flood", f"{FLOOD_CONNECTIONS} connections from {flooder.name} (pid {flooder.info['pid']}): {r}")
+    return r
+
+
+def refused(r: dict) -> int:
+    return sum(r["answers"].values()) + sum(r["connect_errors"].values())
+
+
+def open_timed(peer, inv, times: list) -> RawSession:
+    t0 = time.monotonic()
+    try:
+        return RawSession(peer, inv.socket).open()
+    finally:
+        times.append(round(time.monotonic() - t0, 3))
+
+
+def slow(times: list) -> list:
+    return [t for t in times if t > HANDSHAKE_BOUND_S]
+
+
+# ------------------------------------------------------------------ FLOOD-1
+@pytest.mark.requirement("FLOOD-1", "FLOOD-3")
+def test_a_flood_leaves_all_sixteen_slots_to_the_peer(inv, bus, peer, flooder, evidence):
+    ss, times, problems = Sessions(bus, peer, inv.socket), [], []
+    try:
+        ss.open_sessions.append(open_timed(peer, inv, times))  # the peer is known before the flood
+        r = flood(flooder, inv, evidence)
+        if r["held"] > UNAUTH_HELD_MAX:
+            problems.append(f"the supervisor held {r['held']} of {FLOOD_CONNECTIONS} unauthenticated "
+                            f"connections open (quota at most {UNAUTH_HELD_MAX}); answers {r['answers']}")
+        try:
+            while len(ss.open_sessions) < SESSIONS:  # every handshake while the flood holds on
+                ss.open_sessions.append(open_timed(peer, inv, times))
+        except (SessionError, OSError) as e:
+            problems.append(f"during the flood the peer authenticated {len(ss.open_sessions)} of "
+                            f"{SESSIONS} connections: {e}")
+        released = flooder.agent("flood_release")
+        evidence("flood after the handshakes", f"{released['still_open']} of {released['released']} "
+                                               f"held connections still open: {released['answers']}")
+        token = lifecycle.new_token()
+        try:
+            for s in ss.open_sessions:  # one start at a time, as a peer opening sessions would
+                s.start(["/bin/sleep", f"30.{token}1"])
+                ss.started(s, token)
+        except (SessionError, TimeoutError, OSError) as e:
+            problems.append(f"the peer got {len(ss.footprints)} of {SESSIONS} sessions: {e}")
+    finally:
+        forced = ss.close()
+    evidence("sessions", [fp.unit for fp in ss.footprints])
+    evidence("handshake seconds", times)
+    assert not problems, "FLOOD-1: " + "; ".join(problems)
+    assert not forced, f"FLOOD-1: closing the connections did not remove the sessions: {forced}"
+    assert not slow(times), f"FLOOD-3: handshakes during the flood took {slow(times)} s (bound {HANDSHAKE_BOUND_S})"
+
+
+# ------------------------------------------------------------------ FLOOD-2
+@pytest.mark.requirement("FLOOD-2", "FLOOD-3")
+def test_a_fresh_peer_authenticates_right_after_a_flood(inv, bus, peer, flooder, evidence):
+    r = flood(flooder, inv, evidence)
+    flooder.agent("flood_release")
+    assert refused(r) > 0, f"FLOOD-2: nothing of a {FLOOD_CONNECTIONS}-connection flood was refused: {r}"
+    t0, tries, frame, delay = time.monotonic(), [], {}, 0.01
+    while time.monotonic() - t0 < HANDSHAKE_BOUND_S:
+        frame, seconds = admission.timed_hello(peer, inv.socket)
+        tries.append((frame.get("name"), round(seconds, 3)))
+        if admission.reported_error(frame) != p.Code.RATE_LIMITED:
+            break
+        peer.agent("close")
+        time.sleep(delay)  # back off before retrying a rate-limited HELLO
+        delay = min(delay * 2, 0.5)
+    total = time.monotonic() - t0
+    peer.agent("close")
+    evidence("attempts after the flood", f"{tries} in {total:.3f} s")
+    assert frame.get("name") == "HELLO_OK", \
+        f"FLOOD-2: after the flood the peer {peer.name} was not authenticated: {tries}"
+    assert frame["payload"] == admission.invocation_id(bus, peer.name).hex(), \
+        f"FLOOD-2: HELLO_OK after the flood carries {frame['payload']}, not {peer.name}'s InvocationID"
+    assert total <= HANDSHAKE_BOUND_S, \
+        f"FLOOD-3: the first handshake after the flood took {total:.3f} s (bound {HANDSHAKE_BOUND_S})"
+
+
+# ------------------------------------------------------------------ FLOOD-4
+def supervisor_rss(bus, inv) -> tuple[int, list[int]]:
+    """RSS of every process of the supervisor unit (the reference is a wrapper and its child)."""
+    props = bus.properties(inv.units["supervisor"], SERVICE_IFACE) or {}
+    path = lifecycle.cgroup_dir(props.get("ControlGroup") or "")
+    pids = lifecycle.cgroup_pids(path) if path else []
+    total = 0
+    for pid in pids:
+        try:
+            total += psutil.Process(pid).memory_info().rss
+        except psutil.NoSuchProcess:
+            pass
+    return total, pids
+
+
+@pytest.mark.requirement("FLOOD-4")
+def test_unread_output_is_bounded_and_a_saturated_stop_ends_in_time(inv, bus, peer, evidence):
+    rss0, pids = supervisor_rss(bus, inv)
+    assert pids, f"FLOOD-4: no processes found in the cgroup of {inv.units['supervisor']}"
+    ss, problems = Sessions(bus, peer, inv.socket), []
+    try:
+        token = lifecycle.new_token()
+        s = ss.start(lifecycle.tagged_sh(f"exec {WRITER} pty-acceptance saturating output", token))
+        fp = ss.started(s, token)
+        try:
+            written = lifecycle.wait_stalled(fp.path, WRITER, STALL_DEADLINE_S)
+        except TimeoutError as e:
+            written, problems = None, [f"with nobody reading, the session's writer never stalled: {e}"]
+        growth = supervisor_rss(bus, inv)[0] - rss0
+        evidence("unread output", f"{fp.describe()}: {WRITER} wrote {written} bytes before it "
+                                  f"stalled; supervisor {pids} RSS {rss0} -> +{growth} bytes")
+        if written is not None and written > WRITTEN_MAX:
+            problems.append(f"with nobody reading, {WRITER} wrote {written} bytes (bound {WRITTEN_MAX})")
+        if growth > RSS_GROWTH_MAX:
+            problems.append(f"the supervisor's RSS grew by {growth} bytes (bound {RSS_GROWTH_MAX})")
+        stop_problem = lifecycle.bounded_stop_problem(fp)
+        if stop_problem:
+            problems.append(stop_problem)
+
+        t0 = time.monotonic()
+        s.send(p.encode(p.T.STOP))  # and still nobody reads
+        took, left = lifecycle.wait_gone(bus, [fp], fp.stop_bound_s(), since=t0)
+        if left:
+            problems.append(f"STOP under saturated output: after {fp.stop_bound_s():g} s "
+                            f"(TimeoutStopSec + {lifecycle.STOP_GRACE_S:g} + {lifecycle.STOP_SLACK_S:g}) "
+                            f"still there: {left[fp.unit]}")
+        t1, drain = time.monotonic(), Drain(s)
+        try:
+            out = drain.to_end(EXIT_AFTER_DRAIN_S)
+        except TimeoutError as e:
+            out = s.outcome
+            problems.append(f"after the STOP: {e}")
+        evidence("saturated STOP", f"session gone {took.get(fp.unit)} s after STOP (bound "
+                                   f"{fp.stop_bound_s():g} s); then drained {drain.output_bytes} bytes, "
+                                   f"exit={out.exit} error={out.error} closed={out.closed} after "
+                                   f"{time.monotonic() - t1:.3f} s")
+        if out.exit is None:
+            problems.append(f"no EXIT after the STOP and {drain.output_bytes} drained bytes: "
+                            f"{out.describe()}")
+    finally:
+        forced = ss.close()
+    assert not problems, "FLOOD-4: " + "; ".join(problems)
+    assert not forced, f"FLOOD-4: the stopped session had to be removed by force: {forced}"

@@ -1,0 +1,303 @@
+"""The fixed helper's invariant, observed in a real session.
+
+One session runs through the installed helper under strace (see
+pty_acceptance/helpertrace.py for how it is started: exactly as the peer
+starts it, fds 0-4, with strace as root in front and `-u` to the service
+user). 65,536 bytes of input are queued before it starts; the session's
+command reads them and says GOT-ALL. Its argv carries a path
+(CALLER_PATH) the helper must never touch. The trace of every system call of
+every helper thread, and /proc/<helper>/fd at a SIGSTOP right after its
+first sendmsg (the START), are the evidence.
+
+HELPER-1 no socket(), socketpair(), connect(), bind(), listen() or accept();
+         no system call that takes a path names anything but the runtime
+         metadata below (so no caller-supplied path, no application path).
+HELPER-2 at START the helper holds exactly fds 0-4: 0-2 the stdio the peer
+         gave, 3 the authenticated connection (the same socket: inode,
+         AF_UNIX SOCK_STREAM, peer = the supervisor socket and a supervisor
+         process), 4 the approved directory (same device and inode); over the
+         whole run it creates no other descriptor.
+HELPER-3 the bytes it wrote on fd 3 decode to exactly one START, first, within
+         its bound, carrying the requested argv; exactly one system call
+         carries ancillary data: one SCM_RIGHTS with exactly one descriptor,
+         fd 4, on the START.
+HELPER-4 the helper marks fd 3 close-on-exec before START, closes fd 4 after
+         it, and never forks or execs; the supervisor holds the descriptor it
+         received close-on-exec (seen while it waits for the rest of a START);
+         no process of a live session holds a directory or any socket but the
+         unit's own stdio socket, and the command holds exactly 0, 1, 2.
+HELPER-5 the only paths the helper opens are RUNTIME_METADATA (observed on
+         the exact build: the installed helper's SHA-256 is the inventory's
+         claim), and those descriptors are closed again.
+
+A failure names the system call(s) from the trace (decoded), the helper's
+descriptor map or the session's processes.
+"""
+
+import os
+import stat
+import tempfile
+import time
+
+import pytest
+
+from pty_acceptance import helpertrace as ht
+from pty_acceptance import hostfs, observe
+from pty_acceptance import protocol as p
+from pty_acceptance.session import RawSession
+
+CALLER_PATH = "/etc/pty-acceptance-caller-path"  # never created: only its absence from the trace matters
+INPUT = ht.lines_of(1024)  # 65,536 bytes, 64-byte lines (the PTY is in canonical mode)
+ARGV = ["/bin/sh", "-c", "head -n 1024 >/dev/null && echo GOT-ALL", CALLER_PATH]
+RUNTIME_S = 60
+
+
+@pytest.fixture(scope="module")
+def module_peer(inv, bus, run_tag):
+    unit = observe.start_peer(inv, bus, run_tag)
+    yield unit
+    unit.stop()
+
+
+@pytest.fixture(scope="module")
+def traced(inv, module_peer):
+    """The traced session, or the reason it could not be observed."""
+    try:
+        return ht.run_traced(module_peer, inv.socket, inv.binaries["client"]["path"],
+                             inv.service_user, ARGV, INPUT, runtime_s=RUNTIME_S)
+    except (ht.TraceError, OSError, RuntimeError) as e:
+        return f"{type(e).__name__}: {e}"
+
+
+def _run(traced, ids, evidence, whole=True):
+    """The traced run; with whole=True it must have run to its end, since the
+    test claims something about everything the helper did."""
+    if isinstance(traced, str):
+        pytest.fail(f"{ids}: the helper could not be observed in a session: {traced}", pytrace=False)
+    evidence("helper exit status", traced.status)
+    evidence("session output (tail)", traced.output[-120:])
+    if whole:
+        assert b"GOT-ALL" in traced.output and traced.status == 0, \
+            (f"{ids}: the traced session did not run to its end (status {traced.status}, output tail "
+             f"{traced.output[-200:]!r}; strace: {traced.strace_stderr!r}), so the trace does not "
+             "cover a whole session")
+    return traced
+
+
+def _shown(calls, n=12):
+    return "; ".join(c.show() for c in calls[:n]) + (f" (+{len(calls) - n} more)" if len(calls) > n else "")
+
+
+# ------------------------------------------------------------------ HELPER-1
+@pytest.mark.requirement("HELPER-1")
+def test_helper_makes_no_socket_and_no_connection(traced, evidence):
+    run = _run(traced, "HELPER-1", evidence)
+    calls = run.socket_calls()
+    evidence("socket-family system calls", _shown(calls) or "none")
+    assert not calls, f"HELPER-1: the helper created or connected a socket itself: {_shown(calls)}"
+
+
+@pytest.mark.requirement("HELPER-1", "HELPER-5")
+def test_helper_names_no_path_but_runtime_metadata(traced, evidence):
+    run = _run(traced, "HELPER-1", evidence)
+    evidence("paths named by the helper", run.opened_paths() or "none")
+    evidence("allowed runtime metadata", sorted(ht.RUNTIME_METADATA))
+    bad = run.forbidden_paths()
+    assert not bad, (f"HELPER-1: the helper resolved paths other than runtime metadata "
+                     f"(argv carried {CALLER_PATH}, cwd {run.cwd.get('path')}): " + "; ".join(bad[:12]))
+
+
+# ------------------------------------------------------------------ HELPER-2
+@pytest.mark.requirement("HELPER-2")
+def test_descriptors_at_start_are_stdio_connection_and_directory(traced, inv, bus, evidence):
+    run = _run(traced, "HELPER-2", evidence, whole=False)  # about the moment of START
+    assert run.frozen is not None, f"HELPER-2: {run.frozen_problem}"
+    evidence("helper fds at START", run.frozen)
+    evidence("executable at START", run.frozen_exe)
+    evidence("authenticated connection", run.sock)
+    assert sorted(run.frozen) == [0, 1, 2, 3, 4], \
+        f"HELPER-2: at START the helper (pid {run.helper_pid}) holds fds {run.frozen}, expected exactly 0-4"
+    problems = []
+    if run.frozen_exe != run.helper:
+        problems.append(f"the process that sent START runs {run.frozen_exe}, not {run.helper}")
+    if observe.socket_inode(run.frozen[3]) != run.sock["inode"]:
+        problems.append(f"fd 3 is {run.frozen[3]}, not the authenticated connection "
+                        f"socket:[{run.sock['inode']}]")
+    if (run.sock["family"], run.sock["type"]) != ("AF_UNIX", "SOCK_STREAM"):
+        problems.append(f"fd 3 is {run.sock['family']} {run.sock['type']}, expected AF_UNIX SOCK_STREAM")
+    if run.sock["peername"] != inv.socket:
+        problems.append(f"fd 3 is connected to {run.sock['peername']!r}, not {inv.socket}")
+    sup_pids = {pr.pid for pr in observe.unit_procs(bus, inv.units["supervisor"]).procs}
+    if run.sock["peer_pid"] not in sup_pids:
+        problems.append(f"fd 3's peer is pid {run.sock['peer_pid']}, not a supervisor process {sorted(sup_pids)}")
+    mode, dev, ino = run.frozen_stat.get(4, (0, 0, 0))
+    if not stat.S_ISDIR(mode) or (dev, ino) != (run.cwd["dev"], run.cwd["ino"]):
+        problems.append(f"fd 4 is {run.frozen[4]} (mode {mode:o}), not the approved directory {run.cwd}")
+    for fd in (0, 1, 2):
+        if observe.socket_inode(run.frozen[fd]) is None:
+            problems.append(f"fd {fd} is {run.frozen[fd]}, not the stdio socket the peer gave")
+    assert not problems, "HELPER-2: " + "; ".join(problems)
+
+
+@pytest.mark.requirement("HELPER-2")
+def test_helper_creates_no_descriptor(traced, evidence):
+    run = _run(traced, "HELPER-2", evidence)
+    made = run.new_descriptors()
+    evidence("descriptor-creating calls (runtime metadata excluded)", _shown(made) or "none")
+    assert not made, f"HELPER-2: the helper created descriptors beyond fds 0-4: {_shown(made)}"
+
+
+# ------------------------------------------------------------------ HELPER-3
+@pytest.mark.requirement("HELPER-3")
+def test_exactly_one_bounded_start_with_one_descriptor(traced, evidence):
+    run = _run(traced, "HELPER-3", evidence, whole=False)  # about what it sent, however it ended
+    frames, problems = run.frames_to_supervisor()
+    evidence("frames to the supervisor", [(f.name, len(f.payload)) for f in frames])
+    starts = [f for f in frames if f.type == p.T.START]
+    if len(starts) != 1 or frames[0].type != p.T.START:
+        problems.append(f"{len(starts)} START frames, first frame {frames[0].name if frames else None}")
+    if starts:
+        try:
+            got = p.parse_start(starts[0].payload)
+        except p.ProtocolError as e:
+            problems.append(f"START does not parse: {e}")
+        else:
+            want = [a.encode() for a in ARGV]
+            if got[0] != RUNTIME_S or got[3] != want:
+                problems.append(f"START carries runtime {got[0]} argv {got[3]!r}, asked {RUNTIME_S} {want!r}")
+    anc = run.rights()
+    evidence("calls with ancillary data", [(c.show(100), lists, types) for c, lists, types in anc])
+    if len(anc) != 1:
+        problems.append(f"{len(anc)} system calls carried ancillary data, expected exactly 1: "
+                        + "; ".join(c.show() for c, _, _ in anc))
+    else:
+        call, lists, types = anc[0]
+        head = (call.strings() or [b""])[0][:5]
+        if types != ["SCM_RIGHTS"] or lists != [[4]]:
+            problems.append(f"ancillary data {types} {lists}, expected one SCM_RIGHTS with fd 4")
+        if len(head) < 5 or head[4] != p.T.START:
+            problems.append(f"the descriptor went with {head!r}, not with the START header")
+    assert not problems, "HELPER-3: " + "; ".join(problems)
+
+
+# ------------------------------------------------------------------ HELPER-4
+@pytest.mark.requirement("HELPER-4")
+def test_helper_keeps_received_descriptors_from_any_exec(traced, evidence):
+    run = _run(traced, "HELPER-4", evidence)
+    problems = []
+    if run.frozen is None:
+        problems.append(run.frozen_problem)
+    else:
+        flags = run.frozen_flags.get(3)
+        evidence("fd 3 flags at START", oct(flags) if flags is not None else None)
+        if flags is None or not flags & observe.O_CLOEXEC:
+            problems.append(f"fd 3 (the connection) is not close-on-exec at START (flags {flags and oct(flags)})")
+    calls = run.later_calls()
+    start_at = next((i for i, c in enumerate(calls) if c.name == "sendmsg"), None)
+    closed = start_at is not None and any(c.name == "close" and c.first_int() == 4 and c.ret == 0
+                                          for c in calls[start_at:])
+    if not closed:
+        problems.append("fd 4 (the directory) was not closed after START")
+    spawned = run.process_calls()
+    evidence("fork/exec calls", _shown(spawned) or "none")
+    if spawned:
+        problems.append(f"the helper started a process or exec'd: {_shown(spawned)}")
+    assert not problems, "HELPER-4: " + "; ".join(problems)
+
+
+@pytest.mark.requirement("HELPER-4")
+def test_supervisor_holds_the_received_descriptor_close_on_exec(inv, bus, module_peer, evidence):
+    supervisor = inv.units["supervisor"]
+    baseline = observe.supervisor_descriptors(bus, supervisor)
+    with tempfile.TemporaryDirectory(prefix="pty-acceptance-received-") as d:
+        want = os.stat(d)
+        raw = RawSession(module_peer, inv.socket).open()
+        try:
+            raw.sock.settimeout(10)
+            dirfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:  # the header and part of a START: the supervisor holds the fd while it waits
+                frame = p.encode(p.T.START, p.start_payload(["/bin/true"], 60))
+                raw.send(frame[:12], [dirfd])
+            finally:
+                os.close(dirfd)
+            held = _wait_held(bus, supervisor, (want.st_dev, want.st_ino))
+        finally:
+            raw.close()
+        left = observe.wait_descriptors_back(bus, supervisor, baseline, 5)
+    evidence("supervisor descriptor for the passed directory (pid, fd), flags",
+             held and (held[0], oct(held[1])))
+    evidence("supervisor descriptors left after close", left or "none")
+    assert held, (f"HELPER-4: the supervisor never showed a descriptor for the directory passed with "
+                  f"a START within 5 s (processes {sorted({k[0] for k in baseline})})")
+    (pid, fd), flags = held
+    assert flags & observe.O_CLOEXEC, \
+        f"HELPER-4: supervisor pid {pid} holds the received directory as fd {fd} without close-on-exec " \
+        f"(flags {oct(flags)})"
+
+
+def _wait_held(bus, supervisor, key, deadline_s=5.0):
+    end, delay = time.monotonic() + deadline_s, 0.005
+    while time.monotonic() < end:
+        for (pid, fd) in observe.supervisor_descriptors(bus, supervisor):
+            try:
+                st = os.stat(f"/proc/{pid}/fd/{fd}")
+                if (st.st_dev, st.st_ino) == key and stat.S_ISDIR(st.st_mode):
+                    return (pid, fd), observe.fd_flags(pid, fd)
+            except (OSError, ValueError):
+                pass
+        time.sleep(delay)  # poll interval, not a wait for an outcome
+        delay = min(delay * 2, 0.05)
+    return None
+
+
+@pytest.mark.requirement("HELPER-4")
+def test_session_processes_inherit_no_foreign_descriptor(inv, bus, module_peer, evidence):
+    with tempfile.TemporaryDirectory(prefix="pty-acceptance-cwd-") as d:
+        os.chmod(d, 0o755)
+        raw = RawSession(module_peer, inv.socket).open()
+        try:
+            raw.sock.settimeout(10)
+            raw.start(["/bin/cat"], runtime_s=60, cwd=d)
+            unit = raw.wait_started().unit
+            procs = observe.wait_exec(bus, unit, os.path.realpath("/bin/cat"), 10)
+            described = procs.describe()
+            exes = {pr.pid: pr.exe() for pr in procs.procs}
+            seen = {pr.pid: observe.fds(pr.pid) for pr in procs.procs}
+            kinds = {pr.pid: {fd: os.stat(f"/proc/{pr.pid}/fd/{fd}").st_mode for fd in seen[pr.pid]}
+                     for pr in procs.procs}
+            raw.send(p.encode(p.T.EOF))
+            raw.wait_end(15)
+        finally:
+            raw.close()
+    evidence("session processes", described)
+    evidence("their descriptors", seen)
+    stdio = observe.socket_inode(seen.get(procs.main_pid, {}).get(0, ""))
+    problems = []
+    for pid, table in seen.items():
+        for fd, target in table.items():
+            if stat.S_ISDIR(kinds[pid][fd]):
+                problems.append(f"pid {pid} fd {fd} is a directory ({target})")
+            ino = observe.socket_inode(target)
+            if ino is not None and ino != stdio:
+                problems.append(f"pid {pid} fd {fd} is {target}, not the unit's stdio socket:[{stdio}]")
+    cat = next(pid for pid, exe in exes.items() if exe == os.path.realpath("/bin/cat"))
+    if sorted(seen[cat]) != [0, 1, 2] or not all(t.startswith("/dev/pts/") for t in seen[cat].values()):
+        problems.append(f"the command (pid {cat}) holds {seen[cat]}, expected exactly 0-2 on its PTY")
+    assert not problems, f"HELPER-4: {unit}: " + "; ".join(problems)
+
+
+# ------------------------------------------------------------------ HELPER-5
+@pytest.mark.requirement("HELPER-5")
+def test_runtime_metadata_is_that_of_the_exact_build(traced, inv, evidence):
+    run = _run(traced, "HELPER-5", evidence)
+    helper = inv.binaries["client"]
+    actual = hostfs.sha256_nofollow(helper["path"])
+    evidence("helper sha256", f"{actual}  {helper['path']}")
+    evidence("opened paths", run.opened_paths())
+    assert actual == helper["sha256"], \
+        (f"HELPER-5: the traced helper {helper['path']} hashes to {actual}, not the claimed "
+         f"{helper['sha256']}: its runtime reads were not observed on the exact build")
+    extra = [x for x in run.opened_paths() if x not in ht.RUNTIME_METADATA]
+    assert not extra, f"HELPER-5: the helper opened paths outside the runtime metadata list: {extra}"
+    unclosed = run.runtime_fds_closed()
+    assert not unclosed, f"HELPER-5: runtime metadata descriptors were never closed: {unclosed}"

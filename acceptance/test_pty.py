@@ -1,0 +1,344 @@
+"""What a session does on its terminal (TARGET-CONTRACT sections 3-5).
+
+Sessions are short commands that end by themselves (or on end of input), so
+no test waits for script(1)'s two-second stop. Output is the PTY's: lines end
+in \\r\\n and the terminal echoes input.
+
+PTY-1  while a session's command runs, the unit's MainPID is /usr/bin/script
+       with exactly `-q -e -f -c "/bin/sh -i -c 'exec /proc/self/fd/3
+       --exec'" /dev/null`; every process between it and the command is
+       /bin/sh running that fixed inner shell (whose `/bin/sh -i` process
+       is the one exec'd into the launcher and then the command; dash's
+       `exec` undoes the job control, so -i leaves no trace to read).
+PTY-2  arguments with spaces, quotes, $, backticks, ;|&<>, newlines, empty
+       strings and non-ASCII UTF-8 reach the command as exactly the argv
+       sent, through the raw protocol and through the fixed helper.
+PTY-3  the command's stdio is a terminal in canonical mode with echo;
+       terminal input is echoed and line-edited; the window size is the one
+       START sent and follows RESIZE; interleaved stdout/stderr lines arrive
+       in order; end of input reaches the command; script -e hands the
+       command's status to EXIT.
+PTY-4  exit 0, exit 3 and signal deaths are reported exactly, in EXIT and as
+       the helper's exit status. A command killed by signal N is what
+       script -e makes of it, exit status 128+N: EXIT (128+N, 0). The
+       session's main process (script) killed by signal N: EXIT (0, N). The
+       helper exits with the code, or 128+N for a signal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+
+import pytest
+
+from pty_acceptance import livesession as live
+from pty_acceptance import protocol as p
+from pty_acceptance.bus import SERVICE_IFACE, BusError
+from pty_acceptance.peer import PeerError
+from pty_acceptance.session import HelperSession, RawSession, SessionError
+
+INNER = b"/bin/sh -i -c 'exec /proc/self/fd/3 --exec'"
+SCRIPT_ARGV = [b"script", b"-q", b"-e", b"-f", b"-c", INNER, b"/dev/null"]
+SCRIPT = "/usr/bin/script"
+SESSION_S = 10          # every session here ends well within this
+ARGS = ["two words", "it's", 'say "hi"', "$HOME", "${PATH}", "`id`", "$(id -u)", "a;b|c&d<e>f",
+        "line1\nline2", "", "  lead and trail  ", "\\back\\slash\\", "*", "~", "#not a comment",
+        "'", '"', "-c", "--", "\t", "ünïcødé ✓ 日本語 🙂"]
+PRINT_ARGV = ["python3", "-I", "-c", "import sys, json; print(json.dumps(sys.argv[1:]))"]
+
+
+def _fail(text):
+    pytest.fail(text, pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def peer(inv, bus, run_tag):
+    """One disposable peer for the whole module, in place of conftest's per-test
+    peer (sessions here run one after another, each ending by itself)."""
+    try:
+        with live.module_peer(bus, inv, run_tag) as unit:
+            yield unit
+    except live.LiveError as e:
+        _fail(f"PTY-1..4: no session can be driven: {e}")
+
+
+@contextlib.contextmanager
+def raw(inv, peer, argv, rid, **kw):
+    s = RawSession(peer, inv.socket)
+    try:
+        try:
+            s.open()
+            s.start(argv, runtime_s=60, **kw)
+            s.wait_started(SESSION_S)
+        except (SessionError, PeerError, TimeoutError, OSError) as e:
+            _fail(f"{rid}: the session {argv[:3]} did not start: {e}")
+        yield s
+    finally:
+        s.close()
+
+
+def run_raw(inv, peer, argv, rid, data=None, **kw):
+    """Run argv to its end; `data` (then EOF) is its terminal input."""
+    with raw(inv, peer, argv, rid, **kw) as s:
+        if data is not None:
+            s.send(p.encode(p.T.DATA, data))
+            s.send(p.encode(p.T.EOF))
+        try:
+            return s.wait_end(SESSION_S)
+        except TimeoutError as e:
+            _fail(f"{rid}: {argv[:3]} did not end: {e}")
+
+
+def run_helper(inv, peer, argv, rid, data=b""):
+    h = HelperSession(peer, inv.socket, inv.binaries["client"]["path"], argv)
+    try:
+        h.open()
+        return h.run(data, SESSION_S)
+    except (SessionError, PeerError, TimeoutError, OSError) as e:
+        _fail(f"{rid}: the helper session {argv[:3]} failed: {e}")
+    finally:
+        h.close()
+
+
+def lines(output: bytes) -> list[bytes]:
+    return [ln for ln in output.split(b"\r\n") if ln]
+
+
+def session_processes(bus, unit, rid):
+    """(MainPID, ControlGroup) of a live session unit."""
+    try:
+        svc = bus.properties(unit, SERVICE_IFACE) or {}
+    except BusError as e:
+        _fail(f"{rid}: cannot read {unit}: {e}")
+    if not svc.get("MainPID") or not svc.get("ControlGroup"):
+        _fail(f"{rid}: {unit} has MainPID={svc.get('MainPID')} ControlGroup={svc.get('ControlGroup')}")
+    return svc["MainPID"], svc["ControlGroup"]
+
+
+# ------------------------------------------------------------------ PTY-1
+def _shell_problems(main_pid, chain):
+    problems = []
+    if live.cmdline(main_pid) != SCRIPT_ARGV:
+        problems.append(f"MainPID {main_pid} runs {live.cmdline(main_pid)}, expected {SCRIPT_ARGV}")
+    if live.exe(main_pid) != os.path.realpath(SCRIPT):
+        problems.append(f"MainPID {main_pid} executes {live.exe(main_pid)}, not {SCRIPT}")
+    middle = chain[1:-1]
+    for pid in middle:
+        argv = live.cmdline(pid)
+        if live.exe(pid) != os.path.realpath("/bin/sh") or argv[1:] != [b"-c", INNER] \
+                or argv[0] not in (b"sh", b"/bin/sh"):
+            problems.append(f"pid {pid} between script and the command runs {argv} "
+                            f"({live.exe(pid)}), not /bin/sh -c {INNER!r}")
+    return problems
+
+
+@pytest.mark.requirement("PTY-1")
+def test_inner_shell_is_the_fixed_interactive_sh(inv, bus, peer, evidence):
+    with raw(inv, peer, ["cat"], "PTY-1") as s:
+        unit = s.outcome.unit
+        main_pid, cg = session_processes(bus, unit, "PTY-1")
+        try:
+            cmd = live.wait_for_command(cg, [b"cat"], SESSION_S)
+            chain = live.chain_to(cmd, main_pid)
+            tree = {pid: b" ".join(live.cmdline(pid)).decode("utf-8", "replace") for pid in chain}
+            problems = _shell_problems(main_pid, chain)
+        except (TimeoutError, live.LiveError, OSError) as e:
+            _fail(f"PTY-1: cannot read the process tree of {unit}: {e}")
+        evidence("unit / MainPID", f"{unit} {main_pid}")
+        evidence("command -> ... -> MainPID", tree)
+        s.send(p.encode(p.T.EOF))
+        with contextlib.suppress(TimeoutError):
+            s.wait_end(SESSION_S)
+    assert not problems, f"PTY-1: {unit}: " + "; ".join(problems)
+
+
+# ------------------------------------------------------------------ PTY-2
+def _argv_seen(output: bytes):
+    try:
+        return json.loads(output.strip().decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+@pytest.mark.requirement("PTY-2")
+def test_argv_boundaries_survive_the_raw_protocol(inv, peer, evidence):
+    out = run_raw(inv, peer, PRINT_ARGV + ARGS, "PTY-2")
+    seen = _argv_seen(out.output)
+    evidence("sent", ARGS)
+    evidence("the command saw", seen if seen is not None else out.output[:2000])
+    assert seen == ARGS, f"PTY-2: {out.unit}: the command saw {seen!r} " \
+                         f"(output {out.output[:300]!r}), expected exactly {ARGS!r}"
+    assert out.exit == (0, 0), f"PTY-2: {out.unit}: EXIT {out.exit}, expected (0, 0): {out.describe()}"
+
+
+@pytest.mark.requirement("PTY-2")
+def test_argv_boundaries_survive_the_fixed_helper(inv, peer, evidence):
+    output, status = run_helper(inv, peer, PRINT_ARGV + ARGS, "PTY-2")
+    seen = _argv_seen(output)
+    evidence("helper exit status", status)
+    evidence("the command saw", seen if seen is not None else output[:2000])
+    assert seen == ARGS and status == 0, \
+        f"PTY-2: through the helper the command saw {seen!r} (output {output[:300]!r}, " \
+        f"helper status {status}), expected exactly {ARGS!r} and status 0"
+
+
+# ------------------------------------------------------------------ PTY-3
+@pytest.mark.requirement("PTY-3")
+def test_stdio_is_a_terminal_in_canonical_mode(inv, peer, evidence):
+    argv = ["sh", "-c", "test -t 0 && test -t 1 && test -t 2 && tty && stty -a"]
+    out = run_raw(inv, peer, argv, "PTY-3")
+    evidence("output", out.output[:2000])
+    words = set(out.output.replace(b";", b" ").split())
+    problems = []
+    if out.exit != (0, 0) or not out.output.startswith(b"/dev/pts/"):
+        problems.append(f"stdin/stdout/stderr are not all a terminal (EXIT {out.exit}, "
+                        f"output {out.output[:200]!r})")
+    for mode in (b"icanon", b"echo", b"isig", b"onlcr"):
+        if mode not in words:
+            problems.append(f"stty -a does not show {mode.decode()}")
+    assert not problems, f"PTY-3: {out.unit}: " + "; ".join(problems)
+
+
+@pytest.mark.requirement("PTY-3")
+def test_terminal_input_is_echoed_and_line_edited(inv, peer, evidence):
+    # ^? erases the c: cat must read "abd"; the terminal echoes what was typed
+    out = run_raw(inv, peer, ["cat"], "PTY-3", data=b"hello\nabc\x7fd\n")
+    evidence("EXIT", out.exit)
+    evidence("output", out.output[:500])
+    problems = []
+    if out.output.count(b"hello\r\n") != 2:
+        problems.append(f"'hello' was not echoed and printed once each: {out.output[:200]!r}")
+    if b"\r\nabd\r\n" not in out.output:
+        problems.append(f"cat did not read the edited line 'abd': {out.output[:200]!r}")
+    if out.exit != (0, 0):
+        problems.append(f"cat did not end cleanly on end of input: EXIT {out.exit}")
+    assert not problems, f"PTY-3: {out.unit}: " + "; ".join(problems)
+
+
+@pytest.mark.requirement("PTY-3")
+def test_window_size_follows_start_and_resize(inv, peer, evidence):
+    argv = ["sh", "-c", "stty size; read x; stty size"]
+    with raw(inv, peer, argv, "PTY-3", rows=33, cols=101) as s:
+        try:
+            s.read(lambda o: b"\r\n" in o.output or o.exit or o.error or o.closed, SESSION_S)
+            s.send(p.encode(p.T.RESIZE, p.resize_payload(50, 132)))
+            s.send(p.encode(p.T.DATA, b"go\n"))
+            s.send(p.encode(p.T.EOF))
+            out = s.wait_end(SESSION_S)
+        except (TimeoutError, OSError) as e:
+            _fail(f"PTY-3: the window-size session did not end: {e}")
+    seen = lines(out.output)
+    evidence("START 33x101, then RESIZE 50x132: stty size printed", seen)
+    assert seen[:1] == [b"33 101"] and seen[-1:] == [b"50 132"], \
+        f"PTY-3: {out.unit}: stty size printed {seen}, expected '33 101' (from START) and then " \
+        f"'50 132' (after RESIZE)"
+
+
+@pytest.mark.requirement("PTY-3")
+def test_stdout_and_stderr_keep_their_order(inv, peer, evidence):
+    n = 200
+    argv = ["sh", "-c", f'i=1; while [ $i -le {n} ]; do echo out$i; echo err$i >&2; i=$((i+1)); done']
+    out = run_raw(inv, peer, argv, "PTY-3")
+    seen = lines(out.output)
+    want = [f"{k}{i}".encode() for i in range(1, n + 1) for k in ("out", "err")]
+    evidence("lines / DATA frames", [len(seen), sum(f.type == p.T.OUTPUT for f in out.frames)])
+    first = next((i for i, (a, b) in enumerate(zip(seen, want)) if a != b), None)
+    assert seen == want, f"PTY-3: {out.unit}: {len(seen)} lines, expected {len(want)} alternating " \
+                         f"out/err; first difference at line {first}: " \
+                         f"{seen[first] if first is not None else None!r}"
+
+
+@pytest.mark.requirement("PTY-3")
+def test_end_of_input_reaches_the_command(inv, peer, evidence):
+    argv = ["sh", "-c", "cat; echo after-eof"]
+    out = run_raw(inv, peer, argv, "PTY-3", data=b"x\n")
+    evidence("raw: EXIT / output", [out.exit, out.output[:200]])
+    helper_out, status = run_helper(inv, peer, argv, "PTY-3", data=b"y\n")
+    evidence("helper: status / output", [status, helper_out[:200]])
+    problems = []
+    if out.exit != (0, 0) or not out.output.endswith(b"x\r\nafter-eof\r\n"):
+        problems.append(f"EOF frame: EXIT {out.exit}, output {out.output[-80:]!r}")
+    if status != 0 or not helper_out.endswith(b"y\r\nafter-eof\r\n"):
+        problems.append(f"helper stdin closed: status {status}, output {helper_out[-80:]!r}")
+    assert not problems, "PTY-3: cat did not end on end of input: " + "; ".join(problems)
+
+
+@pytest.mark.requirement("PTY-3")
+def test_script_e_propagates_the_exit_status(inv, peer, evidence):
+    out = run_raw(inv, peer, ["sh", "-c", "echo before; exit 7"], "PTY-3")
+    evidence("EXIT", out.exit)
+    assert out.exit == (7, 0) and lines(out.output) == [b"before"], \
+        f"PTY-3: {out.unit}: 'exit 7' ended as EXIT {out.exit} with output {out.output[:100]!r}, " \
+        f"expected EXIT (7, 0) after 'before'"
+
+
+# ------------------------------------------------------------------ PTY-4
+EXITS = [  # (what, argv, EXIT, helper status)
+    ("exit 0", ["sh", "-c", "exit 0"], (0, 0), 0),
+    ("exit 3", ["sh", "-c", "exit 3"], (3, 0), 3),
+    ("command killed by SIGTERM", ["sh", "-c", "kill -TERM $$"], (128 + 15, 0), 128 + 15),
+    ("command killed by SIGKILL", ["sh", "-c", "kill -KILL $$"], (128 + 9, 0), 128 + 9),
+]
+
+
+@pytest.mark.requirement("PTY-4")
+def test_command_exits_are_reported_exactly_in_exit(inv, peer, evidence):
+    problems = []
+    for what, argv, want, _ in EXITS:
+        out = run_raw(inv, peer, argv, "PTY-4")
+        evidence(what, f"EXIT {out.exit} ({out.unit})")
+        if out.exit != want or out.error:
+            problems.append(f"{what}: EXIT {out.exit} error {out.error}, expected {want}")
+    assert not problems, "PTY-4: " + "; ".join(problems)
+
+
+@pytest.mark.requirement("PTY-4")
+def test_command_exits_are_the_helpers_exit_status(inv, peer, evidence):
+    problems = []
+    for what, argv, _, want in EXITS:
+        _, status = run_helper(inv, peer, argv, "PTY-4")
+        evidence(what, f"helper status {status}")
+        if status != want:
+            problems.append(f"{what}: the helper exited {status}, expected {want}")
+    assert not problems, "PTY-4: " + "; ".join(problems)
+
+
+def _kill_main(bus, unit, rid):
+    main_pid, cg = session_processes(bus, unit, rid)
+    try:
+        live.wait_for_command(cg, [b"cat"], SESSION_S)
+        os.kill(main_pid, signal.SIGKILL)
+    except (TimeoutError, OSError) as e:
+        _fail(f"{rid}: cannot SIGKILL the main process {main_pid} of {unit}: {e}")
+    return main_pid
+
+
+@pytest.mark.requirement("PTY-4")
+def test_session_killed_by_a_signal_is_reported_as_that_signal(inv, bus, peer, evidence):
+    with raw(inv, peer, ["cat"], "PTY-4") as s:
+        main_pid = _kill_main(bus, s.outcome.unit, "PTY-4")
+        try:
+            out = s.wait_end(SESSION_S)
+        except TimeoutError as e:
+            _fail(f"PTY-4: the session did not end after SIGKILL of {main_pid}: {e}")
+    evidence("SIGKILL of MainPID (script): EXIT", f"{out.exit} ({out.unit})")
+    h = HelperSession(peer, inv.socket, inv.binaries["client"]["path"], ["cat"])
+    try:
+        before = live.session_units(bus)
+        h.open()
+        _kill_main(bus, live.wait_for_new_session_unit(bus, before, SESSION_S), "PTY-4")
+        _, status = h.run(None, SESSION_S)
+    except (SessionError, PeerError, TimeoutError, OSError, BusError) as e:
+        _fail(f"PTY-4: the helper session killed by SIGKILL failed: {e}")
+    finally:
+        h.close()
+    evidence("SIGKILL of MainPID (script): helper status", status)
+    problems = []
+    if out.exit != (0, signal.SIGKILL):
+        problems.append(f"EXIT {out.exit}, expected (0, 9)")
+    if status != 128 + signal.SIGKILL:
+        problems.append(f"the helper exited {status}, expected 137")
+    assert not problems, "PTY-4: the session's main process killed by SIGKILL: " + "; ".join(problems)

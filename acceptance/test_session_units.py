@@ -1,0 +1,448 @@
+"""What a live session unit is allowed to be (TARGET-CONTRACT section 1).
+
+One session, shared by the module, runs PROBE (livesession.py) as its
+command: a python3 program that reports what the session sees and can do,
+then waits for end of input, so the suite can read the unit (`systemctl show
+--all`, once per test) and /proc of every process in its cgroup while the
+command is running (the sandbox is then in place; Type=exec alone does not
+say the command has exec'd).
+
+UNIT-1  the START created exactly one new unit, the one STARTED names, and
+        that name is opencode-pty-<32 lowercase hex>.service.
+UNIT-2  every process of the session runs with Uid and Gid (real, effective,
+        saved, fs) of the service user and group and no group beyond the
+        service group; SupplementaryGroups= is empty.
+UNIT-3  every process has zero effective, permitted, inheritable, bounding
+        and ambient capabilities and NoNewPrivs 1; CapabilityBoundingSet=
+        and AmbientCapabilities= are empty, NoNewPrivileges=yes.
+UNIT-4  the session's /dev holds only the pseudo devices and pts/ptmx;
+        PrivateDevices=yes, DevicePolicy=closed, Delegate=no.
+UNIT-5  /proc shows no process of another user and no non-process entries
+        (ProtectProc=invisible, ProcSubset=pid); unshare(CLONE_NEWUSER...)
+        fails; AF_NETLINK and AF_PACKET sockets are refused by the family
+        filter; an allow-list SystemCallFilter, SystemCallArchitectures=native
+        and more seccomp filters than every process of the host already has.
+UNIT-6  the command's environment is exactly PATH, HOME, TERM, LANG; its cwd
+        is the directory the suite opened and passed (same device and inode,
+        a token file in it readable by relative path), with no
+        WorkingDirectory= path in the unit.
+UNIT-7  from inside, connecting to the supervisor socket, the Docker socket,
+        the system bus and the user bus fails (stand-in listeners are created
+        where the host has none, before the session starts, and removed).
+UNIT-8  Slice= is the session slice and the cgroup is under the slice's;
+        exactly one BindsTo=, the supervisor, which After= also names.
+UNIT-9  (CONCERN) the live session unit's `systemd-analyze security` exposure
+        is recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import secrets
+import shutil
+import tempfile
+from dataclasses import dataclass
+
+import pytest
+
+from pty_acceptance import analyze
+from pty_acceptance import livesession as live
+from pty_acceptance import protocol as p
+from pty_acceptance.bus import SERVICE_IFACE, BusError
+from pty_acceptance.peer import PeerError
+from pty_acceptance.session import RawSession, SessionError
+from pty_acceptance.systemd import STRICT_SESSION, show_or_fail
+
+SYSTEM_BUS = "/run/dbus/system_bus_socket"
+DOCKER = "/run/docker.sock"
+PSEUDO_DEVICES = {(1, 3): "null", (1, 5): "zero", (1, 7): "full", (1, 8): "random",
+                  (1, 9): "urandom", (5, 0): "tty", (5, 2): "ptmx"}
+PTS_MAJORS = range(136, 144)  # UNIX98 pty slaves
+FIXED_ENV = {"PATH", "HOME", "TERM", "LANG"}
+CAP_FIELDS = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")
+START_DEADLINE_S = 10
+END_DEADLINE_S = 10
+
+
+@dataclass
+class Live:
+    unit: str
+    main_pid: int
+    control_group: str
+    probe: dict
+    probe_pid: int
+    cwd: str
+    token: str
+    sockets: dict          # path -> what the suite (root) saw connecting, outside
+    new_units: list
+    uid: int
+    gid: int
+
+
+def _fail(text):
+    pytest.fail(text, pytrace=False)
+
+
+def _loaded_units(bus) -> set[str]:
+    return {row[0] for row in bus.call("ListUnits")[0]}
+
+
+def _slice_chain(name: str) -> set[str]:
+    """A slice and its parents: opencode-pty.slice -> {opencode.slice, opencode-pty.slice}."""
+    parts = name.removesuffix(".slice").split("-")
+    return {"-".join(parts[:i]) + ".slice" for i in range(1, len(parts) + 1)}
+
+
+def _standins(stack, inv):
+    """Docker and user-bus listeners where the host has none (made before START)."""
+    acct = pwd.getpwnam(inv.service_user)
+    user_bus = f"/run/user/{acct.pw_uid}/bus"
+    stack.enter_context(live.standin_listener(DOCKER, mode=0o666))
+    stack.enter_context(live.standin_listener(user_bus, uid=acct.pw_uid, gid=acct.pw_gid,
+                                              mode=0o600, dir_uid=acct.pw_uid,
+                                              dir_gid=acct.pw_gid, dir_mode=0o700))
+    return [inv.socket, DOCKER, SYSTEM_BUS, user_bus]
+
+
+def _cwd(stack):
+    d = tempfile.mkdtemp(prefix="pty-acceptance-cwd-")
+    stack.callback(shutil.rmtree, d, True)
+    os.chmod(d, 0o755)
+    token = secrets.token_hex(16)
+    with open(os.path.join(d, "token"), "w") as f:
+        f.write(token)
+    os.chmod(os.path.join(d, "token"), 0o644)
+    return os.path.realpath(d), token
+
+
+@pytest.fixture(scope="module")
+def session(inv, bus, run_tag):
+    """One live session running the probe, for every test of this module."""
+    with contextlib.ExitStack() as stack:
+        try:
+            peer = stack.enter_context(live.module_peer(bus, inv, run_tag))
+        except live.LiveError as e:
+            _fail(f"UNIT-1..9: no session can be driven: {e}")
+        acct = pwd.getpwnam(inv.service_user)
+        cwd, token = _cwd(stack)
+        paths = _standins(stack, inv)
+        outside = {path: live.can_connect(path) for path in paths}
+        raw = RawSession(peer, inv.socket)
+        stack.callback(raw.close)
+        try:
+            before = _loaded_units(bus)
+            raw.open()
+            raw.start(live.probe_argv("token", paths), runtime_s=120, cwd=cwd)
+            started = raw.wait_started(START_DEADLINE_S)
+            after = _loaded_units(bus)
+            out = raw.read(lambda o: live.PROBE_END in o.output or o.exit or o.error or o.closed,
+                           START_DEADLINE_S)
+            report = live.parse_probe(out.output)
+            svc = bus.properties(started.unit, SERVICE_IFACE) or {}
+        except (SessionError, PeerError, TimeoutError, BusError, live.LiveError, OSError) as e:
+            _fail(f"UNIT-1..9: the probe session did not come up: {e}")
+        stack.callback(_end, raw)
+        yield Live(unit=started.unit, main_pid=svc.get("MainPID", 0),
+                   control_group=svc.get("ControlGroup", ""), probe=report,
+                   probe_pid=report.get("pid", 0), cwd=cwd, token=token, sockets=outside,
+                   new_units=sorted(after - before), uid=acct.pw_uid, gid=acct.pw_gid)
+
+
+def _end(raw):
+    """End of input ends the probe; the unit goes with it."""
+    if raw.sock is None:
+        return
+    with contextlib.suppress(OSError):
+        raw.send(p.encode(p.T.EOF))
+    with contextlib.suppress(TimeoutError, OSError):
+        raw.wait_end(END_DEADLINE_S)
+
+
+def _processes(s: Live, rid: str) -> dict[int, dict]:
+    """/proc status of every process of the live session (the probe among them)."""
+    try:
+        pids = live.cgroup_pids(s.control_group)
+    except live.LiveError as e:
+        _fail(f"{rid}: cannot list the processes of {s.unit}: {e}")
+    if s.probe_pid not in pids:
+        _fail(f"{rid}: the probe (pid {s.probe_pid}) is not in {s.control_group}: {pids}")
+    out = {}
+    for pid in pids:
+        try:
+            out[pid] = live.status(pid)
+            out[pid]["cmdline"] = b" ".join(live.cmdline(pid))[:80].decode("utf-8", "replace")
+        except OSError as e:
+            _fail(f"{rid}: {s.unit} pid {pid} vanished while it was read: {e}")
+    return out
+
+
+# ------------------------------------------------------------------ UNIT-1
+@pytest.mark.requirement("UNIT-1")
+def test_start_creates_exactly_one_strictly_named_unit(inv, session, evidence):
+    evidence("STARTED", session.unit)
+    evidence("units loaded after START that were not before", session.new_units)
+    assert STRICT_SESSION.match(session.unit), \
+        f"UNIT-1: STARTED named {session.unit!r}, not opencode-pty-<32 lowercase hex>.service"
+    # the session slice (and its parents) load on demand with the first session
+    slices = _slice_chain(inv.units["slice"])
+    others = [u for u in session.new_units if u not in slices]
+    assert others == [session.unit], \
+        f"UNIT-1: one START loaded {others} besides the slices {sorted(slices)}, " \
+        f"expected exactly [{session.unit}]"
+    unit = show_or_fail(session.unit, "UNIT-1")
+    evidence("Id / LoadState / ActiveState", [unit.get("Id"), unit.get("LoadState"),
+                                              unit.get("ActiveState")])
+    assert unit.get("Id") == session.unit and unit.get("ActiveState") == "active", \
+        f"UNIT-1: {session.unit} is Id={unit.get('Id')} ActiveState={unit.get('ActiveState')}"
+
+
+# ------------------------------------------------------------------ UNIT-2
+@pytest.mark.requirement("UNIT-2")
+def test_live_processes_run_as_the_service_user_without_supplementary_groups(
+        inv, session, evidence):
+    unit = show_or_fail(session.unit, "UNIT-2")
+    procs = _processes(session, "UNIT-2")
+    evidence("MainPID", session.main_pid)
+    evidence("User / Group / SupplementaryGroups", [unit.get("User"), unit.get("Group"),
+                                                    unit.get("SupplementaryGroups")])
+    evidence("live Uid/Gid/Groups", {pid: (st.get("Uid"), st.get("Gid"), st.get("Groups"),
+                                           st["cmdline"]) for pid, st in procs.items()})
+    problems, extra = [], {}
+    want_uid, want_gid = [str(session.uid)] * 4, [str(session.gid)] * 4
+    for pid, st in procs.items():
+        if st.get("Uid", "").split() != want_uid:
+            problems.append(f"pid {pid} ({st['cmdline']}) Uid {st.get('Uid')}, expected {want_uid}")
+        if st.get("Gid", "").split() != want_gid:
+            problems.append(f"pid {pid} ({st['cmdline']}) Gid {st.get('Gid')}, expected {want_gid}")
+        # systemd initgroups()s User= even with SupplementaryGroups= empty: the
+        # primary group may be listed; any other group is a real membership
+        for g in set(st.get("Groups", "").split()) - {str(session.gid)}:
+            extra.setdefault(g, []).append(pid)
+    if extra:
+        problems.append(f"the live processes have supplementary groups {extra} (group: pids); "
+                        "systemd adds the service user's /etc/group memberships even with "
+                        "SupplementaryGroups= empty, so the user must be in no other group")
+    if unit.get("User") != inv.service_user or unit.get("Group") != inv.service_group:
+        problems.append(f"User={unit.get('User')!r} Group={unit.get('Group')!r}, expected "
+                        f"{inv.service_user!r}/{inv.service_group!r}")
+    if unit.get("SupplementaryGroups") != "":
+        problems.append(f"SupplementaryGroups={unit.get('SupplementaryGroups')!r}, expected empty")
+    assert not problems, f"UNIT-2: {session.unit}: " + "; ".join(problems)
+
+
+# ------------------------------------------------------------------ UNIT-3
+@pytest.mark.requirement("UNIT-3")
+def test_live_processes_have_no_capabilities_and_no_new_privileges(session, evidence):
+    unit = show_or_fail(session.unit, "UNIT-3")
+    procs = _processes(session, "UNIT-3")
+    props = {k: unit.get(k) for k in ("CapabilityBoundingSet", "AmbientCapabilities",
+                                      "NoNewPrivileges")}
+    evidence("systemctl show --all", props)
+    evidence("live capabilities", {pid: {k: st.get(k) for k in CAP_FIELDS + ("NoNewPrivs",)}
+                                   for pid, st in procs.items()})
+    problems = []
+    for pid, st in procs.items():
+        nonzero = {k: st.get(k) for k in CAP_FIELDS if int(st.get(k) or "1", 16) != 0}
+        if nonzero:
+            problems.append(f"pid {pid} ({st['cmdline']}) holds {nonzero}")
+        if st.get("NoNewPrivs") != "1":
+            problems.append(f"pid {pid} ({st['cmdline']}) NoNewPrivs={st.get('NoNewPrivs')}")
+    want = {"CapabilityBoundingSet": "", "AmbientCapabilities": "", "NoNewPrivileges": "yes"}
+    problems += [f"{k}={props[k]!r}, expected {v!r}" for k, v in want.items() if props[k] != v]
+    assert not problems, f"UNIT-3: {session.unit}: " + "; ".join(problems)
+
+
+# ------------------------------------------------------------------ UNIT-4
+def _device_problems(devs):
+    problems, seen = [], set()
+    for path, kind, major, minor in devs:
+        if kind == "blk":
+            problems.append(f"block device {path} ({major}:{minor})")
+        elif kind == "chr":
+            if (major, minor) in PSEUDO_DEVICES:
+                seen.add(PSEUDO_DEVICES[(major, minor)])
+            elif major not in PTS_MAJORS:
+                problems.append(f"device {path} ({major}:{minor})")
+    return problems, seen
+
+
+@pytest.mark.requirement("UNIT-4")
+def test_devices_are_closed_and_nothing_is_delegated(session, evidence):
+    unit = show_or_fail(session.unit, "UNIT-4")
+    props = {k: unit.get(k) for k in ("PrivateDevices", "DevicePolicy", "DeviceAllow", "Delegate")}
+    evidence("systemctl show --all", props)
+    devs = session.probe.get("dev", [])
+    evidence("device nodes inside", [f"{d[0]} {d[2]}:{d[3]}" for d in devs if d[1] in ("chr", "blk")])
+    problems, seen = _device_problems(devs)
+    if not {"null", "ptmx"} <= seen:
+        problems.append(f"the session's /dev lacks null or ptmx (saw {sorted(seen)}): "
+                        "the probe did not see a private /dev")
+    want = {"PrivateDevices": "yes", "DevicePolicy": "closed", "Delegate": "no"}
+    problems += [f"{k}={props[k]!r}, expected {v!r}" for k, v in want.items() if props[k] != v]
+    assert not problems, f"UNIT-4: {session.unit}: " + "; ".join(problems)
+
+
+# ------------------------------------------------------------------ UNIT-5
+@pytest.mark.requirement("UNIT-5")
+def test_proc_is_restricted_to_the_service_users_processes(session, evidence):
+    unit = show_or_fail(session.unit, "UNIT-5")
+    props = {k: unit.get(k) for k in ("ProtectProc", "ProcSubset")}
+    evidence("systemctl show --all", props)
+    pids, other = session.probe.get("proc_pids", {}), session.probe.get("proc_other", [])
+    evidence("/proc inside: processes", pids)
+    evidence("/proc inside: other entries", other)
+    problems = [f"{k}={props[k]!r}, expected {v!r}" for k, v in
+                {"ProtectProc": "invisible", "ProcSubset": "pid"}.items() if props[k] != v]
+    own = session.probe.get("self_cgroup")
+    foreign = {pid: v for pid, v in pids.items()
+               if v.get("uid") != session.uid and v.get("cgroup") != own}
+    if foreign:
+        problems.append(f"processes of other users are visible inside: {foreign}")
+    if str(session.probe_pid) not in pids:
+        problems.append(f"the probe does not see itself (pid {session.probe_pid}) in /proc")
+    extra = sorted(set(other) - {"self", "thread-self"})
+    if extra:
+        problems.append(f"/proc shows non-process entries {extra[:20]}")
+    outside = sorted(pid for pid, v in pids.items() if v.get("cgroup") != own)
+    evidence("service-user processes visible from another unit (see ISO-1)", outside or "none")
+    assert not problems, f"UNIT-5: {session.unit}: " + "; ".join(problems)
+
+
+@pytest.mark.requirement("UNIT-5")
+def test_namespaces_and_address_families_are_refused(session, evidence):
+    unit = show_or_fail(session.unit, "UNIT-5")
+    props = {k: unit.get(k) for k in ("RestrictNamespaces", "RestrictAddressFamilies")}
+    evidence("systemctl show --all", props)
+    ns, fam = session.probe.get("unshare", {}), session.probe.get("socket", {})
+    evidence("unshare() inside", ns)
+    evidence("socket() inside", fam)
+    problems = [f"unshare({k}) succeeded" for k, v in ns.items() if v == "ok"]
+    if not ns:
+        problems.append("the probe reported no unshare() attempt")
+    for af in ("AF_NETLINK", "AF_PACKET"):
+        if fam.get(af) != "EAFNOSUPPORT":
+            problems.append(f"socket({af}) gave {fam.get(af)!r}, expected EAFNOSUPPORT "
+                            "(refused by the address-family filter)")
+    if fam.get("AF_UNIX") != "ok":
+        problems.append(f"socket(AF_UNIX) gave {fam.get('AF_UNIX')!r}: the probe could not "
+                        "create any socket, so the refusals prove nothing")
+    if props["RestrictNamespaces"] != "yes":
+        problems.append(f"RestrictNamespaces={props['RestrictNamespaces']!r}, expected 'yes'")
+    families = props["RestrictAddressFamilies"] or ""
+    if families.startswith("~") or set(families.split()) != {"AF_UNIX", "AF_INET", "AF_INET6"}:
+        problems.append(f"RestrictAddressFamilies={families!r}, expected the allow list "
+                        "AF_UNIX AF_INET AF_INET6")
+    assert not problems, f"UNIT-5: {session.unit}: " + "; ".join(problems)
+
+
+@pytest.mark.requirement("UNIT-5")
+def test_system_calls_are_filtered(session, evidence):
+    unit = show_or_fail(session.unit, "UNIT-5")
+    filt, arch = unit.get("SystemCallFilter") or "", unit.get("SystemCallArchitectures")
+    evidence("SystemCallFilter (first 200 chars)", filt[:200])
+    evidence("SystemCallArchitectures", arch)
+    try:
+        baseline = live.host_seccomp_baseline()
+        probe = live.status(session.probe_pid)
+    except (OSError, ValueError) as e:
+        _fail(f"UNIT-5: cannot read Seccomp_filters of PID 1 or the probe: {e}")
+    evidence("Seccomp_filters: host PID 1 / probe", [baseline, probe.get("Seccomp_filters")])
+    problems = []
+    if not filt or filt.startswith("~"):
+        problems.append(f"SystemCallFilter is not an allow list: {filt[:80]!r}")
+    if arch != "native":
+        problems.append(f"SystemCallArchitectures={arch!r}, expected 'native'")
+    if probe.get("Seccomp") != "2" or int(probe.get("Seccomp_filters", "0")) <= baseline:
+        problems.append(f"the probe has Seccomp {probe.get('Seccomp')} with "
+                        f"{probe.get('Seccomp_filters')} filters, not more than PID 1's {baseline}")
+    assert not problems, f"UNIT-5: {session.unit}: " + "; ".join(problems)
+
+
+# ------------------------------------------------------------------ UNIT-6
+@pytest.mark.requirement("UNIT-6")
+def test_environment_is_exactly_the_fixed_list(session, evidence):
+    unit = show_or_fail(session.unit, "UNIT-6")
+    env = session.probe.get("environ", [])
+    evidence("the command's /proc/self/environ", env)
+    evidence("Environment=", unit.get("Environment"))
+    names = [e.partition("=")[0] for e in env]
+    assert sorted(names) == sorted(FIXED_ENV), \
+        f"UNIT-6: {session.unit}: the command's environment names are {sorted(names)}, " \
+        f"expected exactly {sorted(FIXED_ENV)}"
+
+
+@pytest.mark.requirement("UNIT-6")
+def test_working_directory_is_the_passed_descriptor(session, evidence):
+    unit = show_or_fail(session.unit, "UNIT-6")
+    pr = session.probe
+    host = os.stat(session.cwd)
+    evidence("passed directory (host)", f"{session.cwd} dev:ino {host.st_dev}:{host.st_ino}")
+    evidence("inside: getcwd / /proc/self/cwd / dev:ino / token",
+             [pr.get("getcwd"), pr.get("proc_cwd"), pr.get("cwd_dev_ino"), pr.get("cwd_token")])
+    evidence("WorkingDirectory=", unit.get("WorkingDirectory"))
+    problems = []
+    if pr.get("cwd_dev_ino") != [host.st_dev, host.st_ino]:
+        problems.append(f"cwd is dev:ino {pr.get('cwd_dev_ino')}, the passed directory is "
+                        f"{host.st_dev}:{host.st_ino}")
+    if pr.get("getcwd") != session.cwd or pr.get("proc_cwd") != session.cwd:
+        problems.append(f"getcwd {pr.get('getcwd')!r} and /proc/self/cwd {pr.get('proc_cwd')!r}, "
+                        f"expected {session.cwd!r}")
+    if pr.get("cwd_token") != session.token:
+        problems.append(f"./token read {pr.get('cwd_token')!r}, expected the suite's token")
+    if unit.get("WorkingDirectory"):
+        problems.append(f"the unit names a path: WorkingDirectory={unit.get('WorkingDirectory')!r}")
+    assert not problems, f"UNIT-6: {session.unit}: " + "; ".join(problems)
+
+
+# ------------------------------------------------------------------ UNIT-7
+@pytest.mark.requirement("UNIT-7")
+def test_host_sockets_are_unreachable_from_inside(session, evidence):
+    unit = show_or_fail(session.unit, "UNIT-7")
+    inside = session.probe.get("connect", {})
+    evidence("InaccessiblePaths=", unit.get("InaccessiblePaths"))
+    evidence("connect() from the suite (root, outside)", session.sockets)
+    evidence("connect() from inside the session", inside)
+    problems = []
+    for path, seen in session.sockets.items():
+        if seen != "connected":
+            problems.append(f"{path} does not accept connections even from outside ({seen}): "
+                            "the check inside would prove nothing")
+        if path not in inside:
+            problems.append(f"the probe did not try {path}")
+        elif inside[path] == "connected":
+            problems.append(f"{path} is reachable from inside")
+    assert not problems, f"UNIT-7: {session.unit}: " + "; ".join(problems)
+
+
+# ------------------------------------------------------------------ UNIT-8
+@pytest.mark.requirement("UNIT-8")
+def test_unit_is_in_the_slice_and_bound_to_the_supervisor(inv, session, evidence):
+    unit = show_or_fail(session.unit, "UNIT-8")
+    slice_unit = show_or_fail(inv.units["slice"], "UNIT-8")
+    supervisor = inv.units["supervisor"]
+    props = {k: unit.get(k) for k in ("Slice", "ControlGroup", "BindsTo", "After")}
+    evidence("systemctl show --all", props)
+    evidence(f"{slice_unit.name} ControlGroup", slice_unit.get("ControlGroup"))
+    problems = []
+    if props["Slice"] != inv.units["slice"]:
+        problems.append(f"Slice={props['Slice']!r}, expected {inv.units['slice']!r}")
+    want_cg = f"{slice_unit.get('ControlGroup')}/{session.unit}"
+    if not slice_unit.get("ControlGroup") or props["ControlGroup"] != want_cg:
+        problems.append(f"ControlGroup={props['ControlGroup']!r}, expected {want_cg!r}")
+    if unit.words("BindsTo") != [supervisor]:
+        problems.append(f"BindsTo={unit.words('BindsTo')}, expected exactly [{supervisor}]")
+    if supervisor not in unit.words("After"):
+        problems.append(f"After= does not name {supervisor}: {unit.words('After')}")
+    assert not problems, f"UNIT-8: {session.unit}: " + "; ".join(problems)
+
+
+# ------------------------------------------------------------------ UNIT-9
+@pytest.mark.requirement("UNIT-9")
+def test_live_session_exposure_is_recorded(inv, session, evidence):
+    res, score = analyze.security(inv.build["user"], session.unit)
+    evidence("command", " ".join(res.argv))
+    assert score is not None, (f"UNIT-9: no exposure level from systemd-analyze security "
+                               f"{session.unit} (exit {res.returncode}): {res.output.strip()[-500:]}")
+    evidence("exposure (CONCERN, recorded)", f"{session.unit}: {score[0]} {score[1]}")

@@ -1,0 +1,1 @@
+python3 /opt/pty-acceptance/src/tests/reference/selftest/pin.py

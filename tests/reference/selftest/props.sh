@@ -1,0 +1,3 @@
+systemctl show --all -p LoadState,ActiveState,SubState,FragmentPath,User,Group,Type,NotifyAccess,ExecStart,KillMode,Restart,UMask,NoNewPrivileges,PrivateTmp,PrivateDevices,PrivateNetwork,DevicePolicy,ProtectSystem,ProtectHome,ProtectKernelTunables,ProtectKernelModules,ProtectKernelLogs,ProtectControlGroups,ProtectClock,ProtectHostname,LockPersonality,RestrictRealtime,RestrictSUIDSGID,RestrictNamespaces,RestrictAddressFamilies,SystemCallArchitectures,SystemCallErrorNumber,CapabilityBoundingSet,AmbientCapabilities,RuntimeDirectory,RuntimeDirectoryMode,UnitFileState,TimeoutStopUSec opencode-pty-supervisor.service
+echo ---
+systemctl show --all -p LoadState,ActiveState,SubState,FragmentPath,TasksMax,UnitFileState opencode-pty.slice
