@@ -32,7 +32,7 @@ from pty_acceptance.session import RawSession, SessionError
 FLOOD_CONNECTIONS = 400
 JUNK_EVERY = 3               # every third flood connection sends junk instead of staying silent
 ANSWER_WINDOW_S = 0.5        # what the supervisor has not answered by then, it holds
-UNAUTH_HELD_MAX = 64         # our reading of "a small quota" (TARGET-CONTRACT section 2)
+UNAUTH_HELD_MAX = 32         # our reading of "a small quota" (TARGET-CONTRACT section 2): twice the slots
 HANDSHAKE_BOUND_S = 5.0      # every D-Bus call of the handshake has a 5 s deadline
 SESSIONS = 16
 WRITER = "yes"               # /usr/bin/yes: writes without pause

@@ -21,7 +21,7 @@ import time
 import pytest
 
 from pty_acceptance.lifecycle import (  # noqa: F401  (sessions, supervisor_guard: fixtures)
-    Decoy, new_token, poll, sessions, strict_session_name, supervisor_guard, tagged_sh, wait_gone,
+    Decoy, Footprint, new_token, poll, sessions, strict_session_name, supervisor_guard, tagged_sh, wait_gone,
     wait_supervisor_ready)
 from pty_acceptance.systemd import STRICT_SESSION, SystemdError, show_or_fail, units_matching
 
@@ -57,13 +57,14 @@ def test_a_restart_leaves_no_old_session_and_touches_no_other_unit(inv, bus, run
     tokens = [new_token(), new_token()]
     live = [sessions.start(tagged_sh(f"exec sleep 60.{t}", t)) for t in tokens]
     fps = [sessions.started(s, t) for s, t in zip(live, tokens)]
-    orphan = Decoy(bus, strict_session_name(), run_tag, [name])      # must be cleaned
+    orphan = Decoy(bus, strict_session_name(), run_tag, [name], new_token())  # must be cleaned
     lookalike = Decoy(bus, f"opencode-pty-lookalike-{run_tag}.service", run_tag, [name])
     unbound = Decoy(bus, strict_session_name(), run_tag)              # strict name, not bound
     decoys = [orphan, lookalike, unbound]
     try:
         for unit in decoys:
             unit.start()
+        fps.append(Footprint.capture(bus, orphan.name, orphan.token))
         before = {u.name: u.state() for u in decoys}
         evidence("suite units before", before)
         old = bytes(bus.properties(name)["InvocationID"])
@@ -72,19 +73,16 @@ def test_a_restart_leaves_no_old_session_and_touches_no_other_unit(inv, bus, run
         wait_supervisor_ready(bus, name, inv.socket, invocation=old)
         evidence("supervisor ready again", f"{time.monotonic() - t0:.2f} s after RestartUnit")
         took, left = wait_gone(bus, fps, max(fp.stop_bound_s() for fp in fps), since=t0)
-        evidence("old sessions", [f"{fp.describe()} gone after {took.get(fp.unit, -1):.2f} s"
-                                  for fp in fps])
-        after = {orphan.name: orphan.state(), lookalike.name: _active_again(lookalike),
-                 unbound.name: unbound.state()}
+        evidence("old sessions and the planted orphan",
+                 [f"{fp.describe()} gone after {took.get(fp.unit, -1):.2f} s" for fp in fps])
+        after = {lookalike.name: _active_again(lookalike), unbound.name: unbound.state()}
         evidence("suite units after", after)
     finally:
         for unit in decoys:
             unit.remove()
-    assert not left, f"ORPHAN-1: expected no session of the old supervisor invocation once the new " \
-                     f"one is ready, the host still had: {left}"
-    assert after[orphan.name] is None or after[orphan.name]["ActiveState"] != "active", \
-        f"ORPHAN-1: {orphan.name} (strict name, bound to {name}; systemd restarts it with the " \
-        f"supervisor) must be cleaned by the new invocation; it was {after[orphan.name]}"
+    assert not left, f"ORPHAN-1: expected no session of the old supervisor invocation (nor the " \
+                     f"planted orphan {orphan.name}, strict name bound to {name}, which systemd " \
+                     f"restarts with it) once the new one is ready, the host still had: {left}"
     assert after[lookalike.name] and after[lookalike.name]["ActiveState"] == "active", \
         f"ORPHAN-1: {lookalike.name} (not a strict session name, bound to {name}) must never be " \
         f"touched by the cleanup; after the restart it was {after[lookalike.name]}"

@@ -503,6 +503,7 @@ class Decoy:
     name: str
     tag: str
     binds_to: list[str] = field(default_factory=list)
+    token: str = ""           # in its argv, so its processes can be found (Footprint)
 
     def start(self) -> "Decoy":
         props = [
@@ -510,7 +511,7 @@ class Decoy:
             ("Type", ("s", "exec")),
             ("User", ("s", "nobody")),
             ("NoNewPrivileges", ("b", True)),
-            ("ExecStart", ("a(sasb)", [("/bin/sleep", ["/bin/sleep", "300"], False)])),
+            ("ExecStart", ("a(sasb)", [("/bin/sleep", ["/bin/sleep", f"300.{self.token}"], False)])),
             ("CollectMode", ("s", "inactive-or-failed")),
         ]
         if self.binds_to:

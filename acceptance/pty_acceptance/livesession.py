@@ -60,12 +60,6 @@ def ppid(pid: int) -> int:
     return int(status(pid)["PPid"])
 
 
-def stat_fields(pid: int) -> list[str]:
-    """/proc/<pid>/stat fields after the command name (field 3 onwards)."""
-    raw = _read(f"/proc/{pid}/stat", 4096).decode("ascii", "replace")
-    return raw[raw.rindex(")") + 2:].split()
-
-
 def exe(pid: int) -> str:
     return os.readlink(f"/proc/{pid}/exe")
 
