@@ -8,7 +8,10 @@ supervisor's fault switches (`supervisor`, see its docstring), or both.
 """
 from __future__ import annotations
 
+import pathlib
 from dataclasses import dataclass
+
+FAULT_DIR = pathlib.Path(__file__).resolve().parent / "faults"
 
 LIBEXEC = "/usr/local/libexec"
 SUPERVISOR_UNIT = "/etc/systemd/system/opencode-pty-supervisor.service"
@@ -23,6 +26,7 @@ class Fault:
     title: str
     script: str = ""
     supervisor: tuple[str, ...] = ()
+    script_file: str = ""  # a script in faults/ (rebuilds a patched binary via common.sh)
     modules: tuple[str, ...] | None = ("acceptance/test_ownership.py",)
     expect: tuple[str, ...] = ()  # IDs whose tests must fail; default: breaks
     # "tests": caught when a test carrying a must_fail ID fails. "marker-removed":
@@ -117,6 +121,73 @@ FAULTS: list[Fault] = [
           modules=_m("marker"), kill="marker-removed"),
 ]
 
+FAULTS += [
+    # -- PEER: who may talk to the supervisor (reference-supervisor fault switches)
+    Fault("skip-pin-recheck", ("PEER-4",), "the pin is not re-checked before StartTransientUnit",
+          supervisor=("skip-pin-recheck",), modules=_m("peer")),
+    Fault("skip-cgroup-check", ("PEER-2",), "the peer's ControlGroup is not pinned",
+          supervisor=("skip-cgroup-check",), modules=_m("peer")),
+    # -- FLOOD
+    Fault("no-unauth-limit", ("FLOOD-1",), "unauthenticated connections have no quota of their own",
+          supervisor=("no-unauth-limit",), modules=_m("flood")),
+    Fault("unbounded-output", ("FLOOD-4",), "output before a reader attaches is buffered without bound",
+          supervisor=("unbounded-output",), modules=_m("flood")),
+    # -- PROTO
+    Fault("limits-off-by-one", ("PROTO-1",), "every limit admits one more than allowed",
+          supervisor=("limits-off-by-one",), modules=_m("protocol")),
+    Fault("accepts-nul-and-bad-utf8", ("PROTO-3",), "the supervisor accepts NUL and malformed UTF-8",
+          script_file="sup-accept-nul.sh", modules=_m("protocol")),
+    Fault("keeps-received-fds", ("PROTO-3",), "the supervisor never closes descriptors of rejected STARTs",
+          script_file="sup-leak-fds.sh", modules=_m("protocol")),
+    Fault("accepts-two-fds", ("PROTO-3",), "the supervisor accepts a START with two descriptors",
+          script_file="sup-two-fds.sh", modules=_m("protocol")),
+    Fault("no-header-bound", ("PROTO-3",), "frame lengths are not checked at the header",
+          script_file="sup-no-bound.sh", modules=_m("protocol")),
+    Fault("lenient-launcher", ("PROTO-4",), "the launcher accepts padded, non-canonical base64",
+          script_file="launcher-lenient.sh", modules=_m("protocol")),
+    Fault("launcher-drops-script-f", ("PROTO-4",), "the launcher runs script(1) without -f",
+          script_file="launcher-no-f.sh", modules=_m("protocol")),
+    Fault("client-16k-frames", ("PROTO-2",), "the client splits writes into 16 KiB frames",
+          script_file="client-16k.sh", modules=_m("protocol")),
+    # -- HELPER: the fixed helper
+    Fault("client-opens-a-file", ("HELPER-1", "HELPER-2", "HELPER-4", "HELPER-5"),
+          "the client is a wrapper that opens /etc/hostname", script_file="client-wrapper.sh",
+          modules=_m("helper")),
+    Fault("client-connects", ("HELPER-1",), "the client connects to the supervisor socket itself",
+          script_file="client-connects.sh", modules=_m("helper"), expect=("HELPER-1",)),
+    Fault("client-sends-two-fds", ("HELPER-3",), "the client's START carries two descriptors",
+          script_file="client-two-fds.sh", modules=_m("helper"), expect=("HELPER-3",)),
+]
+
+FAULTS += [
+    # -- UNIT: what a session unit is allowed to be
+    Fault("session-keeps-capabilities", ("UNIT-3",), "session units keep the default bounding set",
+          supervisor=("omit-prop:CapabilityBoundingSet",), modules=_m("session_units")),
+    Fault("session-not-bound", ("UNIT-8",), "session units are not bound to the supervisor",
+          supervisor=("omit-prop:BindsTo",), modules=_m("session_units")),
+    Fault("session-may-unshare", ("UNIT-5",), "session units may create namespaces",
+          supervisor=("omit-prop:RestrictNamespaces",), modules=_m("session_units")),
+    Fault("session-sees-proc", ("UNIT-5",), "session units see every process in /proc",
+          supervisor=("omit-prop:ProtectProc",), modules=_m("session_units")),
+    Fault("session-any-syscall", ("UNIT-5",), "session units have no system call filter",
+          supervisor=("omit-prop:SystemCallFilter",), modules=_m("session_units")),
+    Fault("session-has-devices", ("UNIT-4",), "session units see the host's devices",
+          supervisor=("omit-prop:PrivateDevices",), modules=_m("session_units")),
+    Fault("session-runs-as-root", ("UNIT-2",), "session units have no User= (run as root)",
+          supervisor=("omit-prop:User",), modules=_m("session_units"), expect=("UNIT-2",)),
+    Fault("service-user-in-a-group", ("UNIT-2",), "the service user belongs to another group",
+          "usermod -aG users byk", modules=_m("session_units")),
+    Fault("session-reaches-host-sockets", ("UNIT-7",), "session units lack InaccessiblePaths=",
+          supervisor=("no-inaccessible-paths",), modules=_m("session_units")),
+    # -- PTY
+    Fault("exit-always-zero", ("PTY-4",), "EXIT always reports a clean exit",
+          supervisor=("exit-status-zero",), modules=_m("pty"), expect=("PTY-3", "PTY-4")),
+    Fault("launcher-joins-argv", ("PTY-1", "PTY-2"), "the launcher joins argv into one shell string",
+          script_file="launcher-joins-argv.sh", modules=_m("pty")),
+    Fault("launcher-without-pty", ("PTY-1", "PTY-3"), "the launcher runs the command without script(1)",
+          script_file="launcher-without-pty.sh", modules=_m("pty")),
+]
+
 BY_ID = {f.id: f for f in FAULTS}
 
 
@@ -125,6 +196,10 @@ def apply_script(f: Fault) -> str:
     lines = ["set -eu"]
     if f.script:
         lines.append(f.script)
+    if f.script_file:
+        common = (FAULT_DIR / "common.sh").read_text()
+        body = (FAULT_DIR / f.script_file).read_text()
+        lines.append(body.replace(". /opt/dev-script-0/common.sh", common))
     if f.supervisor:
         words = "\\n".join(f.supervisor)
         lines += ["mkdir -p /etc/opencode-reference",
