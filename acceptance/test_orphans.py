@@ -64,6 +64,7 @@ def test_a_restart_leaves_no_old_session_and_touches_no_other_unit(inv, bus, run
     try:
         for unit in decoys:
             unit.start()
+        bound = max(fp.stop_bound_s() for fp in fps)   # the sessions' bound holds for all
         fps.append(Footprint.capture(bus, orphan.name, orphan.token))
         before = {u.name: u.state() for u in decoys}
         evidence("suite units before", before)
@@ -72,7 +73,7 @@ def test_a_restart_leaves_no_old_session_and_touches_no_other_unit(inv, bus, run
         bus.call("RestartUnit", "ss", (name, "replace"))
         wait_supervisor_ready(bus, name, inv.socket, invocation=old)
         evidence("supervisor ready again", f"{time.monotonic() - t0:.2f} s after RestartUnit")
-        took, left = wait_gone(bus, fps, max(fp.stop_bound_s() for fp in fps), since=t0)
+        took, left = wait_gone(bus, fps, bound, since=t0)
         evidence("old sessions and the planted orphan",
                  [f"{fp.describe()} gone after {took.get(fp.unit, -1):.2f} s" for fp in fps])
         after = {lookalike.name: _active_again(lookalike), unbound.name: unbound.state()}

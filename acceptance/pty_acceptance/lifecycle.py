@@ -170,7 +170,7 @@ class Footprint:
         props = bus.properties(self.unit)
         if props is not None:
             left.append(f"unit {self.unit} still loaded (ActiveState={props.get('ActiveState')} "
-                        f"SubState={props.get('SubState')} Result={props.get('Result', '?')})")
+                        f"SubState={props.get('SubState')})")
         if self.path and os.path.isdir(self.path):
             left.append(f"cgroup {self.path} still exists with pids {cgroup_pids(self.path)}")
         survivors = {pid: v for pid, v in self.procs.items() if alive(pid, v[0])}
@@ -339,16 +339,19 @@ class Sessions:
         self.footprints.append(fp)
         return fp
 
-    def attempt(self, argv: list[str], runtime_s: int = 60, deadline_s: float = 10) -> "Attempt":
-        """One start attempt that may be refused at HELLO or at START."""
+    def attempt(self, token: str, runtime_s: int = 60, deadline_s: float = 10) -> "Attempt":
+        """One start attempt of `sleep 60` (tagged) that may be refused at HELLO or at
+        START; a session that does start is taken into account like any other."""
         s = RawSession(self.peer, self.path)
         try:
             s.open()
         except SessionError:
             return Attempt.from_hello(s.hello or {})
         self.open_sessions.append(s)
-        s.start(argv, runtime_s)
+        s.start(tagged_sh(f"exec sleep 60.{token}", token), runtime_s)
         out = s.read(lambda o: o.unit or o.error or o.exit, deadline_s)
+        if out.unit:
+            self.started(s, token)
         return Attempt(error=out.error, unit=out.unit, session=s,
                        text=f"START answered: {out.describe()}")
 
@@ -513,6 +516,7 @@ class Decoy:
             ("NoNewPrivileges", ("b", True)),
             ("ExecStart", ("a(sasb)", [("/bin/sleep", ["/bin/sleep", f"300.{self.token}"], False)])),
             ("CollectMode", ("s", "inactive-or-failed")),
+            ("TimeoutStopUSec", ("t", 5_000_000)),
         ]
         if self.binds_to:
             props += [("BindsTo", ("as", self.binds_to)), ("After", ("as", self.binds_to))]
