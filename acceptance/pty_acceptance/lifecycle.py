@@ -180,6 +180,19 @@ class Footprint:
                                                          in sorted(survivors.items())))
         return left
 
+    def kill_survivors(self) -> None:
+        """SIGKILL what is left of the session (nothing left behind), pid reuse guarded."""
+        procs = dict(self.procs)
+        procs.update(processes_in(self.path) if self.path else {})
+        procs.update(token_processes(self.token))
+        for pid, (created, _) in procs.items():
+            try:
+                proc = psutil.Process(pid)
+                if proc.create_time() == created:
+                    proc.kill()
+            except psutil.NoSuchProcess:
+                pass
+
     def describe(self) -> str:
         return (f"unit={self.unit} cgroup={self.path} TimeoutStopSec={self.timeout_stop_s:g} "
                 f"processes={ {pid: line for pid, (_, line) in self.procs.items()} }")
@@ -363,6 +376,9 @@ class Sessions:
         deadline = max([fp.stop_bound_s() for fp in self.footprints] or [0.0])
         _, left = wait_gone(self.bus, self.footprints, deadline)
         force_stop(self.bus, list(left))
+        for fp in self.footprints:
+            if fp.unit in left:
+                fp.kill_survivors()
         return [f"{unit}: {what}" for unit, what in left.items()]
 
 
