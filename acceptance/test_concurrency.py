@@ -34,6 +34,7 @@ from pty_acceptance.lifecycle import (  # noqa: F401  (sessions, supervisor_guar
 CAPACITY = 16
 BIG_OUTPUT = 4 << 20       # bytes of the backpressure case: far more than every buffer on the way
 CAPACITY_RETURN_S = 10     # how long a freed slot may take to become usable
+INPUT_LIMIT = 4 << 20      # input sent to a session that reads none, unless sending blocks first
 
 
 # ------------------------------------------------------------------ CONC-1
@@ -113,8 +114,9 @@ def gone_reader(e: Ending):
 
 
 def blocked_input_then_disconnect(e: Ending):
-    sent = fill_input(e.s)
-    e.facts.append(f"the supervisor stopped taking input after {sent} bytes")
+    sent = fill_input(e.s, INPUT_LIMIT)
+    e.facts.append(f"the session reads no input: {sent} bytes of input were taken "
+                   + ("before sending blocked" if sent < INPUT_LIMIT else "without ever blocking"))
     e.caused()
     e.s.close()
 
@@ -130,12 +132,12 @@ def backpressure(e: Ending):
     resumed = time.monotonic()
     out = e.stream_end(drain, 60)
     e.caused()
-    # output integrity is PTY-3's; here the session must run to its own end, not be killed
     e.facts.append(f"received {drain.output_bytes} of {BIG_OUTPUT} output bytes in "
                    f"{e.t0 - resumed:.2f} s after reading resumed, largest frame {drain.max_frame}")
-    if out.exit != (0, 0):
-        e.problems.append(f"expected the throttled session to complete with EXIT (0, 0) once read "
-                          f"again, the host sent {out.describe()} after {drain.output_bytes} bytes")
+    if out.exit != (0, 0) or drain.output_bytes != BIG_OUTPUT:
+        e.problems.append(f"expected the throttled session to complete once read again: EXIT "
+                          f"(0, 0) after exactly {BIG_OUTPUT} bytes, the host sent "
+                          f"{drain.output_bytes} bytes and {out.describe()}")
 
 
 def saturated_stop(e: Ending):
@@ -174,7 +176,8 @@ def protocol_failure(e: Ending):
 ENDINGS = [
     ("slow reader, then STOP", "exec yes {t}", slow_reader_then_stop, 60),
     ("reader gone", "exec yes {t}", gone_reader, 60),
-    ("blocked input, then disconnect", "exec sleep 60.{t}", blocked_input_then_disconnect, 60),
+    ("blocked input, then disconnect", "stty raw -echo; exec sleep 60.{t}",
+     blocked_input_then_disconnect, 60),
     ("backpressure", f"head -c {BIG_OUTPUT} /dev/zero | tr '\\0' x", backpressure, 60),
     ("saturated STOP (maximum output)", "exec yes {t}", saturated_stop, 60),
     ("runtime expiry", "exec sleep 60.{t}", runtime_expiry, 2),

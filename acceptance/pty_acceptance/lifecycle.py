@@ -283,9 +283,11 @@ class Drain:
 
     def __init__(self, s: RawSession):
         self.s = s
-        self.output_bytes = 0
-        self.output_sample = b""   # first bytes only, as evidence
-        self.max_frame = 0
+        # what RawSession.read already took (with STARTED, say) counts too
+        self.output_bytes = len(s.outcome.output)
+        self.output_sample = s.outcome.output[:200]   # first bytes only, as evidence
+        self.max_frame = max([len(f.payload) for f in s.outcome.frames if f.type == p.T.OUTPUT],
+                             default=0)
 
     def until(self, done, deadline_s: float):
         out = self.s.outcome
@@ -311,7 +313,7 @@ class Drain:
                     self.output_bytes += len(f.payload)
                     self.max_frame = max(self.max_frame, len(f.payload))
                     if len(self.output_sample) < 200:
-                        self.output_sample += f.payload[:200]
+                        self.output_sample = (self.output_sample + f.payload)[:200]
                     continue
                 out.frames.append(f)
                 if f.type == p.T.STARTED:

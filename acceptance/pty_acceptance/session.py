@@ -24,6 +24,7 @@ from . import protocol as p
 from .peer import DisposableUnit, open_cwd
 
 MAX_OUTPUT = 8 << 20  # what the suite keeps of one session's output
+MAX_FRAMES = 1024  # OUTPUT frames kept as frames (their bytes are in Outcome.output)
 
 
 class SessionError(Exception):
@@ -104,7 +105,8 @@ class RawSession:
                 out.closed = "eof"
                 return out
             for f in self.decoder.feed(data):
-                out.frames.append(f)
+                if f.type != p.T.OUTPUT or len(out.frames) < MAX_FRAMES:
+                    out.frames.append(f)  # output is kept below, bounded; frames too
                 if f.type == p.T.OUTPUT and len(out.output) < MAX_OUTPUT:
                     out.output += f.payload
                 elif f.type == p.T.STARTED:

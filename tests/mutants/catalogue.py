@@ -188,6 +188,20 @@ FAULTS += [
           script_file="launcher-without-pty.sh", modules=_m("pty")),
 ]
 
+FAULTS += [
+    # -- CONC / CGROUP / ORPHAN: every ending, nothing survives
+    Fault("capacity17", ("CONC-1",), "a seventeenth session is admitted",
+          supervisor=("capacity17",), modules=_m("concurrency")),
+    Fault("no-stop-on-disconnect", ("CONC-2", "CGROUP-1"), "a closed connection leaves its unit running",
+          supervisor=("no-stop-on-disconnect",), modules=_m("concurrency", "cgroups"),
+          expect=("CONC-1", "CONC-2", "CGROUP-1")),
+    Fault("session-killmode-process", ("CGROUP-1",), "session units use KillMode=process",
+          supervisor=("session-killmode-process",), modules=_m("cgroups", "concurrency"),
+          expect=("CGROUP-1", "CONC-2")),
+    Fault("no-orphan-cleanup", ("ORPHAN-1",), "the supervisor leaves old session units at start",
+          supervisor=("no-orphan-cleanup",), modules=_m("orphans")),
+]
+
 BY_ID = {f.id: f for f in FAULTS}
 
 
@@ -219,4 +233,5 @@ CI_SUBSET = [
     "skip-pin-recheck", "client-sends-two-fds", "no-unauth-limit",
     "session-keeps-capabilities", "accepts-two-fds", "exit-always-zero",
     "lookalike-session-unit", "marker-dir-group-writable", "supervisor-new-privileges",
+    "capacity17", "session-killmode-process", "no-orphan-cleanup",
 ]
