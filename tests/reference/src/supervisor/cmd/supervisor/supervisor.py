@@ -200,9 +200,21 @@ class Bus:
             self.by_path.pop(sess.path, None)
             self.by_unit.pop(sess.unit, None)
 
+    def sync(self, timeout=DBUS_TIMEOUT):
+        """Wait until the signal thread has handled every signal received so
+        far. The router queues signals in arrival order, so after a reply
+        (e.g. GetUnit -> NoSuchUnit) this drains the PropertiesChanged that
+        systemd sent before it (the final ExecMain*/Result/ActiveState)."""
+        done = threading.Event()
+        self.sigq.put(done)
+        return done.wait(timeout)
+
     def _dispatch(self):
         while True:
             msg = self.sigq.get()
+            if isinstance(msg, threading.Event):
+                msg.set()
+                continue
             try:
                 member = msg.header.fields.get(HeaderFields.member)
                 if member == 'PropertiesChanged':
@@ -1068,6 +1080,8 @@ class Conn:
                 if ok and self.slot:
                     srv.release_slot()
                     self.slot = False
+                if not srv.bus.sync():
+                    log('signal thread did not drain in time; EXIT may be stale', st.unit)
                 code, sig = st.exit_pair()
                 log('ended', st.unit, 'state', st.active_state, 'result', st.result, 'exec', st.exec_code,
                     st.exec_status, '->', code, sig)
