@@ -202,6 +202,24 @@ FAULTS += [
           supervisor=("no-orphan-cleanup",), modules=_m("orphans")),
 ]
 
+FAULTS += [
+    # -- faults for the IDs the groups above leave without one
+    Fault("any-process-of-the-peer-unit", ("PEER-1", "PEER-5"),
+          "the supervisor accepts any process of the peer unit, not only MainPID",
+          script_file="sup-any-process-of-the-unit.sh", modules=_m("peer")),
+    Fault("slow-handshake", ("FLOOD-3",), "HELLO_OK takes longer than the 5 s bound",
+          script_file="sup-slow-hello.sh", modules=_m("flood")),
+    Fault("session-unit-name-not-strict", ("UNIT-1",), "session unit names carry upper-case hex",
+          script_file="sup-unit-name-uppercase.sh", modules=_m("session_units")),
+    Fault("launcher-leaks-an-env-var", ("UNIT-6",), "the launcher adds a variable to the fixed environment",
+          script_file="launcher-extra-env.sh", modules=_m("session_units")),
+    Fault("session-stop-unbounded", ("CONC-3",), "session units keep systemd's default stop timeout",
+          supervisor=("omit-prop:TimeoutStopUSec",), modules=_m("concurrency")),
+    Fault("go-sum-missing", ("BUILD-2",), "the source tree has no go.sum to record",
+          "rm /home/byk/.local/share/opencode-v2-pilot/supervisor/go.sum", modules=_m("builds"),
+          expect=("BUILD-2", "SCOPE-1")),
+]
+
 BY_ID = {f.id: f for f in FAULTS}
 
 
