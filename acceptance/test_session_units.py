@@ -49,7 +49,6 @@ import pytest
 
 from pty_acceptance import analyze
 from pty_acceptance import livesession as live
-from pty_acceptance import protocol as p
 from pty_acceptance.bus import SERVICE_IFACE, BusError
 from pty_acceptance.peer import PeerError
 from pty_acceptance.session import RawSession, SessionError
@@ -143,21 +142,11 @@ def session(inv, bus, run_tag):
             svc = bus.properties(started.unit, SERVICE_IFACE) or {}
         except (SessionError, PeerError, TimeoutError, BusError, live.LiveError, OSError) as e:
             _fail(f"UNIT-1..9: the probe session did not come up: {e}")
-        stack.callback(_end, raw)
+        stack.callback(live.end_by_eof, raw, END_DEADLINE_S)
         yield Live(unit=started.unit, main_pid=svc.get("MainPID", 0),
                    control_group=svc.get("ControlGroup", ""), probe=report,
                    probe_pid=report.get("pid", 0), cwd=cwd, token=token, sockets=outside,
                    new_units=sorted(after - before), uid=acct.pw_uid, gid=acct.pw_gid)
-
-
-def _end(raw):
-    """End of input ends the probe; the unit goes with it."""
-    if raw.sock is None:
-        return
-    with contextlib.suppress(OSError):
-        raw.send(p.encode(p.T.EOF))
-    with contextlib.suppress(TimeoutError, OSError):
-        raw.wait_end(END_DEADLINE_S)
 
 
 def _processes(s: Live, rid: str) -> dict[int, dict]:

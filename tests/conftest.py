@@ -119,6 +119,12 @@ def make_target(base: Path) -> FakeTarget:
         "socket": "/run/opencode-pty/supervisor.sock",
         "marker": marker,
         "ports": {"production": 4096, "candidate": 14102},
+        "runtime": {"binary": str(code / "packages/cli/dist-v2-pilot-final/cli-node-linux-x64/bin/opencode2-node"),
+                    "node_version": "v26.4.0"},
+        "cutover": {"production_health": "/", "candidate_health": "/api/health",
+                    "candidate_ui": ["/"], "plugins": ["followup", "local-pty"],
+                    "server_env": str(pilot / "server.env")},
+        "isolation": {"session_workspace_writable": True, "session_network": True},
     }
     inv = base / "inventory.yml"
     inv.write_text(yaml.safe_dump({"all": {"hosts": {"fake": vars_}}}, sort_keys=False))

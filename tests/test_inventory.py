@@ -57,6 +57,15 @@ BAD = [
     ("missing nested key", "binaries.launcher.sha256", KeyError, "binaries.launcher.sha256: missing"),
     ("bad unit name", "units.slice", "opencode pty", "units.slice: malformed"),
     ("list for mapping", "build", ["x"], "build: expected a mapping"),
+    ("node version without v", "runtime.node_version", "26.4.0", "runtime.node_version: malformed"),
+    ("runtime pin upper-case", "runtime.sha256", "AB" * 32, "runtime.sha256: malformed"),
+    ("string for list", "cutover.plugins", "followup", "cutover.plugins: expected a list"),
+    ("empty list", "cutover.candidate_ui", [], "cutover.candidate_ui: expected at least 1"),
+    ("bad list item", "cutover.plugins", ["followup", "Local PTY"], "cutover.plugins[1]: malformed"),
+    ("relative URL path", "cutover.candidate_health", "api/health", "cutover.candidate_health: malformed"),
+    ("string for bool", "isolation.session_network", "yes", "isolation.session_network: expected bool"),
+    ("missing runtime", "runtime", KeyError, "runtime: missing required key"),
+    ("missing server_env", "cutover.server_env", KeyError, "cutover.server_env: missing"),
 ]
 
 

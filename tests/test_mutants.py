@@ -20,7 +20,7 @@ def test_catalogue_is_well_formed():
     assert len(ids) == len(set(ids)) and len(ids) >= 45
     for f in catalogue.FAULTS:
         assert f.breaks and all(i in BY_ID for i in f.breaks + f.must_fail), f.id
-        assert f.script or f.supervisor or f.script_file, f.id
+        assert f.script or f.supervisor or f.script_file or f.candidate, f.id
         assert f.modules is None or all((REPO / m).is_file() for m in f.modules), f.id
         if f.script_file:
             assert (catalogue.FAULT_DIR / f.script_file).is_file(), f.id

@@ -20,6 +20,9 @@ ABS_PATH = re.compile(r"^/[^\0]*$")
 UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.\\@-]+\.(service|slice|socket|target)$")
 NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 PACKAGE = re.compile(r"^\./[A-Za-z0-9_./-]+$")
+NODE_VERSION = re.compile(r"^v\d+\.\d+\.\d+$")
+URL_PATH = re.compile(r"^/[A-Za-z0-9._~/%-]*$")
+PLUGIN_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 ARTIFACTS = ("supervisor", "launcher", "client")
 
 
@@ -31,6 +34,13 @@ class InventoryError(Exception):
 # schema means any key, each value checked against the schema under "*".
 def _s(t, rx=None):
     return (t, rx)
+
+
+class ListOf:
+    """A list leaf: every element is checked against (type, regex)."""
+
+    def __init__(self, t, rx=None, min_len=1):
+        self.leaf, self.min_len = (t, rx), min_len
 
 
 _BINARY = {"path": _s(str, ABS_PATH), "sha256": _s(str, HEX64), "package": _s(str, PACKAGE)}
@@ -62,6 +72,25 @@ SCHEMA: dict[str, Any] = {
     "marker": _s(str, ABS_PATH),
     "ports": {"production": _s(int), "candidate": _s(int)},
     "unit_properties": {"supervisor": {"*": _s(str)}, "slice": {"*": _s(str)}},
+    # RUNTIME-1: the candidate runtime (the process listening on ports.candidate)
+    "runtime": {
+        "binary": _s(str, ABS_PATH),
+        "sha256": _s(str, HEX64),          # optional pin of the exact SEA build
+        "node_version": _s(str, NODE_VERSION),
+    },
+    # CUT-1..3: what the preflight reads over loopback HTTP and from server.env
+    "cutover": {
+        "production_health": _s(str, URL_PATH),
+        "candidate_health": _s(str, URL_PATH),
+        "candidate_ui": ListOf(str, URL_PATH),
+        "plugins": ListOf(str, PLUGIN_NAME),
+        "server_env": _s(str, ABS_PATH),
+    },
+    # ISO-2: the pilot's declared session behaviour (recorded, compared)
+    "isolation": {
+        "session_workspace_writable": _s(bool),
+        "session_network": _s(bool),
+    },
 }
 REQUIRED = {
     "service_user", "service_group", "pilot_root", "code_root", "revision",
@@ -70,6 +99,10 @@ REQUIRED = {
     "build.source_dir", "build.go", "build.user", "units.supervisor",
     "units.slice", "units.peer", "units.candidate_file",
     "ports.production", "ports.candidate",
+    "runtime", "runtime.binary", "runtime.node_version",
+    "cutover", "cutover.production_health", "cutover.candidate_health",
+    "cutover.candidate_ui", "cutover.plugins", "cutover.server_env",
+    "isolation", "isolation.session_workspace_writable", "isolation.session_network",
 } | {f"binaries.{a}.{k}" for a in ARTIFACTS for k in _BINARY}
 
 
@@ -122,6 +155,15 @@ def _check(file: str, key: str, value: Any, schema: Any, problems: list[str]) ->
                 _check(file, sub, v, schema["*"], problems)
             else:
                 problems.append(f"{file}: {sub}: unknown key")
+        return
+    if isinstance(schema, ListOf):
+        if not isinstance(value, list):
+            problems.append(f"{file}: {key}: expected a list, got {type(value).__name__}")
+        elif len(value) < schema.min_len:
+            problems.append(f"{file}: {key}: expected at least {schema.min_len} entries")
+        else:
+            for i, item in enumerate(value):
+                _check(file, f"{key}[{i}]", item, schema.leaf, problems)
         return
     typ, rx = schema
     if typ is int and isinstance(value, bool) or not isinstance(value, typ):

@@ -22,6 +22,7 @@ import socket
 import time
 
 from . import peer as peer_mod
+from . import protocol as p
 from .bus import BusError
 
 CGROUP_ROOTS = ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/systemd")
@@ -293,6 +294,16 @@ def can_connect(path: str) -> str:
         return errno.errorcode.get(e.errno, str(e.errno)) if e.errno else type(e).__name__
     finally:
         s.close()
+
+
+def end_by_eof(raw, deadline_s: float) -> None:
+    """End of input ends a probe session; its unit goes with it."""
+    if raw.sock is None:
+        return
+    with contextlib.suppress(OSError):
+        raw.send(p.encode(p.T.EOF))
+    with contextlib.suppress(TimeoutError, OSError):
+        raw.wait_end(deadline_s)
 
 
 # ------------------------------------------------------------------ peer

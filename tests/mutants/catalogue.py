@@ -3,7 +3,8 @@ fresh reference host, and the requirement IDs whose tests must fail.
 
 A fault is applied by a shell script run as root inside the booted host after
 deployment and before the suite (`script`), by words for the reference
-supervisor's fault switches (`supervisor`, see its docstring), or both.
+supervisor's or candidate's fault switches (`supervisor`, `candidate`, see
+their sources' headers), or both.
 `modules` names the acceptance modules to run (None: the full suite).
 """
 from __future__ import annotations
@@ -17,6 +18,8 @@ LIBEXEC = "/usr/local/libexec"
 SUPERVISOR_UNIT = "/etc/systemd/system/opencode-pty-supervisor.service"
 PILOT = "/home/byk/.local/share/opencode-v2-pilot"
 CODE = "/home/byk/Code/opencode-v2-pilot"
+WAIT_PREVIEW = ("i=0; until python3 -I -c 'import socket; socket.create_connection((\"127.0.0.1\", 14102), 1)'"
+                " 2>/dev/null; do i=$((i+1)); [ $i -lt 200 ] || exit 1; sleep 0.05; done")
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,7 @@ class Fault:
     title: str
     script: str = ""
     supervisor: tuple[str, ...] = ()
+    candidate: tuple[str, ...] = ()  # words for the reference candidate's fault switches
     script_file: str = ""  # a script in faults/ (rebuilds a patched binary via common.sh)
     modules: tuple[str, ...] | None = ("acceptance/test_ownership.py",)
     expect: tuple[str, ...] = ()  # IDs whose tests must fail; default: breaks
@@ -220,6 +224,44 @@ FAULTS += [
           expect=("BUILD-2", "SCOPE-1")),
 ]
 
+FAULTS += [
+    # -- RUNTIME-1: the candidate's runtime
+    Fault("runtime-node24", ("RUNTIME-1",), "the runtime path holds plain Node 24, which runs the server script",
+          script_file="runtime-node24.sh", modules=_m("runtime")),
+    Fault("runtime-plain-node26", ("RUNTIME-1",), "the runtime is plain Node 26.4, not a single-executable app",
+          script_file="runtime-plain-node26.sh", modules=_m("runtime")),
+    Fault("preview-runs-a-copy", ("RUNTIME-1",), "the process on 14102 runs a copy of the SEA at another path",
+          script_file="preview-runs-a-copy.sh", modules=_m("runtime")),
+    Fault("runtime-bytes-changed", ("RUNTIME-1",), "the runtime binary no longer hashes to its pin",
+          script_file="runtime-bytes-changed.sh", modules=_m("runtime")),
+    Fault("candidate-unit-runs-other-path", ("RUNTIME-1",), "the candidate unit's ExecStart names another binary",
+          f"sed -i 's|^ExecStart=[^ ]*|ExecStart=/usr/local/bin/opencode2-node|' {PILOT}/opencode-v2.service",
+          modules=_m("runtime")),
+    # -- CUT-1..3: the cutover preflight
+    Fault("production-stopped", ("CUT-1",), "production is not running on 4096",
+          "systemctl stop opencode.service", modules=_m("cutover")),
+    Fault("candidate-stopped", ("CUT-1",), "the candidate preview is not running on 14102",
+          "systemctl stop opencode-v2-preview.service", modules=_m("cutover"), expect=("CUT-1", "CUT-2")),
+    Fault("candidate-unhealthy", ("CUT-1",), "the candidate's health says healthy=false",
+          candidate=("unhealthy",), modules=_m("cutover")),
+    Fault("plugin-failed", ("CUT-2",), "the local-pty plugin fails to activate",
+          candidate=("plugin-failed",), modules=_m("cutover")),
+    Fault("plugin-never-active", ("CUT-2",), "the plugins never leave 'loading'",
+          candidate=("plugin-never-active",), modules=_m("cutover")),
+    Fault("server-env-world-readable", ("CUT-3",), "server.env is mode 0644",
+          f"chmod 0644 {PILOT}/server.env", modules=_m("cutover")),
+    Fault("server-env-without-password", ("CUT-3",), "server.env has no OPENCODE_PASSWORD= line",
+          f"printf 'OPENCODE_LOG_LEVEL=info\\n' > {PILOT}/server.env", modules=_m("cutover")),
+    Fault("server-env-symlink", ("CUT-3",), "server.env is a symlink to a private copy",
+          f"mv {PILOT}/server.env {PILOT}/server.env.real && ln -s server.env.real {PILOT}/server.env",
+          modules=_m("cutover")),
+    # -- ISO: same-UID isolation, and the declared session behaviour
+    Fault("runtime-readable", ("ISO-1",), "the runtime binary is 0755, so the candidate is dumpable",
+          script_file="runtime-readable.sh", modules=_m("isolation")),
+    Fault("session-private-network", ("ISO-2",), "sessions get a private network, unlike the declaration",
+          supervisor=("session-private-network",), modules=_m("isolation")),
+]
+
 BY_ID = {f.id: f for f in FAULTS}
 
 
@@ -240,6 +282,11 @@ def apply_script(f: Fault) -> str:
                   # the socket is back when the supervisor listens again (bounded wait)
                   "i=0; while [ ! -S /run/opencode-pty/supervisor.sock ] && [ $i -lt 200 ]; do "
                   "i=$((i+1)); sleep 0.05; done; [ -S /run/opencode-pty/supervisor.sock ]"]
+    if f.candidate:
+        words = "\\n".join(f.candidate)
+        lines += ["mkdir -p /etc/opencode-reference",
+                  f"printf '{words}\\n' > /etc/opencode-reference/candidate-faults",
+                  "systemctl restart opencode-v2-preview.service", WAIT_PREVIEW]
     return "\n".join(lines) + "\n"
 
 # What CI runs (README's test command): a subset that touches every requirement
@@ -252,4 +299,6 @@ CI_SUBSET = [
     "session-keeps-capabilities", "accepts-two-fds", "exit-always-zero",
     "lookalike-session-unit", "marker-dir-group-writable", "supervisor-new-privileges",
     "capacity17", "session-killmode-process", "no-orphan-cleanup",
+    "runtime-node24", "plugin-failed", "server-env-world-readable", "runtime-readable",
+    "session-private-network",
 ]

@@ -122,6 +122,65 @@ while [ ! -S "$SOCK" ]; do
 done
 TS=$(( $(now_ms) - TS ))
 
+# --- the candidate runtime and the two servers --------------------------------
+# The candidate is a Node 26.4 single-executable application of
+# src/candidate/server.js, built by the harness (tests/refhost/nodedist.py) and
+# seen here read-only under $NODE_DIR. Installed root:root 0711 (unreadable to
+# the service user, so its processes are not dumpable), run as byk: the preview
+# on 14102 (opencode-v2-preview.service, from the pilot's candidate unit) and
+# the legacy production stand-in on 4096 (opencode.service).
+NODE_DIR=/opt/pty-acceptance/node
+SEA_KEY=v26.4.0-$(sha256sum <"$REF/src/candidate/server.js" | cut -c1-16)
+SEA=$NODE_DIR/sea/$SEA_KEY/opencode2-node
+RUNTIME=$CODE/packages/cli/dist-v2-pilot-final/cli-node-linux-x64/bin/opencode2-node
+[ -f "$SEA" ] || die "candidate SEA $SEA missing (tests/refhost/nodedist.py builds it on the build host)"
+d=$CODE/packages
+for sub in cli dist-v2-pilot-final cli-node-linux-x64 bin; do
+	d=$d/$sub
+	install -d -o "$USER_NAME" -g "$GROUP_NAME" -m 0755 "$d"
+done
+install -o root -g root -m 0711 "$SEA" "$RUNTIME"
+install -d -o root -g root -m 0755 /usr/local/lib/opencode-reference
+install -o root -g root -m 0644 "$REF/src/production/server.py" /usr/local/lib/opencode-reference/production.py
+cat >"$UNITDIR/opencode.service" <<UNIT
+# Legacy production opencode server (reference-host stand-in).
+[Unit]
+Description=opencode production server (reference stand-in)
+After=network.target
+
+[Service]
+Type=simple
+User=$USER_NAME
+Group=$GROUP_NAME
+ExecStart=/usr/bin/python3 -I /usr/local/lib/opencode-reference/production.py 4096
+Restart=on-failure
+UNIT
+sed -e 's|--port 4096|--port 14102|' \
+	-e 's|^Description=.*|Description=opencode v2 pilot preview on 14102 (reference stand-in)|' \
+	-e '/^\[Install\]/,$d' "$PILOT/opencode-v2.service" >"$UNITDIR/opencode-v2-preview.service"
+chmod 0644 "$UNITDIR/opencode.service" "$UNITDIR/opencode-v2-preview.service"
+systemctl daemon-reload
+TC=$(now_ms)
+systemctl restart opencode.service opencode-v2-preview.service
+wait_port() { # PORT: until something accepts on 127.0.0.1:PORT, 10 s at most
+	python3 -I - "$1" <<'PY' || die "nothing listens on 127.0.0.1:$1 within 10 s"
+import socket, sys, time
+deadline = time.monotonic() + 10
+while True:
+    try:
+        socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1).close()
+        break
+    except OSError as e:
+        if time.monotonic() > deadline:
+            print(f"127.0.0.1:{sys.argv[1]}: {e}", file=sys.stderr)
+            sys.exit(1)
+        time.sleep(0.05)
+PY
+}
+wait_port 4096
+wait_port 14102
+TC=$(( $(now_ms) - TC ))
+
 # --- record and compare ------------------------------------------------------
 manifest() {
 	{
@@ -143,7 +202,9 @@ MANIFEST=$(sha256sum <"$DBG/source-manifest.txt" | cut -d' ' -f1)
 	printf '%s\n' "$PILOT" "$CODE" "$PILOT/server.env"
 	for name in $BINS; do printf '%s\n' "$LIBEXEC/opencode-pty-$name"; done
 	printf '%s\n' "$UNITDIR/opencode-pty-supervisor.service" "$UNITDIR/opencode-pty.slice" \
-		/etc/opencode "$DBG/source-manifest.txt" "$DBG/installed-paths" "$DBG/deploy.env"
+		/etc/opencode "$DBG/source-manifest.txt" "$DBG/installed-paths" "$DBG/deploy.env" \
+		"$RUNTIME" /usr/local/lib/opencode-reference "$UNITDIR/opencode.service" \
+		"$UNITDIR/opencode-v2-preview.service"
 } >"$DBG/installed-paths"
 
 inv_value() { # KEY: the quoted value of KEY: "..." in the inventory
@@ -169,9 +230,14 @@ check source_manifest_sha256 "$(inv_value source_manifest_sha256)" "$MANIFEST"
 		printf '%s_sha256=%s\n' "$name" "$got"
 		check "binaries.$name.sha256" "$(inv_bin "$name")" "$got"
 	done
-	printf 'build_ms=%s\nsupervisor_start_ms=%s\ntotal_ms=%s\n' "$TB" "$TS" "$(( $(now_ms) - T0 ))"
+	got=$(sha256sum "$RUNTIME" | cut -d' ' -f1)
+	printf 'runtime_sha256=%s\n' "$got"
+	check runtime.sha256 "$(inv_value sha256)" "$got"
+	printf 'build_ms=%s\nsupervisor_start_ms=%s\nservers_start_ms=%s\ntotal_ms=%s\n' "$TB" "$TS" "$TC" "$(( $(now_ms) - T0 ))"
 } >"$DBG/deploy.env"
 cat "$DBG/deploy.env" >&2
-systemctl is-active --quiet opencode-pty-supervisor.service || die "supervisor is not active"
+for u in opencode-pty-supervisor.service opencode.service opencode-v2-preview.service; do
+	systemctl is-active --quiet "$u" || die "$u is not active"
+done
 [ -z "$mismatch" ] || die "deployed host does not match $INV:$mismatch (toolchain or source drift)"
 say "reference host deployed in $(( $(now_ms) - T0 )) ms"

@@ -22,6 +22,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from refhost import nodedist  # noqa: E402  (the harness's SEA build: same bytes deploy.sh installs)
+
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 INV = REPO / "inventories" / "reference.yml"
@@ -100,10 +103,12 @@ def main() -> int:
         b = build(tmp, "b/deeper/elsewhere")
         rev = revision(tmp)
     text, msha = manifest()
+    sea = nodedist.sea_sha256(HERE / "src/candidate/server.js")
     go = subprocess.run(["go", "version"], capture_output=True, text=True).stdout.strip()
     print(go)
     print(text, end="")
     print(f"revision={rev}\nsource_manifest_sha256={msha}")
+    print(f"runtime: {sea}")
     for n in BINS:
         print(f"{n}: {a[n]}" + ("" if a[n] == b[n] else f" DIFFERS from second build {b[n]}"))
     if a != b:
@@ -115,6 +120,7 @@ def main() -> int:
         s = re.sub(r'(source_manifest_sha256: ")[0-9a-f]*(")', rf"\g<1>{msha}\2", s)
         for n in BINS:
             s = re.sub(rf'({n}: {{path: [^,]*, sha256: ")[0-9a-f]*(")', rf"\g<1>{a[n]}\2", s)
+        s = re.sub(r'(\n *sha256: ")[0-9a-f]*(")', rf"\g<1>{sea}\2", s)
         INV.write_text(s)
         print(f"updated {INV}")
     return 0

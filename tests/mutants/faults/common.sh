@@ -25,3 +25,32 @@ PY
 	fi
 	echo "FAULT: rebuilt $bin with patched $file" >&2
 }
+
+# --- the candidate runtime and its preview unit (deploy.sh installs them)
+RUNTIME=/home/byk/Code/opencode-v2-pilot/packages/cli/dist-v2-pilot-final/cli-node-linux-x64/bin/opencode2-node
+PREVIEW=/etc/systemd/system/opencode-v2-preview.service
+wait_port() { # PORT: until 127.0.0.1:PORT accepts, 10 s at most
+	python3 -I -c 'import socket, sys, time
+d = time.monotonic() + 10
+while True:
+    try:
+        socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1).close(); break
+    except OSError as e:
+        if time.monotonic() > d: sys.exit(f"127.0.0.1:{sys.argv[1]}: {e}")
+        time.sleep(0.05)' "$1"
+}
+preview_runs() { # PROGRAM ARGS...: a drop-in makes the preview run this command line on 14102
+	mkdir -p "$PREVIEW.d"
+	printf '[Service]\nExecStart=\nExecStart=%s\n' "$*" >"$PREVIEW.d/fault.conf"
+	systemctl daemon-reload
+	systemctl restart opencode-v2-preview.service
+	wait_port 14102
+	echo "FAULT: the preview now runs $*" >&2
+}
+plain_node() { # VERSION: the runtime path holds plain node VERSION, which runs server.js
+	install -o root -g root -m 0755 "/opt/pty-acceptance/node/v$1/bin/node" "$RUNTIME"
+	install -d -m 0755 /usr/local/lib/opencode-reference
+	install -m 0644 /opt/pty-acceptance/src/tests/reference/src/candidate/server.js \
+		/usr/local/lib/opencode-reference/candidate.js
+	preview_runs "$RUNTIME" /usr/local/lib/opencode-reference/candidate.js --port 14102
+}

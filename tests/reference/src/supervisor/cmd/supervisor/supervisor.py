@@ -21,6 +21,7 @@ comments allowed), read once at start. Unknown words are logged and ignored.
   omit-prop:NAME             omit property NAME (e.g. BindsTo, PrivateDevices) from session units
   exit-status-zero           report every session end as EXIT (0, 0)
   session-killmode-process   KillMode=process for session units (descendants outlive a stop)
+  session-private-network    PrivateNetwork=yes for session units (no loopback to the servers)
 
 EXIT reporting: the unit's ExecMainCode/ExecMainStatus as systemd saw them
 (script -e turns a command killed by signal N into exit status 128+N). When
@@ -446,6 +447,8 @@ class Server:
             ('StandardErrorFileDescriptor', ('h', cwd_fd)),
             ('CollectMode', ('s', 'inactive-or-failed')),
         ]
+        if 'session-private-network' in FAULTS:
+            p.append(('PrivateNetwork', ('b', True)))
         if 'no-supplementary-groups-prop' not in FAULTS:
             p.append(('SupplementaryGroups', ('as', [])))
         if 'no-inaccessible-paths' not in FAULTS:

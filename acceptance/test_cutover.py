@@ -1,0 +1,118 @@
+"""Cutover preflight: production is healthy, the candidate is healthy, its UI
+and plugins are up, and server.env is private.
+
+CUT-1 production answers its health path (cutover.production_health) on
+      ports.production with a non-empty 200 (legacy production does not speak
+      the candidate's API: its health is read as answering, not as
+      healthy=true); the candidate answers cutover.candidate_health with
+      healthy=true and every cutover.candidate_ui path with a non-empty 200 on
+      ports.candidate.
+CUT-2 after POST /api/plugin/await-activation, GET /api/plugin lists every
+      cutover.plugins entry with status "active".
+CUT-3 server.env (cutover.server_env) is a regular file (not a symlink), mode
+      exactly 0600, owned by the service user, and holds OPENCODE_PASSWORD=
+      with a non-empty value.
+
+Loopback only; production gets unauthenticated GETs and nothing else; every
+candidate request carries Basic auth with the server.env password, which never
+appears in evidence or a message. Nothing is written on the host. The API as
+we read it lives in pty_acceptance/opencode_api.py only.
+"""
+
+import pwd
+
+import pytest
+
+from pty_acceptance import opencode_api, serverenv
+
+
+@pytest.fixture(scope="module")
+def env(inv):
+    return serverenv.read(inv.cutover["server_env"])
+
+
+def _candidate(inv, env, req):
+    """The authenticated candidate client, or a failure naming server.env."""
+    if env.password is None:
+        pytest.fail(f"{req}: cannot authenticate to the candidate: {env.describe()}", pytrace=False)
+    return opencode_api.Client(inv.ports["candidate"], password=env.password.reveal())
+
+
+@pytest.mark.requirement("CUT-1")
+def test_production_is_healthy(inv, evidence):
+    client = opencode_api.Client(inv.ports["production"])  # no auth, GET only
+    path = inv.cutover["production_health"]
+    try:
+        reply = client.ui(path)
+    except opencode_api.ApiError as e:
+        pytest.fail(f"CUT-1: production {e}", pytrace=False)
+    evidence("production", reply.describe())
+    evidence("production health body", client.excerpt(reply.body))
+
+
+@pytest.mark.requirement("CUT-1")
+def test_candidate_is_healthy(inv, env, evidence):
+    client = _candidate(inv, env, "CUT-1")
+    try:
+        reply = client.health(inv.cutover["candidate_health"])
+    except opencode_api.ApiError as e:
+        pytest.fail(f"CUT-1: candidate {e}", pytrace=False)
+    evidence("candidate health", reply.describe())
+    evidence("candidate health body", client.excerpt(reply.body))
+
+
+@pytest.mark.requirement("CUT-1")
+def test_candidate_ui_answers(inv, env, evidence):
+    client = _candidate(inv, env, "CUT-1")
+    problems = []
+    for path in inv.cutover["candidate_ui"]:
+        try:
+            reply = client.ui(path)
+        except opencode_api.ApiError as e:
+            problems.append(f"candidate {e}")
+            continue
+        evidence("candidate UI", reply.describe())
+    assert not problems, "CUT-1: " + "; ".join(problems)
+
+
+@pytest.mark.requirement("CUT-2")
+def test_plugins_are_active_after_activation(inv, env, evidence):
+    client = _candidate(inv, env, "CUT-2")
+    try:
+        reply = client.await_activation()
+        evidence("await-activation", reply.describe())
+        reply, plugins = client.plugins()
+    except opencode_api.ApiError as e:
+        pytest.fail(f"CUT-2: candidate {e}", pytrace=False)
+    evidence("plugins", [f"{opencode_api.excerpt(p.name.encode(), limit=64)}: "
+                         f"{opencode_api.excerpt(p.status.encode(), limit=40)}" for p in plugins])
+    wanted = list(inv.cutover["plugins"])
+    bad = opencode_api.missing_or_inactive(wanted, plugins)
+    assert not bad, (f"CUT-2: candidate {reply.url}: after await-activation, expected {wanted} "
+                     f"active, got " + "; ".join(bad))
+
+
+@pytest.mark.requirement("CUT-3")
+def test_server_env_is_private_and_holds_the_password(inv, env, evidence):
+    evidence("server.env", env.describe())
+    path = inv.cutover["server_env"]
+    try:
+        uid = pwd.getpwnam(inv.service_user).pw_uid
+    except KeyError:
+        pytest.fail(f"CUT-3: the service user {inv.service_user!r} does not exist", pytrace=False)
+    problems = []
+    if env.kind != "regular file":
+        problems.append(f"it is {'a ' + env.kind if env.kind not in ('absent', 'unreadable') else env.kind}, "
+                        "expected a regular file")
+    else:
+        if env.mode != 0o600:
+            problems.append(f"mode {env.mode:04o}, expected exactly 0600")
+        if env.uid != uid:
+            problems.append(f"owned by uid {env.uid}, expected {uid} ({inv.service_user})")
+        if env.problem:
+            problems.append(f"content not read: {env.problem}")
+        elif not env.assignments:
+            problems.append("no OPENCODE_PASSWORD= line")
+        elif not env.has_password:
+            problems.append("OPENCODE_PASSWORD= has an empty value")
+    assert not problems, f"CUT-3: {path}: " + "; ".join(problems)

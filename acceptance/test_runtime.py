@@ -1,0 +1,132 @@
+"""Node 26.4 runtime gate: the candidate runs the exact Node 26.4 SEA binary.
+
+RUNTIME-1 the process listening on ports.candidate executes exactly the
+          inventory's runtime.binary (same st_dev/st_ino; the path is judged
+          by lstat, never followed) as the service user; that binary is a
+          fused Node single-executable application (SEA fuse ``:1``); its
+          embedded Node version is runtime.node_version exactly (Node 24 never
+          passes); runtime.sha256, when the inventory pins it, matches; the
+          candidate unit file's ExecStart= runs that same path.
+
+The binary is identified statically (one O_NOFOLLOW streaming read), never
+executed. RUNTIME-2 (only the fixed helper ever holds the authenticated socket
+and cwd) needs the real opencode app to open a PTY session through this
+runtime and is a separate, planned module (test_runtime_handoff.py).
+"""
+
+import grp
+import pwd
+import time
+
+import pytest
+
+from pty_acceptance import hostfs, runtime
+
+
+@pytest.fixture(scope="module")
+def identity(inv):
+    """The runtime binary's identity, or the reason it could not be read."""
+    try:
+        return runtime.identify(inv.runtime["binary"])
+    except runtime.RuntimeError_ as e:
+        return str(e)
+
+
+def _identity_or_fail(identity, evidence):
+    if isinstance(identity, str):
+        pytest.fail(f"RUNTIME-1: cannot identify the runtime binary: {identity}", pytrace=False)
+    evidence("runtime binary", identity.describe())
+    return identity
+
+
+def _service_ids(inv):
+    try:
+        uid = pwd.getpwnam(inv.service_user).pw_uid
+    except KeyError:
+        pytest.fail(f"RUNTIME-1: the service user {inv.service_user!r} does not exist", pytrace=False)
+    try:
+        gid = grp.getgrnam(inv.service_group).gr_gid
+    except KeyError:
+        pytest.fail(f"RUNTIME-1: the service group {inv.service_group!r} does not exist", pytrace=False)
+    return uid, gid
+
+
+@pytest.mark.requirement("RUNTIME-1")
+def test_candidate_listener_runs_the_runtime_binary(inv, evidence):
+    port, path = inv.ports["candidate"], inv.runtime["binary"]
+    found = runtime.listener(port)
+    evidence("listener", found.describe())
+    if found.create_time is not None:
+        evidence("process start time",
+                 time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(found.create_time))
+                 + f" (pid {found.pid})")
+    assert found.problem is None, f"RUNTIME-1: candidate port {port}: {found.problem}"
+    same, why = runtime.same_file(path, found.exe_dev_ino)
+    evidence("same file", why)
+    assert same, (f"RUNTIME-1: pid {found.pid} on port {port} runs {found.exe_link!r}, "
+                  f"not the runtime binary: {why}")
+    uid, gid = _service_ids(inv)
+    wrong = []
+    if set(found.uids) != {uid}:
+        wrong.append(f"uids (real, effective, saved) {found.uids}, expected {uid} ({inv.service_user})")
+    if set(found.gids) != {gid}:
+        wrong.append(f"gids (real, effective, saved) {found.gids}, expected {gid} ({inv.service_group})")
+    assert not wrong, f"RUNTIME-1: pid {found.pid} on port {port}: " + "; ".join(wrong)
+
+
+@pytest.mark.requirement("RUNTIME-1")
+def test_runtime_binary_is_a_fused_node_sea(inv, identity, evidence):
+    ident = _identity_or_fail(identity, evidence)
+    fuse = ident.fuse
+    assert fuse == runtime.FUSED, {
+        runtime.PLAIN: f"RUNTIME-1: {ident.path} is a plain node binary (SEA fuse :0), "
+                       "not a single-executable application",
+        runtime.NOT_NODE: f"RUNTIME-1: {ident.path} carries no SEA fuse sentinel: not a Node binary",
+    }.get(fuse, f"RUNTIME-1: {ident.path}: SEA fuse {fuse}")
+
+
+@pytest.mark.requirement("RUNTIME-1")
+def test_runtime_embedded_node_version_is_exact(inv, identity, evidence):
+    ident = _identity_or_fail(identity, evidence)
+    want = inv.runtime["node_version"]
+    problem = ident.version_problem()
+    assert problem is None, f"RUNTIME-1: {ident.path}: {problem}; expected {want}"
+    got = ident.version
+    if runtime.major(got) == 24:
+        pytest.fail(f"RUNTIME-1: {ident.path} embeds Node {got}: Node 24 never passes the "
+                    f"runtime gate; expected {want}", pytrace=False)
+    assert got == want, f"RUNTIME-1: {ident.path} embeds Node {got}, expected exactly {want}"
+
+
+@pytest.mark.requirement("RUNTIME-1")
+def test_runtime_binary_hash_is_pinned(inv, identity, evidence):
+    ident = _identity_or_fail(identity, evidence)
+    evidence("sha256", f"{ident.sha256}  {ident.path}")
+    want = inv.runtime.get("sha256")
+    if want is None:
+        evidence("sha256 pin", "none in the inventory (runtime.sha256 unset): recorded only")
+        return
+    assert ident.sha256 == want, f"RUNTIME-1: {ident.path} hashes to {ident.sha256}, the pin is {want}"
+
+
+@pytest.mark.requirement("RUNTIME-1")
+def test_candidate_unit_execstart_runs_the_runtime_binary(inv, evidence):
+    path, want = inv.units["candidate_file"], inv.runtime["binary"]
+    node = hostfs.Node.at(path)
+    evidence("candidate unit file", node.describe())
+    assert node.kind == "regular file", f"RUNTIME-1: candidate unit file {path} is {node.kind}, expected a regular file"
+    try:
+        data = hostfs.read_nofollow(path, runtime.MAX_UNIT_FILE)
+    except OSError as e:
+        pytest.fail(f"RUNTIME-1: cannot read {path} (O_NOFOLLOW): {e.strerror or e}", pytrace=False)
+    assert len(data) <= runtime.MAX_UNIT_FILE, f"RUNTIME-1: {path} exceeds {runtime.MAX_UNIT_FILE} bytes"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        pytest.fail(f"RUNTIME-1: {path} is not UTF-8 (byte {e.start})", pytrace=False)
+    program, detail = runtime.exec_start_program(text)
+    evidence("ExecStart", detail)
+    assert program is not None, f"RUNTIME-1: {path}: {detail}"
+    hint = " (systemd specifiers are not expanded: name the literal path)" if "%" in program else ""
+    assert program == want, (f"RUNTIME-1: {path}: ExecStart= runs {program[:300]!r}, "
+                             f"expected the runtime binary {want}{hint}")

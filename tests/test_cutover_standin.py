@@ -1,0 +1,84 @@
+"""acceptance/test_cutover.py run for real (a pytest subprocess) against
+stand-in servers on loopback: it passes when the stand-ins answer as the API
+reading says, names what is wrong when they do not, and the server.env
+password never appears in its output or its JUnit report."""
+
+import base64
+import os
+import pwd
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+import yaml
+
+from conftest import REPO
+from opencode_standin import Behaviour, StandIn
+
+PW = "standin-pw-7c1e0b9a-Zz"
+USER = "nobody"
+TOKEN = base64.b64encode(f"opencode:{PW}".encode()).decode()
+
+
+def _run(tmp_path, prod_port, cand_port, env_file, extra=()):
+    d = yaml.safe_load((REPO / "inventories/reference.yml").read_text())
+    (vars_,) = d["all"]["hosts"].values()
+    vars_["service_user"] = USER
+    vars_["ports"] = {"production": prod_port, "candidate": cand_port}
+    vars_["cutover"]["server_env"] = str(env_file)
+    inv = tmp_path / "inv.yml"
+    inv.write_text(yaml.safe_dump({"all": {"hosts": {"standin": vars_}}}))
+    reports = tmp_path / "reports"
+    done = subprocess.run([sys.executable, "-m", "pytest", "acceptance/test_cutover.py",
+                           "--inventory", str(inv), "--no-marker", "--report-dir", str(reports),
+                           "-p", "no:cacheprovider", "-rA", *extra],
+                          cwd=REPO, capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    (xml,) = reports.glob("acceptance-standin-*.xml")
+    text = xml.read_text()
+    cases = {c.get("name"): (c.find("failure") is None and c.find("error") is None, c)
+             for c in ET.fromstring(text).iter("testcase")}
+    return done.stdout + done.stderr, text, cases
+
+
+def _env(tmp_path, mode=0o600, value=PW):
+    p = tmp_path / "server.env"
+    p.write_text(f"# stand-in\nOPENCODE_PASSWORD={value}\n")
+    os.chmod(p, mode)
+    u = pwd.getpwnam(USER)
+    os.chown(p, u.pw_uid, u.pw_gid)
+    return p
+
+
+def test_cutover_passes_against_conforming_standins(tmp_path):
+    prod, cand = Behaviour(None), Behaviour(PW)
+    with StandIn(prod) as p, StandIn(cand) as c:
+        out, xml, cases = _run(tmp_path, p.port, c.port, _env(tmp_path))
+    assert cases and all(ok for ok, _ in cases.values()), out[-3000:]
+    assert PW not in out and PW not in xml and TOKEN not in out and TOKEN not in xml
+    assert all(auth is None for _, _, auth in prod.seen) and {m for m, _, _ in prod.seen} == {"GET"}
+    assert cand.seen and all(auth and auth.startswith("Basic ") for _, _, auth in cand.seen)
+    assert ("POST", "/api/plugin/await-activation") in [(m, p) for m, p, _ in cand.seen]
+
+
+def test_cutover_findings_name_what_is_wrong_and_never_the_password(tmp_path):
+    prod, cand = Behaviour(None), Behaviour(PW)
+    prod.override["/api/health"] = (503, b"down", {})  # legacy production: read as answering 200
+    cand.healthy = False
+    cand.plugins = [{"name": "followup", "status": "failed"}]
+    # a hostile candidate that echoes the password in an error body
+    cand.override["/sw.js"] = (500, f"denied for {PW}".encode(), {})
+    with StandIn(prod) as p, StandIn(cand) as c:
+        # --showlocals --tb=long: even tracebacks with every local must not show it
+        out, xml, cases = _run(tmp_path, p.port, c.port, _env(tmp_path, mode=0o640),
+                               extra=("--showlocals", "--tb=long"))
+    assert PW not in out and PW not in xml and TOKEN not in out and TOKEN not in xml
+    assert not cases["test_production_is_healthy"][0] and "status 503" in out
+    assert not cases["test_candidate_is_healthy"][0]
+    assert "got status 200 and healthy=false" in out
+    assert not cases["test_candidate_ui_answers"][0] and "<redacted>" in out
+    assert not cases["test_plugins_are_active_after_activation"][0]
+    assert "followup: status 'failed'; local-pty: absent" in out
+    assert not cases["test_server_env_is_private_and_holds_the_password"][0]
+    assert "mode 0640, expected exactly 0600" in out
