@@ -1,187 +1,267 @@
 """Same-UID isolation: what another process of the service user can do to the
-candidate runtime, and what a live session may reach.
+candidate runtime, and what a live session can reach.
 
-ISO-1  the target is the one process listening on ports.candidate (the
-       runtime that becomes the peer at cutover). A probe run as the service
-       user in a disposable unit (isoprobe.py) must be refused each vector:
-       PTRACE_SEIZE; /proc/<pid>/fd listing and opening, environ, fdinfo and
-       mem; process_vm_readv; pidfd_getfd; kill(pid, 0) and
-       pidfd_send_signal(0). Read as root: no descriptor >= 3 of the target
-       lacks O_CLOEXEC (nothing is inherited by what it spawns), and every
-       connection to the supervisor socket is held by the supervisor and the
-       fixed helper only (sock_diag). Yama and the target's dumpability are
-       recorded with every result.
-ISO-2  from inside a live PTY session: whether it can create (and remove) a
-       file in its workspace (the cwd it was given, owned by the service
-       user) and whether it can open a TCP connection to 127.0.0.1 on
-       ports.production. Both are recorded; a test fails only where the host
-       differs from what the inventory declares (isolation.*).
+ISO-1  The target is the one process listening on ports.candidate (the
+       runtime that becomes the peer at cutover). A probe runs once, as the
+       service user and group, in a disposable tagged unit (isoprobe.py), and
+       every vector must be refused: PTRACE_SEIZE; listing and opening
+       /proc/<pid>/fd, reading environ, fdinfo and one page of mem;
+       process_vm_readv; pidfd_getfd of its descriptors 3..63; kill(pid, 0)
+       and pidfd_send_signal(0). Read as root: no descriptor >= 3 of the
+       target lacks O_CLOEXEC (a child it spawns, compromised, would inherit
+       it and could pass it on by SCM_RIGHTS), and both ends of every
+       connection to the supervisor socket are held by the supervisor's
+       processes and the fixed helper only (sock_diag). A probe that did not
+       run with exactly the target's uid and gid proves nothing and fails.
+       A probe holding any capability fails the same way. Yama, the owner
+       of /proc/<pid>/fd (root: the target is not dumpable) and every probe
+       result are recorded with each test.
+ISO-2  The PTY is not a general sandbox: from inside a live session started
+       through the fixed helper, whether its command can create and remove a
+       file in its workspace (the cwd it was given: a fresh directory of the
+       service user, 0700), and whether it can open a TCP connection to
+       127.0.0.1 on ports.production. Both are recorded; a test fails only
+       where the host differs from what the inventory declares
+       (isolation.session_workspace_writable, isolation.session_network).
 
-The probe never harms the target: SEIZE in a child that exits at once (it
-never stops the target), signal 0 only, lengths of what it read but never the
-bytes. A target that cannot be found, or a probe that cannot run, fails every
-ISO-1 test with the reason.
+The probe never harms the target: SEIZE never stops it and a tracer that
+exits detaches, signal 0 only, only the lengths of what it read are reported.
+A target that cannot be found, or a probe that cannot run, fails every ISO-1
+test with the reason; a session that cannot be driven fails both ISO-2 tests.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
+import errno
 import os
 import pwd
 import secrets
 import shutil
+import socket
 import tempfile
+from dataclasses import dataclass
 
 import pytest
 
-from pty_acceptance import isolation
+from pty_acceptance import isolation, runtime
 from pty_acceptance import livesession as live
-from pty_acceptance.bus import BusError, Systemd
+from pty_acceptance.bus import SERVICE_IFACE, BusError
 from pty_acceptance.peer import PeerError
-from pty_acceptance.session import RawSession, SessionError
+from pty_acceptance.session import HelperSession, SessionError
 
-START_DEADLINE_S = 10
-END_DEADLINE_S = 10
-WS_BEGIN, WS_END = b"ISO2-BEGIN", b"ISO2-END"
+SESSION_DEADLINE_S = 30
+CONNECT_TIMEOUT_S = 3
 
 
 def _fail(text):
     pytest.fail(text, pytrace=False)
 
 
+@dataclass
+class Probed:
+    target: isolation.Target
+    yama: str
+    report: dict | None
+    problem: str | None   # why there is no usable report
+
+    @property
+    def results(self) -> dict:
+        return {r["vector"]: r for r in (self.report or {}).get("results", [])}
+
+
 @pytest.fixture(scope="module")
-def probed(inv, bus, run_tag):
-    """(target, probe report by vector) or the reason there is none."""
+def target(inv):
+    """The process on ports.candidate, or why there is none."""
     try:
-        target = isolation.find_target(inv.ports["candidate"])
+        return isolation.find_target(inv.ports["candidate"])
+    except isolation.IsolationError as e:
+        return str(e)
+
+
+def _target_or_fail(target, evidence) -> isolation.Target:
+    if isinstance(target, str):
+        _fail(f"ISO-1: {target}")
+    evidence("target", f"{target.describe()}, uids {target.uids}, gids {target.gids}, "
+                       f"start {target.start_ticks} ticks")
+    return target
+
+
+@pytest.fixture(scope="module")
+def probed(inv, bus, run_tag, target):
+    """The probe's report against the target, run once for the module."""
+    if isinstance(target, str):
+        return target
+    state = isolation.yama()
+    try:
         report = isolation.run_probe(bus, user=inv.service_user, group=inv.service_group,
                                      tag=run_tag, target=target)
     except (isolation.IsolationError, BusError, TimeoutError, OSError) as e:
-        return str(e)
-    return target, report
-
-
-def _results(probed, evidence, vectors):
-    if isinstance(probed, str):
-        _fail(f"ISO-1: the isolation probe could not run: {probed}")
-    target, report = probed
-    evidence("yama", isolation.yama())
-    evidence("target", target.describe())
+        return Probed(target, state, None, f"the probe did not run: {e}")
     if report.get("error"):
-        _fail(f"ISO-1: probe against {target.describe()}: {report['error']}")
-    got = {r["vector"]: r for r in report["results"]}
-    missing = [v for v in vectors if v not in got]
-    if missing:
-        _fail(f"ISO-1: the probe did not report {missing}")
-    for v in vectors:
-        evidence(f"probe {v}", f"{got[v]['outcome']}: {got[v]['detail'][:200]}")
-    return target, report, [got[v] for v in vectors]
+        return Probed(target, state, report, f"the probe failed: {report['error']}")
+    ids = (report["uid"], report["euid"], report["gid"], report["egid"])
+    want = (target.uids[0], target.uid, target.gids[0], target.gids[1])
+    if ids != want:
+        return Probed(target, state, report,
+                      f"the probe ran as uid/euid/gid/egid {ids}, the target runs as {want}: "
+                      "its refusals say nothing about same-UID isolation")
+    if report["cap_eff"] != 0:
+        return Probed(target, state, report,
+                      f"the probe held capabilities (CapEff {report['cap_eff']:#x}): what worked "
+                      "says nothing about an unprivileged process of the service user")
+    return Probed(target, state, report, None)
 
 
-def _assert_refused(probed, evidence, vectors, what):
-    target, report, rows = _results(probed, evidence, vectors)
-    worked = [f"{r['vector']} ({r['detail'][:160]})" for r in rows if r["outcome"] != "refused"]
-    assert not worked, (f"ISO-1: {what} worked against {target.describe()} from uid "
-                        f"{report.get('uid')}: {'; '.join(worked)}; Yama {isolation.yama()}")
+def _results_or_fail(probed, evidence, vectors) -> tuple[Probed, list[dict]]:
+    if isinstance(probed, str):
+        _fail(f"ISO-1: {probed}")
+    _target_or_fail(probed.target, evidence)
+    evidence("Yama", probed.yama)
+    evidence(f"/proc/{probed.target.pid}/fd owner", f"uid {probed.target.fd_owner} ("
+             f"{'dumpable' if probed.target.dumpable else 'not dumpable'})")
+    if probed.report:
+        evidence("probe ran as", {k: probed.report.get(k)
+                                  for k in ("uid", "euid", "gid", "egid", "cap_eff", "seccomp")})
+        for r in probed.report["results"]:
+            evidence(f"probe {r['vector']}", f"{r['outcome']}: {r['detail']}")
+    if probed.problem:
+        _fail(f"ISO-1: {probed.target.describe()}: {probed.problem}")
+    got = probed.results
+    return probed, [got[v] for v in vectors]
 
 
+def _assert_refused(probed, evidence, vectors):
+    pr, rows = _results_or_fail(probed, evidence, vectors)
+    worked = [r for r in rows if r["outcome"] != "refused"]
+    assert not worked, (f"ISO-1: {' and '.join(r['vector'] for r in worked)} worked against "
+                        f"{pr.target.describe()}: {'; '.join(r['detail'] for r in worked)}; "
+                        f"{pr.target.facts(pr.yama)}")
+
+
+# ------------------------------------------------------------------ ISO-1, the probe
 @pytest.mark.requirement("ISO-1")
 def test_ptrace_is_refused(probed, evidence):
-    _assert_refused(probed, evidence, ["ptrace"], "ptrace")
+    _assert_refused(probed, evidence, ["ptrace"])
 
 
 @pytest.mark.requirement("ISO-1")
 def test_proc_descriptors_environ_and_memory_are_refused(probed, evidence):
     _assert_refused(probed, evidence, ["proc-fd-list", "proc-fd-open", "proc-environ",
-                                       "proc-fdinfo", "proc-mem"], "reading it through /proc")
+                                       "proc-fdinfo", "proc-mem"])
 
 
 @pytest.mark.requirement("ISO-1")
 def test_process_vm_readv_is_refused(probed, evidence):
-    _assert_refused(probed, evidence, ["process_vm_readv"], "process_vm_readv")
+    _assert_refused(probed, evidence, ["process_vm_readv"])
 
 
 @pytest.mark.requirement("ISO-1")
 def test_pidfd_getfd_is_refused(probed, evidence):
-    _assert_refused(probed, evidence, ["pidfd_getfd"], "taking its descriptors with pidfd_getfd")
+    _assert_refused(probed, evidence, ["pidfd_getfd"])
 
 
 @pytest.mark.requirement("ISO-1")
 def test_signals_are_refused(probed, evidence):
-    _assert_refused(probed, evidence, ["kill", "pidfd_send_signal"], "signalling it")
+    _assert_refused(probed, evidence, ["kill", "pidfd_send_signal"])
 
 
+# ------------------------------------------------------------------ ISO-1, root's view
 @pytest.mark.requirement("ISO-1")
-def test_descriptors_are_close_on_exec(inv, evidence):
+def test_descriptors_are_close_on_exec(target, evidence):
+    t = _target_or_fail(target, evidence)
     try:
-        target = isolation.find_target(inv.ports["candidate"])
-        bad, seen = isolation.inheritable_fds(target.pid)
-        again = isolation.start_ticks(target.pid)
-    except (isolation.IsolationError, OSError, ValueError) as e:
-        _fail(f"ISO-1: cannot read the target's descriptors: {e}")
-    evidence("target", target.describe())
-    evidence("descriptors >= 3 checked", str(seen))
-    assert again == target.start_ticks, f"ISO-1: pid {target.pid} was replaced while it was read"
-    assert not bad, (f"ISO-1: {target.describe()} holds descriptors a child would inherit "
-                     f"(no O_CLOEXEC): {'; '.join(bad)}")
+        bad, seen = isolation.inheritable_fds(t.pid)
+        again = isolation.start_ticks(t.pid)
+    except isolation.IsolationError as e:
+        _fail(f"ISO-1: cannot read the descriptors of {t.describe()}: {e}")
+    evidence("descriptors >= 3 checked", seen)
+    evidence("without O_CLOEXEC", bad or "none")
+    assert again == t.start_ticks, f"ISO-1: pid {t.pid} was replaced while its descriptors were read"
+    assert not bad, (f"ISO-1: inheriting descriptors worked against {t.describe()}: "
+                     f"{len(bad)} of {seen} descriptors >= 3 lack O_CLOEXEC, so whatever it "
+                     f"spawns holds them: {'; '.join(bad)}")
 
 
-def _supervisor_pid(bus: Systemd, unit: str) -> int:
-    svc = bus.properties(unit, "org.freedesktop.systemd1.Service") or {}
-    return int(svc.get("MainPID") or 0)
+def _supervisor_pids(bus, unit: str) -> set[int]:
+    svc = bus.properties(unit, SERVICE_IFACE) or {}
+    pids = {svc["MainPID"]} if svc.get("MainPID") else set()
+    if svc.get("ControlGroup"):
+        with contextlib.suppress(live.LiveError):
+            pids |= set(live.cgroup_pids(svc["ControlGroup"]))
+    return pids
 
 
 @pytest.mark.requirement("ISO-1")
 def test_only_the_helper_holds_supervisor_connections(inv, bus, evidence):
     helper = inv.binaries["client"]["path"]
+
+    def is_helper(pid):
+        link, dev_ino = isolation.exe_identity(pid)
+        return runtime.same_file(helper, dev_ino)[0], link
+
     try:
-        sup = _supervisor_pid(bus, inv.units["supervisor"])
-        pairs = isolation.supervisor_connections(inv.socket)
+        supervisor = _supervisor_pids(bus, inv.units["supervisor"])
+        file_id = isolation.socket_file_id(inv.socket)
+        socks = isolation.unix_sockets()
         holders = isolation.socket_holders()
     except (isolation.IsolationError, BusError, OSError) as e:
-        _fail(f"ISO-1: cannot read the supervisor socket's connections: {e}")
-    evidence("supervisor MainPID", str(sup))
-    evidence("connections", f"{len(pairs)} to {inv.socket}")
-    wrong = []
-    for server_ino, client_ino in pairs:
-        for pid in holders.get(server_ino, []):
-            if pid != sup:
-                wrong.append(f"pid {pid} ({isolation.exe_of(pid)}) holds the supervisor side "
-                             f"socket:[{server_ino}]")
-        for pid in holders.get(client_ino, []):
-            exe = isolation.exe_of(pid)
-            evidence("client side", f"socket:[{client_ino}] held by pid {pid} ({exe})")
-            if exe != helper:
-                wrong.append(f"pid {pid} ({exe}) holds a connection socket:[{client_ino}]; only "
-                             f"the helper {helper} may")
-    assert not wrong, "ISO-1: " + "; ".join(wrong)
+        _fail(f"ISO-1: cannot read the connections to {inv.socket}: {e}")
+    pairs = isolation.connections_to(socks, inv.socket, file_id)
+    evidence("supervisor processes", sorted(supervisor) or "none")
+    evidence("UNIX sockets seen (sock_diag)", len(socks))
+    evidence(f"connections to {inv.socket}", len(pairs))
+    if not supervisor:
+        _fail(f"ISO-1: {inv.units['supervisor']} has no MainPID: the holders cannot be judged")
+    findings, rows = isolation.judge_holders(pairs, holders, supervisor=supervisor,
+                                             is_helper=is_helper, own={os.getpid()})
+    evidence("holders", rows or "nobody holds a connection")
+    assert not findings, (f"ISO-1: obtaining the supervisor connection worked: {'; '.join(findings)}"
+                          f" (the fixed helper is {helper})")
 
 
 # ------------------------------------------------------------------ ISO-2
-SESSION_PROBE = r'''
+REACH = r'''
 import errno, json, os, socket, sys
 name, port = sys.argv[1], int(sys.argv[2])
-out = {}
+def why(e):
+    return errno.errorcode.get(e.errno, str(e.errno)) if e.errno else type(e).__name__
 try:
-    fd = os.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
-    os.close(fd)
-    os.unlink(name)
-    out["workspace"] = "writable"
+    out = {"cwd": os.getcwd()}
 except OSError as e:
-    out["workspace"] = errno.errorcode.get(e.errno, str(e.errno))
+    out = {"cwd": "getcwd " + why(e)}
 try:
-    socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    fd = os.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, b"ISO-2\n")
+    finally:
+        os.close(fd)
+    try:
+        os.unlink(name)
+        out["workspace"] = "writable"
+    except OSError as e:
+        out["workspace"] = "created, unlink " + why(e)
+except OSError as e:
+    out["workspace"] = why(e)
+try:
+    socket.create_connection(("127.0.0.1", port), timeout=3).close()
     out["network"] = "connected"
 except OSError as e:
-    out["network"] = errno.errorcode.get(e.errno, str(e.errno)) if e.errno else type(e).__name__
-sys.stdout.write("ISO2-BEGIN" + json.dumps(out) + "ISO2-END\n")
+    out["network"] = why(e)
+sys.stdout.write("PROBE-BEGIN" + json.dumps(out) + "PROBE-END\n")
 sys.stdout.flush()
-sys.stdin.read()
 '''
 
 
-def _workspace(stack, inv):
+def _connect(port: int) -> str:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=CONNECT_TIMEOUT_S).close()
+        return "connected"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno)) if e.errno else type(e).__name__
+
+
+def _workspace(stack, inv) -> str:
     acct = pwd.getpwnam(inv.service_user)
     d = tempfile.mkdtemp(prefix="pty-acceptance-ws-")
     stack.callback(shutil.rmtree, d, True)
@@ -191,8 +271,9 @@ def _workspace(stack, inv):
 
 
 @pytest.fixture(scope="module")
-def session_reach(inv, bus, run_tag):
-    """What a live session could do: {"workspace": ..., "network": ..., "cwd": ...}."""
+def reach(inv, bus, run_tag):
+    """What a live session could do: {"workspace", "network", "outside", "cwd", ...}."""
+    port = inv.ports["production"]
     with contextlib.ExitStack() as stack:
         try:
             peer = stack.enter_context(live.module_peer(bus, inv, run_tag))
@@ -200,55 +281,53 @@ def session_reach(inv, bus, run_tag):
             _fail(f"ISO-2: no session can be driven: {e}")
         cwd = _workspace(stack, inv)
         name = f"iso2-{secrets.token_hex(8)}"
-        raw = RawSession(peer, inv.socket)
-        stack.callback(raw.close)
+        outside = _connect(port)
+        h = HelperSession(peer, inv.socket, inv.binaries["client"]["path"],
+                          ["python3", "-I", "-c", REACH, name, str(port)], cwd=cwd)
+        stack.callback(h.close)
         try:
-            raw.open()
-            raw.start(["python3", "-I", "-c", SESSION_PROBE, name, str(inv.ports["production"])],
-                      runtime_s=60, cwd=cwd)
-            raw.wait_started(START_DEADLINE_S)
-            out = raw.read(lambda o: WS_END in o.output or o.exit or o.error or o.closed,
-                           START_DEADLINE_S)
-        except (SessionError, PeerError, TimeoutError, BusError, OSError) as e:
-            _fail(f"ISO-2: the probe session did not come up: {e}")
-        stack.callback(live.end_by_eof, raw, END_DEADLINE_S)
-        start = out.output.find(WS_BEGIN)
-        end = out.output.find(WS_END, start + 1)
-        if start < 0 or end < 0:
-            _fail(f"ISO-2: no report in the session output: {out.output[-300:]!r}")
-        try:
-            report = json.loads(out.output[start + len(WS_BEGIN):end])
-        except ValueError as e:
-            _fail(f"ISO-2: the session's report is not JSON ({e}): {out.output[start:start + 200]!r}")
+            h.open()
+            output, status = h.run(None, SESSION_DEADLINE_S)
+            report = live.parse_probe(output)
+        except (SessionError, PeerError, TimeoutError, BusError, live.LiveError, OSError) as e:
+            _fail(f"ISO-2: the session through the fixed helper did not report: {e}")
         if not isinstance(report, dict) or not all(isinstance(report.get(k), str)
-                                                   for k in ("workspace", "network")):
-            _fail(f"ISO-2: the session's report has the wrong shape: {out.output[start:start + 200]!r}")
-        leftover = os.path.join(cwd, name)
-        if os.path.lexists(leftover):
-            _fail(f"ISO-2: the session left {leftover} behind")
-        report["cwd"] = cwd
+                                                   for k in ("workspace", "network", "cwd")):
+            _fail(f"ISO-2: the session's report has the wrong shape: {str(report)[:200]!r}")
+        left = os.path.join(cwd, name)
+        report.update(cwd_host=cwd, outside=outside, status=status,
+                      leftover=os.path.lexists(left))
         yield report
 
 
 @pytest.mark.requirement("ISO-2")
-def test_session_workspace_access_is_as_declared(inv, session_reach, evidence):
+def test_session_workspace_access_is_as_declared(inv, reach, evidence):
     want = inv.isolation["session_workspace_writable"]
-    got = session_reach["workspace"]
-    evidence("session workspace", f"create+remove in its cwd {session_reach['cwd']} "
-                                  f"(owned by {inv.service_user}, 0700): {got}")
-    evidence("declared", f"isolation.session_workspace_writable: {want}")
+    got = reach["workspace"]
+    evidence("workspace", f"{reach['cwd_host']} (owned by {inv.service_user}, 0700), "
+                          f"the session's cwd {reach['cwd']!r}")
+    evidence("create + remove a file there, from inside", got)
+    evidence("declared isolation.session_workspace_writable", want)
+    evidence("helper exit status", reach["status"])
+    assert not reach["leftover"], (f"ISO-2: the session could create but not remove its file in "
+                                   f"{reach['cwd_host']} ({got})")
     assert (got == "writable") == want, (
-        f"ISO-2: a session {'could not' if want else 'could'} write its workspace "
-        f"({got}); the inventory declares session_workspace_writable: {want}")
+        f"ISO-2: a session {'could not' if want else 'could'} create and remove a file in its "
+        f"workspace {reach['cwd_host']} ({got}); the inventory declares "
+        f"session_workspace_writable: {str(want).lower()}")
 
 
 @pytest.mark.requirement("ISO-2")
-def test_session_network_access_is_as_declared(inv, session_reach, evidence):
+def test_session_network_access_is_as_declared(inv, reach, evidence):
     want = inv.isolation["session_network"]
-    got = session_reach["network"]
     port = inv.ports["production"]
-    evidence("session network", f"TCP connect to 127.0.0.1:{port} from inside: {got}")
-    evidence("declared", f"isolation.session_network: {want}")
+    got = reach["network"]
+    evidence(f"TCP connect to 127.0.0.1:{port} from the suite (outside)", reach["outside"])
+    evidence(f"TCP connect to 127.0.0.1:{port} from inside the session", got)
+    evidence("declared isolation.session_network", want)
+    assert reach["outside"] == "connected", (
+        f"ISO-2: 127.0.0.1:{port} does not accept connections even from outside "
+        f"({reach['outside']}): what the session reached proves nothing")
     assert (got == "connected") == want, (
-        f"ISO-2: a session {'could not' if want else 'could'} reach 127.0.0.1:{port} "
-        f"({got}); the inventory declares session_network: {want}")
+        f"ISO-2: a session {'could not' if want else 'could'} connect to 127.0.0.1:{port} "
+        f"({got}); the inventory declares session_network: {str(want).lower()}")

@@ -1,100 +1,301 @@
-"""The ISO-1 probe and the isolation layer's parsing, on this machine.
+"""The ISO-1 probe and the isolation layer, on this machine.
 
-The probe runs as nobody against a throwaway target: one of nobody's own
-(every vector works: same uid, no Yama) and one of root's (every vector is
-refused). Both directions, so neither outcome is hard-wired."""
+The probe runs as nobody against throwaway targets: a dumpable one of
+nobody's own (every vector works: same uid, no Yama here), a copy of sleep
+that nobody may execute but not read (the kernel marks it not dumpable: only
+the signals work, as expected on the reference host) and one of root's
+(everything is refused). Both directions, so no outcome is hard-wired. Then the pure parts:
+/proc stat and fdinfo parsing, the probe's output as hostile bytes, the
+orchestration of run_probe against a stand-in bus, and the supervisor
+connection census on a real UNIX socket.
+"""
 
+import grp
+import json
 import os
-import pathlib
+import pwd
 import shutil
+import socket
 import subprocess
-import sys
 import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "acceptance"))
-from pty_acceptance import isolation  # noqa: E402
+from pty_acceptance import isolation
+from pty_acceptance.peer import TAG_PREFIX
 
-PROBE = pathlib.Path(isolation.__file__).with_name("isoprobe.py")
+PROBE = Path(isolation.__file__).with_name("isoprobe.py")
 PYTHON = "/usr/bin/python3"
-AS_NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"]
-ALL_VECTORS = {"ptrace", "proc-fd-list", "proc-fd-open", "proc-environ", "proc-fdinfo",
-               "proc-mem", "process_vm_readv", "pidfd_getfd", "pidfd_send_signal", "kill"}
+NOBODY = 65534
+# setuid to nobody, then exec: unlike setpriv, which keeps every capability
+# until execve (so the kernel finds any binary readable and keeps it dumpable)
+DROP = ("import os, sys; uid, gid = int(sys.argv[1]), int(sys.argv[2]); os.setgroups([]); "
+        "os.setresgid(gid, gid, gid); os.setresuid(uid, uid, uid); os.execv(sys.argv[3], sys.argv[3:])")
+AS_NOBODY = [PYTHON, "-I", "-c", DROP, str(NOBODY), str(NOBODY)]
+SIGNALS = {"kill", "pidfd_send_signal"}
+DEADLINE_S = 5
+LISTENER = ("import socket, time; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); "
+            "print(s.getsockname()[1], flush=True); time.sleep(60)")
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists(PYTHON),
-                                reason="needs root and /usr/bin/python3")
+
+def _poll(cond, what):
+    end = time.monotonic() + DEADLINE_S
+    while not cond():
+        assert time.monotonic() < end, f"still not true after {DEADLINE_S} s: {what}"
+        time.sleep(0.01)  # poll interval, not a wait for an outcome
 
 
-def _target(as_nobody: bool):
-    # a descriptor (3) the probe could try to take, held open by a sleeping child
-    argv = [PYTHON, "-I", "-c", "import os, time; fd = os.open('/dev/null', os.O_RDONLY); "
-            "os.set_inheritable(fd, False); time.sleep(30)"]
-    return subprocess.Popen((AS_NOBODY if as_nobody else []) + argv)
+def _comm(pid):
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read(512)
+    except OSError:
+        return None
+    return data[data.index(b"(") + 1:data.rindex(b")")].decode()
+
+
+def _status(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return dict(line.split(":\t", 1) for line in f.read().splitlines() if ":\t" in line)
 
 
 @pytest.fixture
 def stage():
-    """A directory nobody can read (pytest's tmp_path is root-only)."""
-    d = pathlib.Path(tempfile.mkdtemp(prefix="isoprobe-test-"))
+    """A directory nobody can enter (pytest's tmp_path is root-only)."""
+    d = Path(tempfile.mkdtemp(prefix="isoprobe-test-"))
     os.chmod(d, 0o755)
+    shutil.copyfile(PROBE, d / "isoprobe.py")
+    os.chmod(d / "isoprobe.py", 0o644)
+    for name, mode in (("sleep-r", 0o755), ("sleep-x", 0o711)):
+        shutil.copyfile("/bin/sleep", d / name)
+        os.chmod(d / name, mode)
     yield d
     shutil.rmtree(d, ignore_errors=True)
 
 
-def _probe(stage, pid):
-    script = stage / "isoprobe.py"
-    script.write_bytes(PROBE.read_bytes())
-    os.chmod(script, 0o644)
-    deadline = time.monotonic() + 5
-    while True:  # until the child has exec'd python (its stat names it)
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            if b"(python3)" in f.read(200):
-                break
-        assert time.monotonic() < deadline, "target did not start"
-        time.sleep(0.02)
-    ticks = isolation.start_ticks(pid)
-    out = subprocess.run(AS_NOBODY + [PYTHON, "-I", str(script), str(pid), str(ticks)],
-                         capture_output=True, timeout=20, check=True).stdout
-    report = isolation.parse_report(out)
+@pytest.fixture
+def spawn():
+    """spawn(argv, as_nobody, comm) -> Popen, once it runs `comm` (None: the
+    caller knows when it has exec'd); all killed afterwards."""
+    made = []
+
+    def start(argv, as_nobody, comm, **kw):
+        p = subprocess.Popen((AS_NOBODY if as_nobody else []) + argv, **kw)
+        made.append(p)
+        if comm is not None:
+            _poll(lambda: _comm(p.pid) == comm or p.poll() is not None, f"{argv} exec'd {comm}")
+            assert p.poll() is None, f"{argv} exited with {p.returncode}"
+        return p
+
+    yield start
+    for p in made:
+        p.kill()
+        p.wait()
+        if p.stdout:
+            p.stdout.close()
+
+
+def _run_probe(stage, pid, ticks=None, secret=None):
+    ticks = isolation.start_ticks(pid) if ticks is None else ticks
+    out = subprocess.run(AS_NOBODY + [PYTHON, "-I", str(stage / "isoprobe.py"), str(pid), str(ticks)],
+                         capture_output=True, timeout=DEADLINE_S, check=True).stdout
+    assert secret is None or secret.encode() not in out, "the probe reported what it read"
+    return isolation.parse_report(out)
+
+
+def _outcomes(report):
     assert not report.get("error"), report
-    return {r["vector"]: r for r in report["results"]}
+    return {r["vector"]: r["outcome"] for r in report["results"]}
 
 
-@needs_root
-@pytest.mark.parametrize("as_nobody, outcome", [(True, "worked"), (False, "refused")])
-def test_probe_against_same_uid_and_root_targets(stage, as_nobody, outcome):
-    t = _target(as_nobody)
+def _untouched(p):
+    st = _status(p.pid)
+    assert p.poll() is None and st["TracerPid"] == "0" and st["State"][0] in "SR", st
+
+
+# ------------------------------------------------------------------ the probe, live
+def test_dumpable_same_uid_target_every_vector_works(stage, spawn):
+    secret = "ISO1-SECRET-" + os.urandom(8).hex()
+    t = spawn([PYTHON, "-I", "-c", LISTENER], True, None, stdout=subprocess.PIPE,
+              env={"TOKEN": secret})
+    port = int(t.stdout.readline())  # printed once it has exec'd and listens
+    target = isolation.find_target(port)
+    assert (target.pid, target.uids, target.fd_owner, target.dumpable) == \
+        (t.pid, (NOBODY,) * 3, NOBODY, True)
+    report = _run_probe(stage, t.pid, secret=secret)
+    assert (report["uid"], report["gid"], report["cap_eff"]) == (NOBODY, NOBODY, 0)
+    assert report["seccomp"].startswith("Seccomp 0")
+    assert _outcomes(report) == {v: "worked" for v in isolation.VECTORS}
+    details = {r["vector"]: r["detail"] for r in report["results"]}
+    assert "obtained a copy of descriptor 3" in details["pidfd_getfd"]
+    assert "TracerPid now 0" in details["ptrace"]
+    _untouched(t)
+
+
+def test_non_dumpable_same_uid_target_only_signals_work(stage, spawn):
+    fd = os.open("/dev/null", os.O_RDONLY)  # a descriptor for pidfd_getfd to try
     try:
-        got = _probe(stage, t.pid)
+        t = spawn([str(stage / "sleep-x"), "60"], True, "sleep-x", pass_fds=(fd,))
     finally:
-        t.kill()
-        t.wait()
-    assert set(got) == ALL_VECTORS
-    wrong = {v: r for v, r in got.items() if r["outcome"] != outcome}
-    assert not wrong, wrong
+        os.close(fd)
+    assert os.lstat(f"/proc/{t.pid}/fd").st_uid == 0, "an unreadable binary left it dumpable"
+    got = _outcomes(_run_probe(stage, t.pid))
+    assert {v for v, o in got.items() if o == "worked"} == SIGNALS, got
+    _untouched(t)
+    bad, seen = isolation.inheritable_fds(t.pid)  # the inherited one has no O_CLOEXEC
+    assert seen == 1 and len(bad) == 1 and bad[0].startswith(f"fd {fd} -> /dev/null:"), bad
 
 
-def test_parse_report_refuses_hostile_output():
-    good = b'noise ISOPROBE-BEGIN\n{"results": [{"vector": "kill", "outcome": "worked", "detail": "x"}]}\nISOPROBE-END'
-    assert isolation.parse_report(good)["results"][0]["vector"] == "kill"
-    for bad in (b"", b"ISOPROBE-BEGIN {not json} ISOPROBE-END",
-                b'ISOPROBE-BEGIN {"results": [{"vector": 1}]} ISOPROBE-END',
-                b'ISOPROBE-BEGIN {"results": [{"vector": "kill", "outcome": "maybe", "detail": ""}]} ISOPROBE-END',
-                b"ISOPROBE-BEGIN [] ISOPROBE-END", b"ISOPROBE-BEGIN " + b"\xff" * 10):
-        with pytest.raises(isolation.IsolationError):
-            isolation.parse_report(bad)
+def test_root_target_every_vector_is_refused(stage, spawn):
+    t = spawn([str(stage / "sleep-r"), "60"], False, "sleep-r")
+    assert _outcomes(_run_probe(stage, t.pid)) == {v: "refused" for v in isolation.VECTORS}
+    _untouched(t)
+
+
+def test_probe_refuses_a_replaced_target(stage, spawn):
+    t = spawn([str(stage / "sleep-r"), "60"], True, "sleep-r")
+    report = _run_probe(stage, t.pid, ticks=isolation.start_ticks(t.pid) + 1)
+    assert "replaced before the probe ran" in report["error"] and report["results"] == []
+
+
+# ------------------------------------------------------------------ run_probe's unit
+class StandInBus:
+    """Runs the transient unit's ExecStart as User=/Group=, stdout to the fd."""
+
+    def __init__(self):
+        self.units, self.calls = {}, []
+
+    def start_transient(self, name, props):
+        p = dict(props)
+        self.calls.append(("start", name, p))
+        (path, argv, _), = p["ExecStart"][1]
+        uid, gid = pwd.getpwnam(p["User"][1]).pw_uid, grp.getgrnam(p["Group"][1]).gr_gid
+        drop = [PYTHON, "-I", "-c", DROP, str(uid), str(gid)]
+        self.units[name] = subprocess.Popen(drop + argv, stdin=subprocess.DEVNULL,
+                                            stdout=p["StandardOutputFileDescriptor"][1])
+        return "/job/1"
+
+    def unit_path(self, name):
+        u = self.units.get(name)
+        return None if u is None or u.poll() is not None else f"/unit/{name}"
+
+    def stop(self, name):
+        self.calls.append(("stop", name))
+        self.units[name].kill()
+        self.units[name].wait()
+
+    def wait_for(self, name, predicate, deadline_s, what):
+        self.units[name].wait(deadline_s)
+
+    def reset_failed(self, name):
+        self.calls.append(("reset-failed", name))
+
+    def properties(self, name, iface=None):
+        return None
+
+
+def test_run_probe_starts_a_tagged_unit_and_cleans_up(spawn):
+    t = spawn([PYTHON, "-I", "-c", LISTENER], True, None, stdout=subprocess.PIPE)
+    target = isolation.find_target(int(t.stdout.readline()))
+    bus = StandInBus()
+    report = isolation.run_probe(bus, user="nobody", group="nogroup", tag="0123abcd",
+                                 target=target, python=PYTHON)
+    assert _outcomes(report)["kill"] == "worked"
+    (_, name, props), = [c for c in bus.calls if c[0] == "start"]
+    assert name == "pty-acceptance-iso-0123abcd.service"
+    assert props["Description"][1].startswith(f"{TAG_PREFIX} 0123abcd: ")
+    assert (props["User"][1], props["Group"][1], props["Type"][1], props["CollectMode"][1]) == \
+        ("nobody", "nogroup", "exec", "inactive-or-failed")
+    script = props["ExecStart"][1][0][1][2]
+    assert not os.path.exists(os.path.dirname(script)), "the staged probe was left behind"
+    assert bus.unit_path(name) is None
+
+
+# ------------------------------------------------------------------ parsing
+GOOD_RESULTS = [{"vector": v, "outcome": "refused", "detail": "EPERM"} for v in isolation.VECTORS]
+
+
+def _wrap(obj) -> bytes:
+    body = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
+    return b"noise\r\nISOPROBE-BEGIN\n" + body + b"\nISOPROBE-END\n"
+
+
+def _report(**kw):
+    return {"uid": 1, "euid": 1, "gid": 1, "egid": 1, "cap_eff": 0, "results": GOOD_RESULTS, **kw}
+
+
+def test_parse_report_accepts_a_complete_report_and_truncates_details():
+    long = [dict(r, detail="x" * 10000) for r in GOOD_RESULTS]
+    got = isolation.parse_report(_wrap(_report(results=long)))
+    assert all(len(r["detail"]) == isolation.MAX_DETAIL for r in got["results"])
+    err = isolation.parse_report(_wrap(_report(results=[], error="OSError: boom\x1b[2J")))
+    assert err["error"] == "OSError: boom?[2J"
+    escapes = [dict(r, detail="EPERM\r\n\x1b]0;pwned\x07") for r in GOOD_RESULTS]
+    got = isolation.parse_report(_wrap(_report(results=escapes)))
+    assert {r["detail"] for r in got["results"]} == {"EPERM???]0;pwned?"}
+
+
+@pytest.mark.parametrize("output", [
+    b"", b"ISOPROBE-BEGIN only", b"ISOPROBE-END ISOPROBE-BEGIN {}",
+    _wrap(b"{not json"), _wrap(b"\xff\xfe" * 40), _wrap([]), _wrap({"results": "x"}),
+    _wrap(_report(results=GOOD_RESULTS[:-1])),                                   # a vector missing
+    _wrap(_report(results=GOOD_RESULTS + GOOD_RESULTS[:1])),                    # repeated
+    _wrap(_report(results=GOOD_RESULTS[1:] + [{"vector": "ptrace", "outcome": "maybe",
+                                               "detail": ""}])),
+    _wrap(_report(results=GOOD_RESULTS[1:] + [{"vector": "ptrace", "outcome": "worked",
+                                               "detail": 7}])),
+    _wrap(_report(results=GOOD_RESULTS + [{"vector": "rm -rf", "outcome": "worked",
+                                           "detail": ""}])),
+    _wrap(_report(uid=True)), _wrap(_report(euid="0")), _wrap(_report(error=["x"])),
+    _wrap(_report(cap_eff=None)), _wrap(_report(seccomp=2)),
+])
+def test_parse_report_refuses_hostile_output(output):
+    with pytest.raises(isolation.IsolationError) as e:
+        isolation.parse_report(output)
+    assert len(str(e.value)) < 1000
+
+
+def test_read_report_bytes_is_bounded_and_has_a_deadline():
+    r, w = os.pipe()
+    try:
+        os.write(w, b"x" * 1000)
+        with pytest.raises(isolation.IsolationError, match="did not report within"):
+            isolation.read_report_bytes(r, 0.2)
+        os.write(w, b"ISOPROBE-END\n")
+        assert isolation.read_report_bytes(r, 1).endswith(b"ISOPROBE-END\n")
+    finally:
+        os.close(r)
+        os.close(w)
+    r, w = os.pipe()
+    child = subprocess.Popen(["head", "-c", str(isolation.MAX_OUTPUT + 100000), "/dev/zero"],
+                             stdout=w)
+    os.close(w)
+    try:
+        with pytest.raises(isolation.IsolationError, match="more than"):
+            isolation.read_report_bytes(r, DEADLINE_S)
+    finally:
+        os.close(r)
+        child.wait()
+
+
+def test_stat_start_ticks_survives_a_hostile_comm():
+    fields = " ".join(["S"] + [str(n) for n in range(4, 22)] + ["987654"] + ["0"] * 30)
+    assert isolation.stat_start_ticks(f"42 (a) b) (c )) {fields}".encode()) == 987654
+    with pytest.raises(isolation.IsolationError):
+        isolation.stat_start_ticks(b"42 (no close paren")
 
 
 def test_fd_flags():
-    assert isolation.fd_flags("pos:\t0\nflags:\t02000002\nmnt_id:\t25\n") == 0o2000002
-    assert isolation.fd_flags("pos:\t0\n") is None
-    assert isolation.fd_flags("flags:\tzz\n") is None
+    assert isolation.fd_flags(b"pos:\t0\nflags:\t02000002\nmnt_id:\t25\n") == 0o2000002
+    assert isolation.fd_flags(b"pos:\t0\n") is None
+    assert isolation.fd_flags(b"flags:\tzz\n") is None
+    assert isolation.fd_flags(b"xflags:\t0\nflags:\t0100000\n") == 0o100000
 
 
 def test_inheritable_fds_of_this_process():
-    r, w = os.pipe()  # os.pipe() descriptors are non-inheritable (O_CLOEXEC)
+    r, w = os.pipe()  # both O_CLOEXEC; w made inheritable
     os.set_inheritable(w, True)
     try:
         bad, seen = isolation.inheritable_fds(os.getpid())
@@ -102,4 +303,55 @@ def test_inheritable_fds_of_this_process():
         os.close(r)
         os.close(w)
     assert seen >= 2
-    assert any(b.startswith(f"fd {w} ") for b in bad) and not any(b.startswith(f"fd {r} ") for b in bad)
+    assert any(b.startswith(f"fd {w} -> pipe:") for b in bad)
+    assert not any(b.startswith(f"fd {r} ") for b in bad)
+
+
+# ------------------------------------------------------------------ supervisor connections
+def test_connections_to_a_real_socket_and_their_holders(stage):
+    path = str(stage / "sup.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(path)
+        listener.listen(1)
+        client.connect(path)
+        server, _ = listener.accept()
+        with server:
+            file_id = isolation.socket_file_id(path)
+            socks = isolation.unix_sockets()
+            want = [(os.fstat(server.fileno()).st_ino, os.fstat(client.fileno()).st_ino)]
+            assert isolation.connections_to(socks, path, file_id) == want
+            # the bound file alone (sock_diag's kernel dev_t decoded) finds it too
+            assert isolation.connections_to(socks, "/elsewhere", file_id) == want
+            holders = isolation.socket_holders()
+            me = os.getpid()
+            assert all(holders[ino] == {me} for ino in want[0])
+            nobody_ok = lambda pid: (False, "python3")  # noqa: E731
+            findings, rows = isolation.judge_holders(want, holders, supervisor=set(),
+                                                     is_helper=nobody_ok, own=set())
+            assert len(findings) == 2 and len(rows) == 2
+            assert isolation.judge_holders(want, holders, supervisor={me}, is_helper=nobody_ok,
+                                           own={me})[0] == []
+    finally:
+        client.close()
+        listener.close()
+
+
+def test_judge_holders_accepts_the_supervisor_and_the_helper():
+    pairs = [(10, 11), (20, None)]
+    holders = {10: {1}, 11: {2}, 20: {1}}
+    helper = lambda pid: (pid == 2, "/usr/local/libexec/opencode-pty-client")  # noqa: E731
+    assert isolation.judge_holders(pairs, holders, supervisor={1}, is_helper=helper,
+                                   own=set())[0] == []
+    findings, _ = isolation.judge_holders(pairs, {**holders, 11: {2, 3}}, supervisor={1},
+                                          is_helper=helper, own=set())
+    assert findings and "pid 3" in findings[0]
+
+
+def test_yama_and_target_facts():
+    state = isolation.yama()
+    assert state == "absent" or state.startswith("ptrace_scope ")
+    t = isolation.Target(7, 1, "/bin/x", (1000,) * 3, (1000,) * 3, 0)
+    assert t.facts("absent") == "Yama absent, /proc/7/fd owned by uid 0 (not dumpable)"
+    assert t.describe() == "pid 7 (/bin/x, uid 1000)"

@@ -25,12 +25,16 @@ One attempt per vector, each {"vector", "outcome": "refused"|"worked",
   process_vm_readv   8 bytes at that address; EFAULT means the kernel
                      granted access (its check comes before the copy)
   pidfd_getfd        pidfd_open, then pidfd_getfd of 3..63 until one works;
-                     EBADF for every one still means access was granted
+                     EBADF for every one still means access was granted (the
+                     access check comes first); when none works, the detail
+                     says whether pidfd_getfd works on the probe itself (if
+                     not, a system call filter blocks it on this host)
   kill               kill(PID, 0)
   pidfd_send_signal  pidfd_send_signal(pidfd, 0)
 
-Signal 0 only; nothing obtained is used. Output: one JSON object between the
-BEGIN and END lines on stdout.
+Signal 0 only; nothing obtained is used. The probe makes itself not dumpable
+first, so that no other process of the user can ptrace it and forge the
+report. Output: one JSON object between the BEGIN and END lines on stdout.
 """
 import ctypes
 import errno
@@ -41,6 +45,7 @@ import sys
 BEGIN, END = "ISOPROBE-BEGIN", "ISOPROBE-END"
 SYS_PROCESS_VM_READV, SYS_PIDFD_SEND_SIGNAL, SYS_PIDFD_OPEN, SYS_PIDFD_GETFD = 310, 424, 434, 438
 PTRACE_SEIZE, PTRACE_DETACH = 0x4206, 17
+PR_SET_DUMPABLE = 4
 FD_RANGE = range(3, 64)
 PAGE = 4096
 SPECIAL_MAPPINGS = ("[vvar]", "[vvar_vclock]", "[vsyscall]")
@@ -232,25 +237,54 @@ def probe_vm_readv(pid, addr, maps):
 
 
 # ------------------------------------------------------------------ pidfd, signals
+def pidfd_getfd_on_itself():
+    """pidfd_getfd of the probe's own descriptor (access to itself is always
+    granted): 'works', or the errno a system call filter answers with."""
+    own, e = syscall(SYS_PIDFD_OPEN, os.getpid(), 0)
+    if own < 0:
+        return f"pidfd_open {name(e)}"
+    try:
+        fd, e = syscall(SYS_PIDFD_GETFD, own, own, 0)
+        if fd < 0:
+            return name(e)
+        os.close(fd)
+        return "works"
+    finally:
+        os.close(own)
+
+
+def getfd_all(pidfd):
+    """pidfd_getfd of 3..63 until one works: (descriptor obtained or None, {errno: [fds]})."""
+    errors = {}
+    for n in FD_RANGE:
+        fd, e = syscall(SYS_PIDFD_GETFD, pidfd, n, 0)
+        if fd >= 0:
+            os.close(fd)
+            return n, errors
+        errors.setdefault(name(e), []).append(n)
+    return None, errors
+
+
+def probe_getfd(pidfd):
+    got, errors = getfd_all(pidfd)
+    itself = pidfd_getfd_on_itself()
+    if got is not None:
+        return worked("pidfd_getfd", f"obtained a copy of descriptor {got}")
+    seen = ", ".join(f"{e} for {len(fds)} (first {fds[0]})" for e, fds in sorted(errors.items()))
+    if set(errors) == {"EBADF"}:  # EBADF comes only after the access check passed
+        return worked("pidfd_getfd", f"access granted but nothing to take ({seen})")
+    where = "works on the probe itself" if itself == "works" else \
+        f"refused even on the probe itself ({itself}): a system call filter blocks it"
+    return refused("pidfd_getfd", f"{seen}; pidfd_getfd {where}")
+
+
 def probe_pidfd(pid):
     pidfd, e = syscall(SYS_PIDFD_OPEN, pid, 0)
     if pidfd < 0:
         why = f"pidfd_open: {name(e)}"
         return [refused("pidfd_getfd", why), refused("pidfd_send_signal", why)]
     try:
-        got = None
-        for n in FD_RANGE:
-            fd, e = syscall(SYS_PIDFD_GETFD, pidfd, n, 0)
-            if fd >= 0:
-                os.close(fd)
-                got = worked("pidfd_getfd", f"obtained a copy of descriptor {n}")
-                break
-            if e != errno.EBADF:  # EPERM: access refused; ENOSYS: no syscall or a filter
-                got = refused("pidfd_getfd", f"pidfd_getfd of descriptor {n}: {name(e)}")
-                break
-        if got is None:
-            got = worked("pidfd_getfd", f"access granted (EBADF for every descriptor "
-                                        f"{FD_RANGE.start}..{FD_RANGE.stop - 1})")
+        got = probe_getfd(pidfd)
         r, e = syscall(SYS_PIDFD_SEND_SIGNAL, pidfd, 0, None, 0)
         sent = worked("pidfd_send_signal", "pidfd_send_signal(pidfd, 0) succeeded") if r == 0 \
             else refused("pidfd_send_signal", f"pidfd_send_signal(pidfd, 0): {name(e)}")
@@ -281,9 +315,30 @@ def run(pid):
     return results
 
 
+def own_status():
+    """CapEff (-1 if unreadable: it must be 0) and seccomp mode/filters of the probe itself."""
+    fields = {}
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f.read(16384).splitlines():
+                key, _, value = line.partition(b":")
+                fields[key.decode("ascii", "replace")] = value.strip().decode("ascii", "replace")
+    except OSError:
+        pass
+    try:
+        cap = int(fields.get("CapEff", ""), 16)
+    except ValueError:
+        cap = -1
+    return cap, f"Seccomp {fields.get('Seccomp', '?')}, filters {fields.get('Seccomp_filters', '?')}"
+
+
 def main(argv):
+    # another process of the same user must not be able to ptrace the probe
+    # and forge its report: non-dumpable from the start (it still probes as is)
+    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    cap, seccomp = own_status()
     report = {"uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(),
-              "egid": os.getegid(), "results": []}
+              "egid": os.getegid(), "cap_eff": cap, "seccomp": seccomp, "results": []}
     try:
         pid, want = int(argv[1]), int(argv[2])
         report["pid"] = pid

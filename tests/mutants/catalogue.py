@@ -211,6 +211,8 @@ FAULTS += [
     Fault("any-process-of-the-peer-unit", ("PEER-1", "PEER-5"),
           "the supervisor accepts any process of the peer unit, not only MainPID",
           script_file="sup-any-process-of-the-unit.sh", modules=_m("peer")),
+    Fault("lockout-after-flood", ("FLOOD-2",), "after a refused flood the supervisor refuses everyone for 60 s",
+          supervisor=("lockout-after-flood",), modules=_m("flood")),
     Fault("slow-handshake", ("FLOOD-3",), "HELLO_OK takes longer than the 5 s bound",
           script_file="sup-slow-hello.sh", modules=_m("flood")),
     Fault("session-unit-name-not-strict", ("UNIT-1",), "session unit names carry upper-case hex",

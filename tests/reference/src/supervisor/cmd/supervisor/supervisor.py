@@ -16,6 +16,8 @@ comments allowed), read once at start. Unknown words are logged and ignored.
   no-orphan-cleanup          do not stop leftover session units at start
   no-stop-on-disconnect      leave the unit running when the connection closes
   no-unauth-limit            no quota/rate limit for unauthenticated connections
+  lockout-after-flood        once the quota or rate limit refuses a connection, refuse every
+                             connection (the real peer too) for 60 s
   unbounded-output           buffer session output without bound while the client does not read
   debug-props                log every Exec*/Result change of session units
   omit-prop:NAME             omit property NAME (e.g. BindsTo, PrivateDevices) from session units
@@ -312,6 +314,7 @@ class Server:
         self.unauth = 0
         self.tokens = float(RATE_BURST)
         self.token_t = time.monotonic()
+        self.locked_until = 0.0
         self.conns = set()
         self.known_mainpid = 0
         self.stopping = False
@@ -327,10 +330,17 @@ class Server:
             now = time.monotonic()
             self.tokens = min(RATE_BURST, self.tokens + (now - self.token_t) * RATE_PER_SEC)
             self.token_t = now
+            if now < self.locked_until:
+                return 'locked out after a flood'
+            why = None
             if self.unauth >= UNAUTH_QUOTA:
-                return 'too many unauthenticated connections'
-            if self.tokens < 1.0:
-                return 'connection rate limit'
+                why = 'too many unauthenticated connections'
+            elif self.tokens < 1.0:
+                why = 'connection rate limit'
+            if why:
+                if 'lockout-after-flood' in FAULTS:
+                    self.locked_until = now + 60.0
+                return why
             self.tokens -= 1.0
             self.unauth += 1
             return None
