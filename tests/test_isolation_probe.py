@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from pty_acceptance import isolation
+from pty_acceptance import isolation, observe
 from pty_acceptance.peer import TAG_PREFIX
 
 PROBE = Path(isolation.__file__).with_name("isoprobe.py")
@@ -288,10 +288,10 @@ def test_stat_start_ticks_survives_a_hostile_comm():
 
 
 def test_fd_flags():
-    assert isolation.fd_flags(b"pos:\t0\nflags:\t02000002\nmnt_id:\t25\n") == 0o2000002
-    assert isolation.fd_flags(b"pos:\t0\n") is None
-    assert isolation.fd_flags(b"flags:\tzz\n") is None
-    assert isolation.fd_flags(b"xflags:\t0\nflags:\t0100000\n") == 0o100000
+    assert observe.parse_fd_flags(b"pos:\t0\nflags:\t02000002\nmnt_id:\t25\n") == 0o2000002
+    assert observe.parse_fd_flags(b"pos:\t0\n") is None
+    assert observe.parse_fd_flags(b"flags:\tzz\n") is None
+    assert observe.parse_fd_flags(b"xflags:\t0\nflags:\t0100000\n") == 0o100000
 
 
 def test_inheritable_fds_of_this_process():

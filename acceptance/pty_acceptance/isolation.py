@@ -24,14 +24,12 @@ import select
 import shutil
 import socket
 import stat
-import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
-from . import runtime
+from . import observe, peer, runtime
 from .bus import SERVICE_IFACE, BusError, Systemd
-from .hostfs import READ_FLAGS
+from .hostfs import read_nofollow
 from .peer import TAG_PREFIX
 
 PROBE = "isoprobe.py"
@@ -60,14 +58,6 @@ def _excerpt(data: bytes) -> str:
 def printable(text: str) -> str:
     """Text from hostile output as evidence: control characters become '?'."""
     return "".join(c if c.isprintable() else "?" for c in text)
-
-
-def _read(path: str, limit: int) -> bytes:
-    fd = os.open(path, READ_FLAGS)
-    try:
-        return os.read(fd, limit)
-    finally:
-        os.close(fd)
 
 
 # ------------------------------------------------------------------ the target
@@ -108,7 +98,7 @@ def stat_start_ticks(data: bytes) -> int:
 
 def start_ticks(pid: int) -> int:
     try:
-        return stat_start_ticks(_read(f"/proc/{pid}/stat", 4096))
+        return stat_start_ticks(read_nofollow(f"/proc/{pid}/stat", 4096))
     except OSError as e:
         raise IsolationError(f"cannot read /proc/{pid}/stat: {e.strerror}") from None
 
@@ -116,7 +106,7 @@ def start_ticks(pid: int) -> int:
 def yama() -> str:
     """'absent', 'ptrace_scope N' or why it could not be read."""
     try:
-        value = _read(YAMA, 16).decode("ascii", "replace").strip()
+        value = read_nofollow(YAMA, 16).decode("ascii", "replace").strip()
     except FileNotFoundError:
         return "absent"
     except OSError as e:
@@ -200,21 +190,11 @@ def probe_properties(stage: str, tag: str, user: str, group: str, target: Target
     ]
 
 
-def stage_probe() -> str:
-    """A root-owned 0755 directory holding a 0644 copy of the probe."""
-    d = tempfile.mkdtemp(prefix="pty-acceptance-iso-")
-    os.chmod(d, 0o755)
-    dst = os.path.join(d, PROBE)
-    shutil.copyfile(Path(__file__).with_name(PROBE), dst)
-    os.chmod(dst, 0o644)
-    return d
-
-
 def run_probe(bus: Systemd, *, user: str, group: str, tag: str, target: Target,
               python: str = "/usr/bin/python3") -> dict:
     """Run isoprobe.py as `user` in a disposable unit against `target`; its report."""
     name = f"pty-acceptance-iso-{tag}.service"
-    stage = stage_probe()
+    stage = peer.stage((PROBE,), prefix="pty-acceptance-iso-")
     r, w = os.pipe2(os.O_CLOEXEC)
     started = False
     try:
@@ -237,7 +217,7 @@ def run_probe(bus: Systemd, *, user: str, group: str, tag: str, target: Target,
         os.close(r)
         try:
             if started:
-                stop_unit(bus, name)
+                peer.stop_unit(bus, name, STOP_DEADLINE_S)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
     if start_ticks(target.pid) != target.start_ticks:
@@ -278,37 +258,7 @@ def unit_state(bus: Systemd, name: str) -> str:
                                                               "ExecMainStatus"))
 
 
-def stop_unit(bus: Systemd, name: str) -> None:
-    """Stopped (or gone) within the deadline, failed state reset."""
-    try:
-        if bus.unit_path(name) is None:
-            return
-        try:
-            bus.stop(name)
-        except BusError as e:  # it ended by itself first
-            if not e.name.endswith("NoSuchUnit"):
-                raise
-        bus.wait_for(name, lambda p: p is None or p.get("ActiveState") in ("inactive", "failed"),
-                     STOP_DEADLINE_S, "stopped")
-        bus.reset_failed(name)
-    except BusError as e:
-        if not e.name.endswith("NoSuchUnit"):
-            raise
-
-
 # ------------------------------------------------------------------ descriptors
-def fd_flags(fdinfo: bytes) -> int | None:
-    """The `flags:` field (octal) of a /proc/<pid>/fdinfo/<n> text."""
-    for line in fdinfo.splitlines():
-        key, sep, value = line.partition(b":")
-        if sep and key.strip() == b"flags":
-            try:
-                return int(value.strip(), 8)
-            except ValueError:
-                return None
-    return None
-
-
 def inheritable_fds(pid: int) -> tuple[list[str], int]:
     """(descriptor >= 3 without O_CLOEXEC: 'fd N -> link, flags', how many were checked)."""
     base = f"/proc/{pid}"
@@ -321,7 +271,7 @@ def inheritable_fds(pid: int) -> tuple[list[str], int]:
         if n < 3:
             continue
         try:
-            flags = fd_flags(_read(f"{base}/fdinfo/{n}", 4096))
+            flags = observe.parse_fd_flags(read_nofollow(f"{base}/fdinfo/{n}", 4096))
             link = os.readlink(f"{base}/fd/{n}")
         except OSError:
             continue  # closed while it was read
@@ -393,18 +343,14 @@ def socket_file_id(path: str) -> tuple[int, int]:
 def socket_holders() -> dict[int, set[int]]:
     """socket inode -> pids holding it (root reads every /proc/<pid>/fd link)."""
     holders: dict[int, set[int]] = {}
-    for pid in filter(str.isdigit, os.listdir("/proc")):
+    for pid in map(int, filter(str.isdigit, os.listdir("/proc"))):
         try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
+            links = observe.fds(pid)
+        except OSError:  # gone, or not a process we can read
             continue
-        for n in fds:
-            try:
-                link = os.readlink(f"/proc/{pid}/fd/{n}")
-            except OSError:
-                continue
-            if link.startswith("socket:[") and link.endswith("]"):
-                holders.setdefault(int(link[8:-1]), set()).add(int(pid))
+        for link in links.values():
+            if (ino := observe.socket_inode(link)) is not None:
+                holders.setdefault(ino, set()).add(pid)
     return holders
 
 

@@ -99,12 +99,24 @@ def fds(pid: int) -> dict[int, str]:
     return dict(sorted(out.items()))
 
 
+def parse_fd_flags(fdinfo: bytes) -> int | None:
+    """The `flags:` field (octal) of a /proc/<pid>/fdinfo/<n> text, None if absent or malformed."""
+    for line in fdinfo.splitlines():
+        key, sep, value = line.partition(b":")
+        if sep and key.strip() == b"flags":
+            try:
+                return int(value.strip(), 8)
+            except ValueError:
+                return None
+    return None
+
+
 def fd_flags(pid: int, fd: int) -> int:
-    with open(f"/proc/{pid}/fdinfo/{fd}") as f:
-        for line in f:
-            if line.startswith("flags:"):
-                return int(line.split()[1], 8)
-    raise ValueError(f"/proc/{pid}/fdinfo/{fd} has no flags line")
+    with open(f"/proc/{pid}/fdinfo/{fd}", "rb") as f:
+        flags = parse_fd_flags(f.read(4096))
+    if flags is None:
+        raise ValueError(f"/proc/{pid}/fdinfo/{fd} has no flags line")
+    return flags
 
 
 def socket_inode(target: str) -> int | None:

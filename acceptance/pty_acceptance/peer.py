@@ -35,16 +35,38 @@ def run_tag() -> str:
     return secrets.token_hex(4)
 
 
-def stage_agent() -> str:
-    """A private, root-owned, world-readable copy of the agent for the service user."""
-    d = tempfile.mkdtemp(prefix="pty-acceptance-agent-")
+def stage(names, prefix: str = "pty-acceptance-agent-") -> str:
+    """A root-owned 0755 directory holding 0644 copies of these library files, for the service user."""
+    d = tempfile.mkdtemp(prefix=prefix)
     os.chmod(d, 0o755)
     here = Path(__file__).resolve().parent
-    for name in AGENT_FILES:
+    for name in names:
         dst = os.path.join(d, name)
         shutil.copyfile(here / name, dst)
         os.chmod(dst, 0o644)
     return d
+
+
+def stage_agent() -> str:
+    return stage(AGENT_FILES)
+
+
+def stop_unit(bus: Systemd, name: str, deadline_s: float = STOP_DEADLINE_S) -> None:
+    """A disposable unit stopped (or gone) within the deadline, its failed state reset."""
+    try:
+        if bus.unit_path(name) is None:
+            return
+        try:
+            bus.stop(name)
+        except BusError as e:  # it ended by itself first
+            if not e.name.endswith("NoSuchUnit"):
+                raise
+        bus.wait_for(name, lambda p: p is None or p.get("ActiveState") in ("inactive", "failed"),
+                     deadline_s, "stopped")
+        bus.reset_failed(name)
+    except BusError as e:  # collected between two calls (CollectMode=inactive-or-failed)
+        if not e.name.endswith("NoSuchUnit"):
+            raise
 
 
 class Agent:
@@ -137,15 +159,7 @@ class DisposableUnit:
                 pass
             self.agent = None
         try:
-            if self.bus.unit_path(self.name) is not None:
-                try:
-                    self.bus.stop(self.name)
-                except BusError as e:  # the agent saw EOF and the unit ended first
-                    if not e.name.endswith("NoSuchUnit"):
-                        raise
-                self.bus.wait_for(self.name, lambda p: p is None or p.get("ActiveState") in
-                                  ("inactive", "failed"), STOP_DEADLINE_S, "stopped")
-                self.bus.reset_failed(self.name)
+            stop_unit(self.bus, self.name)
         finally:
             if self.stage:
                 shutil.rmtree(self.stage, ignore_errors=True)

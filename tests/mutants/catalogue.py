@@ -18,8 +18,6 @@ LIBEXEC = "/usr/local/libexec"
 SUPERVISOR_UNIT = "/etc/systemd/system/opencode-pty-supervisor.service"
 PILOT = "/home/byk/.local/share/opencode-v2-pilot"
 CODE = "/home/byk/Code/opencode-v2-pilot"
-WAIT_PREVIEW = ("i=0; until python3 -I -c 'import socket; socket.create_connection((\"127.0.0.1\", 14102), 1)'"
-                " 2>/dev/null; do i=$((i+1)); [ $i -lt 200 ] || exit 1; sleep 0.05; done")
 
 
 @dataclass(frozen=True)
@@ -272,8 +270,8 @@ def apply_script(f: Fault) -> str:
     lines = ["set -eu"]
     if f.script:
         lines.append(f.script)
+    common = (FAULT_DIR / "common.sh").read_text()
     if f.script_file:
-        common = (FAULT_DIR / "common.sh").read_text()
         body = (FAULT_DIR / f.script_file).read_text()
         lines.append(body.replace(". /opt/dev-script-0/common.sh", common))
     if f.supervisor:
@@ -288,7 +286,9 @@ def apply_script(f: Fault) -> str:
         words = "\\n".join(f.candidate)
         lines += ["mkdir -p /etc/opencode-reference",
                   f"printf '{words}\\n' > /etc/opencode-reference/candidate-faults",
-                  "systemctl restart opencode-v2-preview.service", WAIT_PREVIEW]
+                  "systemctl restart opencode-v2-preview.service", "wait_port 14102"]
+        if not f.script_file:
+            lines.insert(1, common)  # wait_port
     return "\n".join(lines) + "\n"
 
 # What CI runs (README's test command): a subset that touches every requirement
