@@ -183,22 +183,33 @@ def wait_descriptors_back(bus: Systemd, unit: str, baseline: dict, deadline_s: f
 
 
 def wait_exec(bus: Systemd, unit: str, exe: str, deadline_s: float) -> UnitProcs:
-    """Poll until a process of the unit runs `exe` (the command has been exec'd)."""
+    """Poll until a process of the unit has exec'd `exe`.
+
+    The kernel names the new executable in /proc/<pid>/exe before it closes
+    the old image's close-on-exec descriptors, and sets the comm (the
+    basename execve was given) only after; so the exec is complete when both
+    name the command."""
     end = time.monotonic() + deadline_s
     delay = 0.005
+    comm = os.path.basename(exe)[:15]
     while True:
         procs = unit_procs(bus, unit)
         for pr in procs.procs:
             try:
-                if pr.exe() == exe:
+                if pr.exe() == exe and _comm(pr.pid) == comm:
                     return procs
-            except psutil.Error:
+            except (psutil.Error, FileNotFoundError, ProcessLookupError):
                 pass
         if time.monotonic() > end:
-            raise TimeoutError(f"{unit}: no process runs {exe} within {deadline_s} s; "
+            raise TimeoutError(f"{unit}: no process runs {exe} (comm {comm!r}) within {deadline_s} s; "
                                f"processes: {procs.describe()}")
         time.sleep(delay)  # poll interval, not a wait for an outcome
         delay = min(delay * 2, 0.1)
+
+
+def _comm(pid: int) -> str:
+    with open(f"/proc/{pid}/comm", "rb") as f:
+        return f.read().rstrip(b"\n").decode("utf-8", "replace")
 
 
 def start_peer(inv, bus: Systemd, tag: str):

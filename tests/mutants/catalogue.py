@@ -159,6 +159,8 @@ FAULTS += [
           script_file="client-connects.sh", modules=_m("helper"), expect=("HELPER-1",)),
     Fault("client-sends-two-fds", ("HELPER-3",), "the client's START carries two descriptors",
           script_file="client-two-fds.sh", modules=_m("helper"), expect=("HELPER-3",)),
+    Fault("launcher-keeps-fd3", ("HELPER-4",), "the launcher leaves its own executable open on fd 3 "
+          "for the command", script_file="launcher-keeps-fd3.sh", modules=_m("helper")),
 ]
 
 FAULTS += [
@@ -302,5 +304,5 @@ CI_SUBSET = [
     "lookalike-session-unit", "marker-dir-group-writable", "supervisor-new-privileges",
     "capacity17", "session-killmode-process", "no-orphan-cleanup",
     "runtime-node24", "plugin-failed", "server-env-world-readable", "runtime-readable",
-    "session-private-network",
+    "session-private-network", "launcher-keeps-fd3",
 ]
