@@ -61,6 +61,7 @@ def run_one(repo: pathlib.Path, out: pathlib.Path, fault: catalogue.Fault | None
     failed = sorted({i for c in new for i in c.requirements})
     row["caught_by"] = failed
     row["tests_failed"] = [c.name for c in new]
+    row["messages"] = {c.name: c.message for c in new}  # so a CI log names what failed, not only where
     row["known_findings_failed"] = sorted(findings.case_key(c.name) for c in report.failed()
                                           if findings.known(c.name))
     if fault is None:

@@ -5,12 +5,15 @@ import pathlib
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
+MESSAGE_MAX = 400
+
 
 @dataclass(frozen=True)
 class Case:
     name: str
     outcome: str  # passed | failure | error | skipped
     requirements: tuple[str, ...]
+    message: str = ""  # the first line of a failure's or error's message, bounded
 
 
 @dataclass(frozen=True)
@@ -28,9 +31,11 @@ class Report:
         root = ET.parse(path).getroot()
         cases = []
         for c in root.iter("testcase"):
-            bad = [ch.tag for ch in c if ch.tag in ("failure", "error", "skipped")]
+            bad = [ch for ch in c if ch.tag in ("failure", "error", "skipped")]
             reqs = tuple(p.get("value") for p in c.iter("property") if p.get("name") == "requirement")
-            cases.append(Case(f"{c.get('classname')}::{c.get('name')}", bad[0] if bad else "passed", reqs))
+            message = (bad[0].get("message") or "").strip().split("\n", 1)[0][:MESSAGE_MAX] if bad else ""
+            cases.append(Case(f"{c.get('classname')}::{c.get('name')}", bad[0].tag if bad else "passed",
+                              reqs, message))
         props = root.find("./testsuite/properties")
         glob = [(p.get("name"), p.get("value")) for p in props] if props is not None else []
         return cls(cases, glob)
