@@ -44,6 +44,7 @@ import pytest
 from pty_acceptance import helpertrace as ht
 from pty_acceptance import hostfs, observe
 from pty_acceptance import protocol as p
+from pty_acceptance.lifecycle import poll
 from pty_acceptance.session import RawSession
 
 CALLER_PATH = "/etc/pty-acceptance-caller-path"  # never created: only its absence from the trace matters
@@ -293,22 +294,25 @@ def test_session_processes_inherit_no_foreign_descriptor(inv, bus, module_peer, 
             procs = observe.wait_exec(bus, unit, cat_exe, 10)
             described = procs.describe()
             cat = next(pr.pid for pr in procs.procs if pr.exe() == cat_exe)
-            end = time.monotonic() + STEADY_S
-            readings, transient = 0, []
-            while True:
-                seen, problems = _foreign_descriptors(procs, cat)
-                readings += 1
-                if not problems or time.monotonic() > end:
-                    break
-                transient = transient or problems
-                time.sleep(0.02)  # poll interval, not a wait for an outcome
+            readings = []  # (tables, problems) of every reading, the last one judged
+
+            def clean():
+                readings.append(_foreign_descriptors(procs, cat))
+                return not readings[-1][1]
+
+            try:
+                poll(clean, STEADY_S, "clean descriptor tables")
+            except TimeoutError:
+                pass  # judged below on the last reading
             raw.send(p.encode(p.T.EOF))
             raw.wait_end(15)
         finally:
             raw.close()
+    seen, problems = readings[-1]
+    transient = next((found for _, found in readings if found), "none")
     evidence("session processes", described)
     evidence("their descriptors", seen)
-    evidence("readings until clean", f"{readings}; the first unclean one: {transient or 'none'}")
+    evidence("readings until clean", f"{len(readings)}; the first unclean one: {transient}")
     assert not problems, f"HELPER-4: {unit}: " + "; ".join(problems) + f" (still so after {STEADY_S} s)"
 
 
