@@ -7,15 +7,19 @@ CUT-1 production answers its health path (cutover.production_health) on
       healthy=true); the candidate answers cutover.candidate_health with
       healthy=true and every cutover.candidate_ui path with a non-empty 200 on
       ports.candidate.
-CUT-2 after POST /api/plugin/await-activation, GET /api/plugin lists every
-      cutover.plugins entry with status "active".
+CUT-2 POST /api/plugin/await-activation answers 204 (or 200), then
+      GET /api/plugin lists every cutover.plugins entry exactly once with
+      status "active", in upstream v2's shapes: {location, data} envelopes,
+      entries {id, state: {status}} (or the older flat {id, status}); any
+      other shape fails with the shape named.
 CUT-3 server.env (cutover.server_env) is a regular file (not a symlink), mode
       exactly 0600, owned by the service user, and holds OPENCODE_PASSWORD=
       with a non-empty value.
 
 Loopback only; production gets unauthenticated GETs and nothing else; every
 candidate request carries Basic auth with the server.env password, which never
-appears in evidence or a message. Nothing is written on the host. The API as
+appears in evidence or a message, and every /api/* request carries
+location[directory]=cutover.directory. Nothing is written on the host. The API as
 we read it lives in pty_acceptance/opencode_api.py only.
 """
 
@@ -35,7 +39,8 @@ def _candidate(inv, env, req):
     """The authenticated candidate client, or a failure naming server.env."""
     if env.password is None:
         pytest.fail(f"{req}: cannot authenticate to the candidate: {env.describe()}", pytrace=False)
-    return opencode_api.Client(inv.ports["candidate"], password=env.password.reveal())
+    return opencode_api.Client(inv.ports["candidate"], password=env.password.reveal(),
+                               directory=inv.cutover["directory"])
 
 
 @pytest.mark.requirement("CUT-1")

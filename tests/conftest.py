@@ -123,7 +123,7 @@ def make_target(base: Path) -> FakeTarget:
                     "node_version": "v26.4.0"},
         "cutover": {"production_health": "/", "candidate_health": "/api/health",
                     "candidate_ui": ["/"], "plugins": ["followup", "local-pty"],
-                    "server_env": str(pilot / "server.env")},
+                    "server_env": str(pilot / "server.env"), "directory": str(pilot)},
         "isolation": {"session_workspace_writable": True, "session_network": True},
     }
     inv = base / "inventory.yml"

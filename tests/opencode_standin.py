@@ -1,5 +1,7 @@
 """A stand-in opencode server answering the API exactly as
-pty_acceptance/opencode_api.py reads it, for the suite's own tests.
+pty_acceptance/opencode_api.py reads it (upstream opencode v2's shapes:
+location[directory] on /api/* requests, {location, data} envelopes), for the
+suite's own tests.
 
 Run as a program it serves until killed:
     python tests/opencode_standin.py PORT [--password-file server.env] [--no-auth]
@@ -8,10 +10,12 @@ Run as a program it serves until killed:
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import sys
 import threading
 import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -21,9 +25,12 @@ class Behaviour:
     def __init__(self, password: str | None = None):
         self.password = password          # None: no auth required
         self.healthy = True
-        self.plugins = [{"name": "followup", "status": "active"},
-                        {"name": "local-pty", "status": "active"}]
+        self.plugins = [{"id": "followup", "source": {"type": "file"}, "state": {"status": "active"}},
+                        {"id": "local-pty", "source": {"type": "file"}, "state": {"status": "active"}}]
         self.activation_delay = 0.0
+        self.activation_status = 204
+        self.ptys: dict[str, dict] = {}
+        self.ids = itertools.count(1)
         self.override: dict[str, tuple[int, bytes, dict]] = {}  # path -> (status, body, headers)
         self.trickle: set[str] = set()     # paths answered one byte per 0.2 s
         self.seen: list[tuple[str, str, str | None]] = []  # (method, path, Authorization)
@@ -55,18 +62,24 @@ def make_handler(b: Behaviour):
             want = "Basic " + base64.b64encode(f"opencode:{b.password}".encode()).decode()
             return self.headers.get("Authorization") == want
 
-        def _route(self):
+        def _envelope(self, status, data, query):
+            where = {"directory": query.get("location[directory]", [""])[0]}
+            self._send(status, json.dumps({"location": where, "data": data}).encode())
+
+        def _route(self, body=b""):
+            url = urllib.parse.urlsplit(self.path)
+            path, query = url.path, urllib.parse.parse_qs(url.query)
             with b.lock:
                 b.seen.append((self.command, self.path, self.headers.get("Authorization")))
-            if self.path in b.override:
-                status, body, headers = b.override[self.path]
+            if path in b.override:
+                status, body, headers = b.override[path]
                 if headers.get("X-No-Length"):
                     self._send(status, body, headers={}, length=False)
                     self.close_connection = True
                 else:
                     self._send(status, body, headers=headers)
                 return
-            if self.path in b.trickle:
+            if path in b.trickle:
                 self.send_response(200)
                 self.send_header("Content-Length", "100")
                 self.end_headers()
@@ -78,14 +91,36 @@ def make_handler(b: Behaviour):
             if not self._auth_ok():
                 self._send(401, b'{"error":"unauthorized"}', headers={"WWW-Authenticate": "Basic"})
                 return
-            if self.command == "GET" and self.path == "/api/health":
-                self._send(200, json.dumps({"healthy": b.healthy, "version": "standin"}).encode())
-            elif self.command == "GET" and self.path == "/api/plugin":
-                self._send(200, json.dumps(b.plugins).encode())
-            elif self.command == "POST" and self.path == "/api/plugin/await-activation":
+            legacy = b.password is None  # production: no v2 API, flat replies
+            if path.startswith("/api/") and not legacy and "location[directory]" not in query:
+                self._send(400, b'{"error":"location[directory] is required"}')
+                return
+            pty = b.ptys.get(path.removeprefix("/api/pty/"))
+            if self.command == "GET" and path == "/api/health" and legacy:
+                self._send(200, json.dumps({"healthy": b.healthy, "version": "legacy"}).encode())
+            elif self.command == "GET" and path == "/api/health":
+                self._envelope(200, {"healthy": b.healthy, "version": "standin"}, query)
+            elif path.startswith("/api/") and not path.startswith("/api/pty") and path != "/api/plugin" \
+                    and path != "/api/plugin/await-activation":
+                self._send(404, b'{"error":"not found"}')
+            elif self.command == "GET" and path == "/api/plugin":
+                self._envelope(200, b.plugins, query)
+            elif self.command == "POST" and path == "/api/plugin/await-activation":
                 time.sleep(b.activation_delay)
-                self._send(200, b"true")
-            elif self.command == "GET" and self.path in ("/", "/site.webmanifest", "/sw.js", "/openapi.json"):
+                self._send(b.activation_status, b"")
+            elif self.command == "POST" and path == "/api/pty":
+                req = json.loads(body or b"{}")
+                pty = {"id": f"pty_standin{next(b.ids)}", "title": req.get("title", ""),
+                       "command": req.get("command"), "args": req.get("args", []),
+                       "cwd": req.get("cwd"), "status": "running", "pid": 4242}
+                b.ptys[pty["id"]] = pty
+                self._envelope(200, pty, query)
+            elif self.command == "GET" and pty is not None:
+                self._envelope(200, pty, query)
+            elif self.command == "DELETE" and pty is not None:
+                del b.ptys[pty["id"]]
+                self._send(204, b"")
+            elif self.command == "GET" and path in ("/", "/site.webmanifest", "/sw.js", "/openapi.json"):
                 self._send(200, b"<!doctype html><title>opencode</title>", ctype="text/html")
             else:
                 self._send(404, b'{"error":"not found"}')
@@ -93,11 +128,12 @@ def make_handler(b: Behaviour):
         def do_GET(self):
             self._route()
 
+        def do_DELETE(self):
+            self._route()
+
         def do_POST(self):
             n = int(self.headers.get("Content-Length") or 0)
-            if n:
-                self.rfile.read(n)
-            self._route()
+            self._route(self.rfile.read(n) if n else b"")
 
     return H
 

@@ -59,14 +59,15 @@ def test_cutover_passes_against_conforming_standins(tmp_path):
     assert PW not in out and PW not in xml and TOKEN not in out and TOKEN not in xml
     assert all(auth is None for _, _, auth in prod.seen) and {m for m, _, _ in prod.seen} == {"GET"}
     assert cand.seen and all(auth and auth.startswith("Basic ") for _, _, auth in cand.seen)
-    assert ("POST", "/api/plugin/await-activation") in [(m, p) for m, p, _ in cand.seen]
+    assert ("POST", "/api/plugin/await-activation") in [(m, p.split("?")[0]) for m, p, _ in cand.seen]
+    assert all("location%5Bdirectory%5D=" in p for _, p, _ in cand.seen if p.startswith("/api/"))
 
 
 def test_cutover_findings_name_what_is_wrong_and_never_the_password(tmp_path):
     prod, cand = Behaviour(None), Behaviour(PW)
     prod.override["/api/health"] = (503, b"down", {})  # legacy production: read as answering 200
     cand.healthy = False
-    cand.plugins = [{"name": "followup", "status": "failed"}]
+    cand.plugins = [{"id": "followup", "state": {"status": "failed", "error": "boom"}}]
     # a hostile candidate that echoes the password in an error body
     cand.override["/sw.js"] = (500, f"denied for {PW}".encode(), {})
     with StandIn(prod) as p, StandIn(cand) as c:
@@ -82,3 +83,14 @@ def test_cutover_findings_name_what_is_wrong_and_never_the_password(tmp_path):
     assert "followup: status 'failed'; local-pty: absent" in out
     assert not cases["test_server_env_is_private_and_holds_the_password"][0]
     assert "mode 0640, expected exactly 0600" in out
+
+
+def test_cutover_names_a_plugin_list_in_another_shape(tmp_path):
+    prod, cand = Behaviour(None), Behaviour(PW)
+    cand.plugins = [{"name": "followup", "status": "active"}, {"name": "local-pty", "status": "active"}]
+    cand.activation_status = 200
+    with StandIn(prod) as p, StandIn(cand) as c:
+        out, xml, cases = _run(tmp_path, p.port, c.port, _env(tmp_path))
+    assert not cases["test_plugins_are_active_after_activation"][0]
+    assert "entry 0 is" in out and '{id: str, state: {status: str}}' not in out
+    assert '{"id": str, "state": {"status": str}} or {"id": str, "status": str}' in out

@@ -1,6 +1,7 @@
 """pty_acceptance.opencode_api against an in-process stand-in server."""
 
 import base64
+import json
 import socket
 import time
 
@@ -10,6 +11,7 @@ from opencode_standin import Behaviour, StandIn
 from pty_acceptance import opencode_api as api
 
 PW = "s3cret-Pässword-0123456789"
+DIR = "/home/byk"
 TOKEN = base64.b64encode(f"opencode:{PW}".encode()).decode()
 
 
@@ -28,13 +30,15 @@ def _free_port():
 
 
 def test_candidate_requests_all_carry_basic_auth(server):
-    c = api.Client(server.port, password=PW)
+    c = api.Client(server.port, password=PW, directory=DIR)
     c.health("/api/health")
     c.ui("/")
     c.await_activation()
     _, plugins = c.plugins()
     assert [p.name for p in plugins] == ["followup", "local-pty"] and all(p.active for p in plugins)
     assert server.b.seen and all(auth == "Basic " + TOKEN for _, _, auth in server.b.seen)
+    api_paths = [path for _, path, _ in server.b.seen if path.startswith("/api/")]
+    assert api_paths and all(path.endswith("?location%5Bdirectory%5D=%2Fhome%2Fbyk") for path in api_paths)
     assert PW not in repr(c) and TOKEN not in repr(c)
 
 
@@ -42,10 +46,13 @@ def test_production_requests_carry_no_auth_and_are_get_only():
     b = Behaviour(None)
     with StandIn(b) as s:
         c = api.Client(s.port)
-        c.health("/api/health")
+        c.ui("/")
         with pytest.raises(ValueError, match="GET requests only"):
             c.await_activation()
-    assert b.seen == [("GET", "/api/health", None)]
+        c.health("/api/health")  # legacy production: no v2 envelope, no location
+    assert b.seen == [("GET", "/", None), ("GET", "/api/health", None)]
+    with pytest.raises(ValueError, match="needs a location directory"):
+        api.Client(4096, password=PW).health("/api/health")
 
 
 def test_only_loopback_is_contacted():
@@ -70,20 +77,23 @@ def test_empty_password_refused():
 def test_connection_refused_reads_like_a_finding():
     port = _free_port()
     with pytest.raises(api.ApiError) as e:
-        api.Client(port, password=PW).health("/api/health")
+        api.Client(port, password=PW, directory=DIR).health("/api/health")
     assert str(e.value).startswith(f"http://127.0.0.1:{port}/api/health: expected 200 with healthy=true, "
                                    "got connection refused after ")
     assert PW not in str(e.value)
 
 
 def test_unhealthy_wrong_status_and_not_json(server):
-    c = api.Client(server.port, password=PW)
+    c = api.Client(server.port, password=PW, directory=DIR)
     server.b.healthy = False
     with pytest.raises(api.ApiError, match="status 200 and healthy=false"):
         c.health("/api/health")
     server.b.override["/h2"] = (200, b'["healthy"]', {})
     with pytest.raises(api.ApiError, match="JSON list, not an object"):
         c.health("/h2")
+    server.b.override["/api/h5"] = (200, b'{"healthy": true}', {})
+    with pytest.raises(api.ApiError, match="not the envelope"):
+        c.health("/api/h5")
     server.b.override["/h3"] = (200, b"<html>", {})
     with pytest.raises(api.ApiError, match="not JSON"):
         c.health("/h3")
@@ -91,7 +101,7 @@ def test_unhealthy_wrong_status_and_not_json(server):
     with pytest.raises(api.ApiError, match='healthy="true"'):
         c.health("/h4")
     with pytest.raises(api.ApiError, match="status 401"):
-        api.Client(server.port, password="wrong").health("/api/health")
+        api.Client(server.port, password="wrong", directory=DIR).health("/api/health")
     with pytest.raises(api.ApiError, match="status 404"):
         c.ui("/nope")
 
@@ -99,11 +109,11 @@ def test_unhealthy_wrong_status_and_not_json(server):
 def test_empty_ui_body_fails(server):
     server.b.override["/empty"] = (200, b"", {})
     with pytest.raises(api.ApiError, match="an empty body"):
-        api.Client(server.port, password=PW).ui("/empty")
+        api.Client(server.port, password=PW, directory=DIR).ui("/empty")
 
 
 def test_body_bound_with_and_without_content_length(server):
-    c = api.Client(server.port, password=PW, max_body=1000)
+    c = api.Client(server.port, password=PW, max_body=1000, directory=DIR)
     server.b.override["/big"] = (200, b"x" * 1001, {})
     with pytest.raises(api.ApiError, match="body that exceeds 1000 bytes"):
         c.ui("/big")
@@ -116,7 +126,7 @@ def test_body_bound_with_and_without_content_length(server):
 
 def test_trickling_server_hits_the_overall_deadline(server):
     server.b.trickle.add("/slow")
-    c = api.Client(server.port, password=PW, read_timeout=1.0)
+    c = api.Client(server.port, password=PW, read_timeout=1.0, directory=DIR)
     t = time.monotonic()
     with pytest.raises(api.ApiError, match="no complete answer within 1.0 s"):
         c.ui("/slow")
@@ -127,20 +137,65 @@ def test_hostile_body_is_excerpted_and_secrets_scrubbed(server):
     evil = (b"\x1b[2J\x00" + PW.encode() + b" " + TOKEN.encode() + b"\n" * 50 + b"A" * 5000)
     server.b.override["/echo"] = (500, evil, {})
     with pytest.raises(api.ApiError) as e:
-        api.Client(server.port, password=PW).ui("/echo")
+        api.Client(server.port, password=PW, directory=DIR).ui("/echo")
     msg = str(e.value)
     assert PW not in msg and TOKEN not in msg and "<redacted>" in msg
     assert "\x1b" not in msg and "\n" not in msg and len(msg) < 400
 
 
 def test_plugin_list_shape_is_checked(server):
-    c = api.Client(server.port, password=PW)
+    c = api.Client(server.port, password=PW, directory=DIR)
     server.b.plugins = {"followup": "active"}
-    with pytest.raises(api.ApiError, match="JSON dict"):
+    with pytest.raises(api.ApiError, match="data is a JSON dict"):
         c.plugins()
-    server.b.plugins = [{"name": "followup"}]
-    with pytest.raises(api.ApiError, match="entry 0"):
+    for bad in ([{"name": "followup", "status": "active"}], [{"id": "followup"}],
+                [{"id": "followup", "state": "active"}], [{"id": "followup", "state": {"status": 1}}]):
+        server.b.plugins = bad
+        with pytest.raises(api.ApiError, match="entry 0 is"):
+            c.plugins()
+    server.b.override["/api/plugin"] = (200, b'[{"id": "followup", "status": "active"}]', {})
+    with pytest.raises(api.ApiError, match="not the envelope"):
         c.plugins()
+
+
+def test_both_upstream_plugin_forms_are_read(server):
+    c = api.Client(server.port, password=PW, directory=DIR)
+    server.b.plugins = [{"id": "followup", "status": "active"},
+                        {"id": "local-pty", "state": {"status": "failed", "error": "boom"}}]
+    _, plugins = c.plugins()
+    assert plugins == [api.Plugin("followup", "active"), api.Plugin("local-pty", "failed")]
+
+
+def test_await_activation_answers_204_or_200(server):
+    c = api.Client(server.port, password=PW, directory=DIR)
+    assert c.await_activation().status == 204
+    server.b.activation_status = 200
+    assert c.await_activation().status == 200
+    server.b.activation_status = 404
+    with pytest.raises(api.ApiError, match=r"expected 204 \(or 200\), got status 404"):
+        c.await_activation()
+
+
+def test_pty_create_get_delete(server):
+    c = api.Client(server.port, password=PW, directory=DIR)
+    _, pty = c.pty_create("/bin/cat", [], "/tmp", "t")
+    assert pty.id.startswith("pty_") and pty.status == "running" and pty.pid == 4242
+    assert c.pty_get(pty.id)[1].id == pty.id
+    assert c.pty_delete(pty.id).status == 204
+    with pytest.raises(api.ApiError, match="status 404"):
+        c.pty_get(pty.id)
+    with pytest.raises(ValueError, match="not a PTY id"):
+        c.pty_get("../../etc")
+
+
+def test_pty_reply_shapes_are_checked(server):
+    c = api.Client(server.port, password=PW, directory=DIR)
+    for data, why in (({"id": "x/../y", "status": "running", "pid": 1}, "is not pty_<word>"),
+                      ({"id": "pty_1", "status": "weird", "pid": 1}, "is not running or exited"),
+                      ({"id": "pty_1", "status": "running", "pid": "1"}, "is not a process id")):
+        server.b.override["/api/pty"] = (200, json.dumps({"location": {}, "data": data}).encode(), {})
+        with pytest.raises(api.ApiError, match=why):
+            c.pty_create("/bin/cat", [], "/tmp", "t")
 
 
 def test_missing_or_inactive_names_each_plugin():
@@ -153,5 +208,5 @@ def test_missing_or_inactive_names_each_plugin():
 
 def test_await_activation_may_block(server):
     server.b.activation_delay = 1.5
-    r = api.Client(server.port, password=PW, read_timeout=0.5).await_activation(timeout=5)
-    assert r.status == 200 and r.elapsed >= 1.5
+    r = api.Client(server.port, password=PW, read_timeout=0.5, directory=DIR).await_activation(timeout=5)
+    assert r.status == 204 and r.elapsed >= 1.5

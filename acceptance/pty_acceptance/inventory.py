@@ -85,6 +85,7 @@ SCHEMA: dict[str, Any] = {
         "candidate_ui": ListOf(str, URL_PATH),
         "plugins": ListOf(str, PLUGIN_NAME),
         "server_env": _s(str, ABS_PATH),
+        "directory": _s(str, ABS_PATH),    # location[directory] of every /api/* request
     },
     # ISO-2: the pilot's declared session behaviour (recorded, compared)
     "isolation": {
@@ -101,7 +102,7 @@ REQUIRED = {
     "ports.production", "ports.candidate",
     "runtime", "runtime.binary", "runtime.node_version",
     "cutover", "cutover.production_health", "cutover.candidate_health",
-    "cutover.candidate_ui", "cutover.plugins", "cutover.server_env",
+    "cutover.candidate_ui", "cutover.plugins", "cutover.server_env", "cutover.directory",
     "isolation", "isolation.session_workspace_writable", "isolation.session_network",
 } | {f"binaries.{a}.{k}" for a in ARTIFACTS for k in _BINARY}
 

@@ -1,23 +1,32 @@
 """The opencode server's HTTP API, and nothing else knows it.
 
-This is our reading of the API the cutover preflight (CUT-1, CUT-2) talks to;
-matching the real server later is a change to this module and its tests only:
+The candidate speaks upstream opencode v2's API (TARGET-CONTRACT section 7;
+shapes read from upstream's protocol files and checked live against the
+released server). Matching another revision later is a change to this module
+and its tests only:
 
 - every request to the candidate carries HTTP Basic auth, user ``opencode``
   and the password of server.env; requests to production carry none (and
   production only ever gets GET);
-- ``GET <health path>`` answers 200 with a JSON object holding ``"healthy": true``;
+- every ``/api/*`` request carries the query ``location[directory]=<dir>``
+  and every ``/api/*`` reply is the envelope ``{"location": {...}, "data": ...}``;
+- ``GET /api/health`` answers 200, ``data`` an object holding ``"healthy": true``;
 - a UI path answers 200 with a non-empty body;
-- ``POST /api/plugin/await-activation`` answers 200 (it may block for a few
-  seconds while plugins load);
-- ``GET /api/plugin`` answers 200 with a JSON list of objects
-  ``{"name": str, "status": str}``; a plugin is active when status is ``"active"``.
+- ``POST /api/plugin/await-activation`` answers 204 (200 accepted; it may
+  block for a few seconds while plugins load);
+- ``GET /api/plugin``: ``data`` is a list of ``{"id": str, "state": {"status": str}}``
+  (an older upstream form puts ``"status"`` flat on each entry: both are
+  read, nothing else); a plugin is active when status is ``"active"``;
+- ``POST /api/pty`` with ``{command, args, cwd, title}``: ``data`` is
+  ``{"id": "pty_...", "status": "running"|"exited", "pid": int, ...}``;
+  ``GET /api/pty/{id}`` the same object; ``DELETE /api/pty/{id}`` answers 204.
 
 Only loopback addresses are ever contacted. Every exchange has a connect
 deadline and a hard overall deadline (a watchdog shuts the socket down, so a
 server that trickles bytes cannot hold a test); bodies are bounded and are
 hostile bytes: a message shows at most a short repr of them, with the
-password (and its Basic token) scrubbed in case the server echoes it.
+password (and its Basic token) scrubbed in case the server echoes it. An id
+the server answers is used in a path only when it has the shape ``pty_<word>``.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ import re
 import socket
 import threading
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 
 USER = "opencode"
@@ -41,7 +51,11 @@ HEALTH_EXPECT = "200 with healthy=true"
 UI_EXPECT = "200 with a non-empty body"
 ACTIVATION_PATH = "/api/plugin/await-activation"
 PLUGINS_PATH = "/api/plugin"
+PTY_PATH = "/api/pty"
 PATH_RX = re.compile(r"^/[A-Za-z0-9._~/%-]*$")
+PTY_ID = re.compile(r"^pty_[A-Za-z0-9_-]{1,128}$")
+ENVELOPE = '{"location": {...}, "data": ...}'
+PLUGIN_SHAPES = '{"id": str, "state": {"status": str}} or {"id": str, "status": str}'
 EXCERPT = 120
 
 
@@ -68,12 +82,22 @@ class Reply:
 
 @dataclass(frozen=True)
 class Plugin:
-    name: str
+    name: str  # the entry's id
     status: str
 
     @property
     def active(self) -> bool:
         return self.status == "active"
+
+
+@dataclass(frozen=True)
+class Pty:
+    """One PTY session as the API describes it (``data`` of /api/pty)."""
+    id: str
+    status: str
+    pid: int | None
+    exit_code: int | None
+    raw: dict = field(repr=False)
 
 
 def excerpt(data: bytes, secrets: tuple[bytes, ...] = (), limit: int = EXCERPT) -> str:
@@ -122,10 +146,14 @@ class Client:
 
     def __init__(self, port: int, password: str | None = None, host: str = "127.0.0.1",
                  connect_timeout: float = CONNECT_TIMEOUT, read_timeout: float = READ_TIMEOUT,
-                 max_body: int = MAX_BODY):
+                 max_body: int = MAX_BODY, directory: str | None = None):
         if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
             raise ValueError(f"port {port!r} is not a TCP port")
         self.host = _loopback(host)
+        if directory is not None and not (isinstance(directory, str) and directory.startswith("/")
+                                          and "\0" not in directory):
+            raise ValueError(f"location directory {directory!r} is not an absolute path")
+        self.directory = directory  # location[directory] of every /api/* request
         if password is not None and (not isinstance(password, str) or password == ""):
             raise ValueError("an authenticated client needs a non-empty password")
         self.port = port
@@ -164,20 +192,34 @@ class Client:
             text = text.replace(s.decode("utf-8", "replace"), "<redacted>")
         return text
 
-    def request(self, method: str, path: str, expected: str, timeout: float | None = None) -> Reply:
+    def target(self, path: str) -> str:
+        """The request target: the candidate's /api/* paths carry location[directory]
+        (legacy production, unauthenticated, speaks no v2 API and gets none)."""
+        if not isinstance(path, str) or not PATH_RX.match(path):
+            raise ValueError(f"path {path!r} is not a plain absolute URL path")
+        if self.authenticated and (path == "/api" or path.startswith("/api/")):
+            if self.directory is None:
+                raise ValueError(f"{path}: an /api/* request needs a location directory")
+            return path + "?" + urllib.parse.urlencode({"location[directory]": self.directory})
+        return path
+
+    def request(self, method: str, path: str, expected: str, timeout: float | None = None,
+                body: dict | None = None) -> Reply:
         """One exchange; any transport failure raises ApiError(url, expected, what happened)."""
-        if method not in ("GET", "POST"):
+        if method not in ("GET", "POST", "DELETE"):
             raise ValueError(f"method {method!r} is not part of the reading")
         if method != "GET" and not self.authenticated:
             raise ValueError(f"{method} {path}: production gets GET requests only")
-        if not isinstance(path, str) or not PATH_RX.match(path):
-            raise ValueError(f"path {path!r} is not a plain absolute URL path")
+        target = self.target(path)
         url = self.url(path)
         deadline = timeout if timeout is not None else self.read_timeout
         headers = {"Host": f"{self.host}:{self.port}", "Accept": "application/json, */*",
                    "Connection": "close", "User-Agent": "pty-acceptance"}
-        if method == "POST":
-            headers["Content-Length"] = "0"
+        payload = b"" if body is None else json.dumps(body).encode("utf-8")
+        if method != "GET":
+            headers["Content-Length"] = str(len(payload))
+        if body is not None:
+            headers["Content-Type"] = "application/json"
         conn = _WatchedConnection(self.host, self.port, self.connect_timeout)
         start = time.monotonic()
         fired = threading.Event()
@@ -209,12 +251,12 @@ class Client:
             watchdog.daemon = True
             watchdog.start()
             try:
-                conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+                conn.putrequest(method, target, skip_host=True, skip_accept_encoding=True)
                 for k, v in headers.items():
                     conn.putheader(k, v)
                 if self._auth:  # never copied into a local: tracebacks show locals
                     conn.putheader("Authorization", self._auth)
-                conn.endheaders()
+                conn.endheaders(payload or None)
                 resp = conn.getresponse()
                 length = resp.getheader("Content-Length")
                 if length is not None and length.strip().isdigit() and int(length) > self.max_body:
@@ -251,8 +293,8 @@ class Client:
 
     # -- the reading -------------------------------------------------------
 
-    def _status(self, reply: Reply, expected: str, want: int = 200) -> None:
-        if reply.status != want:
+    def _status(self, reply: Reply, expected: str, *want: int) -> None:
+        if reply.status not in (want or (200,)):
             raise ApiError(reply.url, expected,
                            f"status {reply.status} {reply.reason!r}, body {self.excerpt(reply.body)}")
 
@@ -261,13 +303,26 @@ class Client:
             return json.loads(reply.body.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError):
             raise ApiError(reply.url, expected,
-                           f"status 200 but a body that is not JSON: {self.excerpt(reply.body)}") from None
+                           f"status {reply.status} but a body that is not JSON: {self.excerpt(reply.body)}") from None
+
+    def _shown(self, value) -> str:
+        return self.excerpt(json.dumps(value, ensure_ascii=True).encode())
+
+    def _data(self, reply: Reply, expected: str):
+        """The ``data`` of a v2 envelope ``{"location": {...}, "data": ...}``."""
+        doc = self._json(reply, expected)
+        if not (isinstance(doc, dict) and isinstance(doc.get("location"), dict) and "data" in doc):
+            raise ApiError(reply.url, expected,
+                           f"status {reply.status} and JSON that is not the envelope {ENVELOPE}: "
+                           f"{self.excerpt(reply.body)}")
+        return doc["data"]
 
     def health(self, path: str) -> Reply:
-        """GET <path> -> 200 and a JSON object with "healthy": true."""
+        """GET <path> -> 200 and an object with "healthy": true (its data, under /api/)."""
         reply = self.request("GET", path, HEALTH_EXPECT)
         self._status(reply, HEALTH_EXPECT)
-        doc = self._json(reply, HEALTH_EXPECT)
+        v2 = self.authenticated and path.startswith("/api/")
+        doc = self._data(reply, HEALTH_EXPECT) if v2 else self._json(reply, HEALTH_EXPECT)
         if not isinstance(doc, dict):
             raise ApiError(reply.url, HEALTH_EXPECT,
                            f"status 200 and JSON {type(doc).__name__}, not an object: {self.excerpt(reply.body)}")
@@ -285,28 +340,81 @@ class Client:
         return reply
 
     def await_activation(self, timeout: float = ACTIVATION_TIMEOUT) -> Reply:
-        """POST /api/plugin/await-activation -> 200 (may block a few seconds)."""
-        expected = "200"
+        """POST /api/plugin/await-activation -> 204 (or 200; may block a few seconds)."""
+        expected = "204 (or 200)"
         reply = self.request("POST", ACTIVATION_PATH, expected, timeout=timeout)
-        self._status(reply, expected)
+        self._status(reply, expected, 204, 200)
         return reply
 
     def plugins(self) -> tuple[Reply, list[Plugin]]:
-        """GET /api/plugin -> 200 and a JSON list of {"name": str, "status": str}."""
-        expected = 'a JSON list of {"name": str, "status": str}'
+        """GET /api/plugin -> 200 and data: a list of plugin entries (PLUGIN_SHAPES)."""
+        expected = f"data: a JSON list of {PLUGIN_SHAPES}"
         reply = self.request("GET", PLUGINS_PATH, expected)
         self._status(reply, expected)
-        doc = self._json(reply, expected)
+        doc = self._data(reply, expected)
         if not isinstance(doc, list):
-            raise ApiError(reply.url, expected, f"JSON {type(doc).__name__}: {self.excerpt(reply.body)}")
+            raise ApiError(reply.url, expected, f"data is a JSON {type(doc).__name__}: {self._shown(doc)}")
         out = []
         for i, item in enumerate(doc):
-            if not (isinstance(item, dict) and isinstance(item.get("name"), str)
-                    and isinstance(item.get("status"), str)):
-                raise ApiError(reply.url, expected,
-                               f"entry {i} is {self.excerpt(json.dumps(item).encode())}")
-            out.append(Plugin(item["name"], item["status"]))
+            status = None
+            if isinstance(item, dict) and isinstance(item.get("id"), str):
+                state = item.get("state")
+                if isinstance(state, dict) and isinstance(state.get("status"), str):
+                    status = state["status"]
+                elif state is None and isinstance(item.get("status"), str):
+                    status = item["status"]
+            if status is None:
+                raise ApiError(reply.url, expected, f"entry {i} is {self._shown(item)}")
+            out.append(Plugin(item["id"], status))
         return reply, out
+
+    # -- PTY sessions (RUNTIME-2) -----------------------------------------
+
+    def _pty(self, reply: Reply, expected: str, want_id: str | None = None) -> Pty:
+        doc = self._data(reply, expected)
+        if not isinstance(doc, dict):
+            raise ApiError(reply.url, expected, f"data is a JSON {type(doc).__name__}: {self._shown(doc)}")
+        pid, code = doc.get("pid"), doc.get("exitCode")
+        problems = []
+        if not (isinstance(doc.get("id"), str) and PTY_ID.match(doc["id"])):
+            problems.append(f"id {self._shown(doc.get('id'))} is not pty_<word>")
+        elif want_id is not None and doc["id"] != want_id:
+            problems.append(f"id {doc['id']!r} is not the requested {want_id!r}")
+        if doc.get("status") not in ("running", "exited"):
+            problems.append(f"status {self._shown(doc.get('status'))} is not running or exited")
+        if pid is not None and (not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0):
+            problems.append(f"pid {self._shown(pid)} is not a process id")
+        if code is not None and (not isinstance(code, int) or isinstance(code, bool)):
+            problems.append(f"exitCode {self._shown(code)} is not an integer")
+        if problems:
+            raise ApiError(reply.url, expected, "data " + "; ".join(problems))
+        return Pty(doc["id"], doc["status"], pid, code, doc)
+
+    def pty_create(self, command: str, args: list[str], cwd: str, title: str) -> tuple[Reply, Pty]:
+        """POST /api/pty -> 200 and data {id: pty_..., status, pid, ...}."""
+        expected = "200 and data {id: pty_..., status, pid}"
+        reply = self.request("POST", PTY_PATH, expected, timeout=ACTIVATION_TIMEOUT,
+                             body={"command": command, "args": list(args), "cwd": cwd, "title": title})
+        self._status(reply, expected)
+        return reply, self._pty(reply, expected)
+
+    def pty_get(self, pty_id: str) -> tuple[Reply, Pty]:
+        expected = f"200 and data for {pty_id}"
+        reply = self.request("GET", f"{PTY_PATH}/{_pty_id(pty_id)}", expected)
+        self._status(reply, expected)
+        return reply, self._pty(reply, expected, want_id=pty_id)
+
+    def pty_delete(self, pty_id: str) -> Reply:
+        expected = "204"
+        reply = self.request("DELETE", f"{PTY_PATH}/{_pty_id(pty_id)}", expected, timeout=ACTIVATION_TIMEOUT)
+        self._status(reply, expected, 204)
+        return reply
+
+
+def _pty_id(pty_id: str) -> str:
+    if not (isinstance(pty_id, str) and PTY_ID.match(pty_id)):
+        raise ValueError(f"{pty_id!r} is not a PTY id (pty_<word>)")
+    return pty_id
 
 
 def missing_or_inactive(wanted: list[str], seen: list[Plugin]) -> list[str]:
