@@ -10,8 +10,7 @@ RUNTIME-1 the process listening on ports.candidate executes exactly the
 
 The binary is identified statically (one O_NOFOLLOW streaming read), never
 executed. RUNTIME-2 (only the fixed helper ever holds the authenticated socket
-and cwd) needs the real opencode app to open a PTY session through this
-runtime and is a separate, planned module (test_runtime_handoff.py).
+and cwd) runs this binary and is its own module (test_runtime_handoff.py).
 """
 
 import grp

@@ -57,6 +57,7 @@ class ServerEnv:
     has_password: bool = False   # the last one has a non-empty value
     problem: str | None = None   # why the content could not be judged
     password: Secret | None = field(default=None, repr=False, compare=False)
+    content: Secret | None = field(default=None, repr=False, compare=False)  # the whole file
 
     def describe(self) -> str:
         """Evidence: never the password, never any line's value."""
@@ -148,4 +149,5 @@ def read(path: str) -> ServerEnv:
     base.update(mode=stat.S_IMODE(st.st_mode), uid=st.st_uid, gid=st.st_gid, size=len(data))
     count, secret, problem = parse(data)
     return ServerEnv(**base, assignments=count, has_password=bool(secret), problem=problem,
-                     password=secret if secret else None)
+                     password=secret if secret else None,
+                     content=Secret(data.decode("utf-8", "surrogateescape")))

@@ -1,0 +1,185 @@
+"""Runtime hand-off: the candidate runtime gives the authenticated socket and
+the cwd only to the fixed helper.
+
+RUNTIME-2 the exact runtime binary of RUNTIME-1, run with the candidate
+          unit's own command line (another port) and environment file as the
+          disposable peer (`units.peer`), opens one PTY session through its
+          HTTP API (POST /api/pty). While the session lives every process on
+          the host is read:
+          - the session is the supervisor's (a new strict session unit) and
+            its command runs in the directory the API was given;
+          - the fixed helper, a child of the runtime, exec'd and sent START on
+            fd 3, the authenticated connection, carrying fd 4, that directory,
+            as its one SCM_RIGHTS descriptor (strace on the runtime: proof
+            that the helper held both);
+          - the client end of every supervisor connection is held by the
+            runtime and the helper (as fd 3) only;
+          - the directory is held by no process but the runtime, the helper,
+            the supervisor's own processes and PID 1 (which keeps the unit's
+            stdio descriptors);
+          - neither the runtime nor any descendant of it holds a terminal (a
+            PTY opened in process, upstream's way, is the failure);
+          - DELETE ends the session completely.
+          A runtime that does not start, does not authenticate, or opens the
+          PTY in process instead of through the helper fails every test here.
+
+The runtime unit carries the run's tag, is stopped on every path, and nothing
+it started is left behind. The password of cutover.server_env is sent only
+after the listener is proven to be that unit's MainPID running runtime.binary.
+"""
+
+import pytest
+
+from pty_acceptance import handoff, serverenv
+from pty_acceptance.bus import BusError
+from pty_acceptance.peer import peer_unit_file_loaded
+
+
+def _fail(text):
+    pytest.fail(f"RUNTIME-2: {text}", pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def seen(inv, bus, run_tag):
+    """One observed session (handoff.Observation), run once for the module."""
+    name = inv.units["peer"]
+    try:
+        loaded = peer_unit_file_loaded(bus, name)
+    except BusError as e:
+        return f"cannot read {name}: {e}"
+    if loaded:
+        return f"{loaded}: the suite never touches a real peer service"
+    env = serverenv.read(inv.cutover["server_env"])
+    if env.password is None:
+        return f"no password to authenticate to the runtime: {env.describe()}"
+    return handoff.observe_session(bus, inv, run_tag, env.password.reveal())
+
+
+def _facts(seen, evidence, *, deleted=False) -> handoff.Observation:
+    """The observation, its evidence recorded. Fails when a step failed before
+    the host was read (or at all, with deleted=True)."""
+    if isinstance(seen, str):
+        _fail(seen)
+    ob = seen
+    if ob.command:
+        evidence("candidate command", f"{ob.command.shown}, run as {' '.join(ob.command.argv)[:300]}")
+    if ob.unit:
+        evidence("runtime unit", f"{ob.unit.name} MainPID {ob.unit.main_pid} {ob.unit.control_group}")
+    if ob.listener:
+        evidence("listener", ob.listener)
+    if ob.pty:
+        evidence("PTY", f"{ob.pty.id} status {ob.pty.status} pid {ob.pty.pid}")
+    if ob.session_units:
+        evidence("session units created", ob.session_units)
+    if ob.runtime_children:
+        evidence("descendants of the runtime", {str(k): v for k, v in ob.runtime_children.items()})
+    evidence("stage reached", ob.stage)
+    if ob.problem and (deleted or ob.stage != handoff.DELETE_STAGE):
+        _fail(ob.problem)
+    return ob
+
+
+def _helper(ob, inv) -> int:
+    if len(ob.helpers) != 1:
+        _fail(f"the runtime (pid {ob.unit.main_pid}) has {len(ob.helpers)} descendants running "
+              f"the fixed helper {inv.binaries['client']['path']}, expected exactly one; its "
+              f"descendants: {ob.runtime_children or 'none'}")
+    return ob.helpers[0]
+
+
+def _shown(holders) -> list[str]:
+    return [f"pid {h.pid} fd {h.fd} ({h.exe}, uid {h.uid})" for h in holders]
+
+
+@pytest.mark.requirement("RUNTIME-2")
+def test_the_runtime_starts_a_session_as_the_peer(seen, evidence):
+    ob = _facts(seen, evidence)
+    evidence("session command cwd", ob.token_cwds or "no session process found")
+    assert len(ob.session_units) == 1, (
+        f"RUNTIME-2: POST /api/pty created {ob.session_units}, expected exactly one session unit")
+    assert ob.token_cwds, f"RUNTIME-2: the session's command was not found running ({ob.footprint.describe()})"
+    wrong = {pid: cwd for pid, cwd in ob.token_cwds.items() if cwd != "the workspace"}
+    assert not wrong, (f"RUNTIME-2: the session's command runs elsewhere than the directory the API "
+                       f"was given ({ob.workspace}): {wrong}")
+
+
+@pytest.mark.requirement("RUNTIME-2")
+def test_the_fixed_helper_received_the_connection_and_the_directory(inv, seen, evidence):
+    ob = _facts(seen, evidence)
+    helper = _helper(ob, inv)
+    trace = ob.handovers.get(helper)
+    evidence("helper", f"pid {helper}, parent {ob.unit.main_pid}")
+    evidence("traced children of the runtime", {str(p): h.exe for p, h in ob.handovers.items()}
+             or "none")
+    if trace is None:
+        _fail(f"strace saw no exec of the helper pid {helper}: the hand-off was not observed")
+    evidence("helper sendmsg calls (fd, socket, peer, SCM_RIGHTS)", trace.sends or "none")
+    clients = {c for _, c in ob.pairs if c}
+    starts = [s for s in trace.sends if s[3] is not None]
+    assert len(starts) == 1, (f"RUNTIME-2: the helper pid {helper} sent {len(starts)} messages with "
+                              f"descriptors, expected exactly one START: {trace.sends}")
+    fd, local, _, rights = starts[0]
+    problems = []
+    if fd != 3:
+        problems.append(f"it sent START on fd {fd}, not fd 3")
+    if local not in clients:
+        problems.append(f"its socket:[{local}] is not the client end of a live supervisor connection "
+                        f"({sorted(clients)})")
+    if rights != [(4, ob.workspace)]:
+        problems.append(f"it passed {rights}, expected exactly fd 4 = {ob.workspace}")
+    assert not problems, f"RUNTIME-2: the fixed helper pid {helper}: " + "; ".join(problems)
+
+
+@pytest.mark.requirement("RUNTIME-2")
+def test_only_the_runtime_and_the_helper_hold_the_connection(inv, seen, evidence):
+    ob = _facts(seen, evidence)
+    helper = _helper(ob, inv)
+    allowed = {ob.unit.main_pid, helper}
+    evidence("supervisor processes", sorted(ob.supervisor))
+    findings, helper_fd3 = [], False
+    for server, client in ob.pairs:
+        for h in ob.socket_holders.get(server, []):
+            evidence(f"supervisor side socket:[{server}]", _shown([h]))
+            if h.pid not in ob.supervisor:
+                findings.append(f"pid {h.pid} ({h.exe}) holds the supervisor side socket:[{server}]")
+        held = ob.socket_holders.get(client, []) if client else []
+        evidence(f"client side socket:[{client}]", _shown(held) or "nobody")
+        for h in held:
+            helper_fd3 |= h.pid == helper and h.fd == 3
+            if h.pid not in allowed:
+                findings.append(f"pid {h.pid} ({h.exe}, uid {h.uid}) holds the connection "
+                                f"socket:[{client}] as fd {h.fd}")
+    assert helper_fd3, (f"RUNTIME-2: the fixed helper pid {helper} holds no supervisor connection as "
+                        f"fd 3 while its session lives (connections: {ob.pairs})")
+    assert not findings, (f"RUNTIME-2: only the runtime (pid {ob.unit.main_pid}) and the fixed helper "
+                          f"(pid {helper}) may hold the authenticated connection: " + "; ".join(findings))
+
+
+@pytest.mark.requirement("RUNTIME-2")
+def test_only_the_runtime_and_the_helper_hold_the_directory(inv, seen, evidence):
+    ob = _facts(seen, evidence)
+    helper = _helper(ob, inv)
+    evidence("directory", f"{ob.workspace} ({ob.directory[0]}:{ob.directory[1]})")
+    evidence("holders of the directory", _shown(ob.dir_holders) or "nobody")
+    others = [h for h in ob.dir_holders
+              if h.pid not in {ob.unit.main_pid, helper, 1} | ob.supervisor]
+    assert not others, (f"RUNTIME-2: only the runtime (pid {ob.unit.main_pid}) and the fixed helper "
+                        f"(pid {helper}) may hold the session's directory {ob.workspace}, but: "
+                        + "; ".join(_shown(others)))
+
+
+@pytest.mark.requirement("RUNTIME-2")
+def test_the_runtime_holds_no_terminal(seen, evidence):
+    ob = _facts(seen, evidence)
+    evidence("terminals held by the runtime and its descendants", ob.terminals or "none")
+    assert not ob.terminals, (f"RUNTIME-2: the runtime opened the PTY in process instead of through "
+                              f"the fixed helper: " + "; ".join(ob.terminals))
+
+
+@pytest.mark.requirement("RUNTIME-2")
+def test_deleting_the_session_ends_it(seen, evidence):
+    ob = _facts(seen, evidence, deleted=True)
+    evidence("DELETE", ob.deleted)
+    evidence("session gone after", "not gone" if ob.ended_in is None else f"{ob.ended_in:.2f} s")
+    assert not ob.leftovers, (f"RUNTIME-2: after DELETE /api/pty/{ob.pty.id} the session is still "
+                              f"there after {ob.footprint.stop_bound_s():g} s: " + "; ".join(ob.leftovers))

@@ -1,0 +1,59 @@
+"""pty_acceptance.handoff's readings (RUNTIME-2) without a host: the candidate
+unit's command line and the strace lines of the helper hand-off."""
+
+import pytest
+
+from pty_acceptance import handoff
+
+UNIT = """[Unit]
+Description=candidate
+[Service]
+User=byk
+WorkingDirectory=/home/byk
+EnvironmentFile=-/etc/opt/a.env
+EnvironmentFile=/home/byk/server.env
+ExecStart=/opt/bin/opencode2-node serve --port 4096 --hostname 127.0.0.1
+"""
+
+
+def test_the_port_is_replaced_and_everything_else_kept():
+    cmd = handoff.candidate_command(UNIT, 5555)
+    assert cmd.argv == ["/opt/bin/opencode2-node", "serve", "--port", "5555", "--hostname", "127.0.0.1"]
+    assert cmd.working_directory == "/home/byk"
+    assert cmd.environment_files == [("/etc/opt/a.env", True), ("/home/byk/server.env", False)]
+    eq = handoff.candidate_command(UNIT.replace("--port 4096", "--port=4096"), 6000)
+    assert eq.argv[2:4] == ["--port", "6000"]
+
+
+@pytest.mark.parametrize("change, why", [
+    (("--port 4096", ""), "--port N or --port=N"),
+    (("--port 4096", "--port 1 --port 2"), "--port N or --port=N"),
+    (("127.0.0.1", "127.0.0.1 --port"), "--port N or --port=N"),
+    (("serve", "%h/serve"), "specifiers"),
+    (("ExecStart=/opt", "ExecStart=/opt/x\nExecStart=/opt"), "2 ExecStart= lines"),
+    (("WorkingDirectory=/home/byk", "WorkingDirectory=home"), "not an absolute path or ~"),
+    (("EnvironmentFile=/home", "EnvironmentFile=home"), "not an absolute path"),
+])
+def test_commands_the_suite_cannot_run_as_written_are_refused(change, why):
+    with pytest.raises(handoff.HandoffError, match=why):
+        handoff.candidate_command(UNIT.replace(*change), 5555)
+
+
+TRACE = """\
+700 execve("/usr/local/libexec/opencode-pty-client", ["/u"..., "--"...], 0x7ff /* 2 vars */) = 0
+700 sendmsg(3<UNIX-STREAM:[24033->24034]>, {msg_name=NULL, msg_namelen=0, msg_iov=[{iov_base="\\0\\0"..., iov_len=60}], msg_iovlen=1, msg_control=[{cmsg_len=20, cmsg_level=SOL_SOCKET, cmsg_type=SCM_RIGHTS, cmsg_data=[4</tmp/pty-acceptance-rt2-x>]}], msg_controllen=24, msg_flags=0}, 0) = 60
+700 sendmsg(3<UNIX-STREAM:[24033->24034]>, {msg_name=NULL, msg_namelen=0, msg_iov=[{iov_base="\\0\\0"..., iov_len=5}], msg_iovlen=1, msg_controllen=0, msg_flags=0}, 0) = 5
+701 sendmsg(5<UNIX-STREAM:[1->2]>, {msg_control=[{cmsg_len=20, cmsg_level=SOL_SOCKET, cmsg_type=SCM_RIGHTS, cmsg_data=[4</a>]}]}, 0) = 1
+702 execve("/bin/sleep", ["/b"...], 0x7ff /* 2 vars */) = 0
+702 sendmsg(3<UNIX-STREAM:[7->8]>, {msg_control=[{cmsg_len=28, cmsg_level=SOL_SOCKET, cmsg_type=SCM_RIGHTS, cmsg_data=[4</a>, 5</b>, ...]}]}, 0) = 1
+703 execve("/bin/false", ["/b"...], 0x7ff /* 2 vars */) = -1 ENOENT (No such file or directory)
+"""
+
+
+def test_the_trace_gives_each_exec_and_what_it_sent():
+    seen = handoff.parse_trace(TRACE)
+    assert set(seen) == {700, 702}  # 701 never exec'd while traced, 703's exec failed
+    assert seen[700].exe == "/usr/local/libexec/opencode-pty-client"
+    assert seen[700].sends == [(3, 24033, 24034, [(4, "/tmp/pty-acceptance-rt2-x")]),
+                               (3, 24033, 24034, None)]
+    assert seen[702].sends == [(3, 7, 8, [(4, "/a"), (5, "/b"), (-1, "...")])]
