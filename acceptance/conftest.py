@@ -1,5 +1,6 @@
 """Fixtures of the session-driven modules: the system bus, the run's tag, the
-disposable peer (the suite as opencode-v2.service) and sessions through it.
+disposable peer (the suite as opencode-v2.service), other disposable units,
+the session units created meanwhile, and sessions through the peer.
 
 Every unit the suite creates carries the run's tag and is stopped on every
 path; leftovers of a crashed run are stopped when the next run starts.
@@ -7,6 +8,7 @@ path; leftovers of a crashed run are stopped when the next run starts.
 
 import pytest
 
+from pty_acceptance import admission
 from pty_acceptance import peer as peer_mod
 from pty_acceptance.bus import BusError, Systemd
 from pty_acceptance.plugin import requirement_ids
@@ -57,6 +59,39 @@ def peer(request, inv, bus, run_tag):
         _fail(request, f"the disposable peer {name} did not start: {e}")
     yield unit
     unit.stop()
+
+
+@pytest.fixture
+def units(bus, run_tag):
+    """units(name=..., user=..., group=..., **kw) -> a started DisposableUnit, stopped after the test."""
+    made = []
+
+    def make(name, user, group, **kw):
+        foreign = peer_mod.peer_unit_file_loaded(bus, name)
+        if foreign:  # never start, stop or replace a unit the suite did not create
+            pytest.fail(f"SUITE-1: {foreign}; the suite does not touch it", pytrace=False)
+        u = peer_mod.DisposableUnit(bus, name=name, user=user, group=group, tag=run_tag, **kw)
+        made.append(u)
+        try:
+            return u.start()
+        except (peer_mod.PeerError, TimeoutError) as e:
+            pytest.fail(f"SUITE-3: the disposable unit {name} ({user}:{group}) did not start: {e}",
+                        pytrace=False)
+
+    yield make
+    for u in reversed(made):
+        u.stop()
+
+
+@pytest.fixture
+def created():
+    """created() -> the session units systemd created since the test began."""
+    seen = []
+    with admission.watch_sessions() as watch:
+        def new_units():
+            seen.extend(watch.new_units())
+            return list(seen)
+        yield new_units
 
 
 @pytest.fixture

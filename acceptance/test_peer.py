@@ -23,62 +23,13 @@ import pytest
 
 from pty_acceptance import admission
 from pty_acceptance import protocol as p
-from pty_acceptance.admission import AuthAttempt
+from pty_acceptance.admission import AuthAttempt, assert_refused
 from pty_acceptance.bus import BusError
-from pty_acceptance.peer import DisposableUnit, PeerError, peer_unit_file_loaded
 
 OTHER_USER = "nobody"
 OTHER_GROUP = "nogroup"
 OTHER_SLICE = "user.slice"
 REFUSED_AFTER_HELLO_OK = (p.Code.AUTH, p.Code.START_FAILED)
-
-
-@pytest.fixture
-def units(bus, run_tag):
-    """units(name=..., user=..., group=..., **kw) -> a started DisposableUnit, stopped after the test."""
-    made = []
-
-    def make(name, user, group, **kw):
-        foreign = peer_unit_file_loaded(bus, name)
-        if foreign:  # never start, stop or replace a unit the suite did not create
-            pytest.fail(f"SUITE-1: {foreign}; the suite does not touch it", pytrace=False)
-        u = DisposableUnit(bus, name=name, user=user, group=group, tag=run_tag, **kw)
-        made.append(u)
-        try:
-            return u.start()
-        except (PeerError, TimeoutError) as e:
-            pytest.fail(f"SUITE-3: the disposable unit {name} ({user}:{group}) did not start: {e}",
-                        pytrace=False)
-
-    yield make
-    for u in reversed(made):
-        u.stop()
-
-
-@pytest.fixture
-def created():
-    """created() -> the session units systemd created since the test began."""
-    seen = []
-    with admission.watch_sessions() as watch:
-        def new_units():
-            seen.extend(watch.new_units())
-            return list(seen)
-        yield new_units
-
-
-def assert_refused(ids, a: AuthAttempt, created, evidence, allow_connect_error=False):
-    """ERROR AUTH (or, where allowed, a refused connect), nothing started, no new session unit."""
-    evidence("attempt", a.describe())
-    new = created()
-    evidence("new session units", sorted(new))
-    assert not a.started(), f"{ids}: expected ERROR AUTH, the supervisor accepted: {a.describe()}"
-    assert not new, f"{ids}: a rejected attempt left session units {sorted(new)}: {a.describe()}"
-    if a.connect_error and allow_connect_error:
-        return
-    assert a.error_code() == p.Code.AUTH, \
-        f"{ids}: expected ERROR AUTH ({int(p.Code.AUTH)}), the host answered: {a.describe()}"
-    assert a.closed in ("eof", "reset"), \
-        f"{ids}: the connection was not closed after ERROR AUTH: {a.describe()}"
 
 
 # ----------------------------------------------------------------- PEER-1/2

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from . import protocol as p
 from .bus import Systemd
 from .lifecycle import UnitWatch
-from .peer import DisposableUnit, open_cwd
+from .peer import ChildAgent, DisposableUnit, open_cwd
 
 ANSWER_DEADLINE_S = 10
 ANY_SESSION = re.compile(r"^opencode-pty-.*\.service$")  # any session unit, strict name or not
@@ -57,6 +57,23 @@ class AuthAttempt:
             else:
                 shown.append(f.name)
         return f"{self.who}: frames={shown} closed={self.closed} in {self.seconds:.3f} s"
+
+
+def assert_refused(ids, a: AuthAttempt, created, evidence, allow_connect_error=False):
+    """ERROR AUTH (or, where allowed, a refused connect), nothing started, no new session
+    unit (created() -> the session units created meanwhile). Messages start with `ids`."""
+    evidence("attempt", a.describe())
+    new = created()
+    evidence("new session units", sorted(new))
+    assert not a.started(), (f"{ids}: expected ERROR AUTH, the supervisor accepted: {a.describe()}; "
+                             f"session units created: {sorted(new) or 'none'}")
+    assert not new, f"{ids}: a rejected attempt left session units {sorted(new)}: {a.describe()}"
+    if a.connect_error and allow_connect_error:
+        return
+    assert a.error_code() == p.Code.AUTH, \
+        f"{ids}: expected ERROR AUTH ({int(p.Code.AUTH)}), the host answered: {a.describe()}"
+    assert a.closed in ("eof", "reset"), \
+        f"{ids}: the connection was not closed after ERROR AUTH: {a.describe()}"
 
 
 def watch_sessions() -> UnitWatch:
@@ -114,8 +131,8 @@ def send_start(sock: socket.socket, argv: list, runtime_s: int = 60, cwd: str = 
         os.close(fd)
 
 
-def take_connection(unit: DisposableUnit, socket_path: str) -> socket.socket:
-    """The unit's agent connects (its credentials are on the connection) and
+def take_connection(unit: DisposableUnit | ChildAgent, socket_path: str) -> socket.socket:
+    """The unit's agent (or a child agent) connects (its credentials are on the connection) and
     hands the socket to the suite before saying anything."""
     unit.agent("connect", path=socket_path)
     _, fds = unit.agent.call("take")
@@ -125,7 +142,7 @@ def take_connection(unit: DisposableUnit, socket_path: str) -> socket.socket:
     return socket.socket(fileno=fds[0])
 
 
-def attempt_as(unit: DisposableUnit, socket_path: str, who: str) -> AuthAttempt:
+def attempt_as(unit: DisposableUnit | ChildAgent, socket_path: str, who: str) -> AuthAttempt:
     try:
         sock = take_connection(unit, socket_path)
     except Exception as e:  # an agent-side connect error is the observation

@@ -6,7 +6,8 @@ per line in each direction, descriptors passed with SCM_RIGHTS. It does only
 what the suite asks, the way the real peer would: connect, HELLO, spawn the
 fixed helper with fd 3 = a duplicate of the connected socket and fd 4 = an
 O_DIRECTORY descriptor of the approved directory, or hand the connected
-socket to the suite.
+socket to the suite. It can also fork a child that is an agent of its own: a
+process of the same unit that is not MainPID (PEER-5, ISO-3).
 """
 
 import json
@@ -146,6 +147,30 @@ class Agent:
         os.close(r)
         os.waitpid(pid, 0)
         return json.loads(data or b'{"error": "child wrote nothing"}')
+
+    def op_fork_agent(self, req, fds):
+        """Fork a child that is an agent of its own, on a new control socket handed
+        to the suite: a process of this unit that is not MainPID and still answers
+        while this one is stopped or dead. ignore_term: it outlives the SIGTERM of
+        a stopping unit (until systemd's SIGKILL)."""
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                mine.close()
+                for s in [self.ctrl, self.sock, *self.flooded]:
+                    if s is not None:
+                        s.close()
+                if req.get("ignore_term"):
+                    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                Agent(theirs).run()
+            finally:
+                os._exit(0)
+        theirs.close()
+        self.children[pid] = None
+        self.reply({"ok": True, "pid": pid}, [mine.fileno()])
+        mine.close()
+        return None
 
     def op_flood(self, req, fds):
         """Open `count` unauthenticated connections (every `junk_every`-th sends

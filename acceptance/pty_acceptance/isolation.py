@@ -88,19 +88,37 @@ class Target:
         return f"Yama {yama_state}, /proc/{self.pid}/fd owned by uid {self.fd_owner} ({dump})"
 
 
-def stat_start_ticks(data: bytes) -> int:
-    """Field 22 (starttime) of a /proc/<pid>/stat text; comm may hold anything."""
+def stat_field(data: bytes, number: int) -> bytes:
+    """Field `number` (3 = state, 22 = starttime) of a /proc/<pid>/stat text; comm
+    (field 2) may hold anything, so fields are counted after its last ')'."""
     try:
-        return int(data[data.rindex(b")") + 2:].split()[19])
+        return data[data.rindex(b")") + 2:].split()[number - 3]
     except (ValueError, IndexError):
         raise IsolationError(f"malformed /proc stat line: {_excerpt(data)}") from None
 
 
-def start_ticks(pid: int) -> int:
+def stat_start_ticks(data: bytes) -> int:
+    """Field 22 (starttime) of a /proc/<pid>/stat text."""
     try:
-        return stat_start_ticks(read_nofollow(f"/proc/{pid}/stat", 4096))
+        return int(stat_field(data, 22))
+    except ValueError:
+        raise IsolationError(f"malformed /proc stat line: {_excerpt(data)}") from None
+
+
+def read_stat(pid: int) -> bytes:
+    try:
+        return read_nofollow(f"/proc/{pid}/stat", 4096)
     except OSError as e:
         raise IsolationError(f"cannot read /proc/{pid}/stat: {e.strerror}") from None
+
+
+def start_ticks(pid: int) -> int:
+    return stat_start_ticks(read_stat(pid))
+
+
+def process_state(pid: int) -> str:
+    """The state letter of /proc/<pid>/stat: R, S, D, T (stopped), Z, ..."""
+    return stat_field(read_stat(pid), 3).decode("ascii", "replace")
 
 
 def yama() -> str:

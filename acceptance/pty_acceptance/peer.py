@@ -151,6 +151,16 @@ class DisposableUnit:
         self.info["control_group"] = svc.get("ControlGroup")
         return self
 
+    def fork_agent(self, ignore_term: bool = False) -> "ChildAgent":
+        """A child of this unit's agent that is an agent of its own (see agent.op_fork_agent)."""
+        reply, fds = self.agent.call("fork_agent", ignore_term=ignore_term)
+        if len(fds) != 1:
+            protocol.close_all(fds)
+            raise PeerError(f"agent of {self.name} handed over {len(fds)} descriptors, expected 1")
+        child = ChildAgent(self.name, Agent(socket.socket(fileno=fds[0])))
+        child.info = child.agent("ready")
+        return child
+
     def stop(self) -> None:
         if self.agent is not None:
             try:
@@ -170,6 +180,18 @@ class DisposableUnit:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+class ChildAgent:
+    """A process of a unit that is not its MainPID, driven like the unit's own agent."""
+
+    def __init__(self, unit: str, agent: Agent):
+        self.name, self.agent = unit, agent
+        self.info: dict = {}
+
+    def close(self) -> None:
+        """End it: at end of its control channel the child exits."""
+        self.agent.sock.close()
 
 
 def peer_unit_file_loaded(bus: Systemd, name: str) -> str | None:

@@ -262,6 +262,9 @@ FAULTS += [
           script_file="runtime-readable.sh", modules=_m("isolation")),
     Fault("session-private-network", ("ISO-2",), "sessions get a private network, unlike the declaration",
           supervisor=("session-private-network",), modules=_m("isolation")),
+    Fault("accepts-uid-while-mainpid-stopped", ("ISO-3",),
+          "while the peer's MainPID is stopped, any process of the service user passes for it",
+          supervisor=("accept-uid-while-stopped",), modules=_m("process_control")),
 ]
 
 BY_ID = {f.id: f for f in FAULTS}

@@ -16,14 +16,7 @@ from __future__ import annotations
 
 # "module::test name" (as tests/refhost/junit.Case.name gives it, without the
 # "acceptance." classname prefix) -> why the reference host really fails it.
-KNOWN_FINDINGS: dict[str, str] = {
-    "test_isolation::test_signals_are_refused": (
-        "ISO-1: the candidate and every other process of the service user share one uid, "
-        "and Linux lets a process signal any process of its own uid (kill(pid, 0) and "
-        "pidfd_send_signal succeed; SIGKILL and SIGSTOP cannot be refused). No LSM policy "
-        "(and no Yama, which governs ptrace only) exists on these machines to stop it. "
-        "Under the contract's same-UID design this clause of ISO-1 cannot pass."),
-}
+KNOWN_FINDINGS: dict[str, str] = {}
 
 
 def case_key(name: str) -> str:

@@ -13,6 +13,9 @@ comments allowed), read once at start. Unknown words are logged and ignored.
   no-inaccessible-paths      omit InaccessiblePaths= from session units
   allow-no-pidfd             accept peers without SO_PEERPIDFD
   skip-cgroup-check          do not require the peer's ControlGroup
+  accept-uid-while-stopped   while the peer unit's MainPID is stopped (state T in
+                             /proc/<MainPID>/stat), accept any connecting process with the
+                             service user's uid/gid as if it were the peer
   no-orphan-cleanup          do not stop leftover session units at start
   no-stop-on-disconnect      leave the unit running when the connection closes
   no-unauth-limit            no quota/rate limit for unauthenticated connections
@@ -362,6 +365,11 @@ class Server:
 
     # peer authentication ------------------------------------------------
     def authenticate(self, pid, uid, gid, pidfd):
+        """(unit path, InvocationID, the pid to pin) of an accepted peer. Raises Reject."""
+        if 'accept-uid-while-stopped' in FAULTS:
+            stand_in = self.stopped_peer(pid, uid, gid)
+            if stand_in is not None:
+                return stand_in
         bus = self.bus
         try:
             (upath,) = bus.manager('GetUnitByPID', 'u', (pid,))
@@ -387,7 +395,25 @@ class Server:
         if pidfd is not None and not pidfd_alive(pidfd):
             raise Reject(E_AUTH, 'peer exited during authentication')
         self.known_mainpid = pid
-        return upath, inv
+        return upath, inv, pid
+
+    def stopped_peer(self, pid, uid, gid):
+        """Fault accept-uid-while-stopped: while the peer's MainPID is stopped, a
+        process of the service user passes for it (pinned as that MainPID)."""
+        if uid != self.user.pw_uid or gid != self.gid:
+            return None
+        try:
+            (upath,) = self.bus.manager('GetUnit', 's', (PEER_UNIT,))
+            mainpid = self.bus.get(upath, SERVICE_IF, 'MainPID')
+            inv = bytes(self.bus.get(upath, UNIT_IF, 'InvocationID'))
+            with open('/proc/%d/stat' % mainpid, 'rb') as f:
+                state = f.read(4096).rsplit(b')', 1)[1].split()[0]
+        except (DBusErrorResponse, TimeoutError, OSError, IndexError):
+            return None
+        if mainpid <= 0 or state != b'T':
+            return None
+        log('fault: accepting pid', pid, 'while MainPID', mainpid, 'is stopped')
+        return upath, inv, mainpid
 
     def recheck(self, pin):
         if 'skip-pin-recheck' in FAULTS:
@@ -951,14 +977,14 @@ class Conn:
             raise Reject(E_PROTOCOL, 'descriptors on a non-START frame')
         if t != T_HELLO:
             raise Reject(E_PROTOCOL, 'first frame must be HELLO')
-        upath, inv = srv.authenticate(pid, uid, gid, self.pidfd)
+        upath, inv, pinned = srv.authenticate(pid, uid, gid, self.pidfd)
         if self.unauth:
             srv.release_unauth()
             self.unauth = False
         if not srv.take_slot():
             raise Reject(E_CAPACITY, 'all %d session slots are in use' % srv.capacity)
         self.slot = True
-        pin = (upath, pid, self.pidfd, inv)
+        pin = (upath, pinned, self.pidfd, inv)
         self.send_now(frame(T_HELLO_OK, inv))
 
         t, payload, fds, ctr = self.wait_frame(time.monotonic() + START_TIMEOUT)

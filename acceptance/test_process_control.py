@@ -1,0 +1,244 @@
+"""Process control gains no identity (ISO-3), tried live against the suite's
+disposable peer only: the transient opencode-v2.service whose MainPID is the
+suite's agent. No production or candidate process is ever signalled.
+
+Linux lets any process of the service user stop or kill the MainPID: that is
+availability, not identity, and is recorded, never failed. What must hold:
+
+stopped  The attacker sends SIGSTOP to the MainPID; once /proc/<MainPID>/stat
+         says T (stopped) it connects and says HELLO: ERROR AUTH, the
+         connection closed, no session unit created, and the MainPID still
+         stopped after the answer. Then root sends SIGCONT to the disposable
+         peer and the genuine peer must get HELLO_OK: the supervisor was alive
+         and accepting all along, so the refusal was not an outage.
+killed   The genuine peer holds a live session through the fixed helper (its
+         child, holding the connection). The attacker sends SIGKILL to the
+         MainPID; once it has exited the attacker connects: refused the same
+         way. The session unit of the old connection must be gone (unit
+         unloaded, cgroup removed, no process alive) within its
+         TimeoutStopSec + 4 s of the kill. What became of the peer unit is
+         recorded.
+
+Each case runs with two attackers, both processes of the service user:
+`other-unit`, the MainPID of another tagged transient unit
+(pty-acceptance-impostor-<tag>.service), and `peer-child`, a child of the
+MainPID inside the peer unit's own cgroup (in the kill case it ignores
+SIGTERM, so it outlives the MainPID while systemd stops the unit). The
+attacker sends the signal itself; should the kernel refuse it, root signals
+the disposable peer instead and the evidence says so. Root signals only
+through a pidfd of the MainPID it checked, so a reused pid is never hit.
+Every wait polls with a deadline and names what was still true at it.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import time
+
+import pytest
+
+from pty_acceptance import admission, isolation, lifecycle
+from pty_acceptance.admission import assert_refused
+from pty_acceptance.bus import SERVICE_IFACE, BusError
+from pty_acceptance.lifecycle import Footprint, HostReadError
+from pty_acceptance.peer import PeerError
+from pty_acceptance.session import HelperSession, SessionError
+
+SIGNAL_DEADLINE_S = 5   # a signal has taken effect (stopped, exited, resumed) within this
+SESSION_DEADLINE_S = 10  # the live session's unit and command are there within this
+SESSION_RUNTIME_S = 120
+EXITED = "exited"
+
+
+def _fail(text):
+    pytest.fail(text, pytrace=False)
+
+
+class MainPid:
+    """The disposable peer's MainPID as root holds it: by a pidfd opened while
+    systemd names it MainPID, so root's own signals never reach a reused pid."""
+
+    def __init__(self, bus, peer):
+        self.pid, self.unit = peer.info["pid"], peer.name
+        self.pidfd = os.pidfd_open(self.pid)
+        main = (bus.properties(peer.name, SERVICE_IFACE) or {}).get("MainPID")
+        if main != self.pid:
+            self.close()
+            _fail(f"ISO-3: {peer.name} has MainPID {main}, not the suite's agent {self.pid}: "
+                  "the suite signals nothing but its own disposable peer")
+
+    def exited(self) -> bool:
+        return bool(select.select([self.pidfd], [], [], 0)[0])
+
+    def state(self) -> str:
+        """The /proc state letter (T: stopped), or 'exited'."""
+        try:
+            letter = isolation.process_state(self.pid)
+        except isolation.IsolationError:
+            letter = EXITED
+        return EXITED if self.exited() else letter
+
+    def signal_as_root(self, sig: signal.Signals) -> None:
+        if not self.exited():
+            signal.pidfd_send_signal(self.pidfd, sig)
+
+    def wait_state(self, done, what: str) -> float:
+        """Poll until done(state); seconds it took. Fails the test at the deadline."""
+        t0 = time.monotonic()
+        try:
+            lifecycle.poll(lambda: done(self.state()), SIGNAL_DEADLINE_S, what,
+                           lambda: f"pid {self.pid} of {self.unit} is in state {self.state()}")
+        except TimeoutError as e:
+            _fail(f"ISO-3: {e}")
+        return time.monotonic() - t0
+
+    def close(self) -> None:
+        os.close(self.pidfd)
+
+
+@pytest.fixture
+def mainpid(bus, peer):
+    held = MainPid(bus, peer)
+    yield held
+    held.signal_as_root(signal.SIGCONT)  # never leave the disposable peer stopped
+    held.close()
+
+
+@pytest.fixture
+def attacker_of(inv, peer, units, run_tag):
+    """attacker_of(kind, ignore_term=False) -> (another process of the service user
+    with an agent, its description)."""
+    children = []
+
+    def make(kind, ignore_term=False):
+        if kind == "other-unit":
+            a = units(f"pty-acceptance-impostor-{run_tag}.service", user=inv.service_user,
+                      group=inv.service_group)
+            role = "MainPID of another unit of the service user"
+        else:
+            try:
+                a = peer.fork_agent(ignore_term)
+            except PeerError as e:
+                _fail(f"ISO-3: the peer's agent could not fork a child: {e}")
+            children.append(a)
+            role = f"child of MainPID {peer.info['pid']}" + (", ignoring SIGTERM" if ignore_term else "")
+        return a, (f"pid {a.info['pid']} (uid {a.info['uid']}, gid {a.info['gid']}) in {a.name}, "
+                   f"{role}")
+
+    yield make
+    for child in children:
+        child.close()
+
+
+def signal_mainpid(attacker, who: str, mainpid: MainPid, sig: signal.Signals, evidence) -> None:
+    """The attacker signals the MainPID (availability: recorded); if the kernel
+    refuses it, root signals the disposable peer instead."""
+    try:
+        attacker.agent("signal", pid=mainpid.pid, signal=int(sig))
+        evidence(sig.name, f"sent by {who} to MainPID {mainpid.pid}: delivered "
+                           "(recorded: availability, not identity)")
+    except PeerError as e:
+        evidence(sig.name, f"{who} was refused ({e}); root sent it to the disposable peer instead")
+        mainpid.signal_as_root(sig)
+
+
+def unit_state(bus, name: str) -> str:
+    try:
+        unit = bus.properties(name)
+        svc = bus.properties(name, SERVICE_IFACE) or {}
+    except BusError as e:
+        return f"unreadable ({e})"
+    if unit is None:
+        return "unloaded"
+    return (f"ActiveState={unit.get('ActiveState')} SubState={unit.get('SubState')} "
+            f"Result={svc.get('Result')} MainPID={svc.get('MainPID')}")
+
+
+KINDS = ("other-unit", "peer-child")
+
+
+# ------------------------------------------------------------------ stopped
+@pytest.mark.requirement("ISO-3")
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_stopped_mainpid_lends_its_identity_to_no_one(inv, bus, peer, mainpid, attacker_of, kind,
+                                                        evidence):
+    attacker, who = attacker_of(kind)
+    evidence("peer", f"MainPID {mainpid.pid} of {peer.name} (the suite's disposable peer)")
+    evidence("attacker", who)
+    signal_mainpid(attacker, who, mainpid, signal.SIGSTOP, evidence)
+    took = mainpid.wait_state(lambda s: s == "T", f"MainPID {mainpid.pid} stopped (state T)")
+    evidence("MainPID stopped", f"state T {took:.3f} s after SIGSTOP")
+    with admission.watch_sessions() as watch:
+        a = admission.attempt_as(attacker, inv.socket, f"{who}, while MainPID {mainpid.pid} is stopped")
+        during = mainpid.state()
+        evidence("MainPID state after the answer", during)
+        assert_refused(f"ISO-3 (MainPID stopped, {kind})", a, watch.new_units, evidence)
+    assert during == "T", (f"ISO-3: MainPID {mainpid.pid} was no longer stopped (state {during}) "
+                           f"when the supervisor had answered {a.describe()}: the refusal proves nothing")
+
+    mainpid.signal_as_root(signal.SIGCONT)
+    mainpid.wait_state(lambda s: s not in ("T", EXITED), f"MainPID {mainpid.pid} running after SIGCONT")
+    frame, seconds = admission.timed_hello(peer, inv.socket)
+    peer.agent("close")
+    evidence("genuine peer after SIGCONT (root's, to the disposable peer)", f"{frame} in {seconds:.3f} s")
+    assert frame.get("name") == "HELLO_OK", (
+        f"ISO-3: after SIGCONT the genuine peer, MainPID {mainpid.pid} of {peer.name}, was answered "
+        f"{frame}: a supervisor that refuses its own peer proves nothing by refusing {who}")
+
+
+# ------------------------------------------------------------------ killed
+def live_session(bus, h: HelperSession, token: str) -> Footprint:
+    """Open the helper session; its footprint once its command runs."""
+    with admission.watch_sessions() as watch:
+        try:
+            h.open()
+            units = lifecycle.poll(watch.new_units, SESSION_DEADLINE_S, "the session unit created")
+            fp = Footprint.capture(bus, units[0], token)
+            lifecycle.poll(lambda: lifecycle.token_processes(token), SESSION_DEADLINE_S,
+                           "the session's command running", fp.describe)
+        except (SessionError, PeerError, TimeoutError, HostReadError, BusError, OSError) as e:
+            _fail(f"ISO-3: the genuine peer could not hold a session through the fixed helper: {e}")
+    fp.remember()
+    return fp
+
+
+@pytest.mark.requirement("ISO-3")
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_killed_mainpid_lends_its_identity_to_no_one_and_its_session_ends(
+        inv, bus, peer, mainpid, attacker_of, kind, evidence):
+    attacker, who = attacker_of(kind, ignore_term=True)
+    token = lifecycle.new_token()
+    h = HelperSession(peer, inv.socket, inv.binaries["client"]["path"],
+                      lifecycle.tagged_sh(f"exec sleep 300.{token}", token), runtime_s=SESSION_RUNTIME_S)
+    fp = None
+    try:
+        fp = live_session(bus, h, token)
+        evidence("peer", f"MainPID {mainpid.pid} of {peer.name} (the suite's disposable peer), "
+                         f"session through the fixed helper pid {h.pid}")
+        evidence("session of the old connection", fp.describe())
+        evidence("attacker", who)
+        killed_at = time.monotonic()
+        signal_mainpid(attacker, who, mainpid, signal.SIGKILL, evidence)
+        took = mainpid.wait_state(lambda s: s == EXITED, f"MainPID {mainpid.pid} exited")
+        evidence("MainPID exited", f"{took:.3f} s after SIGKILL")
+        evidence(f"{peer.name} after the kill", unit_state(bus, peer.name))
+        with admission.watch_sessions() as watch:
+            a = admission.attempt_as(attacker, inv.socket, f"{who}, after MainPID {mainpid.pid} was killed")
+            evidence(f"{peer.name} when the supervisor had answered", unit_state(bus, peer.name))
+            assert_refused(f"ISO-3 (MainPID killed, {kind})", a, watch.new_units, evidence)
+
+        bound = fp.stop_bound_s()
+        gone, left = lifecycle.wait_gone(bus, [fp], max(0.1, bound - (time.monotonic() - killed_at)),
+                                         since=killed_at)
+        evidence(f"{peer.name} at the end", unit_state(bus, peer.name))
+        assert not left, (f"ISO-3: {bound:.1f} s after MainPID {mainpid.pid} of {peer.name} was killed "
+                          f"(by {who}), the session of its old connection survives: {left[fp.unit]}")
+        evidence("session of the old connection gone", f"{gone[fp.unit]:.2f} s after the kill "
+                                                       f"(bound {bound:.1f} s)")
+    finally:
+        h.close()
+        if fp is not None and fp.leftovers(bus):
+            lifecycle.force_stop(bus, [fp.unit])
+            fp.kill_survivors()
