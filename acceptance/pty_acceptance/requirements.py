@@ -67,7 +67,7 @@ CATALOGUE: tuple[Requirement, ...] = (
     _r("CONC-3", "bounded stop, complete cgroup removal, surfaced errors after every start"),
     _r("CGROUP-1", "the whole transient cgroup is removed, escaped descendants included"),
     _r("ORPHAN-1", "no old session unit survives the supervisor; look-alikes untouched"),
-    _r("ISO-1", "no same-UID process can control the peer or obtain its socket"),
+    _r("ISO-1", "no same-UID process can trace or read the peer or obtain its socket"),
     _r("ISO-2", "workspace and network access recorded as explicit pilot behaviour"),
     _r("ISO-3", "stopping or killing the MainPID lends its identity to no other process"),
     _r("RUNTIME-1", "the peer runs the exact Node 26.4 SEA binary"),
