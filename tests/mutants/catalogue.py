@@ -257,6 +257,24 @@ FAULTS += [
     Fault("server-env-symlink", ("CUT-3",), "server.env is a symlink to a private copy",
           f"mv {PILOT}/server.env {PILOT}/server.env.real && ln -s server.env.real {PILOT}/server.env",
           modules=_m("cutover")),
+    # -- CUT-2 in the candidate API's real shapes (reference-candidate fault switches)
+    Fault("activation-empty-200-plugins-failed", ("CUT-2",),
+          "await-activation answers 200 with an empty body while local-pty has failed",
+          candidate=("activation-empty-200-plugins-failed",), modules=_m("cutover")),
+    Fault("plugin-list-bad-shape", ("CUT-2",), "GET /api/plugin lists {name, status} entries, a shape "
+          "the candidate API does not have", candidate=("plugin-list-bad-shape",), modules=_m("cutover")),
+    # -- RUNTIME-2: the runtime hands the connection and the directory to the fixed helper only.
+    # Pending acceptance/test_runtime_handoff.py (the lead's suite-side change, not on this branch):
+    # test_mutants' catalogue check refuses a module that does not exist. Uncomment with it.
+    # Fault("runtime-pty-in-process", ("RUNTIME-2",), "the runtime opens the PTY in process "
+    #       "(upstream's way, local-pty inactive): no supervisor, no helper",
+    #       candidate=("pty-in-process",), modules=_m("runtime_handoff")),
+    # Fault("runtime-connection-to-extra-child", ("RUNTIME-2",), "the runtime hands the supervisor "
+    #       "connection to one more child besides the helper",
+    #       candidate=("connection-to-extra-child",), modules=_m("runtime_handoff")),
+    # Fault("runtime-directory-to-extra-child", ("RUNTIME-2",), "the runtime hands the session's "
+    #       "directory descriptor to one more child besides the helper",
+    #       candidate=("directory-to-extra-child",), modules=_m("runtime_handoff")),
     # -- ISO: same-UID isolation, and the declared session behaviour
     Fault("runtime-readable", ("ISO-1",), "the runtime binary is 0755, so the candidate is dumpable",
           script_file="runtime-readable.sh", modules=_m("isolation")),

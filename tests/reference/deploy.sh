@@ -127,32 +127,49 @@ TS=$(( $(now_ms) - TS ))
 # src/candidate/server.js, built by the harness (tests/refhost/nodedist.py) and
 # seen here read-only under $NODE_DIR. Installed root:root 0711 (unreadable to
 # the service user, so its processes are not dumpable), run as byk: the preview
-# on 14102 (opencode-v2-preview.service, from the pilot's candidate unit) and
-# the legacy production stand-in on 4096 (opencode.service).
+# on 14102 (opencode-v2-preview.service, from the pilot's candidate unit).
+# Production on 4096 (opencode.service) is the released opencode server (npm
+# opencode-linux-x64, pinned and checked by the harness, tests/refhost/npmdist.py,
+# which names its path here), installed root:root, run as byk with private
+# state and everything that reaches out switched off. It has no password: the
+# suite reads production's health unauthenticated, on loopback only.
 NODE_DIR=/opt/pty-acceptance/node
 SEA_KEY=v26.4.0-$(sha256sum <"$REF/src/candidate/server.js" | cut -c1-16)
 SEA=$NODE_DIR/sea/$SEA_KEY/opencode2-node
 RUNTIME=$CODE/packages/cli/dist-v2-pilot-final/cli-node-linux-x64/bin/opencode2-node
+OPENCODE_SRC=$(python3 -I "$SRC/tests/refhost/npmdist.py" guest-path opencode-linux-x64) ||
+	die "cannot read the opencode pin from tests/refhost/npmdist.py"
+OPENCODE=/usr/local/bin/opencode
 [ -f "$SEA" ] || die "candidate SEA $SEA missing (tests/refhost/nodedist.py builds it on the build host)"
+[ -f "$OPENCODE_SRC" ] || die "opencode $OPENCODE_SRC missing (tests/refhost/npmdist.py fetches it on the build host)"
 d=$CODE/packages
 for sub in cli dist-v2-pilot-final cli-node-linux-x64 bin; do
 	d=$d/$sub
 	install -d -o "$USER_NAME" -g "$GROUP_NAME" -m 0755 "$d"
 done
 install -o root -g root -m 0711 "$SEA" "$RUNTIME"
-install -d -o root -g root -m 0755 /usr/local/lib/opencode-reference
-install -o root -g root -m 0644 "$REF/src/production/server.py" /usr/local/lib/opencode-reference/production.py
+install -o root -g root -m 0755 "$OPENCODE_SRC" "$OPENCODE"
 cat >"$UNITDIR/opencode.service" <<UNIT
-# Legacy production opencode server (reference-host stand-in).
+# Production opencode server: the released opencode (reference host).
 [Unit]
-Description=opencode production server (reference stand-in)
+Description=opencode production server (released opencode, reference host)
 After=network.target
 
 [Service]
 Type=simple
 User=$USER_NAME
 Group=$GROUP_NAME
-ExecStart=/usr/bin/python3 -I /usr/local/lib/opencode-reference/production.py 4096
+StateDirectory=opencode-production
+StateDirectoryMode=0700
+CacheDirectory=opencode-production
+CacheDirectoryMode=0700
+WorkingDirectory=%S/opencode-production
+Environment=HOME=%S/opencode-production XDG_CONFIG_HOME=%S/opencode-production/config
+Environment=XDG_DATA_HOME=%S/opencode-production/data XDG_STATE_HOME=%S/opencode-production/state
+Environment=XDG_CACHE_HOME=%C/opencode-production
+Environment=OPENCODE_DISABLE_AUTOUPDATE=1 OPENCODE_DISABLE_MODELS_FETCH=1 OPENCODE_DISABLE_LSP_DOWNLOAD=1
+Environment=OPENCODE_DISABLE_SHARE=1 OPENCODE_DISABLE_DEFAULT_PLUGINS=1
+ExecStart=$OPENCODE serve --hostname 127.0.0.1 --port 4096
 Restart=on-failure
 UNIT
 sed -e 's|--port 4096|--port 14102|' \
@@ -162,6 +179,25 @@ chmod 0644 "$UNITDIR/opencode.service" "$UNITDIR/opencode-v2-preview.service"
 systemctl daemon-reload
 TC=$(now_ms)
 systemctl restart opencode.service opencode-v2-preview.service
+wait_http() { # PORT PATH SECONDS: until GET PATH on 127.0.0.1:PORT answers 200 (each try bounded)
+	python3 -I - "$@" <<'PY' || die "127.0.0.1:$1 did not answer GET $2 with 200 within $3 s"
+import http.client, sys, time
+port, path, deadline = int(sys.argv[1]), sys.argv[2], time.monotonic() + float(sys.argv[3])
+while True:
+    try:  # a connection accepted while the server starts may never be answered: retry
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+        c.request("GET", path)
+        if c.getresponse().status == 200:
+            break
+        what = "not 200"
+    except (OSError, http.client.HTTPException) as e:
+        what = e
+    if time.monotonic() > deadline:
+        print(f"127.0.0.1:{port}{path}: {what}", file=sys.stderr)
+        sys.exit(1)
+    time.sleep(0.05)
+PY
+}
 wait_port() { # PORT: until something accepts on 127.0.0.1:PORT, 10 s at most
 	python3 -I - "$1" <<'PY' || die "nothing listens on 127.0.0.1:$1 within 10 s"
 import socket, sys, time
@@ -177,9 +213,10 @@ while True:
         time.sleep(0.05)
 PY
 }
-wait_port 4096
 wait_port 14102
-TC=$(( $(now_ms) - TC ))
+TP=$(now_ms)
+wait_http 4096 /global/health 30
+TC=$(( $(now_ms) - TC )); TP=$(( $(now_ms) - TP ))
 
 # --- record and compare ------------------------------------------------------
 manifest() {
@@ -203,7 +240,8 @@ MANIFEST=$(sha256sum <"$DBG/source-manifest.txt" | cut -d' ' -f1)
 	for name in $BINS; do printf '%s\n' "$LIBEXEC/opencode-pty-$name"; done
 	printf '%s\n' "$UNITDIR/opencode-pty-supervisor.service" "$UNITDIR/opencode-pty.slice" \
 		/etc/opencode "$DBG/source-manifest.txt" "$DBG/installed-paths" "$DBG/deploy.env" \
-		"$RUNTIME" /usr/local/lib/opencode-reference "$UNITDIR/opencode.service" \
+		"$RUNTIME" "$OPENCODE" /var/lib/opencode-production /var/cache/opencode-production \
+		"$UNITDIR/opencode.service" \
 		"$UNITDIR/opencode-v2-preview.service"
 } >"$DBG/installed-paths"
 
@@ -233,7 +271,8 @@ check source_manifest_sha256 "$(inv_value source_manifest_sha256)" "$MANIFEST"
 	got=$(sha256sum "$RUNTIME" | cut -d' ' -f1)
 	printf 'runtime_sha256=%s\n' "$got"
 	check runtime.sha256 "$(inv_value sha256)" "$got"
-	printf 'build_ms=%s\nsupervisor_start_ms=%s\nservers_start_ms=%s\ntotal_ms=%s\n' "$TB" "$TS" "$TC" "$(( $(now_ms) - T0 ))"
+	printf 'opencode_from=%s\n' "$OPENCODE_SRC"
+	printf 'build_ms=%s\nsupervisor_start_ms=%s\nservers_start_ms=%s\nproduction_wait_ms=%s\ntotal_ms=%s\n' "$TB" "$TS" "$TC" "$TP" "$(( $(now_ms) - T0 ))"
 } >"$DBG/deploy.env"
 cat "$DBG/deploy.env" >&2
 for u in opencode-pty-supervisor.service opencode.service opencode-v2-preview.service; do

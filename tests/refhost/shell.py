@@ -16,7 +16,7 @@ import argparse
 import pathlib
 import sys
 
-from . import nodedist
+from . import nodedist, npmdist
 from .machine import Machine
 from .run import DEPLOY, GUEST_SRC
 from .tree import ensure_tree
@@ -33,8 +33,9 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
     scripts = [pathlib.Path(s).resolve() for s in a.script]
-    nodedist.ensure_sea(REPO / "tests/reference/src/candidate/server.js")  # deploy.sh installs it
-    binds = [(str(REPO), GUEST_SRC, True), (str(nodedist.CACHE_DIR), nodedist.GUEST_DIR, True)]
+    npmdist.ensure_all()  # deploy.sh installs Node's SEA and the released opencode from these
+    nodedist.ensure_sea(REPO / "tests/reference/src/candidate/server.js")
+    binds = [(str(REPO), GUEST_SRC, True), *npmdist.binds()]
     binds += [(str(s.parent), f"/opt/dev-script-{i}", True) for i, s in enumerate(scripts)]
     with Machine(ensure_tree(), binds=binds) as m:
         r = m.run(["/bin/sh", f"{GUEST_SRC}/{DEPLOY}"], stream=True)
