@@ -107,17 +107,18 @@ def test_the_runtime_starts_a_session_as_the_peer(seen, evidence):
 def test_the_fixed_helper_received_the_connection_and_the_directory(inv, seen, evidence):
     ob = _facts(seen, evidence)
     helper = _helper(ob, inv)
-    trace = ob.handovers.get(helper)
-    evidence("helper", f"pid {helper}, parent {ob.unit.main_pid}")
-    evidence("traced children of the runtime", {str(p): h.exe for p, h in ob.handovers.items()}
-             or "none")
-    if trace is None:
-        _fail(f"strace saw no exec of the helper pid {helper}: the hand-off was not observed")
-    evidence("helper sendmsg calls (fd, socket, peer, SCM_RIGHTS)", trace.sends or "none")
+    execs, sends = ob.trace.of(ob.threads.get(helper, {helper}))
+    evidence("helper", f"pid {helper} (threads {sorted(ob.threads.get(helper, ()))}), "
+                       f"parent {ob.unit.main_pid}")
+    evidence("traced execs", {str(t): e for t, e in ob.trace.execs.items()} or "none")
+    evidence("helper sendmsg calls (fd, socket, peer, SCM_RIGHTS)", sends or "none")
+    if execs != [inv.binaries["client"]["path"]]:
+        _fail(f"strace saw the helper pid {helper} exec {execs or 'nothing'}, expected exactly "
+              f"{inv.binaries['client']['path']}: the hand-off was not observed")
     clients = {c for _, c in ob.pairs if c}
-    starts = [s for s in trace.sends if s[3] is not None]
+    starts = [s for s in sends if s[3] is not None]
     assert len(starts) == 1, (f"RUNTIME-2: the helper pid {helper} sent {len(starts)} messages with "
-                              f"descriptors, expected exactly one START: {trace.sends}")
+                              f"descriptors, expected exactly one START: {sends}")
     fd, local, _, rights = starts[0]
     problems = []
     if fd != 3:

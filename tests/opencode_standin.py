@@ -96,7 +96,7 @@ def make_handler(b: Behaviour):
                 self._send(400, b'{"error":"location[directory] is required"}')
                 return
             pty = b.ptys.get(path.removeprefix("/api/pty/"))
-            if self.command == "GET" and path == "/api/health" and legacy:
+            if self.command == "GET" and path in ("/api/health", "/global/health") and legacy:
                 self._send(200, json.dumps({"healthy": b.healthy, "version": "legacy"}).encode())
             elif self.command == "GET" and path == "/api/health":
                 self._envelope(200, {"healthy": b.healthy, "version": "standin"}, query)

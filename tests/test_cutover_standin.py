@@ -65,7 +65,7 @@ def test_cutover_passes_against_conforming_standins(tmp_path):
 
 def test_cutover_findings_name_what_is_wrong_and_never_the_password(tmp_path):
     prod, cand = Behaviour(None), Behaviour(PW)
-    prod.override["/api/health"] = (503, b"down", {})  # legacy production: read as answering 200
+    prod.override["/global/health"] = (503, b"down", {})  # production: read as answering 200
     cand.healthy = False
     cand.plugins = [{"id": "followup", "state": {"status": "failed", "error": "boom"}}]
     # a hostile candidate that echoes the password in an error body

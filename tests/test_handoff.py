@@ -51,9 +51,20 @@ TRACE = """\
 
 
 def test_the_trace_gives_each_exec_and_what_it_sent():
-    seen = handoff.parse_trace(TRACE)
-    assert set(seen) == {700, 702}  # 701 never exec'd while traced, 703's exec failed
-    assert seen[700].exe == "/usr/local/libexec/opencode-pty-client"
-    assert seen[700].sends == [(3, 24033, 24034, [(4, "/tmp/pty-acceptance-rt2-x")]),
-                               (3, 24033, 24034, None)]
-    assert seen[702].sends == [(3, 7, 8, [(4, "/a"), (5, "/b"), (-1, "...")])]
+    trace = handoff.parse_trace(TRACE)
+    assert trace.execs == {700: "/usr/local/libexec/opencode-pty-client", 702: "/bin/sleep"}
+    assert trace.of({700}) == (["/usr/local/libexec/opencode-pty-client"],
+                               [(3, 24033, 24034, [(4, "/tmp/pty-acceptance-rt2-x")]),
+                                (3, 24033, 24034, None)])
+    assert trace.of({702})[1] == [(3, 7, 8, [(4, "/a"), (5, "/b"), (-1, "...")])]
+    assert trace.of({701})[1] == [(5, 1, 2, [(4, "/a")])]
+
+
+def test_a_go_helper_sends_from_a_thread_and_strace_pads_the_tid():
+    trace = handoff.parse_trace(
+        '809   execve("/usr/local/libexec/opencode-pty-client", ["/u"..., "--"..., ...], 0x3 /* 2 vars */) = 0\n'
+        '811   sendmsg(3<UNIX-STREAM:[70840->71757]>, {msg_name=NULL, msg_iov=[{iov_base="\\0\\0"..., '
+        'iov_len=50}], msg_control=[{cmsg_len=20, cmsg_level=SOL_SOCKET, cmsg_type=SCM_RIGHTS, '
+        'cmsg_data=[4</tmp/w>]}], msg_controllen=24, msg_flags=0}, 0) = 50\n')
+    assert trace.of({809, 811}) == (["/usr/local/libexec/opencode-pty-client"],
+                                    [(3, 70840, 71757, [(4, "/tmp/w")])])

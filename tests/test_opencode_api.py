@@ -91,9 +91,11 @@ def test_unhealthy_wrong_status_and_not_json(server):
     server.b.override["/h2"] = (200, b'["healthy"]', {})
     with pytest.raises(api.ApiError, match="JSON list, not an object"):
         c.health("/h2")
-    server.b.override["/api/h5"] = (200, b'{"healthy": true}', {})
-    with pytest.raises(api.ApiError, match="not the envelope"):
-        c.health("/api/h5")
+    server.b.override["/api/h5"] = (200, b'{"healthy": true}', {})  # upstream: bare
+    c.health("/api/h5")
+    server.b.override["/api/h6"] = (200, b'{"location": {}, "data": {"healthy": false}}', {})
+    with pytest.raises(api.ApiError, match="healthy=false"):
+        c.health("/api/h6")
     server.b.override["/h3"] = (200, b"<html>", {})
     with pytest.raises(api.ApiError, match="not JSON"):
         c.health("/h3")

@@ -67,8 +67,9 @@ TRACE_STRINGS = 2  # bytes of any string strace prints: enough to see an array w
 _PORT_ARG = re.compile(r"^--port(=.*)?$")
 _SPECIFIER = re.compile(r"%[A-Za-z%]")
 # 1234 sendmsg(3<UNIX-STREAM:[111->222]>, {... cmsg_data=[4</some/dir>]}], ...}, 0) = 10
-_EXECVE = re.compile(r'^(\d+) execve\("((?:[^"\\]|\\.)*)", .*\) = 0$')
-_SENDMSG = re.compile(r"^(\d+) sendmsg\((\d+)<UNIX-STREAM:\[(\d+)->(\d+)\]>, (.*)\) = (\d+)$")
+# strace -f names the thread (tid, padded): a Go helper sends from a thread of its own
+_EXECVE = re.compile(r'^(\d+)\s+execve\("((?:[^"\\]|\\.)*)", .*\) = 0$')
+_SENDMSG = re.compile(r"^(\d+)\s+sendmsg\((\d+)<UNIX-STREAM:\[(\d+)->(\d+)\]>, (.*)\) = (\d+)$")
 _RIGHTS = re.compile(r"cmsg_type=SCM_RIGHTS, cmsg_data=\[(.*?)\]\}")
 _RIGHTS_FD = re.compile(r"^(\d+)<(.*)>$")
 
@@ -276,31 +277,44 @@ def attach(pid: int) -> Tracer:
     return tracer
 
 
+Send = tuple[int, int, int, "list[tuple[int, str]] | None"]
+# (fd, local socket inode, peer inode, SCM_RIGHTS [(fd, path)] or None)
+
+
 @dataclass
-class Handover:
-    """What one traced child of the runtime did."""
-    pid: int
-    exe: str
-    sends: list[tuple[int, int, int, list[tuple[int, str]] | None]] = field(default_factory=list)
-    # (fd, local socket inode, peer inode, SCM_RIGHTS [(fd, path)] or None)
+class Trace:
+    """What the traced threads did: tid -> executable exec'd, tid -> sendmsg calls."""
+    execs: dict[int, str] = field(default_factory=dict)
+    sends: dict[int, list[Send]] = field(default_factory=dict)
+
+    def of(self, tids: set[int]) -> tuple[list[str], list[Send]]:
+        """The execs and sends of one process, given its thread ids."""
+        return ([self.execs[t] for t in sorted(tids) if t in self.execs],
+                [s for t in sorted(tids) for s in self.sends.get(t, [])])
 
 
-def parse_trace(text: str) -> dict[int, Handover]:
-    """pid -> the executable it exec'd and its sendmsg calls, for pids that exec'd."""
-    seen: dict[int, Handover] = {}
+def parse_trace(text: str) -> Trace:
+    trace = Trace()
     for line in text.splitlines():
         if m := _EXECVE.match(line):
-            seen[int(m.group(1))] = Handover(int(m.group(1)), m.group(2))
-        elif (m := _SENDMSG.match(line)) and int(m.group(1)) in seen:
+            trace.execs[int(m.group(1))] = m.group(2)
+        elif m := _SENDMSG.match(line):
             rights = None
             if r := _RIGHTS.search(m.group(5)):
                 rights = []
                 for item in r.group(1).split(", "):
                     fm = _RIGHTS_FD.match(item)
                     rights.append((int(fm.group(1)), fm.group(2)) if fm else (-1, item[:80]))
-            seen[int(m.group(1))].sends.append(
+            trace.sends.setdefault(int(m.group(1)), []).append(
                 (int(m.group(2)), int(m.group(3)), int(m.group(4)), rights))
-    return seen
+    return trace
+
+
+def tasks(pid: int) -> set[int]:
+    try:
+        return {int(t) for t in os.listdir(f"/proc/{pid}/task")}
+    except OSError:
+        return set()
 
 
 # ------------------------------------------------------------------ the host, read
@@ -435,7 +449,8 @@ class Observation:
     dir_holders: list[Holder] = field(default_factory=list)
     supervisor: set[int] = field(default_factory=set)
     terminals: list[str] = field(default_factory=list)
-    handovers: dict[int, Handover] = field(default_factory=dict)
+    trace: Trace = field(default_factory=Trace)
+    threads: dict[int, set[int]] = field(default_factory=dict)  # helper pid -> its thread ids
     deleted: str = ""
     leftovers: list[str] = field(default_factory=list)
     ended_in: float | None = None
@@ -462,13 +477,15 @@ def _sample(ob: Observation, bus: Systemd, inv, helper_path: str) -> None:
         ob.runtime_children[p.pid] = exe
         if runtime.same_file(helper_path, _exe_id(p.pid))[0]:
             ob.helpers.append(p.pid)
+            ob.threads[p.pid] = tasks(p.pid)
     ob.pairs = connections(inv.socket)
     ob.supervisor = supervisor_pids(bus, inv.units["supervisor"])
     inodes = {i for pair in ob.pairs for i in pair if i}
     ob.socket_holders, ob.dir_holders = holders(inodes, ob.directory)
     ob.terminals = terminals([main] + [p.pid for p in kids])
-    if ob.footprint:
-        for pid in lifecycle.token_processes(ob.footprint.token):
+    if ob.footprint:  # the session's own processes carrying the token (the helper's argv has it too)
+        for pid in set(lifecycle.token_processes(ob.footprint.token)) & set(
+                lifecycle.cgroup_pids(ob.footprint.path)):
             ob.token_cwds[pid] = _same_dir(pid, ob.directory)
 
 
@@ -531,7 +548,7 @@ def observe_session(bus: Systemd, inv, tag: str, password: str) -> Observation:
                            "the session's command running", lambda: ob.footprint.describe())
             ob.stage = "reading the host while the session lives"
             _sample(ob, bus, inv, helper_path)
-            ob.handovers = parse_trace(tracer.stop())
+            ob.trace = parse_trace(tracer.stop())
             ob.stage = DELETE_STAGE
             t0 = time.monotonic()
             ob.deleted = client.pty_delete(ob.pty.id).describe()
