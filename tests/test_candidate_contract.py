@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from pty_acceptance.lifecycle import poll
 
 from tests.refhost import nodedist, npmdist
 
@@ -63,7 +64,6 @@ READY_DEADLINE_S = 60.0  # the real server was up in under 8 s on these machines
 REQUEST_TIMEOUT_S = 10.0
 GONE_DEADLINE_S = 10.0
 STOP_DEADLINE_S = 10.0
-POLL_S = 0.05
 HELLO, HELLO_OK = 0x01, 0x81
 REAL_ENV = {  # notes/real-components.md: nothing reaches out
     "OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_MODELS_FETCH": "1",
@@ -75,18 +75,6 @@ UNKNOWN_ID = "pty_0123456789abcdef0123456789"
 # values one request determines on both sides (paths as in the drift messages)
 SAME_VALUES = ("location", "data.command", "data.args", "data.cwd", "data.title", "data.status",
                "_tag", "message", "ptyID")
-
-
-def poll(what: str, deadline_s: float, fn):
-    """fn() until it returns a true value, POLL_S apart, or fail after deadline_s."""
-    end = time.monotonic() + deadline_s
-    while True:
-        got = fn()
-        if got:
-            return got
-        if time.monotonic() > end:
-            pytest.fail(f"{what}: not within {deadline_s:g} s", pytrace=False)
-        time.sleep(POLL_S)
 
 
 # ------------------------------------------------------------------ HTTP
@@ -216,7 +204,10 @@ class Proc:
                 pytest.fail(f"{self.name} exited with {self.p.returncode} before answering: {self.tail()}",
                             pytrace=False)
             return api.ready()
-        poll(f"{self.name} answering GET /global/health on port {api.port}", READY_DEADLINE_S, up)
+        try:
+            poll(up, READY_DEADLINE_S, f"{self.name} answering GET /global/health on port {api.port}")
+        except TimeoutError as e:
+            pytest.fail(f"{e}: {self.tail()}", pytrace=False)
 
     def stop(self) -> None:
         if self.p.poll() is None:
@@ -388,16 +379,15 @@ def _check_handoff(run: Run, data: dict, ws: str, helper: str, sup: FakeSupervis
 
 
 def _check_gone(run: Run, pid, sup: FakeSupervisor) -> None:
-    end = time.monotonic() + GONE_DEADLINE_S
-    while time.monotonic() < end:
+    def gone():
         with sup.lock:
-            closed = all(c["closed"] for c in sup.conns if c["hello"])
-        if closed and not os.path.exists(f"/proc/{pid}"):
-            return
-        time.sleep(POLL_S)
-    run.handoff.append(f"after DELETE, within {GONE_DEADLINE_S:g} s: helper pid {pid} "
-                       f"{'still there' if os.path.exists(f'/proc/{pid}') else 'gone'}, supervisor "
-                       f"connections {sup.conns}")
+            return all(c["closed"] for c in sup.conns if c["hello"]) and not os.path.exists(f"/proc/{pid}")
+    try:
+        poll(gone, GONE_DEADLINE_S, f"helper pid {pid} gone and its supervisor connection closed after DELETE",
+             lambda: f"helper {'still there' if os.path.exists(f'/proc/{pid}') else 'gone'}, "
+                     f"supervisor connections {sup.conns}")
+    except TimeoutError as e:
+        run.handoff.append(str(e))
 
 
 def _free_port() -> int:
