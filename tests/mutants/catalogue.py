@@ -264,17 +264,15 @@ FAULTS += [
     Fault("plugin-list-bad-shape", ("CUT-2",), "GET /api/plugin lists {name, status} entries, a shape "
           "the candidate API does not have", candidate=("plugin-list-bad-shape",), modules=_m("cutover")),
     # -- RUNTIME-2: the runtime hands the connection and the directory to the fixed helper only.
-    # Pending acceptance/test_runtime_handoff.py (the lead's suite-side change, not on this branch):
-    # test_mutants' catalogue check refuses a module that does not exist. Uncomment with it.
-    # Fault("runtime-pty-in-process", ("RUNTIME-2",), "the runtime opens the PTY in process "
-    #       "(upstream's way, local-pty inactive): no supervisor, no helper",
-    #       candidate=("pty-in-process",), modules=_m("runtime_handoff")),
-    # Fault("runtime-connection-to-extra-child", ("RUNTIME-2",), "the runtime hands the supervisor "
-    #       "connection to one more child besides the helper",
-    #       candidate=("connection-to-extra-child",), modules=_m("runtime_handoff")),
-    # Fault("runtime-directory-to-extra-child", ("RUNTIME-2",), "the runtime hands the session's "
-    #       "directory descriptor to one more child besides the helper",
-    #       candidate=("directory-to-extra-child",), modules=_m("runtime_handoff")),
+    Fault("runtime-pty-in-process", ("RUNTIME-2",), "the runtime opens the PTY in process "
+          "(upstream's way, local-pty inactive): no supervisor, no helper",
+          candidate=("pty-in-process",), modules=_m("runtime_handoff")),
+    Fault("runtime-connection-to-extra-child", ("RUNTIME-2",), "the runtime hands the supervisor "
+          "connection to one more child besides the helper",
+          candidate=("connection-to-extra-child",), modules=_m("runtime_handoff")),
+    Fault("runtime-directory-to-extra-child", ("RUNTIME-2",), "the runtime hands the session's "
+          "directory descriptor to one more child besides the helper",
+          candidate=("directory-to-extra-child",), modules=_m("runtime_handoff")),
     # -- ISO: same-UID isolation, and the declared session behaviour
     Fault("runtime-readable", ("ISO-1",), "the runtime binary is 0755, so the candidate is dumpable",
           script_file="runtime-readable.sh", modules=_m("isolation")),
@@ -326,4 +324,5 @@ CI_SUBSET = [
     "capacity17", "session-killmode-process", "no-orphan-cleanup",
     "runtime-node24", "plugin-failed", "server-env-world-readable", "runtime-readable",
     "session-private-network", "launcher-keeps-fd3",
+    "runtime-pty-in-process", "accepts-uid-while-mainpid-stopped", "plugin-list-bad-shape",
 ]
