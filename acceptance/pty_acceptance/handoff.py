@@ -62,6 +62,7 @@ SESSION_DEADLINE_S = 15.0
 STRACE_EXIT_S = 5.0
 ENV_COPY_DIR = "/run"
 DELETE_STAGE = "DELETE /api/pty/<id>"
+SESSION_COMMAND, SESSION_COMM = "/bin/sleep", b"sleep"  # argv: 600.<token>1, a 600 s sleep
 TRACE_STRINGS = 2  # bytes of any string strace prints: enough to see an array was cut
 
 _PORT_ARG = re.compile(r"^--port(=.*)?$")
@@ -483,10 +484,25 @@ def _sample(ob: Observation, bus: Systemd, inv, helper_path: str) -> None:
     inodes = {i for pair in ob.pairs for i in pair if i}
     ob.socket_holders, ob.dir_holders = holders(inodes, ob.directory)
     ob.terminals = terminals([main] + [p.pid for p in kids])
-    if ob.footprint:  # the session's own processes carrying the token (the helper's argv has it too)
-        for pid in set(lifecycle.token_processes(ob.footprint.token)) & set(
-                lifecycle.cgroup_pids(ob.footprint.path)):
+    if ob.footprint:
+        for pid in session_command(ob.footprint):
             ob.token_cwds[pid] = _same_dir(pid, ob.directory)
+
+
+def session_command(fp: lifecycle.Footprint) -> list[int]:
+    """The session's own processes carrying the token (the helper's argv carries it
+    too) whose exec is complete: /proc/<pid>/comm is set only after the old image's
+    descriptors are closed, so systemd's pre-exec child and the launcher, which
+    hold the directory as fd 2 for an instant, are over."""
+    out = []
+    for pid in set(lifecycle.token_processes(fp.token)) & set(lifecycle.cgroup_pids(fp.path)):
+        try:
+            with open(f"/proc/{pid}/comm", "rb") as f:
+                if f.read(64).strip() == SESSION_COMM:
+                    out.append(pid)
+        except OSError:
+            continue
+    return out
 
 
 def _exe_id(pid: int) -> tuple[int, int] | None:
@@ -537,15 +553,15 @@ def observe_session(bus: Systemd, inv, tag: str, password: str) -> Observation:
             watch = stack.enter_context(lifecycle.UnitWatch())
             client = opencode_api.Client(ob.port, password=password, directory=ob.workspace)
             ob.stage = "POST /api/pty"
-            _, ob.pty = client.pty_create("/bin/sleep", [f"600.{token}1"], ob.workspace,
+            _, ob.pty = client.pty_create(SESSION_COMMAND, [f"600.{token}1"], ob.workspace,
                                           f"pty-acceptance RUNTIME-2 {tag}")
             ob.stage = "waiting for the session unit"
             ob.session_units = lifecycle.poll(watch.new_units, SESSION_DEADLINE_S,
                                               "a new session unit after POST /api/pty",
                                               lambda: f"runtime children {descendants(ob.unit.main_pid)}")
             ob.footprint = lifecycle.Footprint.capture(bus, ob.session_units[0], token)
-            lifecycle.poll(lambda: lifecycle.token_processes(token), SESSION_DEADLINE_S,
-                           "the session's command running", lambda: ob.footprint.describe())
+            lifecycle.poll(lambda: session_command(ob.footprint), SESSION_DEADLINE_S,
+                           "the session's command exec'd in its unit", lambda: ob.footprint.describe())
             ob.stage = "reading the host while the session lives"
             _sample(ob, bus, inv, helper_path)
             ob.trace = parse_trace(tracer.stop())
