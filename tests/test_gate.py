@@ -225,3 +225,25 @@ def test_suite_own_tests_leave_the_plugin_inert(project, target):
     assert res.ret == 0
     assert Path(target.marker).read_text() == "untouched\n"
     assert not any(l.startswith(("READY", "NOT READY")) for l in res.outlines)
+
+
+FAKE_READY = "\x1b[2K\rREADY: marker written"
+
+
+def test_host_text_never_reaches_the_terminal_raw(project, target):
+    """SUITE-4: a host file name (in a gate blocker) and host text in a failure
+    message or captured output are shown escaped, never as escape sequences."""
+    (target.pilot / f"supervisor/{FAKE_READY}.go").symlink_to("/nonexistent")
+    _module(project, "@pytest.mark.requirement('OWN-2')\ndef test_host_text():\n"
+                     f"    print({FAKE_READY!r})\n    assert False, {FAKE_READY!r}\n"
+                     "@pytest.mark.requirement('OWN-2')\ndef test_host_fail():\n"
+                     f"    pytest.fail('BUILD-1: go build said ' + {FAKE_READY!r}, pytrace=False)\n")
+    res = run(project, target)
+    assert_refused(res, target, "OWN-2", "SCOPE-1")
+    shown = "\n".join(res.outlines + res.errlines)
+    assert "\x1b" not in shown
+    escaped = "\\x1b[2K\\x0dREADY: marker written"
+    assert any(l.startswith("BLOCKER [SCOPE-1") and escaped in l for l in res.outlines), shown[-3000:]
+    assert any(l.startswith("E ") and escaped in l for l in res.outlines)  # the assertion message
+    assert any(escaped in l and "go build said" in l for l in res.outlines)  # pytest.fail
+    assert any(l == escaped for l in res.outlines)  # captured stdout

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from . import hostfs, manifest, marker
+from . import hostfs, manifest, marker, terminal
 from .checklist import Section
 from .inventory import Inventory
 from .requirements import CATALOGUE, ENFORCED_BY_GATE, sort_key
@@ -301,19 +301,21 @@ class Gate:
         if st.result is None:
             return ["NOT READY: 1 blockers: SUITE-3"]
         if not st.result:
-            return [f"READY: marker written {st.marker}"]
+            return [terminal.escape(f"READY: marker written {st.marker}")]
         ids = sorted({i for b in st.result for i in b.ids}, key=sort_key)
-        return [f"NOT READY: {len(st.result)} blockers: {' '.join(ids)}"]
+        return [terminal.escape(f"NOT READY: {len(st.result)} blockers: {' '.join(ids)}")]
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter) -> None:
+        """Every line here may carry host text (file names, error texts): each
+        goes through terminal.escape (SUITE-4)."""
         st = self.state
-        tr = terminalreporter
-        tr.section("root acceptance gate")
-        tr.line(f"inventory: {st.inventory.file} (host {st.inventory.host}); marker: {st.marker}")
-        tr.line(f"MARK-4: {st.removal}")
-        for b in st.result or []:
-            tr.line(f"BLOCKER [{' '.join(b.ids)}] {b.reason}")
+        lines = [f"inventory: {st.inventory.file} (host {st.inventory.host}); marker: {st.marker}",
+                 f"MARK-4: {st.removal}"]
+        lines += [f"BLOCKER [{' '.join(b.ids)}] {b.reason}" for b in st.result or []]
+        terminalreporter.section("root acceptance gate")
+        for line in lines:
+            terminalreporter.line(terminal.escape(line))
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         tr = config.pluginmanager.get_plugin("terminalreporter")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from . import checklist, gate, inventory
+from . import checklist, gate, inventory, terminal
 from .requirements import BY_ID
 
 STATE = pytest.StashKey["gate.GateState"]()
@@ -75,6 +75,7 @@ def pytest_configure(config: pytest.Config) -> None:
         sections=sections, checklist_error=checklist_error,
         hostname=socket.gethostname(), args=_acceptance_args(config, acceptance))
     config.stash[STATE] = state
+    config.pluginmanager.register(terminal.HostText(), "pty-acceptance-host-text")
     config.pluginmanager.register(gate.Gate(config, state), "pty-acceptance-gate")
 
 
