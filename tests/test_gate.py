@@ -247,3 +247,51 @@ def test_host_text_never_reaches_the_terminal_raw(project, target):
     assert any(l.startswith("E ") and escaped in l for l in res.outlines)  # the assertion message
     assert any(escaped in l and "go build said" in l for l in res.outlines)  # pytest.fail
     assert any(l == escaped for l in res.outlines)  # captured stdout
+
+
+FLAKY = """
+@pytest.mark.requirement('OWN-2')
+def test_flaky():
+    import pathlib
+    count = pathlib.Path(__file__).with_name("attempts")
+    n = int(count.read_text()) if count.exists() else 0
+    count.write_text(str(n + 1))
+    assert n > 0, "fails on the first attempt only"
+"""
+
+NAIVE_RERUN = """
+import pytest
+from _pytest.runner import runtestprotocol
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    # what a rerun plugin does: run again after a failure, every report logged
+    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    reports = runtestprotocol(item, nextitem=nextitem)
+    if any(r.failed for r in reports):
+        runtestprotocol(item, nextitem=nextitem)
+    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    return True
+"""
+
+
+def test_a_rerun_never_turns_a_failure_into_a_pass(project, target):
+    """SUITE-3: the worst outcome of a phase counts, and a phase reported twice blocks."""
+    _module(project, FLAKY)
+    with open(project.path / "conftest.py", "a") as f:
+        f.write(NAIVE_RERUN)
+    res = run(project, target)
+    assert_refused(res, target, "OWN-2", "SUITE-3")
+    assert any("test_flaky: call failed" in l for l in res.outlines)
+    assert any("test_flaky was reported more than once" in l and "call 2 times (worst: failed)" in l
+               for l in res.outlines), res.outlines[-20:]
+
+
+def test_duplicate_node_ids_block(project, target):
+    """--keep-duplicates runs a test twice under one node id: the first result
+    (a failure) must not be overwritten by the second (a pass)."""
+    _module(project, FLAKY)
+    res = run(project, target, "--keep-duplicates", "acceptance/")
+    assert_refused(res, target, "OWN-2", "SUITE-3")
+    assert any("test_flaky was collected 2 times" in l for l in res.outlines), res.outlines[-20:]

@@ -30,6 +30,16 @@ NARROWING_OPTIONS = (
 )
 
 
+# How bad an outcome is: a phase reported more than once keeps its worst
+# (a rerun or a duplicate node id never turns a failure into a pass).
+# Anything not listed ranks with "failed".
+OUTCOME_RANK = {"passed": 0, "skipped": 1, "xfailed": 1, "xpassed": 1, "rerun": 2, "failed": 3}
+
+
+def worse(a: str, b: str) -> str:
+    return a if OUTCOME_RANK.get(a, 3) >= OUTCOME_RANK.get(b, 3) else b
+
+
 @dataclass(frozen=True)
 class Blocker:
     ids: tuple[str, ...]
@@ -52,7 +62,9 @@ class GateState:
     start_errors: list[str] = field(default_factory=list)
     items: dict[str, tuple[str, ...]] = field(default_factory=dict)  # nodeid -> IDs
     modules: dict[str, str] = field(default_factory=dict)  # nodeid -> module relpath
-    outcomes: dict[str, dict[str, str]] = field(default_factory=dict)  # nodeid -> phase -> outcome
+    outcomes: dict[str, dict[str, str]] = field(default_factory=dict)  # nodeid -> phase -> worst outcome
+    reports: dict[tuple[str, str], int] = field(default_factory=dict)  # (nodeid, phase) -> reports seen
+    collected: dict[str, int] = field(default_factory=dict)  # nodeid -> times collected
     collect_errors: list[str] = field(default_factory=list)
     outside: list[str] = field(default_factory=list)
     deselected: int = 0
@@ -104,6 +116,23 @@ def module_blockers(state: GateState) -> list[Blocker]:
     listed = {s.module for s in state.sections}
     for mod in sorted(ran - listed):
         out.append(Blocker(("SUITE-3",), f"{mod} ran but ROOT-ACCEPTANCE.md does not list it"))
+    return out
+
+
+def duplicate_blockers(state: GateState) -> list[Blocker]:
+    """SUITE-3: one test, one result. A node id collected twice
+    (--keep-duplicates) or a phase reported twice (a rerun plugin) blocks."""
+    twice = {nodeid: n for nodeid, n in state.collected.items() if n > 1}
+    out = [Blocker(("SUITE-3",), f"{nodeid} was collected {n} times (--keep-duplicates?): "
+                   "its results cannot be told apart") for nodeid, n in twice.items()]
+    repeated: dict[str, list[str]] = {}
+    for (nodeid, phase), n in state.reports.items():
+        if n > 1 and nodeid not in twice:
+            repeated.setdefault(nodeid, []).append(
+                f"{phase} {n} times (worst: {state.outcomes[nodeid][phase]})")
+    out += [Blocker(("SUITE-3",), f"{nodeid} was reported more than once (a rerun?): "
+                    + ", ".join(what) + "; the worst outcome counts")
+            for nodeid, what in repeated.items()]
     return out
 
 
@@ -179,6 +208,7 @@ def blockers(config: pytest.Config, state: GateState, exitstatus: int) -> list[B
     if exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         out.append(Blocker(("SUITE-3",), f"pytest ended with status {int(exitstatus)}"))
     out += module_blockers(state)
+    out += duplicate_blockers(state)
     out += outcome_blockers(state)
     if not state.items:
         out.append(Blocker(("SUITE-3",), "no acceptance test was collected"))
@@ -247,6 +277,7 @@ class Gate:
             if st.acceptance not in path.parents:
                 st.outside.append(item.nodeid)
                 continue
+            st.collected[item.nodeid] = st.collected.get(item.nodeid, 0) + 1
             st.items[item.nodeid] = tuple(requirement_ids(item))
             st.modules[item.nodeid] = str(path.relative_to(st.root.resolve()))
 
@@ -255,7 +286,10 @@ class Gate:
         outcome = report.outcome
         if hasattr(report, "wasxfail"):
             outcome = "xfailed" if report.skipped else "xpassed"
-        self.state.outcomes.setdefault(report.nodeid, {})[report.when] = outcome
+        key = (report.nodeid, report.when)
+        self.state.reports[key] = self.state.reports.get(key, 0) + 1
+        phases = self.state.outcomes.setdefault(report.nodeid, {})
+        phases[report.when] = worse(phases.get(report.when, "passed"), outcome)
 
     def pytest_keyboard_interrupt(self, excinfo) -> None:
         self.state.interrupted = True
