@@ -11,6 +11,8 @@ import pytest
 from pty_acceptance import marker
 from pty_acceptance.requirements import CATALOGUE, ENFORCED_BY_GATE
 
+from conftest import REPO
+
 ALL_IDS = [r.id for r in CATALOGUE if r.id not in ENFORCED_BY_GATE]
 
 PASSING = f"""
@@ -29,7 +31,7 @@ def test_other():
 @pytest.fixture
 def project(pytester, target):
     pytester.makeini("[pytest]\njunit_family = xunit1\naddopts = -p no:cacheprovider\n")
-    pytester.makeconftest('pytest_plugins = ["pty_acceptance.plugin"]\n')
+    pytester.makeconftest((REPO / "conftest.py").read_text())  # the project's own start-up
     ids = ", ".join(ALL_IDS)
     (pytester.path / "ROOT-ACCEPTANCE.md").write_text(
         "| Section | Module | Requirements | State |\n|---|---|---|---|\n"
@@ -295,3 +297,61 @@ def test_duplicate_node_ids_block(project, target):
     res = run(project, target, "--keep-duplicates", "acceptance/")
     assert_refused(res, target, "OWN-2", "SUITE-3")
     assert any("test_flaky was collected 2 times" in l for l in res.outlines), res.outlines[-20:]
+
+
+# ------------------------------------------- MARK-4: the marker goes first
+def _stale(target) -> Path:
+    m = Path(target.marker)
+    m.parent.mkdir(parents=True, exist_ok=True)
+    m.write_text("revision=stale\n")
+    return m
+
+
+def _said_not_ready(res) -> str:
+    said = [l for l in res.outlines + res.errlines if "NOT READY" in l]
+    assert said, "\n".join(res.outlines[-10:] + res.errlines[-10:])
+    return said[-1]
+
+
+def test_an_inventory_that_fails_to_load_still_removes_the_marker(project, target):
+    m = _stale(target)
+    text = target.inventory.read_text()
+    target.inventory.write_text(text.replace("    revision:", "    revisionx:"))
+    res = run(project, target)
+    assert res.ret != 0 and not os.path.lexists(m)
+    line = _said_not_ready(res)
+    assert "revision" in line and "removed an existing marker" in line, line
+
+
+def test_an_inventory_that_names_no_marker_removes_the_default_one(project, target, monkeypatch, safe_dir):
+    default = safe_dir / "default/pty-supervisor-verified"
+    default.parent.mkdir()
+    default.write_text("revision=stale\n")
+    monkeypatch.setattr(marker, "DEFAULT_PATH", str(default))
+    target.inventory.write_text("all: [not, an, inventory\n")
+    res = run(project, target)
+    assert res.ret != 0 and not os.path.lexists(default)
+    assert "inventory" in _said_not_ready(res)
+
+
+def test_the_gate_plugin_disabled_still_removes_the_marker(project, target):
+    """-p no: blocks the plugin, not the root conftest's start-up hooks: the
+    marker goes, and the run ends NOT READY (a separate pytest process)."""
+    m = _stale(target)
+    res = run(project, target, "-p", "no:pty_acceptance.plugin", subprocess=True)
+    assert res.ret != 0 and not os.path.lexists(m)
+    assert "marker gate is not registered" in _said_not_ready(res)
+
+
+def test_a_failed_registration_is_fatal_and_not_ready(project, target):
+    m = _stale(target)
+    (project.path / "not-a-dir").write_text("")
+    res = run(project, target, "--report-dir", str(project.path / "not-a-dir/reports"))
+    assert res.ret == pytest.ExitCode.USAGE_ERROR and not os.path.lexists(m)
+    assert "marker gate could not be registered" in _said_not_ready(res)
+
+
+def test_the_plugin_refuses_to_run_without_the_start_up_hooks(project, target):
+    (project.path / "conftest.py").write_text('pytest_plugins = ["pty_acceptance.plugin"]\n')
+    res = project.runpytest("acceptance/")
+    assert res.ret != 0 and "start-up hooks did not run" in _said_not_ready(res)
