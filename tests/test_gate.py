@@ -355,3 +355,74 @@ def test_the_plugin_refuses_to_run_without_the_start_up_hooks(project, target):
     (project.path / "conftest.py").write_text('pytest_plugins = ["pty_acceptance.plugin"]\n')
     res = project.runpytest("acceptance/")
     assert res.ret != 0 and "start-up hooks did not run" in _said_not_ready(res)
+
+
+# ------------------------------ MARK-1/SUITE-2: the report first, then the marker
+def _report(project) -> ET.Element:
+    found = list((project.path / "reports").glob("acceptance-fake-*.xml"))
+    assert len(found) == 1, found
+    return ET.parse(found[0]).getroot()
+
+
+def _gate_props(root) -> dict:
+    props = {}
+    for p in root.find("./testsuite/properties"):
+        props.setdefault(p.get("name"), []).append(p.get("value"))
+    return props
+
+
+def test_the_marker_is_written_only_after_the_report_is_on_disk_and_parses(project, target, monkeypatch):
+    from pty_acceptance import gate
+
+    seen = []
+    real_write = marker.write
+
+    def write(path, content):
+        reports = list((project.path / "reports").glob("acceptance-fake-*.xml"))
+        seen.append(len(reports) == 1 and ET.parse(reports[0]).getroot().tag == "testsuites")
+        return real_write(path, content)
+
+    monkeypatch.setattr(gate.marker, "write", write)
+    res = run(project, target)
+    assert last_line(res) == f"READY: marker written {target.marker}", "\n".join(res.outlines[-20:])
+    assert seen == [True], "the marker was written before the JUnit report existed"
+    props = _gate_props(_report(project))
+    assert props["gate"] == ["READY"] and "blocker" not in props
+
+
+def test_a_marker_that_fails_after_the_report_turns_the_report_not_ready(project, target):
+    d = Path(target.marker).parent
+    d.mkdir(parents=True)
+    d.chmod(0o777)
+    res = run(project, target)
+    assert_refused(res, target, "MARK-1")
+    props = _gate_props(_report(project))
+    assert props["gate"] == ["NOT READY"] and "marker" not in props
+    assert any(b.startswith("MARK-1: writing or re-reading the marker failed") for b in props["blocker"])
+
+
+def test_a_link_in_the_report_directory_path_blocks(project, target, safe_dir):
+    real = safe_dir / "real-reports"
+    real.mkdir()
+    (safe_dir / "hop").symlink_to(real)
+    res = run(project, target, "--report-dir", str(safe_dir / "hop/reports"))
+    assert res.ret != 0 and not os.path.lexists(target.marker)
+    assert "hop" in _said_not_ready(res)
+    assert list(real.rglob("*")) == [], "a report was written through the link"
+
+
+@pytest.mark.parametrize("kind", ["symlink", "existing file"])
+def test_the_report_is_never_written_through_a_link_or_over_a_file(project, target, safe_dir, kind):
+    victim = safe_dir / "victim"
+    victim.write_text("keep me\n")
+    reports = project.path / "reports"
+    reports.mkdir()
+    planted = reports / "fixed.xml"
+    if kind == "symlink":
+        planted.symlink_to(victim)
+    else:
+        planted.write_text("keep me\n")
+    res = run(project, target, f"--junitxml={planted}")
+    assert_refused(res, target, "SUITE-2")
+    assert victim.read_text() == "keep me\n"
+    assert os.path.islink(planted) if kind == "symlink" else planted.read_text() == "keep me\n"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from . import hostfs, manifest, marker, terminal
+from . import hostfs, manifest, marker, reports, terminal
 from .checklist import Section
 from .inventory import Inventory
 from .requirements import CATALOGUE, ENFORCED_BY_GATE, sort_key
@@ -72,6 +72,8 @@ class GateState:
     interrupted: bool = False
     result: list[Blocker] | None = None
     written: bool = False
+    report_path: str = ""  # the JUnit report in the report directory
+    report_private_dir: str | None = None  # where pytest's JUnit writer writes it first
 
 
 def hash_binaries(inv: Inventory) -> tuple[dict[str, str], list[str]]:
@@ -292,22 +294,62 @@ class Gate:
         self.state.interrupted = True
 
     # -- end
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus) -> None:
+    # The order at the end is the point (MARK-1, SUITE-2): decide; pytest's
+    # JUnit writer writes (into a private directory); the report is published
+    # into the report directory, read back and parsed; only then the marker.
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus):
+        self._decide(session, exitstatus)  # before the JUnit writer: its properties go in
+        result = yield  # pytest's JUnit writer has written its file
+        st = self.state
+        published = self._publish()
+        if published is not None:
+            st.result.append(published)
+        elif not st.result:
+            st.result = self._write()  # the report exists on disk and parses
+            if st.result:
+                self._report_not_ready()
+        if st.result and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        return result
+
+    def _decide(self, session: pytest.Session, exitstatus) -> None:
         st = self.state
         if session.shouldstop or session.shouldfail:
             st.interrupted = True
         found = blockers(self.config, st, exitstatus)
         if not found and not st.write_marker:
             found.append(Blocker(("MARK-1",), "--no-marker given: the marker was not written"))
-        if not found:
-            found = self._write()
         st.result = found
         for b in found:
             self._global("blocker", f"{' '.join(b.ids)}: {b.reason}")
         self._global("gate", "READY" if not found else "NOT READY")
-        if found and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if not found:
+            self._global("marker", f"{st.marker} (written after this report, only if it can be)")
+
+    def _publish(self) -> Blocker | None:
+        """The JUnit report into the report directory, safely (reports.py)."""
+        from _pytest.junitxml import xml_key
+
+        st = self.state
+        xml = self.config.stash.get(xml_key, None)
+        if xml is None or not st.report_path:
+            return Blocker(("SUITE-2",), "no JUnit report was written")
+        try:
+            reports.publish(xml.logfile, st.report_path)
+        except (reports.ReportError, OSError) as e:
+            return Blocker(("SUITE-2",), f"the JUnit report was not published: {e}")
+        finally:
+            reports.discard(st.report_private_dir)
+        xml.logfile = st.report_path  # what pytest's "generated xml file" line shows
+        return None
+
+    def _report_not_ready(self) -> None:
+        st = self.state
+        try:
+            reports.mark_not_ready(st.report_path, [f"{' '.join(b.ids)}: {b.reason}" for b in st.result])
+        except (reports.ReportError, OSError) as e:
+            st.result.append(Blocker(("SUITE-2",), f"{st.report_path} still says READY: {e}"))
 
     def _write(self) -> list[Blocker]:
         st = self.state
@@ -324,7 +366,6 @@ class Gate:
                 pass
             return [Blocker(("MARK-1",), f"writing or re-reading the marker failed: {e}")]
         st.written = True
-        self._global("marker", st.marker)
         return []
 
     def summary_lines(self) -> list[str]:
@@ -349,6 +390,7 @@ class Gate:
             terminalreporter.line(terminal.escape(line))
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        reports.discard(self.state.report_private_dir)  # a session that never finished
         tr = config.pluginmanager.get_plugin("terminalreporter")
         for line in self.summary_lines():
             if tr is not None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from . import checklist, gate, inventory, startup, terminal
+from . import checklist, gate, inventory, reports, startup, terminal
 from .requirements import BY_ID
 
 STATE = pytest.StashKey["gate.GateState"]()
@@ -38,14 +38,7 @@ def _gate_state(config: pytest.Config) -> gate.GateState:
     path = config.getoption("--marker") or inv.marker
     if path != removed:  # the inventory names another marker than the one removed first
         removal += "; " + startup.remove_marker(path)
-    report_dir = Path(config.getoption("--report-dir") or root / "reports")
-    try:
-        report_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise RegistrationFailed(f"--report-dir {report_dir}: {e.strerror}") from None
-    if hasattr(config.option, "xmlpath") and not config.option.xmlpath:
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        config.option.xmlpath = str(report_dir / f"acceptance-{inv.host}-{stamp}.xml")
+    report_path, private = _junit_paths(config, root, inv.host)
     try:
         sections = checklist.load(root / "ROOT-ACCEPTANCE.md")
         checklist_error = None
@@ -56,7 +49,30 @@ def _gate_state(config: pytest.Config) -> gate.GateState:
         write_marker=not config.getoption("--no-marker"),
         sections=sections, checklist_error=checklist_error,
         hostname=socket.gethostname(), args=startup.acceptance_args(config, acceptance),
-        removal=removal)
+        removal=removal, report_path=report_path, report_private_dir=private)
+
+
+def _junit_paths(config: pytest.Config, root: Path, host: str) -> tuple[str, str | None]:
+    """(the report's path in the report directory, the private directory
+    pytest's JUnit writer is pointed at instead); reports.py publishes it."""
+    if not hasattr(config.option, "xmlpath"):  # -p no:junitxml: the gate blocks (SUITE-2)
+        return "", None
+    report_dir = os.path.join(config.invocation_params.dir,
+                              config.getoption("--report-dir") or root / "reports")
+    if config.option.xmlpath:
+        final = os.path.join(config.invocation_params.dir, config.option.xmlpath)
+    else:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        final = os.path.join(report_dir, f"acceptance-{host}-{stamp}.xml")
+    final = os.path.normpath(final)
+    for d in dict.fromkeys([os.path.normpath(report_dir), os.path.dirname(final)]):
+        try:
+            reports.check_dir(d)
+        except OSError as e:
+            raise RegistrationFailed(f"report directory {d}: {e.strerror or e}") from None
+    private = reports.private_dir()
+    config.option.xmlpath = os.path.join(private, os.path.basename(final))
+    return final, private
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -69,12 +85,15 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("NOT READY: the suite's start-up hooks did not run (the marker was "
                                 "not removed first): run pytest from the project, whose root "
                                 "conftest.py loads this plugin")
+    state = None
     try:
         state = _gate_state(config)
         config.stash[STATE] = state
         config.pluginmanager.register(terminal.HostText(), "pty-acceptance-host-text")
         config.pluginmanager.register(gate.Gate(config, state), startup.GATE)
     except Exception as e:  # noqa: BLE001 - any failure to register is NOT READY, never a quiet run
+        if state is not None:
+            reports.discard(state.report_private_dir)
         reason = str(e) if isinstance(e, RegistrationFailed) else f"{type(e).__name__}: {e}"
         raise pytest.UsageError(startup.not_ready(
             config, f"the marker gate could not be registered: {reason}")) from None
