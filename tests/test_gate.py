@@ -196,11 +196,15 @@ def test_earlier_marker_is_removed_even_when_the_run_fails(project, target, kind
 
 
 def test_unsafe_marker_directory_blocks_the_write(project, target):
+    """The marker fails after the report said READY: the report is rewritten NOT READY."""
     d = Path(target.marker).parent
     d.mkdir(parents=True)
     d.chmod(0o777)
     res = run(project, target)
     assert_refused(res, target, "MARK-1")
+    props = _gate_props(_report(project))
+    assert props["gate"] == ["NOT READY"] and "marker" not in props
+    assert any(b.startswith("MARK-1: writing or re-reading the marker failed") for b in props["blocker"])
 
 
 def test_test_without_requirement_marker_is_a_usage_error(project, target):
@@ -388,17 +392,6 @@ def test_the_marker_is_written_only_after_the_report_is_on_disk_and_parses(proje
     assert seen == [True], "the marker was written before the JUnit report existed"
     props = _gate_props(_report(project))
     assert props["gate"] == ["READY"] and "blocker" not in props
-
-
-def test_a_marker_that_fails_after_the_report_turns_the_report_not_ready(project, target):
-    d = Path(target.marker).parent
-    d.mkdir(parents=True)
-    d.chmod(0o777)
-    res = run(project, target)
-    assert_refused(res, target, "MARK-1")
-    props = _gate_props(_report(project))
-    assert props["gate"] == ["NOT READY"] and "marker" not in props
-    assert any(b.startswith("MARK-1: writing or re-reading the marker failed") for b in props["blocker"])
 
 
 def test_a_link_in_the_report_directory_path_blocks(project, target, safe_dir):

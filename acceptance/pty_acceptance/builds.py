@@ -88,19 +88,14 @@ def _give(fd: int, acct, mode: int) -> None:
 
 
 def _copy_file(src_fd: int, dst_dir: int, name: str, acct, mode: int) -> None:
-    try:
-        out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                      0o600, dir_fd=dst_dir)
-        try:
-            while chunk := os.read(src_fd, 1 << 20):
-                view = memoryview(chunk)
-                while view:
-                    view = view[os.write(out, view):]
-            _give(out, acct, mode)
-        finally:
-            os.close(out)
-    finally:
-        os.close(src_fd)
+    data = hostfs.read_fd(src_fd, ARTIFACT_LIMIT, name)
+    hostfs.create_at(dst_dir, name, data, mode, owner=(acct.pw_uid, acct.pw_gid))
+
+
+def _new_dir(parent: int, name: str) -> int:
+    """A new private directory in `parent` (root's until it is given away)."""
+    os.mkdir(name, 0o700, dir_fd=parent)
+    return hostfs.open_dir_at(parent, name, name)
 
 
 def _copy_tree(src: int, dst: int, where: str, acct) -> None:
@@ -114,18 +109,21 @@ def _copy_tree(src: int, dst: int, where: str, acct) -> None:
         elif stat.S_ISDIR(st.st_mode):
             sub = hostfs.open_dir_at(src, name, here)
             try:
-                os.mkdir(name, 0o700, dir_fd=dst)
-                out = hostfs.open_dir_at(dst, name, name)
-                try:
-                    _copy_tree(sub, out, here, acct)
-                    _give(out, acct, 0o755)
-                finally:
-                    os.close(out)
+                _copy_dir(sub, dst, name, here, acct)
             finally:
                 os.close(sub)
         else:
             raise BuildError(f"{here} is a {hostfs.kind_of(st.st_mode)}: the build source is "
                              "copied only as directories and regular files")
+
+
+def _copy_dir(src: int, parent: int, name: str, where: str, acct) -> None:
+    out = _new_dir(parent, name)
+    try:
+        _copy_tree(src, out, where, acct)
+        _give(out, acct, 0o755)
+    finally:
+        os.close(out)
 
 
 def copy_source(source_dir: str, work: str, acct) -> str:
@@ -134,18 +132,11 @@ def copy_source(source_dir: str, work: str, acct) -> str:
     try:
         sfd = hostfs.open_dir(source_dir)
         try:
-            os.mkdir("src", 0o700, dir_fd=wfd)
-            dst = hostfs.open_dir_at(wfd, "src", "src")
-            try:
-                _copy_tree(sfd, dst, source_dir, acct)
-                _give(dst, acct, 0o755)
-            finally:
-                os.close(dst)
+            _copy_dir(sfd, wfd, "src", source_dir, acct)
         finally:
             os.close(sfd)
         for sub in ("gocache", "gopath", "tmp", "out"):
-            os.mkdir(sub, 0o700, dir_fd=wfd)
-            fd = hostfs.open_dir_at(wfd, sub, sub)
+            fd = _new_dir(wfd, sub)
             try:
                 _give(fd, acct, 0o700)
             finally:

@@ -1,4 +1,4 @@
-"""Files and directories on the host, read without following links.
+"""Files and directories on the host, read (and written) without following links.
 
 Ownership is judged on lstat results only; a symlink anywhere in a chain is
 itself the finding. Contents are read through O_NOFOLLOW descriptors.
@@ -106,16 +106,10 @@ def under(root: str, path: str) -> str:
 def sha256_nofollow(path: str) -> str:
     """SHA-256 of a regular file opened without following a final symlink."""
     fd = os.open(path, READ_FLAGS)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(f"{path} is not a regular file")
-        h = hashlib.sha256()
-        while chunk := os.read(fd, 1 << 20):
-            h.update(chunk)
-        return h.hexdigest()
-    finally:
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
+        raise OSError(f"{path} is not a regular file")
+    return sha256_fd(fd)
 
 
 def read_nofollow(path: str, limit: int) -> bytes:
@@ -311,3 +305,39 @@ def sha256_fd(fd: int) -> str:
 
 def sha256_file(path: str) -> str:
     return sha256_fd(open_file(path))
+
+
+# ------------------------------------------------ writing by descriptor
+CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def create_at(dfd: int, name: str, data: bytes, mode: int, owner: tuple[int, int] | None = None) -> None:
+    """A new file `name` in `dfd` (O_EXCL|O_NOFOLLOW: never an existing file or
+    a link), owner and mode set by descriptor, written and fsynced."""
+    fd = os.open(name, CREATE_FLAGS, 0o600, dir_fd=dfd)
+    try:
+        if owner is not None:
+            os.fchown(fd, *owner)
+        os.fchmod(fd, mode)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def replace_at(dfd: int, name: str, data: bytes, mode: int, owner: tuple[int, int] | None = None) -> None:
+    """`name` in `dfd` atomically replaced: a new temporary file beside it
+    (create_at), renamed over it, the directory fsynced."""
+    tmp = f".{name}.tmp-{os.getpid()}"
+    try:
+        create_at(dfd, tmp, data, mode, owner)
+        os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        os.fsync(dfd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=dfd)
+        except FileNotFoundError:
+            pass
+        raise

@@ -190,27 +190,7 @@ def write(path: str, content: bytes) -> None:
     """Write the marker: O_EXCL temp file, fchown 0:0, fchmod 0644, fsync,
     rename into place, fsync the directory."""
     dfd = open_parent(path, create=True)
-    name = PurePosixPath(path).name
-    tmp = f".{name}.tmp-{os.getpid()}"
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o600, dir_fd=dfd)
-        try:
-            os.fchown(fd, 0, 0)
-            os.fchmod(fd, 0o644)
-            view = memoryview(content)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-        os.fsync(dfd)
-    except BaseException:
-        try:
-            os.unlink(tmp, dir_fd=dfd)
-        except FileNotFoundError:
-            pass
-        raise
+        hostfs.replace_at(dfd, PurePosixPath(path).name, content, 0o644, owner=(0, 0))
     finally:
         os.close(dfd)

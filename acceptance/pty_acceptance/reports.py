@@ -22,7 +22,6 @@ from pathlib import PurePosixPath
 from . import hostfs
 
 LIMIT = 256 << 20
-CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class ReportError(Exception):
@@ -60,22 +59,6 @@ def parse(data: bytes, where: str) -> ET.Element:
     return root
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-    os.fsync(fd)
-
-
-def _create(dfd: int, name: str, data: bytes) -> None:
-    fd = os.open(name, CREATE, 0o644, dir_fd=dfd)
-    try:
-        os.fchmod(fd, 0o644)
-        _write_all(fd, data)
-    finally:
-        os.close(fd)
-
-
 def _parent(path: str) -> tuple[int, str]:
     p = PurePosixPath(path)
     return hostfs.open_dir(str(p.parent)), p.name
@@ -100,7 +83,7 @@ def publish(written: str, final: str) -> None:
     try:
         dfd, name = _parent(final)
         try:
-            _create(dfd, name, data)
+            hostfs.create_at(dfd, name, data, 0o644)
             os.fsync(dfd)
         finally:
             os.close(dfd)
@@ -114,17 +97,8 @@ def replace(path: str, root: ET.Element) -> None:
     """Write `root` over the report at `path`: a new file beside it, renamed."""
     data = b'<?xml version="1.0" encoding="utf-8"?>' + ET.tostring(root, encoding="utf-8")
     dfd, name = _parent(path)
-    tmp = f".{name}.tmp-{os.getpid()}"
     try:
-        _create(dfd, tmp, data)
-        os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-        os.fsync(dfd)
-    except BaseException:
-        try:
-            os.unlink(tmp, dir_fd=dfd)
-        except FileNotFoundError:
-            pass
-        raise
+        hostfs.replace_at(dfd, name, data, 0o644)
     finally:
         os.close(dfd)
 
