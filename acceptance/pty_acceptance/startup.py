@@ -13,10 +13,11 @@ acceptance/:
 - ends at the last pytest_configure, NOT READY with the reason, when no
   gate got registered (the plugin disabled, or its registration failed).
 
-Only `--noconftest` or `-p no:<path of conftest.py>` switch this off; then no
-acceptance test can run (each needs the plugin's fixtures), the run fails,
+Only not loading the root conftest at all switches this off (`--noconftest`,
+a `--confcutdir` below the project, `-p no:<path of conftest.py>`); then no
+acceptance test can run (each needs the plugin's fixtures) and the run fails,
 but an earlier marker is not removed. ROOT-ACCEPTANCE.md's invocation uses
-neither.
+none of them.
 """
 
 from __future__ import annotations
