@@ -176,7 +176,8 @@ def _lkind(dfd: int, name: str) -> str | None:
 
 def open_dir_at(dfd: int, name: str, where: str, create: bool = False) -> int:
     """Directory `name` in `dfd`, never through a link. With `create` a missing
-    directory is made (root:root 0755). FileNotFoundError passes through."""
+    directory is made (0755, and root:root when root makes it).
+    FileNotFoundError passes through."""
     try:
         return os.open(name, DIR_FLAGS, dir_fd=dfd)
     except FileNotFoundError:
@@ -192,7 +193,8 @@ def open_dir_at(dfd: int, name: str, where: str, create: bool = False) -> int:
         pass
     fd = open_dir_at(dfd, name, where)
     try:
-        os.fchown(fd, 0, 0)
+        if os.geteuid() == 0:
+            os.fchown(fd, 0, 0)
         os.fchmod(fd, 0o755)
     except BaseException:
         os.close(fd)
