@@ -1,6 +1,11 @@
-"""Root conftest: loads the acceptance plugin (options, requirement markers,
-JUnit evidence, the marker gate). The plugin stays inert unless the session
-runs tests under acceptance/."""
+"""Root conftest: loads the acceptance plugin (requirement markers, JUnit
+evidence, the marker gate). The plugin stays inert unless the session runs
+tests under acceptance/.
+
+The start-up hooks (the suite's options, the marker's removal before anything
+else, NOT READY when no gate got registered) are this conftest's own, not the
+plugin's, so that `-p no:pty_acceptance.plugin` cannot keep a stale marker
+(pty_acceptance/startup.py)."""
 
 import sys
 from pathlib import Path
@@ -8,5 +13,8 @@ from pathlib import Path
 _lib = str(Path(__file__).resolve().parent / "acceptance")
 if _lib not in sys.path:
     sys.path.insert(0, _lib)
+
+from pty_acceptance.startup import (  # noqa: E402,F401 - this conftest's own hooks
+    pytest_addoption, pytest_cmdline_main, pytest_configure)
 
 pytest_plugins = ["pty_acceptance.plugin", "pytester"]

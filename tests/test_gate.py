@@ -11,6 +11,8 @@ import pytest
 from pty_acceptance import marker
 from pty_acceptance.requirements import CATALOGUE, ENFORCED_BY_GATE
 
+from conftest import REPO
+
 ALL_IDS = [r.id for r in CATALOGUE if r.id not in ENFORCED_BY_GATE]
 
 PASSING = f"""
@@ -29,7 +31,7 @@ def test_other():
 @pytest.fixture
 def project(pytester, target):
     pytester.makeini("[pytest]\njunit_family = xunit1\naddopts = -p no:cacheprovider\n")
-    pytester.makeconftest('pytest_plugins = ["pty_acceptance.plugin"]\n')
+    pytester.makeconftest((REPO / "conftest.py").read_text())  # the project's own start-up
     ids = ", ".join(ALL_IDS)
     (pytester.path / "ROOT-ACCEPTANCE.md").write_text(
         "| Section | Module | Requirements | State |\n|---|---|---|---|\n"
@@ -194,11 +196,15 @@ def test_earlier_marker_is_removed_even_when_the_run_fails(project, target, kind
 
 
 def test_unsafe_marker_directory_blocks_the_write(project, target):
+    """The marker fails after the report said READY: the report is rewritten NOT READY."""
     d = Path(target.marker).parent
     d.mkdir(parents=True)
     d.chmod(0o777)
     res = run(project, target)
     assert_refused(res, target, "MARK-1")
+    props = _gate_props(_report(project))
+    assert props["gate"] == ["NOT READY"] and "marker" not in props
+    assert any(b.startswith("MARK-1: writing or re-reading the marker failed") for b in props["blocker"])
 
 
 def test_test_without_requirement_marker_is_a_usage_error(project, target):
@@ -225,3 +231,191 @@ def test_suite_own_tests_leave_the_plugin_inert(project, target):
     assert res.ret == 0
     assert Path(target.marker).read_text() == "untouched\n"
     assert not any(l.startswith(("READY", "NOT READY")) for l in res.outlines)
+
+
+FAKE_READY = "\x1b[2K\rREADY: marker written"
+
+
+def test_host_text_never_reaches_the_terminal_raw(project, target):
+    """SUITE-4: a host file name (in a gate blocker) and host text in a failure
+    message or captured output are shown escaped, never as escape sequences."""
+    (target.pilot / f"supervisor/{FAKE_READY}.go").symlink_to("/nonexistent")
+    _module(project, "@pytest.mark.requirement('OWN-2')\ndef test_host_text():\n"
+                     f"    print({FAKE_READY!r})\n    assert False, {FAKE_READY!r}\n"
+                     "@pytest.mark.requirement('OWN-2')\ndef test_host_fail():\n"
+                     f"    pytest.fail('BUILD-1: go build said ' + {FAKE_READY!r}, pytrace=False)\n")
+    res = run(project, target)
+    assert_refused(res, target, "OWN-2", "SCOPE-1")
+    shown = "\n".join(res.outlines + res.errlines)
+    assert "\x1b" not in shown
+    escaped = "\\x1b[2K\\x0dREADY: marker written"
+    assert any(l.startswith("BLOCKER [SCOPE-1") and escaped in l for l in res.outlines), shown[-3000:]
+    assert any(l.startswith("E ") and escaped in l for l in res.outlines)  # the assertion message
+    assert any(escaped in l and "go build said" in l for l in res.outlines)  # pytest.fail
+    assert any(l == escaped for l in res.outlines)  # captured stdout
+
+
+FLAKY = """
+@pytest.mark.requirement('OWN-2')
+def test_flaky():
+    import pathlib
+    count = pathlib.Path(__file__).with_name("attempts")
+    n = int(count.read_text()) if count.exists() else 0
+    count.write_text(str(n + 1))
+    assert n > 0, "fails on the first attempt only"
+"""
+
+NAIVE_RERUN = """
+import pytest
+from _pytest.runner import runtestprotocol
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    # what a rerun plugin does: run again after a failure, every report logged
+    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    reports = runtestprotocol(item, nextitem=nextitem)
+    if any(r.failed for r in reports):
+        runtestprotocol(item, nextitem=nextitem)
+    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    return True
+"""
+
+
+def test_a_rerun_never_turns_a_failure_into_a_pass(project, target):
+    """SUITE-3: the worst outcome of a phase counts, and a phase reported twice blocks."""
+    _module(project, FLAKY)
+    with open(project.path / "conftest.py", "a") as f:
+        f.write(NAIVE_RERUN)
+    res = run(project, target)
+    assert_refused(res, target, "OWN-2", "SUITE-3")
+    assert any("test_flaky: call failed" in l for l in res.outlines)
+    assert any("test_flaky was reported more than once" in l and "call 2 times (worst: failed)" in l
+               for l in res.outlines), res.outlines[-20:]
+
+
+def test_duplicate_node_ids_block(project, target):
+    """--keep-duplicates runs a test twice under one node id: the first result
+    (a failure) must not be overwritten by the second (a pass)."""
+    _module(project, FLAKY)
+    res = run(project, target, "--keep-duplicates", "acceptance/")
+    assert_refused(res, target, "OWN-2", "SUITE-3")
+    assert any("test_flaky was collected 2 times" in l for l in res.outlines), res.outlines[-20:]
+
+
+# ------------------------------------------- MARK-4: the marker goes first
+def _stale(target) -> Path:
+    m = Path(target.marker)
+    m.parent.mkdir(parents=True, exist_ok=True)
+    m.write_text("revision=stale\n")
+    return m
+
+
+def _said_not_ready(res) -> str:
+    said = [l for l in res.outlines + res.errlines if "NOT READY" in l]
+    assert said, "\n".join(res.outlines[-10:] + res.errlines[-10:])
+    return said[-1]
+
+
+def test_an_inventory_that_fails_to_load_still_removes_the_marker(project, target):
+    m = _stale(target)
+    text = target.inventory.read_text()
+    target.inventory.write_text(text.replace("    revision:", "    revisionx:"))
+    res = run(project, target)
+    assert res.ret != 0 and not os.path.lexists(m)
+    line = _said_not_ready(res)
+    assert "revision" in line and "removed an existing marker" in line, line
+
+
+def test_an_inventory_that_names_no_marker_removes_the_default_one(project, target, monkeypatch, safe_dir):
+    default = safe_dir / "default/pty-supervisor-verified"
+    default.parent.mkdir()
+    default.write_text("revision=stale\n")
+    monkeypatch.setattr(marker, "DEFAULT_PATH", str(default))
+    target.inventory.write_text("all: [not, an, inventory\n")
+    res = run(project, target)
+    assert res.ret != 0 and not os.path.lexists(default)
+    assert "inventory" in _said_not_ready(res)
+
+
+def test_the_gate_plugin_disabled_still_removes_the_marker(project, target):
+    """-p no: blocks the plugin, not the root conftest's start-up hooks: the
+    marker goes, and the run ends NOT READY (a separate pytest process)."""
+    m = _stale(target)
+    res = run(project, target, "-p", "no:pty_acceptance.plugin", subprocess=True)
+    assert res.ret != 0 and not os.path.lexists(m)
+    assert "marker gate is not registered" in _said_not_ready(res)
+
+
+def test_a_failed_registration_is_fatal_and_not_ready(project, target):
+    m = _stale(target)
+    (project.path / "not-a-dir").write_text("")
+    res = run(project, target, "--report-dir", str(project.path / "not-a-dir/reports"))
+    assert res.ret == pytest.ExitCode.USAGE_ERROR and not os.path.lexists(m)
+    assert "marker gate could not be registered" in _said_not_ready(res)
+
+
+def test_the_plugin_refuses_to_run_without_the_start_up_hooks(project, target):
+    (project.path / "conftest.py").write_text('pytest_plugins = ["pty_acceptance.plugin"]\n')
+    res = project.runpytest("acceptance/")
+    assert res.ret != 0 and "start-up hooks did not run" in _said_not_ready(res)
+
+
+# ------------------------------ MARK-1/SUITE-2: the report first, then the marker
+def _report(project) -> ET.Element:
+    found = list((project.path / "reports").glob("acceptance-fake-*.xml"))
+    assert len(found) == 1, found
+    return ET.parse(found[0]).getroot()
+
+
+def _gate_props(root) -> dict:
+    props = {}
+    for p in root.find("./testsuite/properties"):
+        props.setdefault(p.get("name"), []).append(p.get("value"))
+    return props
+
+
+def test_the_marker_is_written_only_after_the_report_is_on_disk_and_parses(project, target, monkeypatch):
+    from pty_acceptance import gate
+
+    seen = []
+    real_write = marker.write
+
+    def write(path, content):
+        reports = list((project.path / "reports").glob("acceptance-fake-*.xml"))
+        seen.append(len(reports) == 1 and ET.parse(reports[0]).getroot().tag == "testsuites")
+        return real_write(path, content)
+
+    monkeypatch.setattr(gate.marker, "write", write)
+    res = run(project, target)
+    assert last_line(res) == f"READY: marker written {target.marker}", "\n".join(res.outlines[-20:])
+    assert seen == [True], "the marker was written before the JUnit report existed"
+    props = _gate_props(_report(project))
+    assert props["gate"] == ["READY"] and "blocker" not in props
+
+
+def test_a_link_in_the_report_directory_path_blocks(project, target, safe_dir):
+    real = safe_dir / "real-reports"
+    real.mkdir()
+    (safe_dir / "hop").symlink_to(real)
+    res = run(project, target, "--report-dir", str(safe_dir / "hop/reports"))
+    assert res.ret != 0 and not os.path.lexists(target.marker)
+    assert "hop" in _said_not_ready(res)
+    assert list(real.rglob("*")) == [], "a report was written through the link"
+
+
+@pytest.mark.parametrize("kind", ["symlink", "existing file"])
+def test_the_report_is_never_written_through_a_link_or_over_a_file(project, target, safe_dir, kind):
+    victim = safe_dir / "victim"
+    victim.write_text("keep me\n")
+    reports = project.path / "reports"
+    reports.mkdir()
+    planted = reports / "fixed.xml"
+    if kind == "symlink":
+        planted.symlink_to(victim)
+    else:
+        planted.write_text("keep me\n")
+    res = run(project, target, f"--junitxml={planted}")
+    assert_refused(res, target, "SUITE-2")
+    assert victim.read_text() == "keep me\n"
+    assert os.path.islink(planted) if kind == "symlink" else planted.read_text() == "keep me\n"

@@ -8,6 +8,8 @@ import re
 import subprocess
 from dataclasses import dataclass
 
+from . import programs
+
 EXPOSURE = re.compile(r"Overall exposure level for (\S+): ([0-9.]+) (\S+)")
 
 
@@ -25,8 +27,7 @@ def _run(user: str, argv: list[str], timeout: float = 60) -> Result:
         return Result(argv, 1, f"user {user!r} does not exist on this host")
     try:
         done = subprocess.run(argv, user=acct.pw_uid, group=acct.pw_gid, extra_groups=[],
-                              env={"PATH": "/usr/bin:/bin", "HOME": "/", "LC_ALL": "C",
-                                   "SYSTEMD_PAGER": "", "SYSTEMD_COLORS": "0"},
+                              env={**programs.ROOT_ENV, "HOME": "/"},
                               cwd="/", capture_output=True, timeout=timeout, check=False,
                               stdin=subprocess.DEVNULL)
     except FileNotFoundError:
@@ -38,10 +39,10 @@ def _run(user: str, argv: list[str], timeout: float = 60) -> Result:
 
 
 def verify(user: str, unit_file: str) -> Result:
-    return _run(user, ["systemd-analyze", "verify", "--", unit_file])
+    return _run(user, [programs.path("systemd-analyze"), "verify", "--", unit_file])
 
 
 def security(user: str, unit: str) -> tuple[Result, tuple[float, str] | None]:
-    res = _run(user, ["systemd-analyze", "security", "--no-pager", "--", unit])
+    res = _run(user, [programs.path("systemd-analyze"), "security", "--no-pager", "--", unit])
     m = EXPOSURE.search(res.output)
     return res, ((float(m.group(2)), m.group(3)) if m else None)

@@ -1,5 +1,14 @@
 """BUILD-1..3: build the three binaries twice, as an unprivileged user, each
-time in its own private temporary directory with its own Go caches."""
+time in its own private temporary directory with its own Go caches.
+
+The source tree belongs to the service user (SUITE-4). Root copies it by
+descriptor walk: openat with O_NOFOLLOW on every component, only directories
+and regular files (a link, FIFO, socket or device is a BuildError naming the
+path and its kind), each copy created O_EXCL and handed to the build user by
+descriptor. Go runs with an environment built here, never inherited, and with
+GOWORK=off and GOENV=off: a go.work in a parent directory (/tmp) or a go env
+file cannot steer either build. The artifacts are read back the same way.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +16,13 @@ import hashlib
 import os
 import pwd
 import shutil
+import stat
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import hostfs
 from .inventory import Inventory
 
 BUILD_ENV = {"CGO_ENABLED": "0", "GOOS": "linux", "GOARCH": "amd64"}
@@ -20,7 +31,11 @@ BUILD_ARGS = ["build", "-trimpath", "-ldflags=-buildid="]
 SEED_COMMAND = "CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags=-buildid="
 DEFAULT_ENV = {"GOPROXY": "off", "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly",
                "PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C"}
+# Set last, over the inventory's build.env: nothing outside the copied source
+# (a go.work above it, a go env file) takes part in a build.
+ISOLATION_ENV = {"GOWORK": "off", "GOENV": "off"}
 TIMEOUT_S = 600
+ARTIFACT_LIMIT = 1 << 30
 
 
 class BuildError(Exception):
@@ -67,20 +82,90 @@ def _run_as(acct, argv, cwd, env, timeout=TIMEOUT_S) -> subprocess.CompletedProc
         raise BuildError(f"{' '.join(argv)} did not finish within {timeout} s") from None
 
 
-def _chown_tree(top: str, uid: int, gid: int) -> None:
-    os.chown(top, uid, gid, follow_symlinks=False)
-    for dirpath, dirs, files in os.walk(top):
-        for n in dirs + files:
-            os.chown(os.path.join(dirpath, n), uid, gid, follow_symlinks=False)
+def _give(fd: int, acct, mode: int) -> None:
+    os.fchown(fd, acct.pw_uid, acct.pw_gid)
+    os.fchmod(fd, mode)
+
+
+def _copy_file(src_fd: int, dst_dir: int, name: str, acct, mode: int) -> None:
+    data = hostfs.read_fd(src_fd, ARTIFACT_LIMIT, name)
+    hostfs.create_at(dst_dir, name, data, mode, owner=(acct.pw_uid, acct.pw_gid))
+
+
+def _new_dir(parent: int, name: str) -> int:
+    """A new private directory in `parent` (root's until it is given away)."""
+    os.mkdir(name, 0o700, dir_fd=parent)
+    return hostfs.open_dir_at(parent, name, name)
+
+
+def _copy_tree(src: int, dst: int, where: str, acct) -> None:
+    """Copy directory `src` into `dst`: directories and regular files only."""
+    for name in sorted(os.listdir(src)):
+        here = os.path.join(where, name)
+        st = os.stat(name, dir_fd=src, follow_symlinks=False)
+        if stat.S_ISREG(st.st_mode):
+            _copy_file(hostfs.open_file_at(src, name, here), dst, name, acct,
+                       stat.S_IMODE(st.st_mode) & 0o755)
+        elif stat.S_ISDIR(st.st_mode):
+            sub = hostfs.open_dir_at(src, name, here)
+            try:
+                _copy_dir(sub, dst, name, here, acct)
+            finally:
+                os.close(sub)
+        else:
+            raise BuildError(f"{here} is a {hostfs.kind_of(st.st_mode)}: the build source is "
+                             "copied only as directories and regular files")
+
+
+def _copy_dir(src: int, parent: int, name: str, where: str, acct) -> None:
+    out = _new_dir(parent, name)
+    try:
+        _copy_tree(src, out, where, acct)
+        _give(out, acct, 0o755)
+    finally:
+        os.close(out)
+
+
+def copy_source(source_dir: str, work: str, acct) -> str:
+    """`work`/src: a copy of `source_dir` owned by the build user; returns its path."""
+    wfd = hostfs.open_dir(work)
+    try:
+        sfd = hostfs.open_dir(source_dir)
+        try:
+            _copy_dir(sfd, wfd, "src", source_dir, acct)
+        finally:
+            os.close(sfd)
+        for sub in ("gocache", "gopath", "tmp", "out"):
+            fd = _new_dir(wfd, sub)
+            try:
+                _give(fd, acct, 0o700)
+            finally:
+                os.close(fd)
+        _give(wfd, acct, 0o700)
+    except hostfs.Refused as e:
+        raise BuildError(f"the build source cannot be copied safely: {e}") from None
+    finally:
+        os.close(wfd)
+    return os.path.join(work, "src")
 
 
 def _env(inv: Inventory, home: str) -> dict[str, str]:
+    """Built from nothing: root's own environment (GOFLAGS, GOWORK, ...) never reaches go."""
     env = dict(DEFAULT_ENV)
     env.update(inv.build.get("env", {}))
     env.update({"HOME": home, "GOCACHE": f"{home}/gocache", "GOPATH": f"{home}/gopath",
                 "GOTMPDIR": f"{home}/tmp"})
+    env.update(ISOLATION_ENV)
     env.update(BUILD_ENV)
     return env
+
+
+def _artifact(path: str) -> bytes:
+    """A build output, read as root from the build user's directory: no link followed."""
+    try:
+        return hostfs.read_file(path, ARTIFACT_LIMIT)
+    except OSError as e:
+        raise BuildError(f"the built artifact cannot be read safely: {e.strerror or e}") from None
 
 
 def build_once(inv: Inventory, acct, label: str) -> BuildSet:
@@ -94,31 +179,30 @@ def build_once(inv: Inventory, acct, label: str) -> BuildSet:
 
 def _build_in(inv: Inventory, acct, label: str, work: str) -> BuildSet:
     bs = BuildSet(label, work)
-    src = os.path.join(work, "src")
-    shutil.copytree(inv.build["source_dir"], src, symlinks=True)
-    for sub in ("gocache", "gopath", "tmp", "out"):
-        os.mkdir(os.path.join(work, sub), 0o700)
-    _chown_tree(work, acct.pw_uid, acct.pw_gid)
+    src = copy_source(inv.build["source_dir"], work, acct)
     env = _env(inv, work)
+    isolation = " ".join(f"{k}={v}" for k, v in ISOLATION_ENV.items())
     for b in inv.binaries_list:
         out = os.path.join(work, "out", b.name)
         argv = [inv.build["go"], *BUILD_ARGS, "-o", out, b.package]
-        bs.commands.append(f"(cd {src} && {SEED_COMMAND} -o {out} {b.package})")
+        bs.commands.append(f"(cd {src} && {isolation} {SEED_COMMAND} -o {out} {b.package})")
         done = _run_as(acct, argv, src, env)
         if done.returncode != 0:
             raise BuildError(f"build {label} of {b.role} failed ({done.returncode}): "
                              f"{done.stderr.decode(errors='replace').strip()[-2000:]}")
-        bs.artifacts[b.role] = Path(out).read_bytes()
+        bs.artifacts[b.role] = _artifact(out)
     return bs
 
 
 def reproduce(inv: Inventory) -> Reproduction:
     acct = _account(inv.build["user"])
-    go_sum = Path(inv.build["source_dir"]) / "go.sum"
+    go_sum = str(Path(inv.build["source_dir"]) / "go.sum")
     try:
-        go_sum_sha = hashlib.sha256(go_sum.read_bytes()).hexdigest()
+        go_sum_sha = hostfs.sha256_file(go_sum)
+    except hostfs.Refused as e:
+        raise BuildError(str(e)) from None
     except OSError as e:
-        raise BuildError(f"{go_sum}: {e.strerror}") from None
+        raise BuildError(f"{go_sum}: {e.strerror or e}") from None
     ver = _run_as(acct, [inv.build["go"], "version"], "/", _env(inv, "/nonexistent"), timeout=60)
     if ver.returncode != 0:
         raise BuildError(f"{inv.build['go']} version failed: {ver.stderr.decode(errors='replace')}")

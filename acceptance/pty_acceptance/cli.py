@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from . import inventory, manifest, marker
+from .terminal import escape
 
 PROJECT = Path(__file__).resolve().parents[2]
 DEFAULT_INVENTORY = PROJECT / "inventories" / "target.yml"
@@ -37,7 +38,7 @@ def cmd_verify_marker(a: argparse.Namespace) -> int:
         try:
             inv = inventory.load(a.inventory or DEFAULT_INVENTORY)
         except inventory.InventoryError as e:
-            print(f"REFUSED inventory: {e}")
+            print(escape(f"REFUSED inventory: {e}"))
             return 1
     revision = a.revision or inv.revision
     source = a.source_sha256 or inv.source_manifest_sha256
@@ -47,9 +48,9 @@ def cmd_verify_marker(a: argparse.Namespace) -> int:
     try:
         marker.verify(path, marker.Expectation(revision, source, binaries, claimed), root=a.root)
     except marker.MarkerRefused as e:
-        print(f"REFUSED {e.rule}: {e.detail}")
+        print(escape(f"REFUSED {e.rule}: {e.detail}"))
         return 1
-    print(f"OK {marker_path_shown(a.root, path)}")
+    print(escape(f"OK {marker_path_shown(a.root, path)}"))
     return 0
 
 
@@ -61,10 +62,10 @@ def cmd_source_manifest(a: argparse.Namespace) -> int:
     try:
         digest, text = manifest.compute(a.pilot_root, a.code_root)
     except manifest.ManifestError as e:
-        print(f"source-manifest: {e}", file=sys.stderr)
+        print(escape(f"source-manifest: {e}"), file=sys.stderr)
         return 1
-    if a.list:
-        sys.stdout.write(text)
+    if a.list:  # the exact listing to a pipe or file; escaped on a terminal
+        sys.stdout.write(escape(text, keep_newlines=True) if sys.stdout.isatty() else text)
     print(digest)
     return 0
 

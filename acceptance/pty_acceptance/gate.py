@@ -1,8 +1,9 @@
 """The marker gate: what a session did, and whether that earns the marker.
 
-It removes any marker at session start (MARK-4), watches every collection and
-test report, and at the end writes the marker only when every condition in
-`blockers()` comes back empty (MARK-1, SUITE-3). The last line of the terminal
+The marker was removed before the gate was registered (startup.py, MARK-4).
+The gate watches every collection and test report, and at the end writes the
+marker only when every condition in `blockers()` comes back empty (MARK-1,
+SUITE-3). The last line of the terminal
 output is either ``READY: marker written <path>`` or
 ``NOT READY: <n> blockers: <IDs>``.
 """
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from . import hostfs, manifest, marker
+from . import hostfs, manifest, marker, reports, terminal
 from .checklist import Section
 from .inventory import Inventory
 from .requirements import CATALOGUE, ENFORCED_BY_GATE, sort_key
@@ -28,6 +29,16 @@ NARROWING_OPTIONS = (
     ("setuponly", "--setup-only"), ("setupplan", "--setup-plan"),
     ("ignore", "--ignore"), ("ignore_glob", "--ignore-glob"),
 )
+
+
+# How bad an outcome is: a phase reported more than once keeps its worst
+# (a rerun or a duplicate node id never turns a failure into a pass).
+# Anything not listed ranks with "failed".
+OUTCOME_RANK = {"passed": 0, "skipped": 1, "xfailed": 1, "xpassed": 1, "rerun": 2, "failed": 3}
+
+
+def worse(a: str, b: str) -> str:
+    return a if OUTCOME_RANK.get(a, 3) >= OUTCOME_RANK.get(b, 3) else b
 
 
 @dataclass(frozen=True)
@@ -52,13 +63,17 @@ class GateState:
     start_errors: list[str] = field(default_factory=list)
     items: dict[str, tuple[str, ...]] = field(default_factory=dict)  # nodeid -> IDs
     modules: dict[str, str] = field(default_factory=dict)  # nodeid -> module relpath
-    outcomes: dict[str, dict[str, str]] = field(default_factory=dict)  # nodeid -> phase -> outcome
+    outcomes: dict[str, dict[str, str]] = field(default_factory=dict)  # nodeid -> phase -> worst outcome
+    reports: dict[tuple[str, str], int] = field(default_factory=dict)  # (nodeid, phase) -> reports seen
+    collected: dict[str, int] = field(default_factory=dict)  # nodeid -> times collected
     collect_errors: list[str] = field(default_factory=list)
     outside: list[str] = field(default_factory=list)
     deselected: int = 0
     interrupted: bool = False
     result: list[Blocker] | None = None
     written: bool = False
+    report_path: str = ""  # the JUnit report in the report directory
+    report_private_dir: str | None = None  # where pytest's JUnit writer writes it first
 
 
 def hash_binaries(inv: Inventory) -> tuple[dict[str, str], list[str]]:
@@ -104,6 +119,23 @@ def module_blockers(state: GateState) -> list[Blocker]:
     listed = {s.module for s in state.sections}
     for mod in sorted(ran - listed):
         out.append(Blocker(("SUITE-3",), f"{mod} ran but ROOT-ACCEPTANCE.md does not list it"))
+    return out
+
+
+def duplicate_blockers(state: GateState) -> list[Blocker]:
+    """SUITE-3: one test, one result. A node id collected twice
+    (--keep-duplicates) or a phase reported twice (a rerun plugin) blocks."""
+    twice = {nodeid: n for nodeid, n in state.collected.items() if n > 1}
+    out = [Blocker(("SUITE-3",), f"{nodeid} was collected {n} times (--keep-duplicates?): "
+                   "its results cannot be told apart") for nodeid, n in twice.items()]
+    repeated: dict[str, list[str]] = {}
+    for (nodeid, phase), n in state.reports.items():
+        if n > 1 and nodeid not in twice:
+            repeated.setdefault(nodeid, []).append(
+                f"{phase} {n} times (worst: {state.outcomes[nodeid][phase]})")
+    out += [Blocker(("SUITE-3",), f"{nodeid} was reported more than once (a rerun?): "
+                    + ", ".join(what) + "; the worst outcome counts")
+            for nodeid, what in repeated.items()]
     return out
 
 
@@ -169,7 +201,7 @@ def blockers(config: pytest.Config, state: GateState, exitstatus: int) -> list[B
     out = []
     if os.geteuid() != 0:
         out.append(Blocker(("MARK-1",), f"not running as root (euid {os.geteuid()})"))
-    if state.removal.startswith("could not"):
+    if "could not remove" in state.removal:
         out.append(Blocker(("MARK-4",), state.removal))
     out += run_shape_blockers(config, state)
     from _pytest.junitxml import xml_key
@@ -179,6 +211,7 @@ def blockers(config: pytest.Config, state: GateState, exitstatus: int) -> list[B
     if exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         out.append(Blocker(("SUITE-3",), f"pytest ended with status {int(exitstatus)}"))
     out += module_blockers(state)
+    out += duplicate_blockers(state)
     out += outcome_blockers(state)
     if not state.items:
         out.append(Blocker(("SUITE-3",), "no acceptance test was collected"))
@@ -209,11 +242,7 @@ class Gate:
 
     # -- start
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        st = self.state
-        try:
-            st.removal = marker.remove(st.marker)
-        except (OSError, marker.UnsafeChain) as e:
-            st.removal = f"could not remove the marker at {st.marker}: {e}"
+        st = self.state  # the marker was removed before the gate existed (startup.py)
         st.start_hashes, st.start_errors = hash_binaries(st.inventory)
         self._global("MARK-4", st.removal)
         self._global("inventory", f"{st.inventory.file} host {st.inventory.host}")
@@ -247,6 +276,7 @@ class Gate:
             if st.acceptance not in path.parents:
                 st.outside.append(item.nodeid)
                 continue
+            st.collected[item.nodeid] = st.collected.get(item.nodeid, 0) + 1
             st.items[item.nodeid] = tuple(requirement_ids(item))
             st.modules[item.nodeid] = str(path.relative_to(st.root.resolve()))
 
@@ -255,28 +285,71 @@ class Gate:
         outcome = report.outcome
         if hasattr(report, "wasxfail"):
             outcome = "xfailed" if report.skipped else "xpassed"
-        self.state.outcomes.setdefault(report.nodeid, {})[report.when] = outcome
+        key = (report.nodeid, report.when)
+        self.state.reports[key] = self.state.reports.get(key, 0) + 1
+        phases = self.state.outcomes.setdefault(report.nodeid, {})
+        phases[report.when] = worse(phases.get(report.when, "passed"), outcome)
 
     def pytest_keyboard_interrupt(self, excinfo) -> None:
         self.state.interrupted = True
 
     # -- end
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus) -> None:
+    # The order at the end is the point (MARK-1, SUITE-2): decide; pytest's
+    # JUnit writer writes (into a private directory); the report is published
+    # into the report directory, read back and parsed; only then the marker.
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus):
+        self._decide(session, exitstatus)  # before the JUnit writer: its properties go in
+        result = yield  # pytest's JUnit writer has written its file
+        st = self.state
+        published = self._publish()
+        if published is not None:
+            st.result.append(published)
+        elif not st.result:
+            st.result = self._write()  # the report exists on disk and parses
+            if st.result:
+                self._report_not_ready()
+        if st.result and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        return result
+
+    def _decide(self, session: pytest.Session, exitstatus) -> None:
         st = self.state
         if session.shouldstop or session.shouldfail:
             st.interrupted = True
         found = blockers(self.config, st, exitstatus)
         if not found and not st.write_marker:
             found.append(Blocker(("MARK-1",), "--no-marker given: the marker was not written"))
-        if not found:
-            found = self._write()
         st.result = found
         for b in found:
             self._global("blocker", f"{' '.join(b.ids)}: {b.reason}")
         self._global("gate", "READY" if not found else "NOT READY")
-        if found and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if not found:
+            self._global("marker", f"{st.marker} (written after this report, only if it can be)")
+
+    def _publish(self) -> Blocker | None:
+        """The JUnit report into the report directory, safely (reports.py)."""
+        from _pytest.junitxml import xml_key
+
+        st = self.state
+        xml = self.config.stash.get(xml_key, None)
+        if xml is None or not st.report_path:
+            return Blocker(("SUITE-2",), "no JUnit report was written")
+        try:
+            reports.publish(xml.logfile, st.report_path)
+        except (reports.ReportError, OSError) as e:
+            return Blocker(("SUITE-2",), f"the JUnit report was not published: {e}")
+        finally:
+            reports.discard(st.report_private_dir)
+        xml.logfile = st.report_path  # what pytest's "generated xml file" line shows
+        return None
+
+    def _report_not_ready(self) -> None:
+        st = self.state
+        try:
+            reports.mark_not_ready(st.report_path, [f"{' '.join(b.ids)}: {b.reason}" for b in st.result])
+        except (reports.ReportError, OSError) as e:
+            st.result.append(Blocker(("SUITE-2",), f"{st.report_path} still says READY: {e}"))
 
     def _write(self) -> list[Blocker]:
         st = self.state
@@ -293,7 +366,6 @@ class Gate:
                 pass
             return [Blocker(("MARK-1",), f"writing or re-reading the marker failed: {e}")]
         st.written = True
-        self._global("marker", st.marker)
         return []
 
     def summary_lines(self) -> list[str]:
@@ -301,21 +373,24 @@ class Gate:
         if st.result is None:
             return ["NOT READY: 1 blockers: SUITE-3"]
         if not st.result:
-            return [f"READY: marker written {st.marker}"]
+            return [terminal.escape(f"READY: marker written {st.marker}")]
         ids = sorted({i for b in st.result for i in b.ids}, key=sort_key)
-        return [f"NOT READY: {len(st.result)} blockers: {' '.join(ids)}"]
+        return [terminal.escape(f"NOT READY: {len(st.result)} blockers: {' '.join(ids)}")]
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter) -> None:
+        """Every line here may carry host text (file names, error texts): each
+        goes through terminal.escape (SUITE-4)."""
         st = self.state
-        tr = terminalreporter
-        tr.section("root acceptance gate")
-        tr.line(f"inventory: {st.inventory.file} (host {st.inventory.host}); marker: {st.marker}")
-        tr.line(f"MARK-4: {st.removal}")
-        for b in st.result or []:
-            tr.line(f"BLOCKER [{' '.join(b.ids)}] {b.reason}")
+        lines = [f"inventory: {st.inventory.file} (host {st.inventory.host}); marker: {st.marker}",
+                 f"MARK-4: {st.removal}"]
+        lines += [f"BLOCKER [{' '.join(b.ids)}] {b.reason}" for b in st.result or []]
+        terminalreporter.section("root acceptance gate")
+        for line in lines:
+            terminalreporter.line(terminal.escape(line))
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        reports.discard(self.state.report_private_dir)  # a session that never finished
         tr = config.pluginmanager.get_plugin("terminalreporter")
         for line in self.summary_lines():
             if tr is not None:

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from . import observe
+from . import observe, programs
 from . import protocol as p
 from .peer import DisposableUnit, open_cwd
 from .session import MAX_OUTPUT, RawSession
@@ -301,8 +301,8 @@ class TracedRun:
 
 # ----------------------------------------------------------------- running
 def strace_path() -> str:
-    path = shutil.which("strace", path="/usr/bin:/bin:/usr/sbin:/sbin")
-    if not path:
+    path = programs.path("strace")
+    if not os.path.isfile(path):
         raise TraceError("strace is not installed on this host: the helper's system calls "
                          "cannot be observed (install strace to run HELPER-1..5 and PROTO-2)")
     return path

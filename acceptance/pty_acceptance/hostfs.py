@@ -1,4 +1,4 @@
-"""Files and directories on the host, read without following links.
+"""Files and directories on the host, read (and written) without following links.
 
 Ownership is judged on lstat results only; a symlink anywhere in a chain is
 itself the finding. Contents are read through O_NOFOLLOW descriptors.
@@ -6,13 +6,17 @@ itself the finding. Contents are read through O_NOFOLLOW descriptors.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import stat
 from dataclasses import dataclass
 from pathlib import PurePosixPath
+from typing import Callable
 
 READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+FILE_FLAGS = READ_FLAGS | os.O_NOCTTY
 
 
 @dataclass(frozen=True)
@@ -102,16 +106,10 @@ def under(root: str, path: str) -> str:
 def sha256_nofollow(path: str) -> str:
     """SHA-256 of a regular file opened without following a final symlink."""
     fd = os.open(path, READ_FLAGS)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(f"{path} is not a regular file")
-        h = hashlib.sha256()
-        while chunk := os.read(fd, 1 << 20):
-            h.update(chunk)
-        return h.hexdigest()
-    finally:
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
+        raise OSError(f"{path} is not a regular file")
+    return sha256_fd(fd)
 
 
 def read_nofollow(path: str, limit: int) -> bytes:
@@ -133,3 +131,215 @@ def first_difference(a: bytes, b: bytes) -> int | None:
         if x != y:
             return i
     return min(len(a), len(b))
+
+
+# ------------------------------------------------ walking by descriptor
+# A path is opened one component at a time from "/" (openat with O_NOFOLLOW):
+# no component may be a link, so a link planted anywhere in a user-writable
+# tree (.git/refs, a source directory, a report directory) is itself the
+# finding, never followed. A file is judged by fstatat before it is opened
+# (a FIFO or a device is never opened) and again by fstat after.
+
+
+class Refused(OSError):
+    """A path that is not read: a component is a link or not a directory, or
+    the file is not a regular file. The message names the path and the kind."""
+
+
+def kind_of(mode: int) -> str:
+    for test, name in ((stat.S_ISLNK, "symlink"), (stat.S_ISREG, "regular file"),
+                       (stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "FIFO"),
+                       (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "character device"),
+                       (stat.S_ISBLK, "block device")):
+        if test(mode):
+            return name
+    return "special file"
+
+
+def parts_of(path: str, relative: bool = False) -> tuple[str, ...]:
+    """The components of `path`; no "..", absolute unless `relative`."""
+    p = PurePosixPath(path)
+    if p.is_absolute() == relative:
+        raise Refused(f"{path}: expected {'a relative' if relative else 'an absolute'} path")
+    parts = p.parts if relative else p.parts[1:]
+    if ".." in parts:
+        raise Refused(f"{path}: a '..' component")
+    return parts
+
+
+def _lkind(dfd: int, name: str) -> str | None:
+    try:
+        return kind_of(os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode)
+    except OSError:
+        return None
+
+
+def open_dir_at(dfd: int, name: str, where: str, create: bool = False) -> int:
+    """Directory `name` in `dfd`, never through a link. With `create` a missing
+    directory is made (0755, and root:root when root makes it).
+    FileNotFoundError passes through."""
+    try:
+        return os.open(name, DIR_FLAGS, dir_fd=dfd)
+    except FileNotFoundError:
+        if not create:
+            raise
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise Refused(f"{where} is a {_lkind(dfd, name) or 'symlink'}, not a directory") from None
+        raise
+    try:
+        os.mkdir(name, 0o755, dir_fd=dfd)
+    except FileExistsError:
+        pass
+    fd = open_dir_at(dfd, name, where)
+    try:
+        if os.geteuid() == 0:
+            os.fchown(fd, 0, 0)
+        os.fchmod(fd, 0o755)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_dir_beneath(dfd: int, rel: str | tuple[str, ...], where: str,
+                     each: Callable[[int, str], None] | None = None, create: bool = False) -> int:
+    """Walk `rel` (components) down from `dfd`; `where` names `dfd` in messages.
+    `each(fd, path)` is called on every directory opened. The caller's `dfd`
+    stays open; the returned descriptor is new."""
+    parts = parts_of(rel, relative=True) if isinstance(rel, str) else rel
+    fd = os.dup(dfd)
+    try:
+        for part in parts:
+            where = os.path.join(where, part)
+            nfd = open_dir_at(fd, part, where, create)
+            os.close(fd)
+            fd = nfd
+            if each:
+                each(fd, where)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_dir(path: str, each: Callable[[int, str], None] | None = None, create: bool = False) -> int:
+    """Directory `path` walked from "/" without following a link in any component."""
+    parts = parts_of(path)
+    root = os.open("/", DIR_FLAGS)
+    try:
+        if each:
+            each(root, "/")
+        return open_dir_beneath(root, parts, "/", each, create)
+    finally:
+        os.close(root)
+
+
+def open_file_at(dfd: int, name: str, where: str) -> int:
+    """Regular file `name` in `dfd`: never a link, FIFO, socket or device (those
+    are refused before they are opened, and the open itself is O_NOFOLLOW and
+    O_NONBLOCK in case one is swapped in)."""
+    before = os.stat(name, dir_fd=dfd, follow_symlinks=False)  # FileNotFoundError passes through
+    if not stat.S_ISREG(before.st_mode):
+        raise Refused(f"{where} is a {kind_of(before.st_mode)}, not a regular file")
+    try:
+        fd = os.open(name, FILE_FLAGS, dir_fd=dfd)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise Refused(f"{where} is a symlink, not a regular file") from None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino):
+        os.close(fd)
+        raise Refused(f"{where} is a {kind_of(st.st_mode)} that changed while it was opened")
+    return fd
+
+
+def open_file_beneath(dfd: int, rel: str, where: str) -> int:
+    parts = parts_of(rel, relative=True)
+    parent = open_dir_beneath(dfd, parts[:-1], where)
+    try:
+        return open_file_at(parent, parts[-1], os.path.join(where, *parts))
+    finally:
+        os.close(parent)
+
+
+def open_file(path: str) -> int:
+    """Regular file `path`, walked from "/" without following a link anywhere."""
+    parts = parts_of(path)
+    if not parts:
+        raise Refused(f"{path} is a directory, not a regular file")
+    parent = open_dir("/" + "/".join(parts[:-1]))
+    try:
+        return open_file_at(parent, parts[-1], path)
+    finally:
+        os.close(parent)
+
+
+def read_fd(fd: int, limit: int, where: str) -> bytes:
+    """At most `limit` bytes of `fd` (closed here); more is an error that says
+    the size, never the bytes."""
+    try:
+        data = b""
+        while len(data) <= limit and (chunk := os.read(fd, limit + 1 - len(data))):
+            data += chunk
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise Refused(f"{where} is larger than {limit} bytes")
+    return data
+
+
+def read_file(path: str, limit: int) -> bytes:
+    return read_fd(open_file(path), limit, path)
+
+
+def sha256_fd(fd: int) -> str:
+    """SHA-256 of what `fd` holds (closed here)."""
+    try:
+        h = hashlib.sha256()
+        while chunk := os.read(fd, 1 << 20):
+            h.update(chunk)
+        return h.hexdigest()
+    finally:
+        os.close(fd)
+
+
+def sha256_file(path: str) -> str:
+    return sha256_fd(open_file(path))
+
+
+# ------------------------------------------------ writing by descriptor
+CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def create_at(dfd: int, name: str, data: bytes, mode: int, owner: tuple[int, int] | None = None) -> None:
+    """A new file `name` in `dfd` (O_EXCL|O_NOFOLLOW: never an existing file or
+    a link), owner and mode set by descriptor, written and fsynced."""
+    fd = os.open(name, CREATE_FLAGS, 0o600, dir_fd=dfd)
+    try:
+        if owner is not None:
+            os.fchown(fd, *owner)
+        os.fchmod(fd, mode)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def replace_at(dfd: int, name: str, data: bytes, mode: int, owner: tuple[int, int] | None = None) -> None:
+    """`name` in `dfd` atomically replaced: a new temporary file beside it
+    (create_at), renamed over it, the directory fsynced."""
+    tmp = f".{name}.tmp-{os.getpid()}"
+    try:
+        create_at(dfd, tmp, data, mode, owner)
+        os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        os.fsync(dfd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=dfd)
+        except FileNotFoundError:
+            pass
+        raise

@@ -182,6 +182,19 @@ def _present(vars_: dict, dotted: str) -> bool:
     return True
 
 
+def marker_named(path: str | Path) -> str | None:
+    """The marker path the inventory file names, read whether or not the rest
+    of the file validates: a run removes that marker before anything else
+    (MARK-4). None when the file names none."""
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        (vars_,) = data["all"]["hosts"].values()
+        named = vars_["marker"]
+    except (OSError, UnicodeError, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError):
+        return None
+    return named if isinstance(named, str) and ABS_PATH.match(named) else None
+
+
 def load(path: str | Path) -> Inventory:
     file = str(path)
     try:

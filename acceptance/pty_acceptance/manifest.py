@@ -3,14 +3,22 @@
 The listing is every path below, sorted and made unique bytewise
 (`LC_ALL=C sort -u`), each line as `sha256sum` prints it; the manifest hash is
 the SHA-256 of that listing.
+
+The trees belong to the service user (SUITE-4): every directory and file is
+reached by a descriptor walk from "/" that follows no link in any component,
+and only regular files are hashed. A link, FIFO, socket or device among the
+inputs is a ManifestError naming the path and its kind: its target's hash
+never reaches the evidence, and a FIFO never hangs the gate.
 """
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import os
+import stat
 from pathlib import Path
+
+from . import hostfs
 
 PILOT_FILES = (
     "supervisor/go.mod",
@@ -31,23 +39,76 @@ class ManifestError(Exception):
     pass
 
 
+def _open_dir(path: str) -> int:
+    try:
+        return hostfs.open_dir(path)
+    except hostfs.Refused as e:
+        raise ManifestError(str(e)) from None
+    except OSError as e:
+        raise ManifestError(f"{path}: {e.strerror or e}") from None
+
+
+def _entries(fd: int, where: str) -> list[tuple[str, str, bool]]:
+    """(name, path, is a directory) of every entry, links not followed."""
+    out = []
+    for name in os.listdir(fd):
+        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        out.append((name, os.path.join(where, name), stat.S_ISDIR(st.st_mode)))
+    return out
+
+
+def _go_files(fd: int, where: str) -> list[str]:
+    """What `find <where> -name '*.go'` lists (find follows no link either)."""
+    found = []
+    for name, path, is_dir in _entries(fd, where):
+        if name.endswith(".go"):
+            found.append(path)
+        if is_dir:
+            try:
+                sub = hostfs.open_dir_at(fd, name, path)
+            except hostfs.Refused as e:  # swapped for a link since it was listed
+                raise ManifestError(str(e)) from None
+            try:
+                found += _go_files(sub, path)
+            finally:
+                os.close(sub)
+    return found
+
+
+def _ts_sources(src: str) -> list[str]:
+    """What the shell glob `src/*.ts` lists: no hidden names, no recursion."""
+    try:
+        fd = _open_dir(src)
+    except ManifestError:
+        if not os.path.lexists(src):
+            return []
+        raise
+    try:
+        return [p for n, p, _ in _entries(fd, src) if n.endswith(".ts") and not n.startswith(".")]
+    finally:
+        os.close(fd)
+
+
 def paths(pilot_root: str, code_root: str) -> list[str]:
     pilot, code = Path(pilot_root), Path(code_root)
-    found: list[str] = []
-    sup = pilot / "supervisor"
-    if not sup.is_dir():
-        raise ManifestError(f"{sup}: no such directory")
-    for dirpath, _dirs, files in os.walk(sup):  # find does not follow links either
-        found += [os.path.join(dirpath, f) for f in files if f.endswith(".go")]
-    found += glob.glob(glob.escape(str(code / "packages/plugin/src")) + "/*.ts")
+    sup = str(pilot / "supervisor")
+    fd = _open_dir(sup)
+    try:
+        found = _go_files(fd, sup)
+        found += _ts_sources(str(code / "packages/plugin/src"))
+    except OSError as e:  # an entry that vanished or cannot be read while listed
+        raise ManifestError(f"{e.filename or sup}: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
     found += [str(pilot / f) for f in PILOT_FILES] + [str(code / f) for f in CODE_FILES]
     return sorted(set(found), key=os.fsencode)
 
 
 def _sha256sum_line(path: str) -> str:
     try:
-        with open(path, "rb") as f:
-            digest = hashlib.file_digest(f, "sha256").hexdigest()
+        digest = hostfs.sha256_file(path)
+    except hostfs.Refused as e:
+        raise ManifestError(str(e)) from None
     except OSError as e:
         raise ManifestError(f"{path}: {e.strerror or e}") from None
     if "\\" in path or "\n" in path:  # sha256sum's escaping of odd names

@@ -142,9 +142,6 @@ def verify(marker: str, exp: Expectation, root: str = "/") -> bytes:
 
 
 # ---------------------------------------------------------------- writing
-DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
 class UnsafeChain(Exception):
     pass
 
@@ -160,32 +157,11 @@ def _check_dir_fd(fd: int, where: str) -> None:
 def open_parent(path: str, create: bool, strict: bool = True) -> int:
     """Open the marker's directory by walking from / without following links;
     every directory must be root-owned and not group/other-writable."""
-    parts = PurePosixPath(path).relative_to("/").parts[:-1]
-    fd = os.open("/", DIR_FLAGS)
-    where = "/"
-    check = _check_dir_fd if strict else (lambda fd, where: None)
     try:
-        check(fd, where)
-        for part in parts:
-            where = os.path.join(where, part)
-            try:
-                nfd = os.open(part, DIR_FLAGS, dir_fd=fd)
-            except FileNotFoundError:
-                if not create:
-                    raise
-                os.mkdir(part, 0o755, dir_fd=fd)
-                nfd = os.open(part, DIR_FLAGS, dir_fd=fd)
-                os.fchown(nfd, 0, 0)
-                os.fchmod(nfd, 0o755)
-            except OSError as e:
-                raise UnsafeChain(f"{where}: {e.strerror} (a symlink or not a directory?)") from None
-            os.close(fd)
-            fd = nfd
-            check(fd, where)
-        return fd
-    except BaseException:
-        os.close(fd)
-        raise
+        return hostfs.open_dir(str(PurePosixPath(path).parent),
+                               each=_check_dir_fd if strict else None, create=create)
+    except hostfs.Refused as e:
+        raise UnsafeChain(str(e)) from None
 
 
 def remove(path: str) -> str:
@@ -214,27 +190,7 @@ def write(path: str, content: bytes) -> None:
     """Write the marker: O_EXCL temp file, fchown 0:0, fchmod 0644, fsync,
     rename into place, fsync the directory."""
     dfd = open_parent(path, create=True)
-    name = PurePosixPath(path).name
-    tmp = f".{name}.tmp-{os.getpid()}"
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o600, dir_fd=dfd)
-        try:
-            os.fchown(fd, 0, 0)
-            os.fchmod(fd, 0o644)
-            view = memoryview(content)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-        os.fsync(dfd)
-    except BaseException:
-        try:
-            os.unlink(tmp, dir_fd=dfd)
-        except FileNotFoundError:
-            pass
-        raise
+        hostfs.replace_at(dfd, PurePosixPath(path).name, content, 0o644, owner=(0, 0))
     finally:
         os.close(dfd)

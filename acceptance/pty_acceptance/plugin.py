@@ -1,8 +1,11 @@
-"""The pytest plugin: options, requirement markers, JUnit evidence and the
-fail-closed marker gate (MARK-1..4, SUITE-2, SUITE-3).
+"""The pytest plugin: requirement markers, JUnit evidence and the fail-closed
+marker gate (MARK-1..4, SUITE-2, SUITE-3).
 
 It is active only when the session's arguments reach into ``acceptance/``;
-running the suite's own tests (``pytest tests/``) leaves the host alone.
+running the suite's own tests (``pytest tests/``) leaves the host alone. The
+options and the marker's first removal are the root conftest's
+(startup.py), so that disabling this plugin cannot keep a stale marker.
+Registering the gate either succeeds or ends the run NOT READY.
 """
 
 from __future__ import annotations
@@ -14,68 +17,86 @@ from pathlib import Path
 
 import pytest
 
-from . import checklist, gate, inventory
+from . import checklist, gate, inventory, reports, startup, terminal
 from .requirements import BY_ID
 
 STATE = pytest.StashKey["gate.GateState"]()
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    g = parser.getgroup("pty-acceptance", "opencode PTY supervisor root acceptance")
-    g.addoption("--inventory", metavar="FILE", default=None,
-                help="what the target host is expected to be (default inventories/target.yml)")
-    g.addoption("--marker", metavar="PATH", default=None,
-                help="readiness marker path (default: the inventory's marker)")
-    g.addoption("--no-marker", action="store_true", default=False,
-                help="never write the marker, even when every gate passes")
-    g.addoption("--report-dir", metavar="DIR", default=None,
-                help="where JUnit and evidence go (default reports/)")
+class RegistrationFailed(Exception):
+    pass
 
 
-def _acceptance_args(config: pytest.Config, acceptance: Path) -> list[Path]:
-    """The session's path arguments that reach into acceptance/."""
-    hits = []
-    for arg in config.args:
-        p = Path(config.invocation_params.dir, arg.split("::", 1)[0]).resolve()
-        if p == acceptance or acceptance in p.parents or p in acceptance.parents:
-            hits.append(p)
-    return hits
+def _gate_state(config: pytest.Config) -> gate.GateState:
+    root = Path(config.rootpath)
+    acceptance = startup.acceptance_dir(config)
+    try:
+        inv = inventory.load(startup.inventory_file(config))
+    except inventory.InventoryError as e:
+        raise RegistrationFailed(f"inventory: {e}") from None
+    removed, removal = config.stash[startup.REMOVAL]
+    path = config.getoption("--marker") or inv.marker
+    if path != removed:  # the inventory names another marker than the one removed first
+        removal += "; " + startup.remove_marker(path)
+    report_path, private = _junit_paths(config, root, inv.host)
+    try:
+        sections = checklist.load(root / "ROOT-ACCEPTANCE.md")
+        checklist_error = None
+    except checklist.ChecklistError as e:
+        sections, checklist_error = [], str(e)
+    return gate.GateState(
+        root=root, acceptance=acceptance, inventory=inv, marker=path,
+        write_marker=not config.getoption("--no-marker"),
+        sections=sections, checklist_error=checklist_error,
+        hostname=socket.gethostname(), args=startup.acceptance_args(config, acceptance),
+        removal=removal, report_path=report_path, report_private_dir=private)
+
+
+def _junit_paths(config: pytest.Config, root: Path, host: str) -> tuple[str, str | None]:
+    """(the report's path in the report directory, the private directory
+    pytest's JUnit writer is pointed at instead); reports.py publishes it."""
+    if not hasattr(config.option, "xmlpath"):  # -p no:junitxml: the gate blocks (SUITE-2)
+        return "", None
+    report_dir = os.path.join(config.invocation_params.dir,
+                              config.getoption("--report-dir") or root / "reports")
+    if config.option.xmlpath:
+        final = os.path.join(config.invocation_params.dir, config.option.xmlpath)
+    else:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        final = os.path.join(report_dir, f"acceptance-{host}-{stamp}.xml")
+    final = os.path.normpath(final)
+    for d in dict.fromkeys([os.path.normpath(report_dir), os.path.dirname(final)]):
+        try:
+            reports.check_dir(d)
+        except OSError as e:
+            raise RegistrationFailed(f"report directory {d}: {e.strerror or e}") from None
+    private = reports.private_dir()
+    config.option.xmlpath = os.path.join(private, os.path.basename(final))
+    return final, private
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "requirement(*ids): the requirement IDs (REQUIREMENTS catalogue) a test checks")
-    root = Path(config.rootpath)
-    acceptance = (root / "acceptance").resolve()
-    if not _acceptance_args(config, acceptance) or hasattr(config, "workerinput"):
+    if not startup.is_acceptance_run(config):
         return
-    inv_file = config.getoption("--inventory") or str(root / "inventories" / "target.yml")
+    if startup.REMOVAL not in config.stash:
+        raise pytest.UsageError("NOT READY: the suite's start-up hooks did not run (the marker was "
+                                "not removed first): run pytest from the project, whose root "
+                                "conftest.py loads this plugin")
+    state = None
     try:
-        inv = inventory.load(inv_file)
-    except inventory.InventoryError as e:
-        raise pytest.UsageError(f"inventory: {e}") from None
-    report_dir = Path(config.getoption("--report-dir") or root / "reports")
-    try:
-        report_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise pytest.UsageError(f"--report-dir {report_dir}: {e.strerror}") from None
-    if hasattr(config.option, "xmlpath") and not config.option.xmlpath:
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        config.option.xmlpath = str(report_dir / f"acceptance-{inv.host}-{stamp}.xml")
-    try:
-        sections = checklist.load(root / "ROOT-ACCEPTANCE.md")
-        checklist_error = None
-    except checklist.ChecklistError as e:
-        sections, checklist_error = [], str(e)
-    state = gate.GateState(
-        root=root, acceptance=acceptance, inventory=inv,
-        marker=config.getoption("--marker") or inv.marker,
-        write_marker=not config.getoption("--no-marker"),
-        sections=sections, checklist_error=checklist_error,
-        hostname=socket.gethostname(), args=_acceptance_args(config, acceptance))
-    config.stash[STATE] = state
-    config.pluginmanager.register(gate.Gate(config, state), "pty-acceptance-gate")
+        state = _gate_state(config)
+        config.stash[STATE] = state
+        config.pluginmanager.register(terminal.HostText(), "pty-acceptance-host-text")
+        config.pluginmanager.register(gate.Gate(config, state), startup.GATE)
+    except Exception as e:  # noqa: BLE001 - any failure to register is NOT READY, never a quiet run
+        if state is not None:
+            reports.discard(state.report_private_dir)
+        reason = str(e) if isinstance(e, RegistrationFailed) else f"{type(e).__name__}: {e}"
+        raise pytest.UsageError(startup.not_ready(
+            config, f"the marker gate could not be registered: {reason}")) from None
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,8 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 
+from . import programs
+
 STRICT_SESSION = re.compile(r"^opencode-pty-[0-9a-f]{32}\.service$")
 EXEC_KEYS = ("ExecCondition", "ExecStartPre", "ExecStart", "ExecStartPost",
              "ExecReload", "ExecStop", "ExecStopPost")
@@ -22,9 +24,10 @@ class SystemdError(Exception):
 
 
 def _systemctl(*args: str, timeout: float = 30) -> str:
-    argv = ["systemctl", "--no-pager", *args]
+    argv = [programs.path("systemctl"), "--no-pager", *args]
     try:
-        done = subprocess.run(argv, capture_output=True, timeout=timeout, check=False)
+        done = subprocess.run(argv, capture_output=True, timeout=timeout, check=False,
+                              env=programs.ROOT_ENV, stdin=subprocess.DEVNULL)
     except FileNotFoundError:
         raise SystemdError("systemctl is not installed on this host") from None
     except subprocess.TimeoutExpired:

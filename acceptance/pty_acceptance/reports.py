@@ -1,0 +1,119 @@
+"""The JUnit report on disk (SUITE-2, SUITE-4, MARK-1).
+
+pytest's JUnit writer opens its file by path: it follows links and truncates
+whatever is there. So it writes into a private directory (mkdtemp: root's,
+mode 0700), and the gate publishes that file into the report directory
+itself: the directory reached by a descriptor walk from "/" that follows no
+link in any component, the file created O_CREAT|O_EXCL|O_NOFOLLOW, fsynced,
+then read back and parsed. The marker is written only after that (gate.py);
+if writing the marker then fails, the published report is replaced by one
+that says NOT READY.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import PurePosixPath
+
+from . import hostfs
+
+LIMIT = 256 << 20
+
+
+class ReportError(Exception):
+    pass
+
+
+def check_dir(path: str) -> None:
+    """The report directory exists (made root:root 0755 where missing) and no
+    component of its path is a link."""
+    os.close(hostfs.open_dir(path, create=True))
+
+
+def private_dir() -> str:
+    """Where pytest's JUnit writer writes first."""
+    d = tempfile.mkdtemp(prefix="pty-acceptance-junit-")  # made new (mkdir), mode 0700
+    st = os.lstat(d)
+    if not stat.S_ISDIR(st.st_mode) or stat.S_IMODE(st.st_mode) != 0o700:
+        discard(d)
+        raise ReportError(f"{d} is not a private directory")
+    return d
+
+
+def discard(directory: str | None) -> None:
+    if directory:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def parse(data: bytes, where: str) -> ET.Element:
+    try:
+        root = ET.fromstring(data)
+    except ET.ParseError as e:
+        raise ReportError(f"{where} does not parse as XML: {e}") from None
+    if root.tag != "testsuites" or root.find("./testsuite") is None:
+        raise ReportError(f"{where} is not a JUnit report (no testsuites/testsuite)")
+    return root
+
+
+def _parent(path: str) -> tuple[int, str]:
+    p = PurePosixPath(path)
+    return hostfs.open_dir(str(p.parent)), p.name
+
+
+def read(path: str) -> ET.Element:
+    """The report as it is on disk, reached without a link; it must parse."""
+    try:
+        return parse(hostfs.read_file(path, LIMIT), path)
+    except OSError as e:
+        raise ReportError(f"{path} cannot be read back: {e.strerror or e}") from None
+
+
+def publish(written: str, final: str) -> None:
+    """Copy the JUnit writer's file to `final` (a new file, never through a
+    link, never over an existing file), then read it back and parse it."""
+    try:
+        data = hostfs.read_file(written, LIMIT)
+    except OSError as e:
+        raise ReportError(f"pytest's JUnit file {written} cannot be read: {e.strerror or e}") from None
+    parse(data, written)
+    try:
+        dfd, name = _parent(final)
+        try:
+            hostfs.create_at(dfd, name, data, 0o644)
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError as e:
+        raise ReportError(f"{final} cannot be created (O_EXCL|O_NOFOLLOW, no link in its "
+                          f"directory's path): {e.strerror or e}") from None
+    read(final)
+
+
+def replace(path: str, root: ET.Element) -> None:
+    """Write `root` over the report at `path`: a new file beside it, renamed."""
+    data = b'<?xml version="1.0" encoding="utf-8"?>' + ET.tostring(root, encoding="utf-8")
+    dfd, name = _parent(path)
+    try:
+        hostfs.replace_at(dfd, name, data, 0o644)
+    finally:
+        os.close(dfd)
+
+
+def mark_not_ready(path: str, blockers: list[str]) -> None:
+    """The published report said READY and the marker then failed: say NOT READY."""
+    root = read(path)
+    props = root.find("./testsuite/properties")
+    if props is None:
+        props = ET.SubElement(root.find("./testsuite"), "properties")
+    for p in list(props):
+        if p.get("name") == "marker":
+            props.remove(p)
+        elif p.get("name") == "gate":
+            p.set("value", "NOT READY")
+    for b in blockers:
+        ET.SubElement(props, "property", name="blocker", value=b)
+    replace(path, root)

@@ -1,0 +1,99 @@
+"""What an acceptance run does before anything else (MARK-4, SUITE-3).
+
+These hooks are the root conftest.py's own (it imports them), not the gate
+plugin's: `-p no:pty_acceptance.plugin` blocks a plugin module, never a
+conftest's hooks. So even with the gate disabled, a session that reaches into
+acceptance/:
+
+- knows the suite's options, and does not stop at an unknown `--marker`
+  before anything is removed;
+- removes the marker in pytest_cmdline_main, before any pytest_configure,
+  so before the inventory is loaded: at `--marker`, else where the
+  inventory file names it, else at the default path;
+- ends at the last pytest_configure, NOT READY with the reason, when no
+  gate got registered (the plugin disabled, or its registration failed).
+
+Only not loading the root conftest at all switches this off (`--noconftest`,
+a `--confcutdir` below the project, `-p no:<path of conftest.py>`); then no
+acceptance test can run (each needs the plugin's fixtures) and the run fails,
+but an earlier marker is not removed. ROOT-ACCEPTANCE.md's invocation uses
+none of them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from . import inventory, marker, terminal
+
+GATE = "pty-acceptance-gate"  # the name plugin.py registers the gate under
+REMOVAL = pytest.StashKey[tuple[str, str]]()  # (marker path, what happened)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("pty-acceptance", "opencode PTY supervisor root acceptance")
+    g.addoption("--inventory", metavar="FILE", default=None,
+                help="what the target host is expected to be (default inventories/target.yml)")
+    g.addoption("--marker", metavar="PATH", default=None,
+                help="readiness marker path (default: the inventory's marker)")
+    g.addoption("--no-marker", action="store_true", default=False,
+                help="never write the marker, even when every gate passes")
+    g.addoption("--report-dir", metavar="DIR", default=None,
+                help="where JUnit and evidence go (default reports/)")
+
+
+def acceptance_args(config: pytest.Config, acceptance: Path) -> list[Path]:
+    """The session's path arguments that reach into acceptance/."""
+    hits = []
+    for arg in config.args:
+        p = Path(config.invocation_params.dir, arg.split("::", 1)[0]).resolve()
+        if p == acceptance or acceptance in p.parents or p in acceptance.parents:
+            hits.append(p)
+    return hits
+
+
+def acceptance_dir(config: pytest.Config) -> Path:
+    return (Path(config.rootpath) / "acceptance").resolve()
+
+
+def is_acceptance_run(config: pytest.Config) -> bool:
+    if hasattr(config, "workerinput") or getattr(config.option, "help", False) \
+            or getattr(config.option, "version", False):
+        return False
+    return bool(acceptance_args(config, acceptance_dir(config)))
+
+
+def inventory_file(config: pytest.Config) -> str:
+    return config.getoption("--inventory") or str(Path(config.rootpath) / "inventories" / "target.yml")
+
+
+def remove_marker(path: str) -> str:
+    """MARK-4, in words for the report; a failure is reported, not raised."""
+    try:
+        return marker.remove(path)
+    except (OSError, marker.UnsafeChain) as e:
+        return f"could not remove the marker at {path}: {e}"
+
+
+def not_ready(config: pytest.Config, reason: str) -> str:
+    removal = config.stash.get(REMOVAL, ("", "the marker was not looked at"))[1]
+    return terminal.escape(f"NOT READY: {reason} (MARK-4: {removal})")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """Before pytest_configure, so before the plugin loads the inventory."""
+    if is_acceptance_run(config):
+        path = (config.getoption("--marker") or inventory.marker_named(inventory_file(config))
+                or marker.DEFAULT_PATH)
+        config.stash[REMOVAL] = (path, remove_marker(path))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """After every other pytest_configure: a gate, or NOT READY now."""
+    if is_acceptance_run(config) and config.pluginmanager.get_plugin(GATE) is None:
+        raise pytest.UsageError(not_ready(config, "the marker gate is not registered: the plugin "
+                                          "pty_acceptance.plugin is disabled (-p no:?) or not loaded"))

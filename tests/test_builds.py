@@ -1,0 +1,144 @@
+"""BUILD-1 safely (SUITE-4): the source tree is copied by descriptor walk
+(no link, FIFO or device), go runs with an environment built from nothing and
+GOWORK=off, and the artifacts are read back without following a link.
+
+A stand-in `go` (a shell script, run as the build user like the real one)
+writes its environment and working directory where `-o` points."""
+
+import hashlib
+import os
+import pwd
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pty_acceptance import builds, inventory
+
+FAKE_GO = """#!/bin/sh
+if [ "$1" = version ]; then echo "go version go1.0-standin linux/amd64"; exit 0; fi
+out=""
+while [ $# -gt 0 ]; do
+    if [ "$1" = -o ]; then out=$2; fi
+    shift
+done
+{ env | LC_ALL=C sort; echo "cwd=$(pwd)"; } > "$out"
+if [ -n "$STANDIN_LINK_OUTPUT" ]; then rm -f "$out"; ln -s "$STANDIN_LINK_OUTPUT" "$out"; fi
+"""
+
+
+@pytest.fixture
+def build(target, safe_dir):
+    """build() -> BuildSet of one build of the target's source with the stand-in go."""
+    go = safe_dir / "go"
+    go.write_text(FAKE_GO)
+    go.chmod(0o755)
+    doc = yaml.safe_load(target.inventory.read_text())
+    host = doc["all"]["hosts"]["fake"]
+    host["build"]["go"] = str(go)
+    made = []
+
+    def run(env=None, source=None, both=False):
+        host["build"]["env"] = env or {}
+        host["build"]["source_dir"] = str(source or target.pilot / "supervisor")
+        target.inventory.write_text(yaml.safe_dump(doc, sort_keys=False))
+        inv = inventory.load(target.inventory)
+        if both:
+            return builds.reproduce(inv)
+        bs = builds.build_once(inv, builds._account("nobody"), "a")
+        made.append(bs.directory)
+        return bs
+
+    yield run
+    for d in made:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def secret(safe_dir):
+    d = safe_dir / "rootonly"
+    d.mkdir()
+    d.chmod(0o700)
+    (d / "shadow").write_text("root:$y$secret-hash:19000::::::\n")
+    return d / "shadow"
+
+
+def _env_of(artifact: bytes) -> dict[str, str]:
+    lines = artifact.decode().splitlines()
+    return dict(line.split("=", 1) for line in lines if "=" in line)
+
+
+def test_go_runs_with_a_fixed_environment_and_gowork_off(build, monkeypatch):
+    for k, v in {"GOFLAGS": "-toolexec=/tmp/evil", "GOWORK": "/tmp/go.work", "GOENV": "/tmp/env",
+                 "PATH": "/tmp/bin:/usr/bin", "LD_PRELOAD": "/tmp/x.so"}.items():
+        monkeypatch.setenv(k, v)
+    bs = build()
+    for role in ("supervisor", "launcher", "client"):
+        env = _env_of(bs.artifacts[role])
+        assert env["GOWORK"] == "off" and env["GOENV"] == "off", env
+        assert env["GOFLAGS"] == "-mod=readonly" and env["PATH"] == "/usr/local/bin:/usr/bin:/bin", env
+        assert "LD_PRELOAD" not in env and "/tmp/" not in "".join(env.values()).replace(bs.directory, "")
+        assert (env["CGO_ENABLED"], env["GOOS"], env["GOARCH"]) == ("0", "linux", "amd64")
+        assert env["cwd"] == os.path.join(bs.directory, "src")
+    assert all("GOWORK=off" in c and builds.SEED_COMMAND in c for c in bs.commands)
+
+
+def test_the_inventory_cannot_turn_gowork_back_on(build):
+    env = _env_of(build(env={"GOWORK": "/tmp/go.work", "GOENV": "/tmp/env"}).artifacts["client"])
+    assert (env["GOWORK"], env["GOENV"]) == ("off", "off")
+
+
+def test_the_copy_is_the_source_tree_owned_by_the_build_user(build, target):
+    bs = build()
+    src, copy = target.pilot / "supervisor", Path(bs.directory) / "src"
+    nobody = pwd.getpwnam("nobody").pw_uid
+    theirs = sorted(p.relative_to(src) for p in src.rglob("*"))
+    assert theirs == sorted(p.relative_to(copy) for p in copy.rglob("*"))
+    for rel in theirs:
+        st = os.lstat(copy / rel)
+        assert st.st_uid == nobody and not stat.S_ISLNK(st.st_mode)
+        if (src / rel).is_file():
+            assert (copy / rel).read_bytes() == (src / rel).read_bytes()
+
+
+@pytest.mark.parametrize("kind", ["symlink to a root-only file", "symlink to a directory", "FIFO",
+                                  "character device"])
+def test_the_copy_refuses_what_is_not_a_directory_or_a_regular_file(build, target, secret, kind):
+    p = target.pilot / "supervisor/internal/planted.go"
+    if kind == "symlink to a root-only file":
+        p.symlink_to(secret)
+    elif kind == "symlink to a directory":
+        p.symlink_to(secret.parent)
+    elif kind == "FIFO":
+        os.mkfifo(p)
+    else:
+        os.mknod(p, stat.S_IFCHR | 0o644, os.makedev(1, 3))
+    with pytest.raises(builds.BuildError) as e:
+        build()
+    word = kind.split(" to ")[0]
+    assert f"{p} is a {word}" in str(e.value), str(e.value)
+    assert "secret-hash" not in str(e.value)
+
+
+def test_a_link_above_the_source_is_refused(build, target, safe_dir):
+    (safe_dir / "hop").symlink_to(target.pilot)
+    with pytest.raises(builds.BuildError, match="hop is a symlink"):
+        build(source=safe_dir / "hop/supervisor")
+
+
+def test_an_artifact_that_is_a_link_is_not_read_through(build, secret):
+    with pytest.raises(builds.BuildError, match="is a symlink") as e:
+        build(env={"STANDIN_LINK_OUTPUT": str(secret)})
+    assert "secret-hash" not in str(e.value)
+
+
+def test_go_sum_is_hashed_only_as_a_regular_file(build, target, secret):
+    rep = build(both=True)
+    assert rep.go_sum_sha256 == hashlib.sha256((target.pilot / "supervisor/go.sum").read_bytes()).hexdigest()
+    assert [s.label for s in rep.sets] == ["a", "b"] and not any(os.path.exists(s.directory) for s in rep.sets)
+    (target.pilot / "supervisor/go.sum").unlink()
+    (target.pilot / "supervisor/go.sum").symlink_to(secret)
+    with pytest.raises(builds.BuildError, match="go.sum is a symlink"):
+        build(both=True)

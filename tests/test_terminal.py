@@ -1,0 +1,81 @@
+"""SUITE-4: host text reaches the terminal with its control characters
+escaped, and host programs run by absolute path with an environment built by
+the suite (never the operator's PATH)."""
+
+import subprocess
+
+import pytest
+
+from pty_acceptance import analyze, programs, systemd
+from pty_acceptance.terminal import escape
+
+from conftest import REPO
+
+FAKE_READY = "\x1b[2K\rREADY: marker written /etc/opencode/pty-supervisor-verified"
+
+
+@pytest.mark.parametrize("raw, shown", [
+    (FAKE_READY, "\\x1b[2K\\x0dREADY: marker written /etc/opencode/pty-supervisor-verified"),
+    ("a\nb\tc\x00d\x7fe\x9bf", "a\\x0ab\\x09c\\x00d\\x7fe\\x9bf"),
+    ("bidi \u202etxt.og\u200b", "bidi \\u202etxt.og\\u200b"),
+    ("undecodable \udcff byte", "undecodable \\udcff byte"),
+    ("plain /home/byk/Code, üñí and spaces", "plain /home/byk/Code, üñí and spaces"),
+])
+def test_escape(raw, shown):
+    assert escape(raw) == shown
+
+
+def test_escape_keeps_the_lines_of_a_report_but_never_a_carriage_return():
+    assert escape("E  one\n\tE two\r\x1b[1A", keep_newlines=True) == "E  one\n\tE two\\x0d\\x1b[1A"
+
+
+def _capture(monkeypatch, stdout=b""):
+    seen = []
+
+    def fake_run(argv, **kw):
+        seen.append((argv, kw))
+        return subprocess.CompletedProcess(argv, 0, stdout, b"")
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    monkeypatch.setenv("PATH", "/tmp/planted-bin:/usr/bin:/bin")
+    monkeypatch.setenv("SYSTEMD_PAGER", "/tmp/planted-pager")
+    return seen
+
+
+def test_systemctl_runs_by_absolute_path_with_a_fixed_environment(monkeypatch):
+    seen = _capture(monkeypatch, b"Id=x.service\n")
+    systemd.Unit.show("x.service")
+    systemd.units_matching("opencode-pty-*")
+    assert len(seen) == 2
+    for argv, kw in seen:
+        assert argv[0] in ("/usr/bin/systemctl", "/bin/systemctl"), argv
+        assert kw.get("env") == programs.ROOT_ENV, kw.get("env")
+
+
+def test_systemd_analyze_runs_by_absolute_path_with_a_fixed_environment(monkeypatch):
+    seen = _capture(monkeypatch)
+    analyze.verify("nobody", "/etc/systemd/system/x.service")
+    analyze.security("nobody", "x.service")
+    assert len(seen) == 2
+    for argv, kw in seen:
+        assert argv[0] in ("/usr/bin/systemd-analyze", "/bin/systemd-analyze"), argv
+        assert kw["env"]["PATH"] == "/usr/bin:/bin" and "/tmp" not in "".join(kw["env"].values())
+
+
+def test_program_lookup_ignores_path(monkeypatch, safe_dir):
+    (safe_dir / "systemctl").write_text("#!/bin/sh\n")
+    (safe_dir / "systemctl").chmod(0o755)
+    monkeypatch.setenv("PATH", str(safe_dir))
+    assert programs.path("systemctl") in ("/usr/bin/systemctl", "/bin/systemctl")
+    with pytest.raises(ValueError):
+        programs.path("../tmp/systemctl")
+
+
+def test_command_line_escapes_host_file_names(target):
+    name = FAKE_READY.split(" /")[0]  # no "/" in a file name
+    (target.pilot / f"supervisor/{name}.go").symlink_to("/nonexistent")
+    done = subprocess.run([str(REPO / ".venv/bin/pty-acceptance"), "source-manifest", "--pilot-root",
+                           str(target.pilot), "--code-root", str(target.code)], capture_output=True)
+    assert done.returncode == 1
+    assert b"\x1b" not in done.stdout + done.stderr and b"\r" not in done.stdout + done.stderr
+    assert b"\\x1b[2K\\x0dREADY" in done.stderr
