@@ -50,12 +50,11 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from . import hostfs, lifecycle, observe, opencode_api, runtime, serverenv
+from . import hostfs, lifecycle, observe, opencode_api, programs, runtime, serverenv
 from .bus import SERVICE_IFACE, BusError, Systemd
 from .isolation import connections_to, socket_file_id, unix_sockets
 from .peer import TAG_PREFIX, stop_unit
 
-STRACE = "/usr/bin/strace"
 LISTEN_DEADLINE_S = 30.0
 ATTACH_DEADLINE_S = 10.0
 SESSION_DEADLINE_S = 15.0
@@ -251,14 +250,15 @@ def tracer_of(tid: str, pid: int) -> int | None:
 
 def attach(pid: int) -> Tracer:
     """strace -f on every thread of pid, until each thread reports strace as its tracer."""
-    if not os.path.isfile(STRACE):
-        raise HandoffError(f"{STRACE} is not installed: the helper hand-off cannot be observed")
+    strace = programs.path("strace")
+    if not os.path.isfile(strace):
+        raise HandoffError(f"{strace} is not installed: the helper hand-off cannot be observed")
     work = tempfile.mkdtemp(prefix="pty-acceptance-trace-")  # root 0700
     out = os.path.join(work, "trace")
-    proc = subprocess.Popen([STRACE, "-f", "-qq", "-yy", "-s", str(TRACE_STRINGS), "-e", "signal=none",
+    proc = subprocess.Popen([strace, "-f", "-qq", "-yy", "-s", str(TRACE_STRINGS), "-e", "signal=none",
                              "-e", "trace=execve,sendmsg", "-o", out, "-p", str(pid)],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, env={"PATH": "/usr/bin:/bin", "LANG": "C"})
+                            stderr=subprocess.DEVNULL, env=dict(programs.ROOT_ENV))
     tracer = Tracer(proc, out, work)
 
     def attached():
