@@ -19,15 +19,19 @@ CUT-3 server.env (cutover.server_env) is a regular file (not a symlink), mode
 Loopback only; production gets unauthenticated GETs and nothing else; every
 candidate request carries Basic auth with the server.env password, which never
 appears in evidence or a message, and every /api/* request carries
-location[directory]=cutover.directory. Nothing is written on the host. The API as
-we read it lives in pty_acceptance/opencode_api.py only.
+location[directory]=cutover.directory. The password goes only to a listener
+the suite identified first (SUITE-4): the one process on ports.candidate runs
+runtime.binary (same device and inode) with all uids the service user's;
+anything else fails the candidate's tests and is never sent a credential.
+Nothing is written on the host. The API as we read it lives in
+pty_acceptance/opencode_api.py only.
 """
 
 import pwd
 
 import pytest
 
-from pty_acceptance import opencode_api, serverenv
+from pty_acceptance import opencode_api, runtime, serverenv
 
 
 @pytest.fixture(scope="module")
@@ -35,10 +39,33 @@ def env(inv):
     return serverenv.read(inv.cutover["server_env"])
 
 
-def _candidate(inv, env, req):
-    """The authenticated candidate client, or a failure naming server.env."""
+def _identified(inv, req, evidence) -> None:
+    """The candidate port's listener is the runtime binary run as the service user,
+    or the test fails before any credential is sent (SUITE-4)."""
+    port, binary = inv.ports["candidate"], inv.runtime["binary"]
+    found = runtime.listener(port)
+    evidence("candidate listener", found.describe())
+    why = found.problem
+    if why is None:
+        same, detail = runtime.same_file(binary, found.exe_dev_ino)
+        try:
+            uid = pwd.getpwnam(inv.service_user).pw_uid
+        except KeyError:
+            uid = None
+        if not same:
+            why = f"pid {found.pid} does not run {binary}: {detail}"
+        elif uid is None or set(found.uids or ()) != {uid}:
+            why = f"pid {found.pid} runs with uids {found.uids}, not only {inv.service_user}'s"
+    if why:
+        pytest.fail(f"{req}: the listener on port {port} is not identified as the candidate "
+                    f"runtime ({why}): the server.env password is not sent to it", pytrace=False)
+
+
+def _candidate(inv, env, req, evidence):
+    """The authenticated candidate client, or a failure naming server.env or the listener."""
     if env.password is None:
         pytest.fail(f"{req}: cannot authenticate to the candidate: {env.describe()}", pytrace=False)
+    _identified(inv, req, evidence)
     return opencode_api.Client(inv.ports["candidate"], password=env.password.reveal(),
                                directory=inv.cutover["directory"])
 
@@ -57,7 +84,7 @@ def test_production_is_healthy(inv, evidence):
 
 @pytest.mark.requirement("CUT-1")
 def test_candidate_is_healthy(inv, env, evidence):
-    client = _candidate(inv, env, "CUT-1")
+    client = _candidate(inv, env, "CUT-1", evidence)
     try:
         reply = client.health(inv.cutover["candidate_health"])
     except opencode_api.ApiError as e:
@@ -68,7 +95,7 @@ def test_candidate_is_healthy(inv, env, evidence):
 
 @pytest.mark.requirement("CUT-1")
 def test_candidate_ui_answers(inv, env, evidence):
-    client = _candidate(inv, env, "CUT-1")
+    client = _candidate(inv, env, "CUT-1", evidence)
     problems = []
     for path in inv.cutover["candidate_ui"]:
         try:
@@ -82,7 +109,7 @@ def test_candidate_ui_answers(inv, env, evidence):
 
 @pytest.mark.requirement("CUT-2")
 def test_plugins_are_active_after_activation(inv, env, evidence):
-    client = _candidate(inv, env, "CUT-2")
+    client = _candidate(inv, env, "CUT-2", evidence)
     try:
         reply = client.await_activation()
         evidence("await-activation", reply.describe())

@@ -17,14 +17,16 @@ from conftest import REPO
 from opencode_standin import Behaviour, StandIn
 
 PW = "standin-pw-7c1e0b9a-Zz"
-USER = "nobody"
+USER = "root"  # the stand-ins run in this (root) process: the listener the suite identifies
+RUNTIME = os.path.realpath(sys.executable)  # what /proc/<this pid>/exe is
 TOKEN = base64.b64encode(f"opencode:{PW}".encode()).decode()
 
 
-def _run(tmp_path, prod_port, cand_port, env_file, extra=()):
+def _run(tmp_path, prod_port, cand_port, env_file, extra=(), runtime=RUNTIME):
     d = yaml.safe_load((REPO / "inventories/reference.yml").read_text())
     (vars_,) = d["all"]["hosts"].values()
     vars_["service_user"] = USER
+    vars_["runtime"]["binary"] = runtime
     vars_["ports"] = {"production": prod_port, "candidate": cand_port}
     vars_["cutover"]["server_env"] = str(env_file)
     inv = tmp_path / "inv.yml"
@@ -94,3 +96,14 @@ def test_cutover_names_a_plugin_list_in_another_shape(tmp_path):
     assert not cases["test_plugins_are_active_after_activation"][0]
     assert "entry 0 is" in out and '{id: str, state: {status: str}}' not in out
     assert '{"id": str, "state": {"status": str}} or {"id": str, "status": str}' in out
+
+
+def test_the_password_goes_only_to_an_identified_listener(tmp_path):
+    prod, cand = Behaviour(None), Behaviour(PW)
+    with StandIn(prod) as p, StandIn(cand) as c:
+        out, xml, cases = _run(tmp_path, p.port, c.port, _env(tmp_path), runtime="/usr/bin/env")
+    for name in ("test_candidate_is_healthy", "test_candidate_ui_answers",
+                 "test_plugins_are_active_after_activation"):
+        assert not cases[name][0], name
+    assert "is not identified as the candidate runtime" in out and "password is not sent" in out
+    assert cand.seen == [] and PW not in out and PW not in xml
