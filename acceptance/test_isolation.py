@@ -51,7 +51,7 @@ import pytest
 
 from pty_acceptance import isolation, runtime
 from pty_acceptance import livesession as live
-from pty_acceptance.bus import SERVICE_IFACE, BusError
+from pty_acceptance.bus import BusError
 from pty_acceptance.peer import PeerError
 from pty_acceptance.session import HelperSession, SessionError
 
@@ -192,15 +192,6 @@ def test_descriptors_are_close_on_exec(target, evidence):
                      f"spawns holds them: {'; '.join(bad)}")
 
 
-def _supervisor_pids(bus, unit: str) -> set[int]:
-    svc = bus.properties(unit, SERVICE_IFACE) or {}
-    pids = {svc["MainPID"]} if svc.get("MainPID") else set()
-    if svc.get("ControlGroup"):
-        with contextlib.suppress(live.LiveError):
-            pids |= set(live.cgroup_pids(svc["ControlGroup"]))
-    return pids
-
-
 @pytest.mark.requirement("ISO-1")
 def test_only_the_helper_holds_supervisor_connections(inv, bus, evidence):
     helper = inv.binaries["client"]["path"]
@@ -210,7 +201,7 @@ def test_only_the_helper_holds_supervisor_connections(inv, bus, evidence):
         return runtime.same_file(helper, dev_ino)[0], link
 
     try:
-        supervisor = _supervisor_pids(bus, inv.units["supervisor"])
+        supervisor = isolation.supervisor_pids(bus, inv.units["supervisor"])
         file_id = isolation.socket_file_id(inv.socket)
         socks = isolation.unix_sockets()
         holders = isolation.socket_holders()

@@ -174,7 +174,7 @@ def test_the_runtime_holds_no_terminal(seen, evidence):
     ob = _facts(seen, evidence)
     evidence("terminals held by the runtime and its descendants", ob.terminals or "none")
     assert not ob.terminals, (f"RUNTIME-2: the runtime opened the PTY in process instead of through "
-                              f"the fixed helper: " + "; ".join(ob.terminals))
+                              "the fixed helper: " + "; ".join(ob.terminals))
 
 
 @pytest.mark.requirement("RUNTIME-2")

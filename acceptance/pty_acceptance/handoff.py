@@ -52,7 +52,7 @@ import psutil
 
 from . import hostfs, lifecycle, observe, opencode_api, programs, runtime, serverenv
 from .bus import SERVICE_IFACE, BusError, Systemd
-from .isolation import connections_to, socket_file_id, unix_sockets
+from .isolation import connections_to, socket_file_id, supervisor_pids, unix_sockets
 from .peer import TAG_PREFIX, stop_unit
 
 LISTEN_DEADLINE_S = 30.0
@@ -384,14 +384,6 @@ def descendants(pid: int) -> list[psutil.Process]:
         return psutil.Process(pid).children(recursive=True)
     except psutil.Error:
         return []
-
-
-def supervisor_pids(bus: Systemd, unit: str) -> set[int]:
-    svc = bus.properties(unit, SERVICE_IFACE) or {}
-    pids = {svc["MainPID"]} if svc.get("MainPID") else set()
-    if svc.get("ControlGroup") and (path := lifecycle.cgroup_dir(svc["ControlGroup"])):
-        pids |= set(lifecycle.cgroup_pids(path))
-    return pids
 
 
 def connections(socket_path: str) -> list[tuple[int, int | None]]:
