@@ -173,7 +173,7 @@ def test_only_the_runtime_and_the_helper_hold_the_directory(inv, seen, evidence)
 def test_the_runtime_holds_no_terminal(seen, evidence):
     ob = _facts(seen, evidence)
     evidence("terminals held by the runtime and its descendants", ob.terminals or "none")
-    assert not ob.terminals, (f"RUNTIME-2: the runtime opened the PTY in process instead of through "
+    assert not ob.terminals, ("RUNTIME-2: the runtime opened the PTY in process instead of through "
                               "the fixed helper: " + "; ".join(ob.terminals))
 
 
