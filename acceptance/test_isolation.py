@@ -40,11 +40,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import pwd
 import secrets
-import shutil
 import socket
-import tempfile
 from dataclasses import dataclass
 
 import pytest
@@ -52,7 +49,7 @@ import pytest
 from pty_acceptance import isolation, runtime
 from pty_acceptance import livesession as live
 from pty_acceptance.bus import BusError
-from pty_acceptance.peer import PeerError
+from pty_acceptance.peer import PeerError, workspace
 from pty_acceptance.session import HelperSession, SessionError
 
 SESSION_DEADLINE_S = 30
@@ -261,15 +258,6 @@ def _connect(port: int) -> str:
         return errno.errorcode.get(e.errno, str(e.errno)) if e.errno else type(e).__name__
 
 
-def _workspace(stack, inv) -> str:
-    acct = pwd.getpwnam(inv.service_user)
-    d = tempfile.mkdtemp(prefix="pty-acceptance-ws-")
-    stack.callback(shutil.rmtree, d, True)
-    os.chown(d, acct.pw_uid, acct.pw_gid)
-    os.chmod(d, 0o700)
-    return os.path.realpath(d)
-
-
 @pytest.fixture(scope="module")
 def reach(inv, bus, run_tag):
     """What a live session could do: {"workspace", "network", "outside", "cwd", ...}."""
@@ -279,7 +267,7 @@ def reach(inv, bus, run_tag):
             peer = stack.enter_context(live.module_peer(bus, inv, run_tag))
         except live.LiveError as e:
             _fail(f"ISO-2: no session can be driven: {e}")
-        cwd = _workspace(stack, inv)
+        cwd, _ = stack.enter_context(workspace(inv.service_user, "pty-acceptance-ws-"))
         name = f"iso2-{secrets.token_hex(8)}"
         outside = _connect(port)
         h = HelperSession(peer, inv.socket, inv.binaries["client"]["path"],

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pwd
 import re
 import shlex
 import shutil
@@ -52,8 +51,8 @@ import psutil
 
 from . import hostfs, lifecycle, observe, opencode_api, programs, runtime, serverenv
 from .bus import SERVICE_IFACE, BusError, Systemd
-from .isolation import connections_to, socket_file_id, supervisor_pids, unix_sockets
-from .peer import TAG_PREFIX, stop_unit
+from .isolation import connections_to, exe_identity, socket_file_id, supervisor_pids, unix_sockets
+from .peer import TAG_PREFIX, stop_unit, workspace
 
 LISTEN_DEADLINE_S = 30.0
 ATTACH_DEADLINE_S = 10.0
@@ -143,7 +142,7 @@ def private_environment(files: list[tuple[str, bool]], tag: str) -> str | None:
         env = serverenv.read(path)
         if env.kind == "absent" and optional:
             continue
-        if env.kind != "regular file" or env.content is None or (env.problem and env.content is None):
+        if env.kind != "regular file" or env.content is None:
             raise HandoffError(f"EnvironmentFile {env.describe()}: not read, the runtime cannot "
                                "be started with it")
         chunks.append(env.content.reveal().encode("utf-8", "surrogateescape"))
@@ -327,13 +326,6 @@ class Holder:
     uid: int | None
 
 
-def _exe(pid: int) -> str:
-    try:
-        return os.readlink(f"/proc/{pid}/exe")
-    except OSError as e:
-        return f"? ({e.strerror})"
-
-
 def _uid(pid: int) -> int | None:
     try:
         return os.stat(f"/proc/{pid}").st_uid
@@ -354,14 +346,14 @@ def holders(inodes: set[int], directory: tuple[int, int]) -> tuple[dict[int, lis
         for fd, link in links.items():
             ino = observe.socket_inode(link)
             if ino in socks:
-                socks[ino].append(Holder(pid, fd, _exe(pid), _uid(pid)))
+                socks[ino].append(Holder(pid, fd, exe_identity(pid)[0], _uid(pid)))
             elif link.startswith("/"):
                 try:
                     st = os.stat(f"/proc/{pid}/fd/{fd}")
                 except OSError:
                     continue
                 if stat.S_ISDIR(st.st_mode) and (st.st_dev, st.st_ino) == directory:
-                    dirs.append(Holder(pid, fd, _exe(pid), _uid(pid)))
+                    dirs.append(Holder(pid, fd, exe_identity(pid)[0], _uid(pid)))
     return socks, dirs
 
 
@@ -375,7 +367,7 @@ def terminals(pids: list[int]) -> list[str]:
             continue
         for fd, link in links.items():
             if link.startswith(("/dev/pts/", "/dev/ptmx", "/dev/tty")):
-                found.append(f"pid {pid} ({_exe(pid)}) fd {fd} -> {link}")
+                found.append(f"pid {pid} ({exe_identity(pid)[0]}) fd {fd} -> {link}")
     return found
 
 
@@ -388,26 +380,6 @@ def descendants(pid: int) -> list[psutil.Process]:
 
 def connections(socket_path: str) -> list[tuple[int, int | None]]:
     return connections_to(unix_sockets(), socket_path, socket_file_id(socket_path))
-
-
-@contextlib.contextmanager
-def workspace(user: str):
-    """A fresh 0700 directory of the service user (created by root with
-    mkdtemp, changed through its descriptor), removed afterwards."""
-    acct = pwd.getpwnam(user)
-    d = tempfile.mkdtemp(prefix="pty-acceptance-rt2-")
-    try:
-        fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        try:
-            os.fchown(fd, acct.pw_uid, acct.pw_gid)
-            os.fchmod(fd, 0o700)
-            st = os.fstat(fd)
-            shown = os.readlink(f"/proc/self/fd/{fd}")  # the kernel's name, as strace shows it
-        finally:
-            os.close(fd)
-        yield shown, (st.st_dev, st.st_ino)
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def stop_runtime(bus: Systemd, unit: RuntimeUnit) -> None:
@@ -466,9 +438,9 @@ def _sample(ob: Observation, bus: Systemd, inv, helper_path: str) -> None:
     main = ob.unit.main_pid
     kids = descendants(main)
     for p in kids:
-        exe = _exe(p.pid)
+        exe, dev_ino = exe_identity(p.pid)
         ob.runtime_children[p.pid] = exe
-        if runtime.same_file(helper_path, _exe_id(p.pid))[0]:
+        if runtime.same_file(helper_path, dev_ino)[0]:
             ob.helpers.append(p.pid)
             ob.threads[p.pid] = tasks(p.pid)
     ob.pairs = connections(inv.socket)
@@ -495,14 +467,6 @@ def session_command(fp: lifecycle.Footprint) -> list[int]:
         except OSError:
             continue
     return out
-
-
-def _exe_id(pid: int) -> tuple[int, int] | None:
-    try:
-        st = os.stat(f"/proc/{pid}/exe")
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
 
 
 def observe_session(bus: Systemd, inv, tag: str, password: str) -> Observation:
@@ -540,7 +504,7 @@ def observe_session(bus: Systemd, inv, tag: str, password: str) -> Observation:
             ob.stage = "attaching strace to the runtime"
             tracer = attach(ob.unit.main_pid)
             stack.callback(tracer.stop)
-            ob.workspace, ob.directory = stack.enter_context(workspace(inv.service_user))
+            ob.workspace, ob.directory = stack.enter_context(workspace(inv.service_user, "pty-acceptance-rt2-"))
             token = lifecycle.new_token()
             watch = stack.enter_context(lifecycle.UnitWatch())
             client = opencode_api.Client(ob.port, password=password, directory=ob.workspace)

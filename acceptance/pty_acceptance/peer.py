@@ -9,8 +9,10 @@ what a crashed run left behind.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import pwd
 import secrets
 import shutil
 import socket
@@ -225,3 +227,24 @@ def open_cwd(path: str) -> int:
         os.close(fd)
         raise PeerError(f"{path} is not a directory")
     return fd
+
+
+@contextlib.contextmanager
+def workspace(user: str, prefix: str):
+    """A fresh 0700 directory of the service user for a session's cwd: created by
+    root with mkdtemp, handed over through its descriptor (never by path), removed
+    afterwards. Yields (the kernel's name for it, (st_dev, st_ino))."""
+    acct = pwd.getpwnam(user)
+    d = tempfile.mkdtemp(prefix=prefix)
+    try:
+        fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            os.fchown(fd, acct.pw_uid, acct.pw_gid)
+            os.fchmod(fd, 0o700)
+            st = os.fstat(fd)
+            shown = os.readlink(f"/proc/self/fd/{fd}")  # as strace and /proc show it
+        finally:
+            os.close(fd)
+        yield shown, (st.st_dev, st.st_ino)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
