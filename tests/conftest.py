@@ -82,7 +82,10 @@ def make_target(base: Path) -> FakeTarget:
     binaries = []
     for role in ("supervisor", "launcher", "client"):
         p = libexec / f"opencode-pty-{role}"
-        p.write_bytes(f"#!/bin/sh\n# stand-in {role}\n".encode())
+        if role == "supervisor":  # a real executable: the gate ties a running process to it
+            p.write_bytes(Path("/bin/sleep").read_bytes())
+        else:
+            p.write_bytes(f"#!/bin/sh\n# stand-in {role}\n".encode())
         p.chmod(0o755)
         binaries.append(str(p))
     pilot, code = base / "pilot", base / "code"
@@ -120,7 +123,8 @@ def make_target(base: Path) -> FakeTarget:
         "marker": marker,
         "ports": {"production": 4096, "candidate": 14102},
         "runtime": {"binary": str(code / "packages/cli/dist-v2-pilot-final/cli-node-linux-x64/bin/opencode2-node"),
-                    "node_version": "v26.4.0"},
+                    "node_version": "v26.4.0", "sha256": "ab" * 32},
+        "supervisor_exec": {"path": binaries[0], "argv": [binaries[0]]},
         "cutover": {"production_health": "/", "candidate_health": "/api/health",
                     "candidate_ui": ["/"], "plugins": ["followup", "local-pty"],
                     "server_env": str(pilot / "server.env"), "directory": str(pilot)},

@@ -3,6 +3,8 @@ complete, passing, unnarrowed run as root with unchanged content; never after
 any other run shape, and an earlier marker is always removed."""
 
 import os
+import shutil
+import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -28,8 +30,46 @@ def test_other():
 """
 
 
+class FakeBus:
+    """systemd as the gate sees it at marker time: the supervisor's MainPID."""
+
+    main_pid = 0
+
+    @classmethod
+    def connect(cls):
+        return cls()
+
+    def properties(self, name, iface=None):
+        return {"MainPID": FakeBus.main_pid}
+
+    def close(self):
+        pass
+
+
 @pytest.fixture
-def project(pytester, target):
+def supervisor(target, monkeypatch):
+    """A process running the target's supervisor binary, reported as the
+    supervisor unit's MainPID; start(path) runs another program as MainPID."""
+    from pty_acceptance import running
+
+    procs = []
+
+    def start(path):
+        proc = subprocess.Popen([path, "300"])
+        procs.append(proc)
+        FakeBus.main_pid = proc.pid
+        return proc
+
+    monkeypatch.setattr(running, "Systemd", FakeBus)
+    start(target.binaries[0])
+    yield start
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture
+def project(pytester, target, supervisor):
     pytester.makeini("[pytest]\njunit_family = xunit1\naddopts = -p no:cacheprovider\n")
     pytester.makeconftest((REPO / "conftest.py").read_text())  # the project's own start-up
     ids = ", ".join(ALL_IDS)
@@ -168,8 +208,55 @@ def test_binary_swapped_during_the_run_blocks(project, target):
 
 
 def test_binary_differs_from_inventory_blocks(project, target):
-    Path(target.binaries[0]).write_bytes(b"not the claimed build\n")
+    Path(target.binaries[2]).write_bytes(b"not the claimed build\n")
     assert_refused(run(project, target), target, "SCOPE-2")
+
+
+def test_supervisor_running_another_copy_blocks(project, target, supervisor):
+    """SCOPE-2: a byte-identical, root-owned copy run by a drop-in hashes like
+    the installed binary; only its device and inode tell it apart."""
+    copy = str(target.base / "opencode-pty-supervisor.copy")
+    shutil.copy2(target.binaries[0], copy)
+    supervisor(copy)
+    res = run(project, target)
+    assert_refused(res, target, "SCOPE-2", "MARK-3")
+    assert any("at marker time" in l and "opencode-pty-supervisor.copy" in l and
+               f"not {target.binaries[0]}" in l for l in res.outlines), "\n".join(res.outlines[-20:])
+
+
+def test_supervisor_swapped_during_the_run_blocks(project, target, supervisor):
+    copy = str(target.base / "other-supervisor")
+    shutil.copy2(target.binaries[0], copy)
+    _module(project, "@pytest.mark.requirement('OWN-2')\ndef test_swap():\n"
+                     "    from tests_gate_swap import swap\n    swap()\n")
+    import sys
+    mod = type(sys)("tests_gate_swap")
+    mod.swap = lambda: supervisor(copy)
+    sys.modules["tests_gate_swap"] = mod
+    try:
+        res = run(project, target)
+    finally:
+        del sys.modules["tests_gate_swap"]
+    assert_refused(res, target, "SCOPE-2", "MARK-3")
+    assert any("at marker time" in l and "other-supervisor" in l for l in res.outlines)
+
+
+def test_supervisor_not_running_blocks(project, target):
+    FakeBus.main_pid = 0
+    res = run(project, target)
+    assert_refused(res, target, "SCOPE-2", "MARK-3")
+    assert any("has no MainPID" in l for l in res.outlines), "\n".join(res.outlines[-20:])
+
+
+def test_supervisor_path_that_is_a_link_blocks(project, target, supervisor):
+    """The installed path is judged by lstat: a link to what runs never matches."""
+    real = str(target.base / "real-supervisor")
+    os.rename(target.binaries[0], real)
+    os.symlink(real, target.binaries[0])
+    supervisor(real)
+    res = run(project, target)
+    assert_refused(res, target, "SCOPE-2", "MARK-3")
+    assert any("is a symlink, not a regular file" in l for l in res.outlines), "\n".join(res.outlines[-20:])
 
 
 def test_source_manifest_mismatch_blocks(project, target):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from . import hostfs, manifest, marker, reports, terminal
+from . import hostfs, manifest, marker, reports, running, terminal
 from .checklist import Section
 from .inventory import Inventory
 from .requirements import CATALOGUE, ENFORCED_BY_GATE, sort_key
@@ -174,7 +174,8 @@ def coverage_blockers(state: GateState) -> list[Blocker]:
 
 def content_blockers(state: GateState) -> list[Blocker]:
     """SCOPE-1/2 at write time: binaries unchanged since session start and equal
-    to the inventory; the source manifest recomputed equals the inventory."""
+    to the inventory; the running supervisor executes the installed binary; the
+    source manifest recomputed equals the inventory."""
     inv = state.inventory
     out = [Blocker(("SCOPE-2", "MARK-3"), f"at session start: {e}") for e in state.start_errors]
     now, errors = hash_binaries(inv)
@@ -187,6 +188,7 @@ def content_blockers(state: GateState) -> list[Blocker]:
         if end and end != b.sha256:
             out.append(Blocker(("SCOPE-2", "MARK-3"), f"{b.path} hashes to {end}, "
                                f"inventory claims {b.sha256}"))
+    out += running_blockers(inv)
     try:
         digest, _ = manifest.compute(inv.pilot_root, inv.code_root)
         if digest != inv.source_manifest_sha256:
@@ -195,6 +197,20 @@ def content_blockers(state: GateState) -> list[Blocker]:
     except manifest.ManifestError as e:
         out.append(Blocker(("SCOPE-1", "MARK-3"), f"source manifest cannot be computed: {e}"))
     return out
+
+
+def running_blockers(inv: Inventory) -> list[Blocker]:
+    """SCOPE-2 at write time: the supervisor that runs now executes the installed
+    binary (its MainPID's /proc/<pid>/exe is the installed path's device and
+    inode), whatever ran earlier in the session."""
+    binary = inv.binaries["supervisor"]["path"]
+    try:
+        found = running.at_marker_time(inv.units["supervisor"], binary)
+    except running.RunningError as e:
+        return [Blocker(("SCOPE-2", "MARK-3"), f"at marker time: {e}")]
+    if found.problem:
+        return [Blocker(("SCOPE-2", "MARK-3"), f"at marker time: {found.problem}")]
+    return []
 
 
 def blockers(config: pytest.Config, state: GateState, exitstatus: int) -> list[Blocker]:
@@ -252,6 +268,13 @@ class Gate:
                      "independent source review's MERGE verdict")
         for path, digest in st.start_hashes.items():
             self._global("binary-at-start", f"{digest}  {path}")
+        try:  # evidence only: the marker-time check (running_blockers) decides
+            found = running.at_marker_time(st.inventory.units["supervisor"],
+                                           st.inventory.binaries["supervisor"]["path"])
+            self._global("supervisor-at-start", found.describe()
+                         + (f" PROBLEM: {found.problem}" if found.problem else ""))
+        except running.RunningError as e:
+            self._global("supervisor-at-start", f"not tied to the binary: {e}")
 
     # -- collection
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
