@@ -4,7 +4,10 @@ unit are the units the review read, and systemd accepts them.
 CUT-4   `systemd-analyze verify` passes for the supervisor service, the slice
         and the candidate unit file, without touching production; the loaded
         supervisor and slice show the properties the inventory expects
-        (`systemctl show --all`, so empty values are seen as empty).
+        (`systemctl show --all`, so empty values are seen as empty), and the
+        supervisor has exactly one ExecStart=, the inventory's
+        supervisor_exec program and argv (read over D-Bus): a drop-in that
+        runs another program or copy fails.
 UNIT-9  (CONCERN) the supervisor's `systemd-analyze security` exposure is
         recorded as evidence.
 """
@@ -12,6 +15,7 @@ UNIT-9  (CONCERN) the supervisor's `systemd-analyze security` exposure is
 import pytest
 
 from pty_acceptance import analyze
+from pty_acceptance.bus import SERVICE_IFACE, BusError
 from pty_acceptance.systemd import show_or_fail
 
 
@@ -51,6 +55,21 @@ def test_loaded_unit_shows_the_expected_properties(inv, role, evidence):
     wrong = {k: (v, seen[k]) for k, v in expected.items() if seen[k] != v}
     assert not wrong, f"CUT-4: {name}: " + "; ".join(
         f"{k}={got!r}, expected {want!r}" for k, (want, got) in wrong.items())
+
+
+@pytest.mark.requirement("CUT-4")
+def test_supervisor_runs_the_pinned_exec_start(inv, bus, evidence):
+    name, pin = inv.units["supervisor"], inv.supervisor_exec
+    try:
+        props = bus.properties(name, SERVICE_IFACE)
+    except BusError as e:
+        pytest.fail(f"CUT-4: cannot read {name} over D-Bus: {e}", pytrace=False)
+    assert props is not None, f"CUT-4: {name} is not loaded"
+    seen = [(str(c[0]), [str(a) for a in c[1]]) for c in props.get("ExecStart") or []]
+    evidence("ExecStart (path, argv)", seen)
+    want = [(pin["path"], list(pin["argv"]))]
+    assert seen == want, (f"CUT-4: {name} ExecStart= is {seen!r}, expected exactly {want!r} "
+                          "(a drop-in runs something else?)")
 
 
 @pytest.mark.requirement("UNIT-9")

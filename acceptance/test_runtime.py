@@ -5,7 +5,7 @@ RUNTIME-1 the process listening on ports.candidate executes exactly the
           by lstat, never followed) as the service user; that binary is a
           fused Node single-executable application (SEA fuse ``:1``); its
           embedded Node version is runtime.node_version exactly (Node 24 never
-          passes); runtime.sha256, when the inventory pins it, matches; the
+          passes); runtime.sha256 (required) matches; the
           candidate unit file's ExecStart= runs that same path.
 
 The binary is identified statically (one O_NOFOLLOW streaming read), never
@@ -102,9 +102,8 @@ def test_runtime_binary_hash_is_pinned(inv, identity, evidence):
     ident = _identity_or_fail(identity, evidence)
     evidence("sha256", f"{ident.sha256}  {ident.path}")
     want = inv.runtime.get("sha256")
-    if want is None:
-        evidence("sha256 pin", "none in the inventory (runtime.sha256 unset): recorded only")
-        return
+    assert want, ("RUNTIME-1: the inventory pins no runtime.sha256: the exact SEA binary "
+                  "cannot be told from another build of the same Node version")
     assert ident.sha256 == want, f"RUNTIME-1: {ident.path} hashes to {ident.sha256}, the pin is {want}"
 
 

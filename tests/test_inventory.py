@@ -12,8 +12,23 @@ from pty_acceptance import inventory
 from conftest import REPO
 
 
-def test_shipped_target_inventory_loads():
-    inv = inventory.load(REPO / "inventories/target.yml")
+RUNTIME_PIN = "ab" * 32  # what an operator fills in for target.yml's placeholder
+
+
+def test_shipped_target_inventory_refuses_to_load_until_the_runtime_pin_is_filled_in():
+    """RUNTIME-1: the seeds state no hash of the approved SEA, so the shipped
+    target inventory carries a placeholder that stops every run, naming RUNTIME-1."""
+    path = REPO / "inventories/target.yml"
+    with pytest.raises(inventory.InventoryError) as e:
+        inventory.load(path)
+    assert str(e.value).startswith(f"{path}: all.hosts.pilot.runtime.sha256: malformed value 'FILL-IN")
+    assert "RUNTIME-1" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_shipped_target_inventory_loads(tmp_path):
+    f = tmp_path / "target.yml"
+    f.write_text(yaml.safe_dump(_good()))
+    inv = inventory.load(f)
     assert inv.host == "pilot"
     assert inv.revision.startswith("2ac698d6")
     assert inv.source_manifest_sha256.startswith("fff146df")
@@ -30,7 +45,9 @@ def test_shipped_reference_inventory_loads():
 
 
 def _good():
-    return yaml.safe_load((REPO / "inventories/target.yml").read_text())
+    data = yaml.safe_load((REPO / "inventories/target.yml").read_text())
+    data["all"]["hosts"]["pilot"]["runtime"]["sha256"] = RUNTIME_PIN
+    return data
 
 
 def _set(data, dotted, value):
@@ -66,6 +83,15 @@ BAD = [
     ("string for bool", "isolation.session_network", "yes", "isolation.session_network: expected bool"),
     ("missing runtime", "runtime", KeyError, "runtime: missing required key"),
     ("missing server_env", "cutover.server_env", KeyError, "cutover.server_env: missing"),
+    ("missing runtime pin", "runtime.sha256", KeyError,
+     "runtime.sha256: missing required key (RUNTIME-1: the SHA-256 of the exact Node 26.4 SEA"),
+    ("placeholder runtime pin", "runtime.sha256", "FILL-IN", "runtime.sha256: malformed value 'FILL-IN' "
+     "(must match ^[0-9a-f]{64}$) (RUNTIME-1"),
+    ("missing supervisor ExecStart pin", "supervisor_exec", KeyError, "supervisor_exec: missing required key"),
+    ("supervisor ExecStart without argv", "supervisor_exec.argv", [], "supervisor_exec.argv: expected at least 1"),
+    ("supervisor ExecStart runs another program", "supervisor_exec.path",
+     "/usr/local/libexec/opencode-pty-supervisor.copy",
+     "supervisor_exec.path: '/usr/local/libexec/opencode-pty-supervisor.copy' is not binaries.supervisor.path"),
 ]
 
 

@@ -6,7 +6,30 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
+import yaml
+
 from conftest import REPO
+
+
+def filled_target(tmp_path):
+    """inventories/target.yml with runtime.sha256 filled in, as an operator would."""
+    data = yaml.safe_load((REPO / "inventories/target.yml").read_text())
+    data["all"]["hosts"]["pilot"]["runtime"]["sha256"] = "ab" * 32
+    path = tmp_path / "target.yml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_shipped_target_inventory_stops_the_run_naming_runtime_1(tmp_path):
+    marker = tmp_path / "etc/opencode/pty-supervisor-verified"
+    marker.parent.mkdir(parents=True)
+    marker.write_text("revision=stale\n")
+    done = subprocess.run([sys.executable, "-m", "pytest", "acceptance/", "--marker", str(marker),
+                           "--report-dir", str(tmp_path / "reports")], cwd=REPO, capture_output=True,
+                          text=True, timeout=600, stdin=subprocess.DEVNULL)
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "runtime.sha256: malformed value 'FILL-IN" in done.stderr and "RUNTIME-1" in done.stderr
+    assert not marker.exists() and "passed" not in done.stdout
 
 
 def test_suite_fails_closed_on_a_host_without_the_supervisor(tmp_path):
@@ -15,6 +38,7 @@ def test_suite_fails_closed_on_a_host_without_the_supervisor(tmp_path):
     marker.write_text("revision=stale\n")
     reports = tmp_path / "reports"
     done = subprocess.run([sys.executable, "-m", "pytest", "acceptance/", "--marker", str(marker),
+                           "--inventory", str(filled_target(tmp_path)),
                            "--report-dir", str(reports)], cwd=REPO, capture_output=True,
                           text=True, timeout=600, stdin=subprocess.DEVNULL)
     lines = done.stdout.strip().splitlines()

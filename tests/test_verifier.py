@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from pty_acceptance import cli, marker
 
@@ -154,9 +155,13 @@ def test_installed_command_line_tool(tree):
     assert bad.returncode == 1 and bad.stdout.startswith("REFUSED writable:"), bad.stdout
 
 
-def test_expectation_from_inventory(tree, capsys):
+def test_expectation_from_inventory(tree, capsys, tmp_path):
     place(tree, good_content(tree))
-    code = cli.main(["verify-marker", "--root", str(tree), "--inventory", str(REPO / "inventories/target.yml")])
+    data = yaml.safe_load((REPO / "inventories/target.yml").read_text())
+    data["all"]["hosts"]["pilot"]["runtime"]["sha256"] = "ab" * 32  # the operator's RUNTIME-1 pin
+    inv = tmp_path / "target.yml"
+    inv.write_text(yaml.safe_dump(data))
+    code = cli.main(["verify-marker", "--root", str(tree), "--inventory", str(inv)])
     out = capsys.readouterr().out
     # Same revision and source as the target inventory, but the stand-in
     # binaries are not the claimed artifacts.

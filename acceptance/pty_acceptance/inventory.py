@@ -72,10 +72,13 @@ SCHEMA: dict[str, Any] = {
     "marker": _s(str, ABS_PATH),
     "ports": {"production": _s(int), "candidate": _s(int)},
     "unit_properties": {"supervisor": {"*": _s(str)}, "slice": {"*": _s(str)}},
+    # SCOPE-2, CUT-4: the supervisor unit's one ExecStart= (program and argv, as
+    # systemd's D-Bus ExecStart reports them); the program is binaries.supervisor.path
+    "supervisor_exec": {"path": _s(str, ABS_PATH), "argv": ListOf(str)},
     # RUNTIME-1: the candidate runtime (the process listening on ports.candidate)
     "runtime": {
         "binary": _s(str, ABS_PATH),
-        "sha256": _s(str, HEX64),          # optional pin of the exact SEA build
+        "sha256": _s(str, HEX64),          # the exact SEA build (RUNTIME-1), required
         "node_version": _s(str, NODE_VERSION),
     },
     # CUT-1..3: what the preflight reads over loopback HTTP and from server.env
@@ -100,7 +103,8 @@ REQUIRED = {
     "build.source_dir", "build.go", "build.user", "units.supervisor",
     "units.slice", "units.peer", "units.candidate_file",
     "ports.production", "ports.candidate",
-    "runtime", "runtime.binary", "runtime.node_version",
+    "runtime", "runtime.binary", "runtime.node_version", "runtime.sha256",
+    "supervisor_exec", "supervisor_exec.path", "supervisor_exec.argv",
     "cutover", "cutover.production_health", "cutover.candidate_health",
     "cutover.candidate_ui", "cutover.plugins", "cutover.server_env", "cutover.directory",
     "isolation", "isolation.session_workspace_writable", "isolation.session_network",
@@ -182,6 +186,17 @@ def _present(vars_: dict, dotted: str) -> bool:
     return True
 
 
+# Why a key matters, appended to a problem with it: the operator fills these in.
+WHY = {
+    "runtime.sha256": " (RUNTIME-1: the SHA-256 of the exact Node 26.4 SEA runtime.binary the "
+                      "review approved; no pin, no runtime gate)",
+}
+
+
+def _why(problem: str, prefix: str) -> str:
+    return next((why for key, why in WHY.items() if f"{prefix}.{key}:" in problem), "")
+
+
 def marker_named(path: str | Path) -> str | None:
     """The marker path the inventory file names, read whether or not the rest
     of the file validates: a run removes that marker before anything else
@@ -225,11 +240,16 @@ def load(path: str | Path) -> Inventory:
     problems: list[str] = []
     _check(file, prefix, vars_, SCHEMA, problems)
     if problems:
-        raise InventoryError(problems[0])
+        raise InventoryError(problems[0] + _why(problems[0], prefix))
     for dotted in sorted(REQUIRED):
         if not _present(vars_, dotted):
-            raise InventoryError(f"{file}: {prefix}.{dotted}: missing required key")
+            msg = f"{file}: {prefix}.{dotted}: missing required key"
+            raise InventoryError(msg + _why(msg, prefix))
     paths = [vars_["binaries"][role]["path"] for role in ARTIFACTS]
     if len(set(paths)) != len(paths):
         raise InventoryError(f"{file}: {prefix}.binaries: two artifacts share one path")
+    if vars_["supervisor_exec"]["path"] != paths[0]:
+        raise InventoryError(f"{file}: {prefix}.supervisor_exec.path: "
+                             f"{vars_['supervisor_exec']['path']!r} is not binaries.supervisor.path "
+                             f"{paths[0]!r} (SCOPE-2: the supervisor unit runs the installed binary)")
     return Inventory(file=file, host=str(host), vars=vars_)
