@@ -4,13 +4,21 @@ OWN-1   the three binaries are root:root regular files, not writable by group
         or other, in /usr/local/libexec, every directory above root-owned and
         not group/other-writable (judged with lstat: a link is a finding).
 OWN-2   the unit files, drop-ins and every Exec*= program of the supervisor
-        and the slice are root-owned and not group/other-writable.
-SCOPE-2 the installed binaries hash to the claimed SHA-256 values.
+        and the slice are root-owned and not group/other-writable; so are
+        the supervisor's EnvironmentFile=, WorkingDirectory=, RootDirectory=
+        (RootImage=) and every file its processes hold or map, its cwd and
+        root directory, each with its whole directory chain (feeds.py).
+SCOPE-2 the installed binaries hash to the claimed SHA-256 values, and the
+        running supervisor executes exactly the installed file: its MainPID's
+        /proc/<pid>/exe is the same device and inode as the lstat of
+        binaries.supervisor.path (running.py; the gate checks it again at
+        marker time).
 """
 
 import pytest
 
-from pty_acceptance import hostfs
+from pty_acceptance import feeds, hostfs, isolation, running
+from pty_acceptance.bus import SERVICE_IFACE, BusError
 from pty_acceptance.inventory import ARTIFACTS
 from pty_acceptance.systemd import show_or_fail
 
@@ -54,6 +62,17 @@ def test_binary_hash_is_the_claimed_hash(inv, role, evidence):
     assert actual == b.sha256, f"SCOPE-2: {b.path} hashes to {actual}, the claim is {b.sha256}"
 
 
+@pytest.mark.requirement("SCOPE-2")
+def test_running_supervisor_executes_the_installed_binary(inv, bus, evidence):
+    unit, binary = inv.units["supervisor"], inv.binaries["supervisor"]["path"]
+    try:
+        found = running.identify(bus, unit, binary)
+    except running.RunningError as e:
+        pytest.fail(f"SCOPE-2: {e}", pytrace=False)
+    evidence("running supervisor", found.describe())
+    assert found.problem is None, f"SCOPE-2: {found.problem}"
+
+
 def _unit(name):
     unit = show_or_fail(name, "OWN-2")
     assert unit.get("LoadState") == "loaded", \
@@ -89,3 +108,46 @@ def test_every_exec_program_of_the_supervisor_is_root_controlled(inv, evidence):
     flat = [p for ps in programs.values() for p in ps]
     problems = _root_controlled(flat)
     assert not problems, f"OWN-2: programs of {unit.name}: " + "; ".join(problems)
+
+
+def _service(bus, name):
+    try:
+        props = bus.properties(name, SERVICE_IFACE)
+    except BusError as e:
+        pytest.fail(f"OWN-2: cannot read {name} over D-Bus: {e}", pytrace=False)
+    if props is None:
+        pytest.fail(f"OWN-2: {name} is not loaded", pytrace=False)
+    return props
+
+
+@pytest.mark.requirement("OWN-2")
+def test_paths_the_supervisor_unit_names_are_root_controlled(inv, bus, evidence):
+    name = inv.units["supervisor"]
+    props = _service(bus, name)
+    named = feeds.named_paths(props)
+    evidence("properties", {k: props.get(k) for k in
+                            ("EnvironmentFiles", "WorkingDirectory", "RootDirectory", "RootImage")})
+    evidence("named", [f"{n.what} " + hostfs.Node.at(n.path).describe()
+                       + (" (may be missing)" if n.optional else "") for n in named])
+    problems = [p for n in named for p in feeds.named_problems(n)]
+    assert not problems, f"OWN-2: {name}: " + "; ".join(problems)
+
+
+@pytest.mark.requirement("OWN-2")
+def test_files_the_supervisor_holds_are_root_controlled(inv, bus, evidence):
+    name = inv.units["supervisor"]
+    try:
+        pids = isolation.supervisor_pids(bus, name)
+    except BusError as e:
+        pytest.fail(f"OWN-2: cannot read {name} over D-Bus: {e}", pytrace=False)
+    assert pids, f"OWN-2: {name} has no processes: what it reads cannot be judged"
+    held, gone = [], []
+    for pid in sorted(pids):
+        try:
+            held += feeds.held_paths(pid)
+        except OSError as e:
+            gone.append(f"pid {pid}: {e.strerror or e}")
+    evidence("held", [f"pid {h.pid} {h.what} {h.path!r}" for h in held])
+    assert not gone, f"OWN-2: processes of {name} could not be read: " + "; ".join(gone)
+    problems = [p for h in held for p in feeds.held_problems(h)]
+    assert not problems, f"OWN-2: what {name} holds: " + "; ".join(problems)

@@ -40,6 +40,12 @@ class Fault:
         return self.expect or self.breaks
 
 
+# Restart the supervisor and wait (bounded) until it listens again.
+RESTART_SUPERVISOR = ("systemctl restart opencode-pty-supervisor.service && "
+                      "i=0; while [ ! -S /run/opencode-pty/supervisor.sock ] && [ $i -lt 200 ]; do "
+                      "i=$((i+1)); sleep 0.05; done; [ -S /run/opencode-pty/supervisor.sock ]")
+
+
 def _m(*names: str) -> tuple[str, ...]:
     return tuple(f"acceptance/test_{n}.py" for n in names)
 
@@ -82,6 +88,26 @@ FAULTS: list[Fault] = [
           f" > {SUPERVISOR_UNIT}.d/pre.conf && systemctl daemon-reload"),
     Fault("slice-file-other-writable", ("OWN-2",), "the slice's unit file is writable by anyone",
           "chmod o+w /etc/systemd/system/opencode-pty.slice"),
+    Fault("supervisor-environment-file-of-the-service-user", ("OWN-2",),
+          "a root-owned drop-in gives the supervisor an EnvironmentFile= that byk owns",
+          "printf 'OPENCODE_PTY_NOTE=1\\n' > /etc/opencode-pty-supervisor.env"
+          " && chown byk /etc/opencode-pty-supervisor.env"
+          f" && mkdir -p {SUPERVISOR_UNIT}.d && printf '[Service]\\nEnvironmentFile=/etc/opencode-pty-supervisor.env\\n'"
+          f" > {SUPERVISOR_UNIT}.d/env.conf && systemctl daemon-reload && {RESTART_SUPERVISOR}"),
+    Fault("supervisor-working-directory-of-the-service-user", ("OWN-2",),
+          "a root-owned drop-in runs the supervisor in a directory byk owns",
+          "mkdir -p /var/lib/opencode-pty-wd && chown byk:byk /var/lib/opencode-pty-wd"
+          f" && mkdir -p {SUPERVISOR_UNIT}.d && printf '[Service]\\nWorkingDirectory=/var/lib/opencode-pty-wd\\n'"
+          f" > {SUPERVISOR_UNIT}.d/wd.conf && systemctl daemon-reload && {RESTART_SUPERVISOR}"),
+    # -- SCOPE-2 / CUT-4: the running supervisor is the installed, reviewed file
+    Fault("supervisor-runs-a-root-owned-copy", ("SCOPE-2", "CUT-4"),
+          "a root-owned drop-in's ExecStart= runs a byte-identical root-owned copy of the supervisor "
+          "(every hash, OWN-1/OWN-2 and BUILD-3 still pass)",
+          f"cp -p {LIBEXEC}/opencode-pty-supervisor {LIBEXEC}/opencode-pty-supervisor.copy"
+          f" && mkdir -p {SUPERVISOR_UNIT}.d"
+          f" && printf '[Service]\\nExecStart=\\nExecStart={LIBEXEC}/opencode-pty-supervisor.copy\\n'"
+          f" > {SUPERVISOR_UNIT}.d/copy.conf && systemctl daemon-reload && {RESTART_SUPERVISOR}",
+          modules=_m("ownership", "hardening")),
     # -- SCOPE-1 / SCOPE-3 / BUILD-1: the source and the build
     Fault("source-file-changed", ("SCOPE-1",), "a Go source file differs from the reviewed tree",
           f"printf '// changed\\n' >> {PILOT}/supervisor/cmd/launcher/main.go", modules=_m("builds")),
@@ -325,4 +351,5 @@ CI_SUBSET = [
     "runtime-node24", "plugin-failed", "server-env-world-readable", "runtime-readable",
     "session-private-network", "launcher-keeps-fd3",
     "runtime-pty-in-process", "accepts-uid-while-mainpid-stopped", "plugin-list-bad-shape",
+    "supervisor-runs-a-root-owned-copy",
 ]
