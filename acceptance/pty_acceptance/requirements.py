@@ -23,14 +23,16 @@ def _r(id_: str, title: str, severity: str = MUST_FIX) -> Requirement:
 
 CATALOGUE: tuple[Requirement, ...] = (
     _r("SCOPE-1", "recomputed source manifest equals the claimed manifest hash"),
-    _r("SCOPE-2", "installed artifacts hash to the claimed SHA-256 values"),
+    _r("SCOPE-2", "installed artifacts hash to the claimed SHA-256 values; "
+                  "the running supervisor executes that file"),
     _r("SCOPE-3", "candidate git revision equals the revision the marker carries"),
     _r("SCOPE-4", "source approval and host acceptance are reported as separate facts"),
     _r("BUILD-1", "two builds with the exact command are byte-identical"),
     _r("BUILD-2", "revision, Go version, go.sum, commands and hashes recorded as evidence"),
     _r("BUILD-3", "installed binaries equal the reproduced builds"),
     _r("OWN-1", "binaries are root-owned regular files in a root-controlled directory chain"),
-    _r("OWN-2", "unit files, drop-ins and Exec paths are root-owned and not group/other-writable"),
+    _r("OWN-2", "unit files, drop-ins, Exec paths, EnvironmentFile/WorkingDirectory/RootDirectory "
+                "and the files the supervisor holds are root-controlled"),
     _r("PEER-1", "the authenticated peer is the peer service's MainPID"),
     _r("PEER-2", "authentication pins UID, GID, MainPID, state, ControlGroup, InvocationID"),
     _r("PEER-3", "SO_PEERPIDFD is mandatory"),
