@@ -127,6 +127,19 @@ def requirement_ids(item: pytest.Item) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """A failure that names the requirement it enforces (an exception with a
+    `requirements` attribute, e.g. sessionunit.NotOurs: SUITE-4) is reported
+    under that ID too: the JUnit case gains the requirement property."""
+    report = yield
+    if call.excinfo is not None:
+        for i in getattr(call.excinfo.value, "requirements", ()):
+            if i in BY_ID and ("requirement", i) not in item.user_properties:
+                item.user_properties.append(("requirement", i))
+    return report
+
+
 def check_requirement_marks(items: list[pytest.Item], acceptance: Path) -> None:
     """Every test under acceptance/ names known requirement IDs (SUITE-2)."""
     problems = []
