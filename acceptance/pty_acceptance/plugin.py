@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from . import checklist, gate, inventory, reports, startup, terminal
+from . import checklist, gate, inventory, owntree, reports, startup, terminal
 from .requirements import BY_ID
 
 STATE = pytest.StashKey["gate.GateState"]()
@@ -89,6 +89,7 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         state = _gate_state(config)
         config.stash[STATE] = state
+        config.stash[owntree.AT_START] = owntree.problems(*owntree.of_run(config, state.report_path))
         config.pluginmanager.register(terminal.HostText(), "pty-acceptance-host-text")
         config.pluginmanager.register(gate.Gate(config, state), startup.GATE)
     except Exception as e:  # noqa: BLE001 - any failure to register is NOT READY, never a quiet run
