@@ -28,6 +28,7 @@ from pty_acceptance.bus import SERVICE_IFACE
 from pty_acceptance.lifecycle import Drain, Sessions
 from pty_acceptance.peer import DisposableUnit, PeerError
 from pty_acceptance.session import RawSession, SessionError
+from pty_acceptance.sessionunit import Owner
 
 FLOOD_CONNECTIONS = 400
 JUNK_EVERY = 3               # every third flood connection sends junk instead of staying silent
@@ -83,7 +84,7 @@ def slow(times: list) -> list:
 # ------------------------------------------------------------------ FLOOD-1
 @pytest.mark.requirement("FLOOD-1", "FLOOD-3")
 def test_a_flood_leaves_all_sixteen_slots_to_the_peer(inv, bus, peer, flooder, evidence):
-    ss, times, problems = Sessions(bus, peer, inv.socket), [], []
+    ss, times, problems = Sessions(bus, peer, inv.socket, Owner.of(inv)), [], []
     try:
         ss.open_sessions.append(open_timed(peer, inv, times))  # the peer is known before the flood
         r = flood(flooder, inv, evidence)
@@ -160,7 +161,7 @@ def supervisor_rss(bus, inv) -> tuple[int, list[int]]:
 def test_unread_output_is_bounded_and_a_saturated_stop_ends_in_time(inv, bus, peer, evidence):
     rss0, pids = supervisor_rss(bus, inv)
     assert pids, f"FLOOD-4: no processes found in the cgroup of {inv.units['supervisor']}"
-    ss, problems = Sessions(bus, peer, inv.socket), []
+    ss, problems = Sessions(bus, peer, inv.socket, Owner.of(inv)), []
     try:
         token = lifecycle.new_token()
         s = ss.start(lifecycle.tagged_sh(f"exec {WRITER} pty-acceptance saturating output", token))

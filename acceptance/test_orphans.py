@@ -65,7 +65,7 @@ def test_a_restart_leaves_no_old_session_and_touches_no_other_unit(inv, bus, run
         for unit in decoys:
             unit.start()
         bound = max(fp.stop_bound_s() for fp in fps)   # the sessions' bound holds for all
-        fps.append(Footprint.capture(bus, orphan.name, orphan.token))
+        fps.append(Footprint.capture(bus, orphan.name, orphan.token, None))  # the suite's own decoy
         before = {u.name: u.state() for u in decoys}
         evidence("suite units before", before)
         old = bytes(bus.properties(name)["InvocationID"])

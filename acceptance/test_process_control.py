@@ -45,6 +45,7 @@ from pty_acceptance.bus import SERVICE_IFACE, BusError
 from pty_acceptance.lifecycle import Footprint, HostReadError
 from pty_acceptance.peer import PeerError
 from pty_acceptance.session import HelperSession, SessionError
+from pty_acceptance.sessionunit import Owner
 
 SIGNAL_DEADLINE_S = 5   # a signal has taken effect (stopped, exited, resumed) within this
 SESSION_DEADLINE_S = 10  # the live session's unit and command are there within this
@@ -189,13 +190,13 @@ def test_a_stopped_mainpid_lends_its_identity_to_no_one(inv, bus, peer, mainpid,
 
 
 # ------------------------------------------------------------------ killed
-def live_session(bus, h: HelperSession, token: str) -> Footprint:
+def live_session(bus, h: HelperSession, token: str, owner: Owner) -> Footprint:
     """Open the helper session; its footprint once its command runs."""
     with admission.watch_sessions() as watch:
         try:
             h.open()
             units = lifecycle.poll(watch.new_units, SESSION_DEADLINE_S, "the session unit created")
-            fp = Footprint.capture(bus, units[0], token)
+            fp = Footprint.capture(bus, units[0], token, owner)
             lifecycle.poll(lambda: lifecycle.token_processes(token), SESSION_DEADLINE_S,
                            "the session's command running", fp.describe)
         except (SessionError, PeerError, TimeoutError, HostReadError, BusError, OSError) as e:
@@ -214,7 +215,7 @@ def test_a_killed_mainpid_lends_its_identity_to_no_one_and_its_session_ends(
                       lifecycle.tagged_sh(f"exec sleep 300.{token}", token), runtime_s=SESSION_RUNTIME_S)
     fp = None
     try:
-        fp = live_session(bus, h, token)
+        fp = live_session(bus, h, token, Owner.of(inv))
         evidence("peer", f"MainPID {mainpid.pid} of {peer.name} (the suite's disposable peer), "
                          f"session through the fixed helper pid {h.pid}")
         evidence("session of the old connection", fp.describe())

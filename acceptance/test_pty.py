@@ -35,6 +35,7 @@ import signal
 import pytest
 
 from pty_acceptance import livesession as live
+from pty_acceptance import sessionunit
 from pty_acceptance import protocol as p
 from pty_acceptance.bus import SERVICE_IFACE, BusError
 from pty_acceptance.peer import PeerError
@@ -306,7 +307,12 @@ def test_command_exits_are_the_helpers_exit_status(inv, peer, evidence):
     assert not problems, "PTY-4: " + "; ".join(problems)
 
 
-def _kill_main(bus, unit, rid):
+def _kill_main(inv, bus, unit, rid):
+    """SIGKILL the MainPID of the session STARTED named, once vouched for (SUITE-4)."""
+    try:
+        sessionunit.vouch(bus, unit, sessionunit.Owner.of(inv))
+    except (sessionunit.NotLoaded, BusError) as e:
+        _fail(f"{rid}: cannot read {unit}: {e}")
     main_pid, cg = session_processes(bus, unit, rid)
     try:
         live.wait_for_command(cg, [b"cat"], SESSION_S)
@@ -319,7 +325,7 @@ def _kill_main(bus, unit, rid):
 @pytest.mark.requirement("PTY-4")
 def test_session_killed_by_a_signal_is_reported_as_that_signal(inv, bus, peer, evidence):
     with raw(inv, peer, ["cat"], "PTY-4") as s:
-        main_pid = _kill_main(bus, s.outcome.unit, "PTY-4")
+        main_pid = _kill_main(inv, bus, s.outcome.unit, "PTY-4")
         try:
             out = s.wait_end(SESSION_S)
         except TimeoutError as e:
@@ -329,7 +335,7 @@ def test_session_killed_by_a_signal_is_reported_as_that_signal(inv, bus, peer, e
     try:
         before = live.session_units(bus)
         h.open()
-        _kill_main(bus, live.wait_for_new_session_unit(bus, before, SESSION_S), "PTY-4")
+        _kill_main(inv, bus, live.wait_for_new_session_unit(bus, before, SESSION_S), "PTY-4")
         _, status = h.run(None, SESSION_S)
     except (SessionError, PeerError, TimeoutError, OSError, BusError) as e:
         _fail(f"PTY-4: the helper session killed by SIGKILL failed: {e}")

@@ -49,6 +49,7 @@ import pytest
 
 from pty_acceptance import analyze
 from pty_acceptance import livesession as live
+from pty_acceptance import standin, terminal
 from pty_acceptance.bus import SERVICE_IFACE, BusError
 from pty_acceptance.peer import PeerError
 from pty_acceptance.session import RawSession, SessionError
@@ -98,10 +99,10 @@ def _standins(stack, inv):
     """Docker and user-bus listeners where the host has none (made before START)."""
     acct = pwd.getpwnam(inv.service_user)
     user_bus = f"/run/user/{acct.pw_uid}/bus"
-    stack.enter_context(live.standin_listener(DOCKER, mode=0o666))
-    stack.enter_context(live.standin_listener(user_bus, uid=acct.pw_uid, gid=acct.pw_gid,
-                                              mode=0o600, dir_uid=acct.pw_uid,
-                                              dir_gid=acct.pw_gid, dir_mode=0o700))
+    stack.enter_context(standin.standin_listener(DOCKER, mode=0o666))
+    stack.enter_context(standin.standin_listener(user_bus, uid=acct.pw_uid, gid=acct.pw_gid,
+                                                 mode=0o600, dir_uid=acct.pw_uid,
+                                                 dir_gid=acct.pw_gid, dir_mode=0o700))
     return [inv.socket, DOCKER, SYSTEM_BUS, user_bus]
 
 
@@ -126,7 +127,10 @@ def session(inv, bus, run_tag):
             _fail(f"UNIT-1..9: no session can be driven: {e}")
         acct = pwd.getpwnam(inv.service_user)
         cwd, token = _cwd(stack)
-        paths = _standins(stack, inv)
+        try:
+            paths = _standins(stack, inv)
+        except standin.StandinError as e:
+            _fail(f"UNIT-7: SUITE-4: no stand-in listener: {terminal.escape(str(e))}")
         outside = {path: live.can_connect(path) for path in paths}
         raw = RawSession(peer, inv.socket)
         stack.callback(raw.close)

@@ -515,7 +515,8 @@ def observe_session(bus: Systemd, inv, tag: str, password: str) -> Observation:
             ob.session_units = lifecycle.poll(watch.new_units, SESSION_DEADLINE_S,
                                               "a new session unit after POST /api/pty",
                                               lambda: f"runtime children {descendants(ob.unit.main_pid)}")
-            ob.footprint = lifecycle.Footprint.capture(bus, ob.session_units[0], token)
+            ob.footprint = lifecycle.Footprint.capture(bus, ob.session_units[0], token,
+                                                        lifecycle.Owner.of(inv))
             lifecycle.poll(lambda: session_command(ob.footprint), SESSION_DEADLINE_S,
                            "the session's command exec'd in its unit", lambda: ob.footprint.describe())
             ob.stage = "reading the host while the session lives"

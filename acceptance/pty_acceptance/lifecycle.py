@@ -36,6 +36,7 @@ from . import protocol as p
 from .bus import SERVICE_IFACE, BusError, Systemd
 from .peer import TAG_PREFIX
 from .session import RawSession, SessionError
+from .sessionunit import NotLoaded, NotOurs, Owner, vouch
 from .systemd import STRICT_SESSION
 
 # where systemd's cgroup tree is mounted: unified, hybrid (unified mirror), legacy named
@@ -144,8 +145,17 @@ class Footprint:
     procs: dict[int, tuple[float, str]] = field(default_factory=dict)
 
     @classmethod
-    def capture(cls, bus: Systemd, unit: str, token: str) -> "Footprint":
-        """Read a live session's unit, cgroup and processes. Raises HostReadError."""
+    def capture(cls, bus: Systemd, unit: str, token: str, owner: Owner | None) -> "Footprint":
+        """Read a live session's unit, cgroup and processes. Raises HostReadError.
+
+        A footprint is what the suite may later stop and kill: a name from a
+        reply is vouched for first (sessionunit.vouch: NotOurs fails the test,
+        SUITE-4). owner=None only for the suite's own disposable units (decoys)."""
+        if owner is not None:
+            try:
+                vouch(bus, unit, owner)
+            except NotLoaded:
+                raise HostReadError(f"{unit} is not loaded right after STARTED") from None
         props = bus.properties(unit, SERVICE_IFACE)
         if props is None:
             raise HostReadError(f"{unit} is not loaded right after STARTED")
@@ -332,10 +342,11 @@ class Sessions:
     """Raw sessions of one test and their footprints; close() ends them all, waits
     until they are gone and stops what the supervisor left running."""
 
-    def __init__(self, bus: Systemd, peer, socket_path: str):
-        self.bus, self.peer, self.path = bus, peer, socket_path
+    def __init__(self, bus: Systemd, peer, socket_path: str, owner: Owner):
+        self.bus, self.peer, self.path, self.owner = bus, peer, socket_path, owner
         self.open_sessions: list[RawSession] = []
         self.footprints: list[Footprint] = []
+        self.refused: list[str] = []  # tokens of sessions whose STARTED named a unit not ours
 
     def start(self, argv: list[str], runtime_s: int = 60, fds: list[int] | None = None) -> RawSession:
         """Open an authenticated session and send START (fds=None: one cwd descriptor)."""
@@ -348,9 +359,13 @@ class Sessions:
         """Wait for STARTED and take the footprint (fails the test if there is none)."""
         out = s.wait_started(deadline_s)
         try:
-            fp = Footprint.capture(self.bus, out.unit, token)
+            fp = Footprint.capture(self.bus, out.unit, token, self.owner)
         except HostReadError as e:
             pytest.fail(f"SUITE-3: cannot read the live session: {e}", pytrace=False)
+        except NotOurs:
+            s.close()  # the supervisor ends a session whose connection closes
+            self.refused.append(token)
+            raise
         self.footprints.append(fp)
         return fp
 
@@ -381,7 +396,26 @@ class Sessions:
         for fp in self.footprints:
             if fp.unit in left:
                 fp.kill_survivors()
-        return [f"{unit}: {what}" for unit, what in left.items()]
+        out = [f"{unit}: {what}" for unit, what in left.items()]
+        for token in self.refused:
+            out += end_refused(token)
+        return out
+
+
+def end_refused(token: str, deadline_s: float = STOP_GRACE_S + STOP_SLACK_S + 6) -> list[str]:
+    """A session whose STARTED named a unit the suite refused: its connection is
+    closed; what carries its token (the suite's own random argv: provably the
+    suite's command) is waited for, then SIGKILLed, pid reuse guarded. No unit
+    is stopped: the unit it runs in was never vouched for."""
+    fp = Footprint(unit="(refused)", token=token)
+    end = time.monotonic() + deadline_s
+    while (left := token_processes(token)) and time.monotonic() < end:
+        time.sleep(POLL_S)  # poll interval
+    if not left:
+        return []
+    fp.procs = left
+    fp.kill_survivors()
+    return [f"refused session {token}: killed its own processes {sorted(left)}"]
 
 
 @dataclass
@@ -589,7 +623,7 @@ def fill_input(s: RawSession, limit: int = 4 << 20) -> int:
 def sessions(inv, bus, peer, evidence):
     """Sessions(...) of one test through the disposable peer; every one is ended and
     waited for afterwards, and units the supervisor left running are stopped."""
-    made = Sessions(bus, peer, inv.socket)
+    made = Sessions(bus, peer, inv.socket, Owner.of(inv))
     yield made
     forced = made.close()
     if forced:

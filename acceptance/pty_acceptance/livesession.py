@@ -7,9 +7,8 @@ sandbox is in place). Inside: PROBE, a python3 program run as a session's
 command that reports what the session can see and do as one JSON line, then
 waits for end of input so the host can read /proc while it lives.
 
-Also: stand-in listeners for sockets a host may lack (created before a
-session starts, removed afterwards), and a peer that lives for a whole test
-module (one opencode-v2.service at a time: a module using it uses no other).
+Also: a peer that lives for a whole test module (one opencode-v2.service at
+a time: a module using it uses no other). Stand-in listeners: standin.py.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import socket
 import time
 
@@ -243,45 +241,7 @@ def parse_probe(output: bytes) -> dict:
         raise LiveError(f"probe report is not JSON ({e}): {output[start:start + 400]!r}") from None
 
 
-# ------------------------------------------------------------------ stand-ins
-@contextlib.contextmanager
-def standin_listener(path: str, uid: int = 0, gid: int = 0, mode: int = 0o666,
-                     dir_uid: int = 0, dir_gid: int = 0, dir_mode: int = 0o755):
-    """A listening UNIX socket at `path` unless something is already there.
-
-    Yields (path, created: bool). Directories and the socket it made are
-    removed afterwards, deepest first; what existed before is never touched."""
-    made_dirs = []
-    d = os.path.dirname(path)
-    missing = []
-    while not os.path.lexists(d):
-        missing.append(d)
-        d = os.path.dirname(d)
-    sock = None
-    try:
-        for m in reversed(missing):
-            os.mkdir(m, dir_mode)
-            made_dirs.append(m)
-            os.chown(m, dir_uid, dir_gid)
-            os.chmod(m, dir_mode)
-        if os.path.lexists(path):
-            yield path, False
-            return
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
-        sock.bind(path)
-        os.chown(path, uid, gid)
-        os.chmod(path, mode)
-        sock.listen(16)
-        yield path, True
-    finally:
-        if sock is not None:
-            sock.close()
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-        for m in reversed(made_dirs):
-            shutil.rmtree(m, ignore_errors=True)
-
-
+# ------------------------------------------------------------------ sockets
 def can_connect(path: str) -> str:
     """Connect as the suite (root): 'connected' or the errno name."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from . import checklist, gate, inventory, reports, startup, terminal
+from . import checklist, gate, inventory, owntree, reports, startup, terminal
 from .requirements import BY_ID
 
 STATE = pytest.StashKey["gate.GateState"]()
@@ -89,6 +89,7 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         state = _gate_state(config)
         config.stash[STATE] = state
+        config.stash[owntree.AT_START] = owntree.problems(*owntree.of_run(config, state.report_path))
         config.pluginmanager.register(terminal.HostText(), "pty-acceptance-host-text")
         config.pluginmanager.register(gate.Gate(config, state), startup.GATE)
     except Exception as e:  # noqa: BLE001 - any failure to register is NOT READY, never a quiet run
@@ -125,6 +126,19 @@ def requirement_ids(item: pytest.Item) -> list[str]:
     for mark in item.iter_markers("requirement"):
         ids += [str(a) for a in mark.args]
     return list(dict.fromkeys(ids))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """A failure that names the requirement it enforces (an exception with a
+    `requirements` attribute, e.g. sessionunit.NotOurs: SUITE-4) is reported
+    under that ID too: the JUnit case gains the requirement property."""
+    report = yield
+    if call.excinfo is not None:
+        for i in getattr(call.excinfo.value, "requirements", ()):
+            if i in BY_ID and ("requirement", i) not in item.user_properties:
+                item.user_properties.append(("requirement", i))
+    return report
 
 
 def check_requirement_marks(items: list[pytest.Item], acceptance: Path) -> None:

@@ -31,6 +31,9 @@ class Fault:
     script_file: str = ""  # a script in faults/ (rebuilds a patched binary via common.sh)
     modules: tuple[str, ...] | None = ("acceptance/test_ownership.py",)
     expect: tuple[str, ...] = ()  # IDs whose tests must fail; default: breaks
+    # run inside after the suite; the fault counts as killed only if it exits 0
+    # (what the suite must have left alone, e.g. a unit a lying reply named)
+    after: str = ""
     # "tests": caught when a test carrying a must_fail ID fails. "marker-removed":
     # a planted marker is caught when the gate reports removing it (MARK-4).
     kill: str = "tests"
@@ -51,6 +54,23 @@ def _m(*names: str) -> tuple[str, ...]:
 
 
 FULL = None  # run the whole suite: the gate itself must withhold the marker
+
+VICTIM_SESSION = "opencode-pty-0badc0de0badc0de0badc0de0badc0de.service"
+
+
+def _victim(unit: str, props: str = "") -> str:
+    """A running unit a lying supervisor names in STARTED; its InvocationID and
+    MainPID are kept to check afterwards that the suite left it alone."""
+    return (f"systemd-run --unit={unit} {props} /bin/sleep 3600 && "
+            f"systemctl show -p InvocationID -p MainPID {unit} > /root/victim.before && "
+            f"mkdir -p /etc/opencode-reference && echo {unit} > /etc/opencode-reference/started-name")
+
+
+def _victim_untouched(unit: str) -> str:
+    return (f"systemctl show -p InvocationID -p MainPID {unit} > /root/victim.after; "
+            f"systemctl show -p ActiveState -p InvocationID -p MainPID {unit}; "
+            f"cmp /root/victim.before /root/victim.after && "
+            f"[ \"$(systemctl show -p ActiveState --value {unit})\" = active ]")
 
 FAULTS: list[Fault] = [
     # -- OWN-1: the binaries and their directories
@@ -241,6 +261,15 @@ FAULTS += [
           supervisor=("lockout-after-flood",), modules=_m("flood")),
     Fault("slow-handshake", ("FLOOD-3",), "HELLO_OK takes longer than the 5 s bound",
           script_file="sup-slow-hello.sh", modules=_m("flood")),
+    # -- SUITE-4: a lying STARTED names another unit; the suite must neither stop nor kill it
+    Fault("started-names-another-unit", ("SUITE-4",), "STARTED names a system unit, not the session's",
+          _victim("fault-victim.service"), script_file="sup-started-names.sh", modules=_m("cgroups"),
+          after=_victim_untouched("fault-victim.service")),
+    Fault("started-names-an-unbound-session", ("SUITE-4",),
+          "STARTED names a strict-name session unit bound to another unit",
+          _victim(VICTIM_SESSION, "-p BindsTo=dbus.service -p After=dbus.service"),
+          script_file="sup-started-names.sh", modules=_m("cgroups"),
+          after=_victim_untouched(VICTIM_SESSION)),
     Fault("session-unit-name-not-strict", ("UNIT-1",), "session unit names carry upper-case hex",
           script_file="sup-unit-name-uppercase.sh", modules=_m("session_units")),
     Fault("launcher-leaks-an-env-var", ("UNIT-6",), "the launcher adds a variable to the fixed environment",

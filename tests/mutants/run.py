@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from tests.refhost import findings
 from tests.refhost.junit import Report
-from tests.refhost.run import run_reference
+from tests.refhost.run import AFTER_SUITE, run_reference
 
 from . import catalogue
 
@@ -42,12 +42,18 @@ def run_one(repo: pathlib.Path, out: pathlib.Path, fault: catalogue.Fault | None
     t0 = time.monotonic()
     scripts = []
     with tempfile.TemporaryDirectory(prefix="ptyacc-mutant-") as tmp:
+        after = []
         if fault is not None:
             script = pathlib.Path(tmp, f"{fault.id}.sh")
             script.write_text(catalogue.apply_script(fault))
             scripts.append(script)
+            if fault.after:
+                check = pathlib.Path(tmp, f"{fault.id}-after.sh")
+                check.write_text("set -eu\n" + fault.after + "\n")
+                after.append(check)
         modules = list(fault.modules) if fault and fault.modules else ["acceptance/"]
-        status = run_reference(repo, before_suite=scripts, out_dir=out, suite_paths=modules, quiet=True)
+        status = run_reference(repo, before_suite=scripts, after_suite=after, out_dir=out,
+                               suite_paths=modules, quiet=True)
     report = Report.find(out)
     marker = os.path.lexists(out / "pty-supervisor-verified")
     row = {"id": fault.id if fault else "control", "requirements": list(fault.breaks) if fault else [],
@@ -75,6 +81,12 @@ def run_one(repo: pathlib.Path, out: pathlib.Path, fault: catalogue.Fault | None
         row["caught_by"] = sorted(set(failed) | ({"MARK-4"} if row["killed"] else set()))
     else:
         row["killed"] = bool(must & set(failed)) and not marker
+    if fault.after:
+        text = (out / AFTER_SUITE).read_text() if (out / AFTER_SUITE).is_file() else ""
+        row["after_suite"] = text.strip()[-2000:]
+        if not text.startswith("0 0\n"):
+            row["killed"] = False
+            row["note"] = "the after-suite check failed: the suite touched what it must leave alone"
     row["unexpected"] = sorted(set(failed) - must - set(fault.breaks))
     return row
 

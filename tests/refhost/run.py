@@ -17,6 +17,7 @@ GUEST_BASE = "/opt/pty-acceptance"
 GUEST_SRC = f"{GUEST_BASE}/src"
 GUEST_OUT = f"{GUEST_BASE}/out"
 GUEST_PYTHON = f"{GUEST_BASE}/venv/bin/python"
+AFTER_SUITE = "after-suite.txt"
 DEPLOY = "tests/reference/deploy.sh"
 MARKER = "/etc/opencode/pty-supervisor-verified"
 BINARIES = [f"/usr/local/libexec/opencode-pty-{n}" for n in ("supervisor", "launcher", "client")]
@@ -62,11 +63,14 @@ def _point_latest(reports_root: pathlib.Path, run_dir: pathlib.Path) -> None:
 
 
 def run_reference(repo_root: pathlib.Path, *, before_suite: list[os.PathLike | str] = (),
-                  keep: bool = False, pytest_args: list[str] = (), out_dir: pathlib.Path | None = None,
+                  after_suite: list[os.PathLike | str] = (), keep: bool = False, pytest_args: list[str] = (), out_dir: pathlib.Path | None = None,
                   suite_paths: list[str] = ("acceptance/",), quiet: bool = False) -> int:
     """Boot a reference host, deploy, run the acceptance suite inside it. Returns the suite's status.
 
-    3 means deployment or a --before-suite script failed (logs are still collected)."""
+    3 means deployment or a --before-suite script failed (logs are still collected).
+    after_suite scripts run inside (as root) once the suite has ended; their exit
+    statuses and output go to AFTER_SUITE in the output directory ("<i> <status>"
+    lines, then the output), so a caller can check what the suite must have left alone."""
     repo_root = pathlib.Path(repo_root).resolve()
     if not (repo_root / DEPLOY).is_file():
         log(f"{repo_root / DEPLOY} does not exist: nothing deploys the reference host")
@@ -93,9 +97,14 @@ def run_reference(repo_root: pathlib.Path, *, before_suite: list[os.PathLike | s
         scratch.mkdir(parents=True)
         for i, s in enumerate(before):
             shutil.copyfile(s, scratch / f"before-{i}.sh")
+        after = [pathlib.Path(s) for s in after_suite]
+        for i, s in enumerate(after):
+            shutil.copyfile(s, scratch / f"after-{i}.sh")
         m.boot()
         status = _deploy_and_test(m, before, pytest_args, list(suite_paths), quiet)
         (out / "suite-output.txt").write_bytes(getattr(m, "suite_output", b""))
+        if after and status != EXIT_SETUP_FAILED:
+            (out / AFTER_SUITE).write_text(_after_suite(m, after))
         _collect(m, out)
     finally:
         if keep and m.leader:
@@ -109,6 +118,15 @@ def run_reference(repo_root: pathlib.Path, *, before_suite: list[os.PathLike | s
             _point_latest(reports_root, out)
     print(f"reference run {run_id}: exit status {status}; reports in {out}", file=sys.stderr)
     return status
+
+
+def _after_suite(m: Machine, after: list[pathlib.Path]) -> str:
+    statuses, outputs = [], []
+    for i, s in enumerate(after):
+        r = m.run(["/bin/sh", f"{GUEST_OUT}/after-{i}.sh"], cwd=GUEST_SRC)
+        statuses.append(f"{i} {r.returncode}")
+        outputs.append(r.stdout.decode(errors="replace"))
+    return "\n".join(statuses + outputs) + "\n"
 
 
 def _deploy_and_test(m: Machine, before: list[pathlib.Path], pytest_args: list[str],

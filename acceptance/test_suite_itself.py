@@ -1,0 +1,32 @@
+"""The suite itself: what root runs and trusts is root's alone.
+
+SUITE-4 the suite's checkout, the virtualenv and interpreter running it, the
+        pty_acceptance package it imported, the inventory, the checklist
+        (ROOT-ACCEPTANCE.md) and the report directory pass the OWN-1 chain
+        check: root-owned, not group/other-writable, not a link, every
+        directory from "/" down likewise; and every entry below the checkout,
+        the virtualenv and the package is root's and not group/other-writable
+        (a link there must itself be root's and lead to root's). Checked when
+        the plugin registers (before any test ran) and again here; otherwise
+        the service user chose what root ran, and the run cannot earn the marker.
+"""
+
+import pytest
+
+from pty_acceptance import hostfs, owntree
+from pty_acceptance.plugin import STATE
+
+
+@pytest.mark.requirement("SUITE-4")
+def test_the_suites_own_tree_is_root_controlled(pytestconfig, inv, evidence):
+    owns, skip = owntree.of_run(pytestconfig, pytestconfig.stash[STATE].report_path)
+    for own in owns:
+        evidence(own.what, hostfs.Node.at(own.path).describe())
+    at_start = pytestconfig.stash.get(owntree.AT_START, None)
+    if at_start is None:
+        pytest.fail("SUITE-4: the suite's own tree was not checked when the plugin registered",
+                    pytrace=False)
+    now = owntree.problems(owns, skip)
+    found = list(dict.fromkeys([f"at start: {p}" for p in at_start] + [f"now: {p}" for p in now]))
+    assert not found, ("SUITE-4: the suite's own tree is not root's alone (what root runs and "
+                       "trusts could be changed by another user): " + owntree.summary(found))
