@@ -112,15 +112,45 @@ def _project(base: Path) -> Path:
         "| Section | Module | Requirements | State |\n|---|---|---|---|\n"
         f"| All | `acceptance/test_all.py` | {', '.join(ids)} | built |\n"
         "| Itself | `acceptance/test_suite_itself.py` | SUITE-4 | built |\n")
+    (p / "acceptance/conftest.py").write_text(FAKE_SUPERVISOR_UNIT)
     for q in [p, *p.rglob("*")]:
         os.chmod(q, 0o755 if q.is_dir() else 0o644)
     return p
 
 
+# The gate ties the marker to the running supervisor (SCOPE-2 at marker time):
+# here systemd is a fake that names a process running the target's supervisor.
+FAKE_SUPERVISOR_UNIT = """
+import os
+from pty_acceptance import running
+
+
+class FakeBus:
+    @classmethod
+    def connect(cls):
+        return cls()
+
+    def properties(self, name, iface=None):
+        return {"MainPID": int(os.environ["PTY_TEST_SUPERVISOR_PID"])}
+
+    def close(self):
+        pass
+
+
+running.Systemd = FakeBus
+"""
+
+
 def _run(project: Path, target) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "acceptance/", "--inventory",
-                           str(target.inventory)], cwd=project, capture_output=True, text=True,
-                          timeout=300, stdin=subprocess.DEVNULL)
+    supervisor = subprocess.Popen([str(target.binaries[0]), "300"])
+    try:
+        return subprocess.run([sys.executable, "-m", "pytest", "acceptance/", "--inventory",
+                               str(target.inventory)], cwd=project, capture_output=True, text=True,
+                              timeout=300, stdin=subprocess.DEVNULL,
+                              env={**os.environ, "PTY_TEST_SUPERVISOR_PID": str(supervisor.pid)})
+    finally:
+        supervisor.kill()
+        supervisor.wait()
 
 
 def test_the_marker_needs_a_root_controlled_checkout(safe_dir, target):
