@@ -29,8 +29,10 @@ def test_other():
 
 
 @pytest.fixture
-def project(pytester, target):
-    pytester.makeini("[pytest]\njunit_family = xunit1\naddopts = -p no:cacheprovider\n")
+def project(pytester, target, safe_dir):
+    # its own run directory (the run lock): the real /run/pty-acceptance is the host's
+    pytester.makeini("[pytest]\njunit_family = xunit1\naddopts = -p no:cacheprovider\n"
+                     f"pty_acceptance_run_dir = {safe_dir}/run\n")
     pytester.makeconftest((REPO / "conftest.py").read_text())  # the project's own start-up
     ids = ", ".join(ALL_IDS)
     (pytester.path / "ROOT-ACCEPTANCE.md").write_text(
@@ -121,8 +123,9 @@ def test_non_passing_run_shapes_leave_no_marker(project, target, shape):
 
 
 @pytest.mark.parametrize("flag", ["--lf", "--sw"])
-def test_last_failed_and_stepwise_shapes(project, target, flag):
-    project.makeini("[pytest]\njunit_family = xunit1\n")  # with the cache plugin
+def test_last_failed_and_stepwise_shapes(project, target, flag, safe_dir):
+    project.makeini("[pytest]\njunit_family = xunit1\n"  # with the cache plugin
+                    f"pty_acceptance_run_dir = {safe_dir}/run\n")
     res = run(project, target, flag)
     assert_refused(res, target, "SUITE-3")
 

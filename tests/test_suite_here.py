@@ -9,13 +9,14 @@ import xml.etree.ElementTree as ET
 from conftest import REPO
 
 
-def test_suite_fails_closed_on_a_host_without_the_supervisor(tmp_path):
+def test_suite_fails_closed_on_a_host_without_the_supervisor(tmp_path, safe_dir):
     marker = tmp_path / "etc/opencode/pty-supervisor-verified"
     marker.parent.mkdir(parents=True)
     marker.write_text("revision=stale\n")
     reports = tmp_path / "reports"
     done = subprocess.run([sys.executable, "-m", "pytest", "acceptance/", "--marker", str(marker),
-                           "--report-dir", str(reports)], cwd=REPO, capture_output=True,
+                           "--report-dir", str(reports),
+                           "-o", f"pty_acceptance_run_dir={safe_dir}/run"], cwd=REPO, capture_output=True,
                           text=True, timeout=600, stdin=subprocess.DEVNULL)
     lines = done.stdout.strip().splitlines()
     assert done.returncode != 0

@@ -23,6 +23,7 @@ import time
 
 from . import peer as peer_mod
 from . import protocol as p
+from . import rundir
 from .bus import BusError
 
 CGROUP_ROOTS = ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/systemd")
@@ -250,7 +251,9 @@ def standin_listener(path: str, uid: int = 0, gid: int = 0, mode: int = 0o666,
     """A listening UNIX socket at `path` unless something is already there.
 
     Yields (path, created: bool). Directories and the socket it made are
-    removed afterwards, deepest first; what existed before is never touched."""
+    removed afterwards, deepest first; what existed before is never touched.
+    Each thing made is recorded in the run directory's ledger the moment it
+    exists, so that after a SIGKILL the next run removes it first (rundir.py)."""
     made_dirs = []
     d = os.path.dirname(path)
     missing = []
@@ -258,10 +261,12 @@ def standin_listener(path: str, uid: int = 0, gid: int = 0, mode: int = 0o666,
         missing.append(d)
         d = os.path.dirname(d)
     sock = None
+    ledger = rundir.Ledger().open()
     try:
         for m in reversed(missing):
             os.mkdir(m, dir_mode)
             made_dirs.append(m)
+            ledger.made_dir(m)
             os.chown(m, dir_uid, dir_gid)
             os.chmod(m, dir_mode)
         if os.path.lexists(path):
@@ -270,6 +275,7 @@ def standin_listener(path: str, uid: int = 0, gid: int = 0, mode: int = 0o666,
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         sock.bind(path)
         os.chown(path, uid, gid)
+        ledger.made_socket(path)
         os.chmod(path, mode)
         sock.listen(16)
         yield path, True
@@ -280,6 +286,7 @@ def standin_listener(path: str, uid: int = 0, gid: int = 0, mode: int = 0o666,
                 os.unlink(path)
         for m in reversed(made_dirs):
             shutil.rmtree(m, ignore_errors=True)
+        ledger.close()
 
 
 def can_connect(path: str) -> str:
