@@ -266,7 +266,7 @@ def standin_listener(path: str, uid: int = 0, gid: int = 0, mode: int = 0o666,
         for m in reversed(missing):
             os.mkdir(m, dir_mode)
             made_dirs.append(m)
-            ledger.made_dir(m)
+            ledger.made_dir(m, dir_uid)
             os.chown(m, dir_uid, dir_gid)
             os.chmod(m, dir_mode)
         if os.path.lexists(path):
@@ -274,8 +274,8 @@ def standin_listener(path: str, uid: int = 0, gid: int = 0, mode: int = 0o666,
             return
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         sock.bind(path)
+        ledger.made_socket(path, uid)
         os.chown(path, uid, gid)
-        ledger.made_socket(path)
         os.chmod(path, mode)
         sock.listen(16)
         yield path, True

@@ -10,8 +10,9 @@ holds:
   locked and fails at once, naming the first: its pid as the kernel's lock
   table (/proc/locks) gives it, that process's start time and command line.
 - ``standin-<hex>.json``: one per stand-in listener (livesession.py) while it
-  exists: the socket and the directories made for it, each with its device,
-  inode and owner as lstat() saw them right after it was made.
+  exists: the socket and the directories made for it, each with its device
+  and inode as lstat() saw them right after it was made, and its owners
+  (root, who made it, and the user it is then given to).
 - ``pty-acceptance-<tag>-runtime.env``: the root-only copy of the runtime's
   environment files (handoff.py).
 
@@ -47,6 +48,7 @@ LOCK_NAME = "lock"
 RECORD = re.compile(r"^standin-[0-9a-f]{16}\.json$")
 ENV_COPY = re.compile(r"^pty-acceptance-[0-9a-f]{8}-runtime\.env$")
 RECORD_LIMIT = 65536
+TMP_PREFIX = "pty-acceptance-"  # every temporary directory the suite makes (mkdtemp prefixes)
 
 _current = DEFAULT_DIR  # the run directory of this process (startup.py sets it)
 
@@ -179,13 +181,14 @@ def holder(st: os.stat_result) -> str:
 
 # ------------------------------------------------------------------ the ledger
 def _same(st: os.stat_result, rec: dict, test) -> bool:
-    return test(st.st_mode) and (st.st_dev, st.st_ino, st.st_uid) == \
-        (rec["dev"], rec["ino"], rec["uid"])
+    return test(st.st_mode) and (st.st_dev, st.st_ino) == (rec["dev"], rec["ino"]) \
+        and st.st_uid in rec["uids"]
 
 
-def observed(path: str) -> dict:
+def observed(path: str, owner: int) -> dict:
+    """Right after it was made (by root, to be given to `owner`): either owner is ours."""
     st = os.lstat(path)
-    return {"path": path, "dev": st.st_dev, "ino": st.st_ino, "uid": st.st_uid}
+    return {"path": path, "dev": st.st_dev, "ino": st.st_ino, "uids": sorted({st.st_uid, owner})}
 
 
 class Ledger:
@@ -206,12 +209,12 @@ class Ledger:
         self._save()
         return self
 
-    def made_dir(self, path: str) -> None:
-        self.entry["dirs"].append(observed(path))
+    def made_dir(self, path: str, owner: int) -> None:
+        self.entry["dirs"].append(observed(path, owner))
         self._save()
 
-    def made_socket(self, path: str) -> None:
-        self.entry["socket"] = observed(path)
+    def made_socket(self, path: str, owner: int) -> None:
+        self.entry["socket"] = observed(path, owner)
         self._save()
 
     def close(self) -> None:
@@ -289,4 +292,31 @@ def clean_first(path: str | None = None) -> list[str]:
                 done.append(f"{name} ({hostfs.kind_of(st.st_mode)}): not the suite's, left alone")
     finally:
         os.close(dfd)
+    return [terminal.escape(d) for d in done]
+
+
+def clean_tmp(tmpdir: str) -> list[str]:
+    """The temporary directories a SIGKILLed run left in `tmpdir`: named
+    pty-acceptance-*, and root-owned, so made by root (with the lock held, by
+    no other run). Removed by the directory's descriptor, links not followed.
+    What the service user owns there is never the suite's to remove."""
+    try:
+        dfd = hostfs.open_dir(tmpdir)
+    except OSError as e:
+        return [terminal.escape(f"{tmpdir}: not looked at ({e})")]
+    done, foreign = [], 0
+    try:
+        for name in sorted(os.listdir(dfd)):
+            if not name.startswith(TMP_PREFIX):
+                continue
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode) and st.st_uid == 0:
+                shutil.rmtree(name, dir_fd=dfd)
+                done.append(f"temporary directory {os.path.join(tmpdir, name)}: removed")
+            else:
+                foreign += 1
+    finally:
+        os.close(dfd)
+    if foreign:
+        done.append(f"{foreign} other {TMP_PREFIX}* entries in {tmpdir}: not root's directories, left alone")
     return [terminal.escape(d) for d in done]

@@ -29,6 +29,7 @@ none of them.
 from __future__ import annotations
 
 import signal
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -114,6 +115,8 @@ def take_lock(config: pytest.Config) -> str | None:
     cleaned = []
     try:
         cleaned += rundir.clean_first(path)
+        if path == rundir.DEFAULT_DIR:  # the host's lock: the host's temporary directory too
+            cleaned += rundir.clean_tmp(tempfile.gettempdir())
     except (rundir.RunDirError, OSError) as e:
         return f"SUITE-5: what an earlier run left in {path} cannot be removed: {e}"
     cleaned += units_left()

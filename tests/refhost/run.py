@@ -16,6 +16,7 @@ from .tree import ensure_tree
 GUEST_BASE = "/opt/pty-acceptance"
 GUEST_SRC = f"{GUEST_BASE}/src"
 GUEST_OUT = f"{GUEST_BASE}/out"
+GUEST_EVIDENCE = f"{GUEST_OUT}/evidence"
 GUEST_PYTHON = f"{GUEST_BASE}/venv/bin/python"
 DEPLOY = "tests/reference/deploy.sh"
 MARKER = "/etc/opencode/pty-supervisor-verified"
@@ -41,6 +42,8 @@ def _collect(m: Machine, out: pathlib.Path) -> None:
 
     if m.guest_exists(f"{GUEST_OUT}/reports"):
         attempt("reports", lambda: m.copy_out(f"{GUEST_OUT}/reports", out / "reports"))
+    if m.guest_exists(GUEST_EVIDENCE):  # what --after-suite scripts left for the caller
+        attempt("evidence", lambda: m.copy_out(GUEST_EVIDENCE, out / "evidence"))
     if m.guest_exists(MARKER):
         attempt("marker", lambda: m.copy_out(MARKER, out / "pty-supervisor-verified"))
     else:
@@ -62,7 +65,7 @@ def _point_latest(reports_root: pathlib.Path, run_dir: pathlib.Path) -> None:
 
 
 def run_reference(repo_root: pathlib.Path, *, before_suite: list[os.PathLike | str] = (),
-                  keep: bool = False, pytest_args: list[str] = (), out_dir: pathlib.Path | None = None,
+                  after_suite: list[os.PathLike | str] = (), keep: bool = False, pytest_args: list[str] = (), out_dir: pathlib.Path | None = None,
                   suite_paths: list[str] = ("acceptance/",), quiet: bool = False) -> int:
     """Boot a reference host, deploy, run the acceptance suite inside it. Returns the suite's status.
 
@@ -72,9 +75,10 @@ def run_reference(repo_root: pathlib.Path, *, before_suite: list[os.PathLike | s
         log(f"{repo_root / DEPLOY} does not exist: nothing deploys the reference host")
         return EXIT_SETUP_FAILED
     before = [pathlib.Path(s) for s in before_suite]
-    for s in before:
+    after = [pathlib.Path(s) for s in after_suite]
+    for s in before + after:
         if not s.is_file():
-            log(f"--before-suite script {s} does not exist")
+            log(f"script {s} does not exist")
             return EXIT_SETUP_FAILED
     tree = ensure_tree()
     npmdist.ensure_all()  # Node, the released opencode: bound read-only into the guest
@@ -93,8 +97,15 @@ def run_reference(repo_root: pathlib.Path, *, before_suite: list[os.PathLike | s
         scratch.mkdir(parents=True)
         for i, s in enumerate(before):
             shutil.copyfile(s, scratch / f"before-{i}.sh")
+        for i, s in enumerate(after):
+            shutil.copyfile(s, scratch / f"after-{i}.sh")
         m.boot()
         status = _deploy_and_test(m, before, pytest_args, list(suite_paths), quiet)
+        for i, s in enumerate(after if status != EXIT_SETUP_FAILED else []):
+            log(f"after-suite script {s}")
+            r = m.run(["/bin/sh", f"{GUEST_OUT}/after-{i}.sh"], cwd=GUEST_SRC, stream=not quiet)
+            if r.returncode != 0:
+                log(f"after-suite script {s} failed with exit status {r.returncode}")
         (out / "suite-output.txt").write_bytes(getattr(m, "suite_output", b""))
         _collect(m, out)
     finally:
