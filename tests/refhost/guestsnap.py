@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import stat
 import sys
 
@@ -39,6 +40,17 @@ UNITS_NOT_COMPARED = ("ptyacc-run-",)  # the harness's own units (this script ru
 # runs in it (a session in opencode-pty.slice) and keeps it; that is the
 # service manager's state, not a change the suite made.
 HASH_LIMIT = 64 << 20
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+# New after a run, and expected: the run lock (SUITE-5, acceptance/pty_acceptance/
+# rundir.py), root-only, empty, in /run so gone at reboot: no lasting write.
+EXPECTED_NEW = {
+    "/run/pty-acceptance": lambda m: m == [stat.S_IFDIR, 0o700, 0, 0],
+    "/run/pty-acceptance/lock": lambda m: m[:5] == [stat.S_IFREG, 0o600, 0, 0, 0] and m[6] == EMPTY_SHA256,
+}
+# A service's PrivateTmp= directory carries a random suffix that changes when
+# the service restarts (the suite restarts the supervisor and restores it):
+# compared without the suffix.
+PRIVATE_TMP = re.compile(r"^(/(?:var/)?tmp/systemd-private-[0-9a-f]{32}-[^/]+)-[A-Za-z0-9]{6}(?=/|$)")
 
 
 def _excluded(path: str, excluded) -> bool:
@@ -77,23 +89,24 @@ def tree(roots=ROOTS, excluded=NOT_COMPARED, walked=MOUNTS_WALKED, content: bool
             return
         mode = st.st_mode
         base = [stat.S_IFMT(mode), stat.S_IMODE(mode), st.st_uid, st.st_gid]
+        key = PRIVATE_TMP.sub(r"\1-*", path)
         if stat.S_ISDIR(mode):
             if st.st_dev != parent_dev and path not in walked:
                 return  # another mount, not ours to compare
-            out[path] = base
+            out[key] = base
             try:
                 names = sorted(os.listdir(path))
             except OSError as e:
-                out[path] = base + [f"unlistable: {e.strerror}"]
+                out[key] = base + [f"unlistable: {e.strerror}"]
                 return
             for n in names:
                 visit(os.path.join(path, n), st.st_dev)
         elif stat.S_ISREG(mode):
-            out[path] = base + [st.st_size, st.st_mtime_ns, _hash(path) if content else ""]
+            out[key] = base + [st.st_size, st.st_mtime_ns, _hash(path) if content else ""]
         elif stat.S_ISLNK(mode):
-            out[path] = base + [os.readlink(path)]
+            out[key] = base + [os.readlink(path)]
         else:
-            out[path] = base
+            out[key] = base
 
     for root in roots:
         try:
@@ -128,6 +141,8 @@ def diff(before: dict, after: dict) -> list[str]:
             if k not in b:
                 out.append(f"{what}: {k} gone (was {a[k]})")
             elif k not in a:
+                if what == "tree" and k in EXPECTED_NEW and EXPECTED_NEW[k](b[k]):
+                    continue
                 out.append(f"{what}: {k} new ({b[k]})")
             elif a[k] != b[k]:
                 out.append(f"{what}: {k} changed: {a[k]} -> {b[k]}")
