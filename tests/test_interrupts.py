@@ -22,7 +22,7 @@ from conftest import REPO
 from test_gate import PASSING, assert_refused, expectation, last_line, project, run  # noqa: F401
 from pty_acceptance import marker
 
-DEADLINE_S = 30
+DEADLINE_S = 60  # generous: the machine may be shared; a pass takes about 2 s
 
 
 def run_dir(safe_dir: Path) -> str:
@@ -57,7 +57,7 @@ def test_a_second_run_fails_at_once_naming_the_first(project, target, safe_dir):
     assert res.ret == pytest.ExitCode.USAGE_ERROR, text
     assert f"SUITE-5: another acceptance run holds {run_dir(safe_dir)}/lock: pid {os.getpid()}, started" \
         in text, text
-    assert took < DEADLINE_S
+    assert took < DEADLINE_S, f"the second run took {took:.1f} s to fail"
     assert Path(target.marker).read_text() == "the first run's business\n"  # touched nothing
 
 
