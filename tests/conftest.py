@@ -138,3 +138,41 @@ def make_target(base: Path) -> FakeTarget:
 @pytest.fixture
 def target(safe_dir) -> FakeTarget:
     return make_target(safe_dir)
+
+
+class FakeBus:
+    """systemd as the gate sees it at marker time: the supervisor's MainPID."""
+
+    main_pid = 0
+
+    @classmethod
+    def connect(cls):
+        return cls()
+
+    def properties(self, name, iface=None):
+        return {"MainPID": FakeBus.main_pid}
+
+    def close(self):
+        pass
+
+
+@pytest.fixture
+def supervisor(target, monkeypatch):
+    """A process running the target's supervisor binary, reported as the
+    supervisor unit's MainPID; start(path) runs another program as MainPID."""
+    from pty_acceptance import running
+
+    procs = []
+
+    def start(path):
+        proc = subprocess.Popen([path, "300"])
+        procs.append(proc)
+        FakeBus.main_pid = proc.pid
+        return proc
+
+    monkeypatch.setattr(running, "Systemd", FakeBus)
+    start(target.binaries[0])
+    yield start
+    for proc in procs:
+        proc.kill()
+        proc.wait()

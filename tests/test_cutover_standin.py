@@ -22,6 +22,17 @@ RUNTIME = os.path.realpath(sys.executable)  # what /proc/<this pid>/exe is
 TOKEN = base64.b64encode(f"opencode:{PW}".encode()).decode()
 
 
+RUN_DIR = {"path": None}
+
+
+@pytest.fixture(autouse=True)
+def _own_run_dir(safe_dir):
+    """A run lock of its own (under a root-owned /run directory), not the host's."""
+    RUN_DIR["path"] = f"{safe_dir}/run"
+    yield
+    RUN_DIR["path"] = None
+
+
 def _run(tmp_path, prod_port, cand_port, env_file, extra=(), runtime=RUNTIME):
     d = yaml.safe_load((REPO / "inventories/reference.yml").read_text())
     (vars_,) = d["all"]["hosts"].values()
@@ -34,7 +45,8 @@ def _run(tmp_path, prod_port, cand_port, env_file, extra=(), runtime=RUNTIME):
     reports = tmp_path / "reports"
     done = subprocess.run([sys.executable, "-m", "pytest", "acceptance/test_cutover.py",
                            "--inventory", str(inv), "--no-marker", "--report-dir", str(reports),
-                           "-p", "no:cacheprovider", "-rA", *extra],
+                           "-p", "no:cacheprovider", "-rA",
+                           "-o", f"pty_acceptance_run_dir={RUN_DIR['path']}", *extra],
                           cwd=REPO, capture_output=True, text=True, timeout=120,
                           stdin=subprocess.DEVNULL)
     (xml,) = reports.glob("acceptance-standin-*.xml")

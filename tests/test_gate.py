@@ -13,7 +13,7 @@ import pytest
 from pty_acceptance import marker
 from pty_acceptance.requirements import CATALOGUE, ENFORCED_BY_GATE
 
-from conftest import REPO
+from conftest import REPO, FakeBus
 
 ALL_IDS = [r.id for r in CATALOGUE if r.id not in ENFORCED_BY_GATE]
 
@@ -30,47 +30,11 @@ def test_other():
 """
 
 
-class FakeBus:
-    """systemd as the gate sees it at marker time: the supervisor's MainPID."""
-
-    main_pid = 0
-
-    @classmethod
-    def connect(cls):
-        return cls()
-
-    def properties(self, name, iface=None):
-        return {"MainPID": FakeBus.main_pid}
-
-    def close(self):
-        pass
-
-
 @pytest.fixture
-def supervisor(target, monkeypatch):
-    """A process running the target's supervisor binary, reported as the
-    supervisor unit's MainPID; start(path) runs another program as MainPID."""
-    from pty_acceptance import running
-
-    procs = []
-
-    def start(path):
-        proc = subprocess.Popen([path, "300"])
-        procs.append(proc)
-        FakeBus.main_pid = proc.pid
-        return proc
-
-    monkeypatch.setattr(running, "Systemd", FakeBus)
-    start(target.binaries[0])
-    yield start
-    for proc in procs:
-        proc.kill()
-        proc.wait()
-
-
-@pytest.fixture
-def project(pytester, target, supervisor):
-    pytester.makeini("[pytest]\njunit_family = xunit1\naddopts = -p no:cacheprovider\n")
+def project(pytester, target, supervisor, safe_dir):
+    # its own run directory (the run lock): the real /run/pty-acceptance is the host's
+    pytester.makeini("[pytest]\njunit_family = xunit1\naddopts = -p no:cacheprovider\n"
+                     f"pty_acceptance_run_dir = {safe_dir}/run\n")
     pytester.makeconftest((REPO / "conftest.py").read_text())  # the project's own start-up
     ids = ", ".join(ALL_IDS)
     (pytester.path / "ROOT-ACCEPTANCE.md").write_text(
@@ -161,8 +125,9 @@ def test_non_passing_run_shapes_leave_no_marker(project, target, shape):
 
 
 @pytest.mark.parametrize("flag", ["--lf", "--sw"])
-def test_last_failed_and_stepwise_shapes(project, target, flag):
-    project.makeini("[pytest]\njunit_family = xunit1\n")  # with the cache plugin
+def test_last_failed_and_stepwise_shapes(project, target, flag, safe_dir):
+    project.makeini("[pytest]\njunit_family = xunit1\n"  # with the cache plugin
+                    f"pty_acceptance_run_dir = {safe_dir}/run\n")
     res = run(project, target, flag)
     assert_refused(res, target, "SUITE-3")
 

@@ -128,11 +128,12 @@ def test_missing_file(tmp_path):
     assert str(e.value) == f"{tmp_path / 'nope.yml'}: (file): no such file"
 
 
-def test_pytest_stops_with_usage_error_before_any_test(tmp_path):
+def test_pytest_stops_with_usage_error_before_any_test(tmp_path, safe_dir):
     f = tmp_path / "inv.yml"
     f.write_text(yaml.safe_dump(_set(_good(), "revision", "xyz")))
     done = subprocess.run([sys.executable, "-m", "pytest", "acceptance/", "--inventory", str(f),
-                           "--report-dir", str(tmp_path / "r")],
+                           "--report-dir", str(tmp_path / "r"),
+                           "-o", f"pty_acceptance_run_dir={safe_dir}/run"],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 4, done.stdout + done.stderr
     errors = [l for l in done.stderr.splitlines() if "inventory" in l]

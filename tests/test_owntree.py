@@ -102,7 +102,9 @@ def _project(base: Path) -> Path:
     test of everything and the real acceptance/test_suite_itself.py."""
     p = base / "project"
     (p / "acceptance").mkdir(parents=True)
-    (p / "pytest.ini").write_text("[pytest]\njunit_family = xunit1\naddopts = -p no:cacheprovider\n")
+    # its own run directory (the run lock): the real /run/pty-acceptance is the host's
+    (p / "pytest.ini").write_text("[pytest]\njunit_family = xunit1\naddopts = -p no:cacheprovider\n"
+                                  f"pty_acceptance_run_dir = {base}/run\n")
     shutil.copyfile(REPO / "conftest.py", p / "conftest.py")
     shutil.copyfile(REPO / "acceptance/test_suite_itself.py", p / "acceptance/test_suite_itself.py")
     ids = [i for i in ALL_IDS if i != "SUITE-4"]

@@ -14,6 +14,8 @@ from pty_acceptance import checklist
 
 from conftest import REPO
 from tests.refhost import findings
+from tests.refhost.interrupts import run_matrix
+from tests.refhost.run import new_run_id
 from tests.refhost.junit import Report
 
 pytestmark = [pytest.mark.refhost]
@@ -49,8 +51,33 @@ def planned_ids() -> set[str]:
     return {i for s in checklist.load(REPO / "ROOT-ACCEPTANCE.md") if s.state == "planned" for i in s.ids}
 
 
-def test_good_reference_host_passes_every_module_that_exists():
-    status, run_dir, log = reference()
+SNAP = ("/opt/pty-acceptance/venv/bin/python -B /opt/pty-acceptance/src/tests/refhost/guestsnap.py")
+OUT = "/opt/pty-acceptance/out"
+
+
+def snapshot_scripts(tmp_path) -> list[str]:
+    """SUITE-1: the guest's file tree (metadata and content hashes, outside the
+    report directory and the marker) and its unit list, before and after the
+    suite (tests/refhost/guestsnap.py); the difference is collected."""
+    before, after = tmp_path / "suite-1-before.sh", tmp_path / "suite-1-after.sh"
+    before.write_text(f"set -e\n{SNAP} write {OUT}/suite-1-before.json\n")
+    after.write_text(f"set -e\nmkdir -p {OUT}/evidence\n{SNAP} write {OUT}/suite-1-after.json\n"
+                     f"{SNAP} diff {OUT}/suite-1-before.json {OUT}/suite-1-after.json "
+                     f"> {OUT}/evidence/suite-1-diff.txt && echo 0 > {OUT}/evidence/suite-1-status "
+                     f"|| echo $? > {OUT}/evidence/suite-1-status\n")
+    return ["--before-suite", str(before), "--after-suite", str(after)]
+
+
+def assert_read_only(run_dir: Path) -> None:
+    """SUITE-1: nothing of the guest changed but the reports and the marker."""
+    status = run_dir / "evidence/suite-1-status"
+    assert status.is_file(), f"no SUITE-1 snapshot difference was collected into {run_dir}/evidence"
+    diff = (run_dir / "evidence/suite-1-diff.txt").read_text()
+    assert status.read_text().strip() == "0", f"SUITE-1: the run changed the host:\n{diff[:6000]}"
+
+
+def test_good_reference_host_passes_every_module_that_exists(tmp_path):
+    status, run_dir, log = reference(*snapshot_scripts(tmp_path))
     report = Report.find(run_dir)
     assert report is not None and len(report.cases) >= 30, log[-3000:]
     failed = [(c.name, c.outcome) for c in report.failed() if not findings.known(c.name)]
@@ -74,6 +101,7 @@ def test_good_reference_host_passes_every_module_that_exists():
         assert verify.returncode == 0, verify.stdout
     for b in ("supervisor", "launcher", "client"):
         assert (run_dir / f"usr/local/libexec/opencode-pty-{b}").is_file()
+    assert_read_only(run_dir)
 
 
 def test_group_writable_client_fails_own_1_and_leaves_no_marker(tmp_path):
@@ -87,3 +115,16 @@ def test_group_writable_client_fails_own_1_and_leaves_no_marker(tmp_path):
     assert failed == {"test_binary_is_a_root_owned_regular_file[client]"}, failed
     assert {i for c in new for i in c.requirements} == {"OWN-1"} and "OWN-1" in report.blocker_ids()
     assert not (run_dir / "pty-supervisor-verified").exists()
+
+
+def test_interrupted_runs_leave_nothing_and_never_overlap():
+    """SUITE-5 (tests/refhost/interrupts.py): SIGINT and SIGTERM at four points
+    of a run leave no unit, process, socket or file; a second run fails at once
+    naming the first; after SIGKILL the next run removes the leftovers first."""
+    out = REPO / "reports/reference" / f"interrupts-{new_run_id()}"
+    report, text, name = run_matrix(REPO, out)
+    assert_nothing_left(name)
+    assert report is not None, text[-4000:]
+    summary = "\n".join(f"{r['point']}: exit {r.get('exit')} in {r.get('seconds')} s, {r.get('last')}"
+                        for r in report["results"])
+    assert not report["problems"], "\n".join(report["problems"]) + "\n" + summary + f"\n(see {out})"

@@ -20,26 +20,28 @@ def filled_target(tmp_path):
     return path
 
 
-def test_shipped_target_inventory_stops_the_run_naming_runtime_1(tmp_path):
+def test_shipped_target_inventory_stops_the_run_naming_runtime_1(tmp_path, safe_dir):
     marker = tmp_path / "etc/opencode/pty-supervisor-verified"
     marker.parent.mkdir(parents=True)
     marker.write_text("revision=stale\n")
     done = subprocess.run([sys.executable, "-m", "pytest", "acceptance/", "--marker", str(marker),
-                           "--report-dir", str(tmp_path / "reports")], cwd=REPO, capture_output=True,
+                           "--report-dir", str(tmp_path / "reports"),
+                           "-o", f"pty_acceptance_run_dir={safe_dir}/run"], cwd=REPO, capture_output=True,
                           text=True, timeout=600, stdin=subprocess.DEVNULL)
     assert done.returncode == 4, done.stdout + done.stderr
     assert "runtime.sha256: malformed value 'FILL-IN" in done.stderr and "RUNTIME-1" in done.stderr
     assert not marker.exists() and "passed" not in done.stdout
 
 
-def test_suite_fails_closed_on_a_host_without_the_supervisor(tmp_path):
+def test_suite_fails_closed_on_a_host_without_the_supervisor(tmp_path, safe_dir):
     marker = tmp_path / "etc/opencode/pty-supervisor-verified"
     marker.parent.mkdir(parents=True)
     marker.write_text("revision=stale\n")
     reports = tmp_path / "reports"
     done = subprocess.run([sys.executable, "-m", "pytest", "acceptance/", "--marker", str(marker),
                            "--inventory", str(filled_target(tmp_path)),
-                           "--report-dir", str(reports)], cwd=REPO, capture_output=True,
+                           "--report-dir", str(reports),
+                           "-o", f"pty_acceptance_run_dir={safe_dir}/run"], cwd=REPO, capture_output=True,
                           text=True, timeout=600, stdin=subprocess.DEVNULL)
     lines = done.stdout.strip().splitlines()
     assert done.returncode != 0

@@ -42,9 +42,23 @@ class Systemd:
     def close(self) -> None:
         self.conn.close()
 
+    def send(self, msg):
+        """One call and its reply. A call cut short by an interrupt (SIGINT, or
+        SIGTERM: startup.py) may leave a reply half read: the connection is then
+        out of step, so the next call (the teardown's) gets a fresh one."""
+        try:
+            return self.conn.send_and_get_reply(msg, timeout=CALL_TIMEOUT_S)
+        except KeyboardInterrupt:
+            old, self.conn = self.conn, open_dbus_connection(bus="SYSTEM", enable_fds=True)
+            try:
+                old.close()
+            except OSError:
+                pass
+            raise
+
     def call(self, method: str, signature: str | None = None, body: tuple = ()):
         msg = new_method_call(SYSTEMD, method, signature, body)
-        return _unwrap(method, self.conn.send_and_get_reply(msg, timeout=CALL_TIMEOUT_S))
+        return _unwrap(method, self.send(msg))
 
     def start_transient(self, name: str, props: list, mode: str = "fail") -> str:
         return self.call("StartTransientUnit", "ssa(sv)a(sa(sv))", (name, mode, props, []))[0]
@@ -77,7 +91,7 @@ class Systemd:
         addr = DBusAddress(path, bus_name=SYSTEMD.bus_name, interface=iface)
         msg = Properties(addr).get_all()
         try:
-            (props,) = _unwrap("GetAll", self.conn.send_and_get_reply(msg, timeout=CALL_TIMEOUT_S))
+            (props,) = _unwrap("GetAll", self.send(msg))
         except BusError as e:
             if e.name.endswith("UnknownObject"):
                 return None

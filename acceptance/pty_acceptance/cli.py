@@ -3,7 +3,7 @@
     pty-acceptance verify-marker [--marker PATH] [--root DIR] [--inventory FILE]
                                  [--revision HEX40] [--source-sha256 HEX64]
     pty-acceptance source-manifest --pilot-root DIR --code-root DIR [--list]
-    pty-acceptance reference [--before-suite SCRIPT]... [--keep] [-- PYTEST-ARGS]
+    pty-acceptance reference [--before-suite SCRIPT]... [--after-suite SCRIPT]... [--keep] [-- PYTEST-ARGS]
     pty-acceptance mutants [--only ID]... [--jobs N]
 """
 
@@ -82,7 +82,7 @@ def cmd_reference(a: argparse.Namespace) -> int:
 
     extra = a.pytest_args[1:] if a.pytest_args[:1] == ["--"] else a.pytest_args
     return run_reference(PROJECT, before_suite=[Path(s) for s in a.before_suite],
-                         keep=a.keep, pytest_args=extra)
+                         after_suite=[Path(s) for s in a.after_suite], keep=a.keep, pytest_args=extra)
 
 
 def cmd_mutants(a: argparse.Namespace) -> int:
@@ -114,6 +114,9 @@ def parser() -> argparse.ArgumentParser:
     m.set_defaults(func=cmd_source_manifest)
     r = sub.add_parser("reference", help="run the suite on a freshly booted reference host")
     r.add_argument("--before-suite", action="append", default=[], metavar="SCRIPT")
+    r.add_argument("--after-suite", action="append", default=[], metavar="SCRIPT",
+                   help="run inside after the suite; what it puts in /opt/pty-acceptance/out/evidence "
+                        "is collected")
     r.add_argument("--keep", action="store_true")
     r.add_argument("pytest_args", nargs=argparse.REMAINDER)
     r.set_defaults(func=cmd_reference)

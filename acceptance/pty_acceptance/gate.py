@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from . import hostfs, manifest, marker, reports, running, terminal
+from . import hostfs, manifest, marker, reports, running, startup, terminal
 from .checklist import Section
 from .inventory import Inventory
 from .requirements import CATALOGUE, ENFORCED_BY_GATE, sort_key
@@ -256,11 +256,17 @@ class Gate:
         if xml is not None:
             xml.add_global_property(name, value)
 
+    def cleaned(self) -> str:
+        """What the start-up removed of an earlier, killed run (startup.take_lock)."""
+        done = self.config.stash.get(startup.CLEANED, [])
+        return "at start, " + ("; ".join(done) if done else "nothing left by an earlier run")
+
     # -- start
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         st = self.state  # the marker was removed before the gate existed (startup.py)
         st.start_hashes, st.start_errors = hash_binaries(st.inventory)
         self._global("MARK-4", st.removal)
+        self._global("SUITE-5", self.cleaned())
         self._global("inventory", f"{st.inventory.file} host {st.inventory.host}")
         self._global("hostname", st.hostname)
         self._global("SCOPE-4", "host acceptance only: this report says whether this host "
@@ -406,7 +412,7 @@ class Gate:
         goes through terminal.escape (SUITE-4)."""
         st = self.state
         lines = [f"inventory: {st.inventory.file} (host {st.inventory.host}); marker: {st.marker}",
-                 f"MARK-4: {st.removal}"]
+                 f"MARK-4: {st.removal}", f"SUITE-5: {self.cleaned()}"]
         lines += [f"BLOCKER [{' '.join(b.ids)}] {b.reason}" for b in st.result or []]
         terminalreporter.section("root acceptance gate")
         for line in lines:

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from . import hostfs, lifecycle, observe, opencode_api, programs, runtime, serverenv
+from . import hostfs, lifecycle, observe, opencode_api, programs, runtime, rundir, serverenv
 from .bus import SERVICE_IFACE, BusError, Systemd
 from .isolation import connections_to, exe_identity, socket_file_id, supervisor_pids, unix_sockets
 from .peer import TAG_PREFIX, stop_unit, workspace
@@ -58,7 +58,6 @@ LISTEN_DEADLINE_S = 30.0
 ATTACH_DEADLINE_S = 10.0
 SESSION_DEADLINE_S = 15.0
 STRACE_EXIT_S = 5.0
-ENV_COPY_DIR = "/run"
 DELETE_STAGE = "DELETE /api/pty/<id>"
 SESSION_COMMAND, SESSION_COMM = "/bin/sleep", b"sleep"  # argv: 600.<token>1, a 600 s sleep
 TRACE_STRINGS = 2  # bytes of any string strace prints: enough to see an array was cut
@@ -146,8 +145,16 @@ def private_environment(files: list[tuple[str, bool]], tag: str) -> str | None:
             raise HandoffError(f"EnvironmentFile {env.describe()}: not read, the runtime cannot "
                                "be started with it")
         chunks.append(env.content.reveal().encode("utf-8", "surrogateescape"))
-    fd = os.open(os.path.join(ENV_COPY_DIR, f"pty-acceptance-{tag}-runtime.env"),
-                 os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        dfd = rundir.open_run_dir()  # root 0700; a SIGKILLed run's copy goes at the next start
+    except rundir.RunDirError as e:
+        raise HandoffError(f"no root-only place for the environment copy: {e}") from None
+    try:
+        fd = os.open(f"pty-acceptance-{tag}-runtime.env",
+                     os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                     dir_fd=dfd)
+    finally:
+        os.close(dfd)
     path = os.readlink(f"/proc/self/fd/{fd}")
     try:
         os.write(fd, b"\n".join(chunks) + b"\n")

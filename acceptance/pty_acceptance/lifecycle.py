@@ -45,6 +45,7 @@ POLL_S = 0.02
 STOP_GRACE_S = 2.0   # script(1) acts on SIGTERM after about 2 s (notes: Stopping)
 STOP_SLACK_S = 2.0   # scheduling: sessions are stopped side by side on a small host
 STOP_BOUND_MAX_S = 30.0  # "a few seconds": an unbounded or huge TimeoutStopSec is a finding
+ENDINGS_DEADLINE_S = 120.0  # run_endings: every case driven side by side ends within this
 
 
 class HostReadError(Exception):
@@ -703,11 +704,17 @@ def run_endings(sessions: Sessions, endings: list[Ending], evidence, prepare=Non
                 prepare(e)
             except (TimeoutError, HostReadError) as ex:
                 e.problems.append(str(ex))
-    threads = [threading.Thread(target=e.run, name=e.name) for e in endings]
+    # Daemon threads, joined against one deadline: an interrupt (SIGINT, SIGTERM)
+    # unwinds the main thread at once and the process never waits for them (SUITE-5).
+    threads = [threading.Thread(target=e.run, name=e.name, daemon=True) for e in endings]
     for t in threads:
         t.start()
+    end = time.monotonic() + ENDINGS_DEADLINE_S
     for t in threads:
-        t.join(120)
+        t.join(max(0.0, end - time.monotonic()))
+    for e, t in zip(endings, threads):
+        if t.is_alive():
+            e.problems.append(f"still being driven {ENDINGS_DEADLINE_S:g} s after the cases began")
     problems = []
     for e in endings:
         evidence(e.name, f"{e.fp.describe()}; " + "; ".join(e.facts))

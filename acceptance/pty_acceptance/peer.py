@@ -206,16 +206,18 @@ def peer_unit_file_loaded(bus: Systemd, name: str) -> str | None:
 
 
 def cleanup_leftovers(bus: Systemd) -> list[str]:
-    """Stop every disposable unit an earlier (crashed) run left behind."""
+    """Stop every disposable unit an earlier (crashed) run left behind, each
+    waited for until it is gone (so that its name can be used again at once).
+    Returns the names found."""
     names = bus.call("ListUnits")[0]
     removed = []
     for row in names:
         name, description = row[0], row[1]
         if description.startswith(TAG_PREFIX):
+            removed.append(name)
             try:
-                bus.stop(name)
-                removed.append(name)
-            except BusError:
+                stop_unit(bus, name)
+            except (BusError, TimeoutError):
                 pass
     return removed
 

@@ -93,9 +93,10 @@ CATALOGUE: tuple[Requirement, ...] = (
 BY_ID: dict[str, Requirement] = {r.id: r for r in CATALOGUE}
 
 # Duties of the run itself, enforced by the marker gate at the end of the
-# session rather than by one test case: they need no covering test.
-# SUITE-5 is here only until issue 11 gives it tests (SUITE-4 has its own:
-# acceptance/test_suite_itself.py, and the refusals of sessionunit.py).
+# session rather than by one test case: they need no covering acceptance test.
+# SUITE-1 and SUITE-5 are proven by the suite's own tests on the reference host
+# (ROOT-ACCEPTANCE.md names them). SUITE-4 has acceptance tests of its own:
+# acceptance/test_suite_itself.py, and the refusals of sessionunit.py.
 ENFORCED_BY_GATE = frozenset({"SUITE-1", "SUITE-3", "SUITE-5"})
 
 

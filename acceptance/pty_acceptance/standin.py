@@ -10,6 +10,9 @@ last component: EADDRINUSE), then opened O_PATH|O_NOFOLLOW and set up through
 that descriptor only if it is a socket the suite owns: a name the user swapped
 for a link, or for a socket of its own, is refused, and no file it points to
 is touched. Removal is by descriptor too, and only of the very inodes made here.
+Each thing made is recorded in the run directory's ledger the moment it
+exists (rundir.Ledger), so that after a SIGKILL the next run removes it first
+(SUITE-5), again only if it is still that very inode.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import shutil
 import socket
 import stat
 
-from . import hostfs
+from . import hostfs, rundir
 
 O_PATH = getattr(os, "O_PATH", 0o10000000)
 
@@ -92,6 +95,7 @@ def standin_listener(path: str, uid: int = 0, gid: int = 0, mode: int = 0o666,
     made: list[tuple[int, str, tuple[int, int]]] = []  # (parent fd, name, inode)
     sock = None
     bound: tuple[int, int] | None = None
+    ledger = rundir.Ledger().open()
     fd = os.open("/", hostfs.DIR_FLAGS)
     where = "/"
     try:
@@ -104,6 +108,7 @@ def standin_listener(path: str, uid: int = 0, gid: int = 0, mode: int = 0o666,
                     nfd = _made_dir(fd, part, where, (dir_uid, dir_gid), dir_mode)
                     st = os.fstat(nfd)
                     made.append((os.dup(fd), part, (st.st_dev, st.st_ino)))
+                    ledger.made_dir(where, (st.st_dev, st.st_ino), dir_uid)
             except hostfs.Refused as e:
                 raise StandinError(f"{e}; not followed") from None
             os.close(fd)
@@ -115,6 +120,7 @@ def standin_listener(path: str, uid: int = 0, gid: int = 0, mode: int = 0o666,
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         sock.bind(_proc_fd(fd, name))
         bound = _own_socket(fd, name, path, (uid, gid), mode)
+        ledger.made_socket(path, bound, uid)
         sock.listen(16)
         yield path, True
     finally:
@@ -128,3 +134,4 @@ def standin_listener(path: str, uid: int = 0, gid: int = 0, mode: int = 0o666,
             if _same(parent, name, ident):
                 shutil.rmtree(name, ignore_errors=True, dir_fd=parent)
             os.close(parent)
+        ledger.close()

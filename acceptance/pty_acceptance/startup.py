@@ -7,6 +7,12 @@ acceptance/:
 
 - knows the suite's options, and does not stop at an unknown `--marker`
   before anything is removed;
+- takes the run lock (rundir.py) first of all: a second run fails at once,
+  NOT READY, naming the first, and touches nothing (SUITE-5);
+- removes, holding the lock, what a SIGKILLed run left: its stand-in
+  sockets and runtime environment copies under /run, its disposable units;
+- turns SIGTERM into the same orderly teardown as SIGINT (KeyboardInterrupt:
+  fixtures torn down, the gate blocks the marker as "interrupted");
 - removes the marker in pytest_cmdline_main, before any pytest_configure,
   so before the inventory is loaded: at `--marker`, else where the
   inventory file names it, else at the default path;
@@ -22,14 +28,19 @@ none of them.
 
 from __future__ import annotations
 
+import signal
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from . import inventory, marker, terminal
+from . import inventory, marker, rundir, terminal
 
 GATE = "pty-acceptance-gate"  # the name plugin.py registers the gate under
 REMOVAL = pytest.StashKey[tuple[str, str]]()  # (marker path, what happened)
+LOCK = pytest.StashKey["rundir.Lock"]()
+CLEANED = pytest.StashKey[list]()  # what the start-up removed of an earlier run
+SIGTERM_BEFORE = pytest.StashKey[object]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -42,6 +53,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="never write the marker, even when every gate passes")
     g.addoption("--report-dir", metavar="DIR", default=None,
                 help="where JUnit and evidence go (default reports/)")
+    parser.addini("pty_acceptance_run_dir", default=rundir.DEFAULT_DIR,
+                  help="the run lock's root-only directory (the suite's own tests move it)")
 
 
 def acceptance_args(config: pytest.Config, acceptance: Path) -> list[Path]:
@@ -82,13 +95,75 @@ def not_ready(config: pytest.Config, reason: str) -> str:
     return terminal.escape(f"NOT READY: {reason} (MARK-4: {removal})")
 
 
+def _terminated(signum, frame):
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+def take_lock(config: pytest.Config) -> str | None:
+    """SUITE-5: the run lock, then what a SIGKILLed run left. Returns why the
+    run cannot go on (the marker is then still removed), or raises
+    UsageError when another run holds the lock (it is left alone)."""
+    path = config.getini("pty_acceptance_run_dir") or rundir.DEFAULT_DIR
+    rundir.use(path)
+    try:
+        config.stash[LOCK] = rundir.acquire(path)
+    except rundir.Busy as e:
+        raise pytest.UsageError(terminal.escape(
+            f"NOT READY: SUITE-5: {e}; two runs never overlap, this one did nothing")) from None
+    except (rundir.RunDirError, OSError) as e:
+        return f"SUITE-5: the run lock cannot be taken: {e}"
+    cleaned = []
+    try:
+        cleaned += rundir.clean_first(path)
+        if path == rundir.DEFAULT_DIR:  # the host's lock: the host's temporary directory too
+            cleaned += rundir.clean_tmp(tempfile.gettempdir())
+    except (rundir.RunDirError, OSError) as e:
+        return f"SUITE-5: what an earlier run left in {path} cannot be removed: {e}"
+    cleaned += units_left()
+    config.stash[CLEANED] = cleaned
+    return None
+
+
+def units_left() -> list[str]:
+    """Disposable units an earlier run left, stopped (SUITE-1, SUITE-5)."""
+    from . import peer
+    from .bus import BusError, Systemd
+
+    try:
+        bus = Systemd.connect()
+    except (OSError, BusError):
+        return []  # no system bus: no unit can be left (the bus fixture fails such a run)
+    try:
+        return [terminal.escape(f"disposable unit {n} of an earlier run: stopped")
+                for n in peer.cleanup_leftovers(bus)]
+    except BusError as e:
+        return [terminal.escape(f"disposable units of an earlier run not listed: {e}")]
+    finally:
+        bus.close()
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
     """Before pytest_configure, so before the plugin loads the inventory."""
     if is_acceptance_run(config):
+        problem = take_lock(config)
+        config.stash[SIGTERM_BEFORE] = signal.signal(signal.SIGTERM, _terminated)
         path = (config.getoption("--marker") or inventory.marker_named(inventory_file(config))
                 or marker.DEFAULT_PATH)
         config.stash[REMOVAL] = (path, remove_marker(path))
+        if problem:
+            raise pytest.UsageError(not_ready(config, problem))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """After the gate's verdict and marker: the lock goes last."""
+    if SIGTERM_BEFORE in config.stash:
+        signal.signal(signal.SIGTERM, config.stash[SIGTERM_BEFORE])
+        del config.stash[SIGTERM_BEFORE]
+    lock = config.stash.get(LOCK, None)
+    if lock is not None:
+        lock.release()
 
 
 @pytest.hookimpl(trylast=True)

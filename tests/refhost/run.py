@@ -16,6 +16,7 @@ from .tree import ensure_tree
 GUEST_BASE = "/opt/pty-acceptance"
 GUEST_SRC = f"{GUEST_BASE}/src"
 GUEST_OUT = f"{GUEST_BASE}/out"
+GUEST_EVIDENCE = f"{GUEST_OUT}/evidence"
 GUEST_PYTHON = f"{GUEST_BASE}/venv/bin/python"
 AFTER_SUITE = "after-suite.txt"
 DEPLOY = "tests/reference/deploy.sh"
@@ -42,6 +43,8 @@ def _collect(m: Machine, out: pathlib.Path) -> None:
 
     if m.guest_exists(f"{GUEST_OUT}/reports"):
         attempt("reports", lambda: m.copy_out(f"{GUEST_OUT}/reports", out / "reports"))
+    if m.guest_exists(GUEST_EVIDENCE):  # what --after-suite scripts left for the caller
+        attempt("evidence", lambda: m.copy_out(GUEST_EVIDENCE, out / "evidence"))
     if m.guest_exists(MARKER):
         attempt("marker", lambda: m.copy_out(MARKER, out / "pty-supervisor-verified"))
     else:
@@ -76,9 +79,10 @@ def run_reference(repo_root: pathlib.Path, *, before_suite: list[os.PathLike | s
         log(f"{repo_root / DEPLOY} does not exist: nothing deploys the reference host")
         return EXIT_SETUP_FAILED
     before = [pathlib.Path(s) for s in before_suite]
-    for s in before:
+    after = [pathlib.Path(s) for s in after_suite]
+    for s in before + after:
         if not s.is_file():
-            log(f"--before-suite script {s} does not exist")
+            log(f"script {s} does not exist")
             return EXIT_SETUP_FAILED
     tree = ensure_tree()
     npmdist.ensure_all()  # Node, the released opencode: bound read-only into the guest
@@ -97,7 +101,6 @@ def run_reference(repo_root: pathlib.Path, *, before_suite: list[os.PathLike | s
         scratch.mkdir(parents=True)
         for i, s in enumerate(before):
             shutil.copyfile(s, scratch / f"before-{i}.sh")
-        after = [pathlib.Path(s) for s in after_suite]
         for i, s in enumerate(after):
             shutil.copyfile(s, scratch / f"after-{i}.sh")
         m.boot()
@@ -125,6 +128,8 @@ def _after_suite(m: Machine, after: list[pathlib.Path]) -> str:
     for i, s in enumerate(after):
         r = m.run(["/bin/sh", f"{GUEST_OUT}/after-{i}.sh"], cwd=GUEST_SRC)
         statuses.append(f"{i} {r.returncode}")
+        if r.returncode != 0:
+            log(f"after-suite script {s} failed with exit status {r.returncode}")
         outputs.append(r.stdout.decode(errors="replace"))
     return "\n".join(statuses + outputs) + "\n"
 

@@ -1,0 +1,254 @@
+"""SUITE-5 in real pytest sessions (pytester, a private run directory): one
+run at a time, a second one fails at once naming the first; SIGTERM tears
+down like SIGINT and never leaves a marker; what a SIGKILLed run left in /run
+is removed first by the next run, and only when it is provably the same
+object; worker threads never keep an interrupted run alive.
+The same on a reference host: tests/test_reference_host.py (interrupts.py)."""
+
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pty_acceptance import rundir
+
+from conftest import REPO
+from test_gate import PASSING, assert_refused, expectation, last_line, project, run  # noqa: F401
+from pty_acceptance import marker
+
+DEADLINE_S = 60  # generous: the machine may be shared; a pass takes about 2 s
+
+
+def run_dir(safe_dir: Path) -> str:
+    return f"{safe_dir}/run"  # what the project fixture's ini names
+
+
+def wait_line(p: subprocess.Popen, want: bytes, deadline_s: float = DEADLINE_S) -> bytes:
+    """Read p's stdout until a line containing `want`; fail at the deadline."""
+    seen = b""
+    end = time.monotonic() + deadline_s
+    while want not in seen:
+        left = end - time.monotonic()
+        if left <= 0 or p.poll() is not None:
+            pytest.fail(f"{want!r} not seen within {deadline_s} s (exit {p.poll()}): {seen[-2000:]!r}")
+        if select.select([p.stdout], [], [], left)[0]:
+            chunk = os.read(p.stdout.fileno(), 65536)
+            seen += chunk
+    return seen
+
+
+def test_a_second_run_fails_at_once_naming_the_first(project, target, safe_dir):
+    first = rundir.acquire(run_dir(safe_dir))  # this process stands for the first run
+    Path(target.marker).parent.mkdir(parents=True)
+    Path(target.marker).write_text("the first run's business\n")
+    try:
+        t0 = time.monotonic()
+        res = run(project, target, subprocess=True)
+        took = time.monotonic() - t0
+    finally:
+        first.release()
+    text = "\n".join(res.errlines + res.outlines)
+    assert res.ret == pytest.ExitCode.USAGE_ERROR, text
+    assert f"SUITE-5: another acceptance run holds {run_dir(safe_dir)}/lock: pid {os.getpid()}, started" \
+        in text, text
+    assert took < DEADLINE_S, f"the second run took {took:.1f} s to fail"
+    assert Path(target.marker).read_text() == "the first run's business\n"  # touched nothing
+
+
+def test_the_lock_is_released_when_a_run_ends(project, target, safe_dir):
+    for i in range(2):
+        res = run(project, target, "--report-dir", f"reports-{i}")  # two runs in one second
+        assert last_line(res).startswith("READY: marker written"), res.outlines[-20:]
+    rundir.acquire(run_dir(safe_dir)).release()
+
+
+def test_the_lock_file_must_be_the_suites(project, target, safe_dir):
+    d = Path(run_dir(safe_dir))
+    d.mkdir(mode=0o700)
+    (safe_dir / "elsewhere").write_text("x\n")
+    (d / "lock").symlink_to(safe_dir / "elsewhere")
+    res = run(project, target)
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert any("SUITE-5: the run lock cannot be taken" in l for l in res.errlines + res.outlines)
+    assert not os.path.lexists(target.marker)
+
+
+SIGTERM_MODULE = """
+import os, threading, pytest
+
+@pytest.fixture
+def held():
+    yield
+    open(os.environ["TORN_DOWN"], "w").write("yes\\n")
+
+@pytest.mark.requirement("OWN-2")
+def test_waits(held):
+    print("STARTED", flush=True)
+    threading.Event().wait(120)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signalled_run_tears_down_and_writes_no_marker(project, target, safe_dir, sig, tmp_path):
+    (project.path / "acceptance/test_wait.py").write_text(SIGTERM_MODULE)
+    torn = tmp_path / "torn-down"
+    p = subprocess.Popen([sys.executable, "-m", "pytest", "-s", "acceptance/", "--inventory",
+                          str(target.inventory)], cwd=project.path, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                         env=dict(os.environ, TORN_DOWN=str(torn), PYTHONUNBUFFERED="1"))
+    try:
+        seen = wait_line(p, b"STARTED")
+        p.send_signal(sig)
+        out, _ = p.communicate(timeout=DEADLINE_S)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    text = (seen + out).decode(errors="replace")
+    lines = [l for l in text.splitlines() if l.strip()]
+    assert p.returncode != 0, text[-2000:]
+    assert lines[-1].startswith("NOT READY: ") and "SUITE-3" in lines[-1], text[-2000:]
+    assert "the session was interrupted" in text
+    assert torn.read_text() == "yes\n", "the fixture was not torn down"
+    assert not os.path.lexists(target.marker)
+    rundir.acquire(run_dir(safe_dir)).release()  # the lock went with the run
+
+
+STANDIN = """
+import sys, threading
+sys.path.insert(0, {lib!r})
+from pty_acceptance import rundir, standin
+rundir.use({run!r})
+with standin.standin_listener({path!r}, dir_mode=0o755):
+    print("UP", flush=True)
+    threading.Event().wait(120)
+"""
+
+
+def killed_standin(safe_dir: Path, dirs_exist: bool = False) -> tuple[Path, Path]:
+    """A stand-in listener in a process then SIGKILLed: (the socket, its top directory)."""
+    sock = safe_dir / "made/deeper/stand-in.sock"
+    if dirs_exist:
+        sock.parent.mkdir(parents=True)
+    code = STANDIN.format(lib=str(REPO / "acceptance"), run=run_dir(safe_dir), path=str(sock))
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    try:
+        wait_line(p, b"UP")
+    finally:
+        p.kill()
+        p.wait()
+    assert sock.is_socket(), "the SIGKILLed stand-in left nothing: nothing to show"
+    return sock, safe_dir / "made"
+
+
+def test_the_next_run_removes_a_killed_runs_stand_in_first(project, target, safe_dir):
+    sock, top = killed_standin(safe_dir)
+    env = Path(run_dir(safe_dir)) / "pty-acceptance-0123abcd-runtime.env"
+    env.write_text("SECRET=x\n")
+    res = run(project, target)
+    text = "\n".join(res.outlines)
+    assert last_line(res).startswith("READY: marker written"), res.outlines[-20:]
+    assert not os.path.lexists(sock) and not os.path.lexists(top)
+    assert not env.exists()
+    assert f"stand-in socket {sock}: removed" in text, text[-3000:]
+    assert f"stand-in directory {top}: removed" in text
+    assert "runtime environment copy pty-acceptance-0123abcd-runtime.env: removed" in text
+    assert sorted(os.listdir(run_dir(safe_dir))) == ["lock"]
+
+
+def test_a_stand_in_replaced_since_is_left_alone_and_not_followed(project, target, safe_dir):
+    sock, top = killed_standin(safe_dir, dirs_exist=True)  # only the socket is the stand-in's
+    victim = safe_dir / "victim"
+    victim.write_text("keep me\n")
+    sock.unlink()
+    sock.symlink_to(victim)
+    res = run(project, target)
+    text = "\n".join(res.outlines)
+    assert sock.is_symlink() and victim.read_text() == "keep me\n"
+    assert f"stand-in socket {sock}: left alone, a symlink" in text, text[-3000:]
+    assert top.is_dir()  # not the stand-in's: never touched
+
+
+def test_a_live_stand_in_is_recorded_and_the_record_goes_with_it(safe_dir, monkeypatch):
+    monkeypatch.setattr(rundir, "_current", run_dir(safe_dir))
+    from pty_acceptance import standin
+
+    path = str(safe_dir / "x/s.sock")
+    with standin.standin_listener(path) as (_, created):
+        assert created
+        (rec,) = [n for n in os.listdir(run_dir(safe_dir)) if rundir.RECORD.match(n)]
+        with socket.socket(socket.AF_UNIX) as c:
+            c.connect(path)
+    assert not os.path.lexists(path) and not os.path.lexists(safe_dir / "x")
+    assert not [n for n in os.listdir(run_dir(safe_dir)) if rundir.RECORD.match(n)]
+
+
+STUCK_ENDINGS = """
+import sys, threading
+sys.path.insert(0, {lib!r})
+from pty_acceptance import lifecycle
+
+class Stuck(lifecycle.Ending):
+    def run(self):
+        print("DRIVING", flush=True)
+        threading.Event().wait(600)
+
+class Footprint:
+    timeout_stop_s, unit = 5.0, "stuck.service"
+    def describe(self):
+        return self.unit
+
+class Sessions:
+    def start(self, argv, runtime_s):
+        return None
+    def started(self, s, token):
+        return Footprint()
+
+lifecycle.run_endings(Sessions(), [Stuck("stuck", "true", None)], lambda *a: None)
+"""
+
+
+def test_an_interrupt_is_not_held_up_by_worker_threads():
+    p = subprocess.Popen([sys.executable, "-c", STUCK_ENDINGS.format(lib=str(REPO / "acceptance"))],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    try:
+        wait_line(p, b"DRIVING")
+        p.send_signal(signal.SIGINT)
+        p.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pytest.fail("still running 10 s after SIGINT: a worker thread holds the exit")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert b"KeyboardInterrupt" in p.stderr.read()
+
+
+def test_the_hosts_lock_holder_removes_root_temporary_directories_left(project, target, safe_dir,
+                                                                       monkeypatch):
+    """Only a run holding the host's lock (the default run directory) looks at the
+    host's temporary directory: here both are moved, in-process."""
+    import tempfile
+
+    tmp = safe_dir / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(rundir, "DEFAULT_DIR", run_dir(safe_dir))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    (tmp / "pty-acceptance-agent-left").mkdir()
+    (tmp / "pty-acceptance-agent-left/agent.py").write_text("x\n")
+    (tmp / "pty-acceptance-cwd-users").mkdir()
+    os.chown(tmp / "pty-acceptance-cwd-users", 1000, 1000)
+    (tmp / "unrelated").mkdir()
+    res = run(project, target)
+    text = "\n".join(res.outlines)
+    assert last_line(res).startswith("READY: marker written"), res.outlines[-20:]
+    assert not (tmp / "pty-acceptance-agent-left").exists()
+    assert (tmp / "pty-acceptance-cwd-users").is_dir() and (tmp / "unrelated").is_dir()
+    assert f"temporary directory {tmp}/pty-acceptance-agent-left: removed" in text, text[-2000:]
+    assert "1 other pty-acceptance-* entries" in text
