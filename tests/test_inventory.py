@@ -66,6 +66,10 @@ BAD = [
     ("string for bool", "isolation.session_network", "yes", "isolation.session_network: expected bool"),
     ("missing runtime", "runtime", KeyError, "runtime: missing required key"),
     ("missing server_env", "cutover.server_env", KeyError, "cutover.server_env: missing"),
+    ("missing bun", "plugin.bun", KeyError, "plugin.bun: missing required key"),
+    ("missing harness", "plugin.harness", KeyError, "plugin.harness: missing required key"),
+    ("relative harness", "plugin.harness", "pty-plugin-smoke.ts", "plugin.harness: malformed"),
+    ("string for harness args", "plugin.fresh_args", "--helper {helper}", "plugin.fresh_args: expected a list"),
 ]
 
 
