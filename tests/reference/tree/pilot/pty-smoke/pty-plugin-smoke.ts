@@ -101,7 +101,14 @@ function collect(s: Session): { bytes: () => Uint8Array } {
 }
 
 const sha256 = (p: string) => crypto.createHash("sha256").update(fs.readFileSync(p)).digest("hex")
-const openFds = () => fs.readdirSync("/proc/self/fd").length
+// The descriptors a session could leak: sockets (the supervisor connection)
+// and anything under the cwd (session directories); bun's own come and go.
+const sessionFds = () => fs.readdirSync("/proc/self/fd").flatMap((n) => {
+  try {
+    const t = fs.readlinkSync(`/proc/self/fd/${n}`)
+    return t.startsWith("socket:") || t === cwd || t.startsWith(cwd + "/") ? [`${n} -> ${t}`] : []
+  } catch { return [] }
+})
 
 // ------------------------------------------------------------------ the run
 const helper = arg("--helper") ?? HELPER
@@ -128,7 +135,7 @@ if (sameAs !== undefined)
     return `${a} = ${sameAs}`
   })
 
-const fdsBefore = openFds()
+const fdsBefore = sessionFds().length
 if (process.argv.includes("--isolated-supervisor")) {
   supDir = fs.mkdtempSync(path.join(cwd, "supervisor-"))
   fs.chmodSync(supDir, 0o700)
@@ -255,11 +262,12 @@ await check("cleanup", async () => {
     fs.rmSync(supDir, { recursive: true })
   }
   fs.rmSync(work, { recursive: true })
-  const after = openFds()
-  assert(after <= fdsBefore, `${after} descriptors open, ${fdsBefore} before the sessions`)
-  const left = fs.readdirSync(cwd).filter((n) => !/^smoke-result-\d{3}\.json$/.test(n) && n !== ".bun") // bun's cache when HOME is the cwd
-  assert(left.length === 0, `left in the working directory: ${left.join(", ")}`)
-  return `no session, no supervisor, ${after} descriptors (${fdsBefore} before), nothing left but results`
+  const left = sessionFds()
+  const after = left.length
+  assert(after <= fdsBefore, `${after} socket or working-directory descriptors open (${left.join(", ")}), ${fdsBefore} before the sessions`)
+  const stray = fs.readdirSync(cwd).filter((n) => !/^smoke-result-\d{3}\.json$/.test(n) && n !== ".bun") // bun's cache when HOME is the cwd
+  assert(stray.length === 0, `left in the working directory: ${stray.join(", ")}`)
+  return `no session, no supervisor, ${after} socket or working-directory descriptors (${fdsBefore} before), nothing left but results`
 })
 
 const ok = results.every((r) => r.ok)
