@@ -258,6 +258,7 @@ await check("cleanup", async () => {
       text += new TextDecoder().decode(r.value)
     }
     await within(sup.exited, 5000, "the disposable supervisor")
+    ;(sup.stdin as import("bun").FileSink).end() // its stdin (a socketpair under bun) is ours to close
     assert(text.trim().endsWith("live=0"), `the disposable supervisor ended with ${JSON.stringify(text.trim().slice(-40))}`)
     fs.rmSync(supDir, { recursive: true })
   }

@@ -198,7 +198,7 @@ export class Session {
     this.stopGraceMs = opts.stopGraceMs ?? STOP_GRACE_MS
     this.pump(this.proc.stdout as ReadableStream<Uint8Array>)
     this.pump(this.proc.stderr as ReadableStream<Uint8Array>)
-    this.exited = this.proc.exited.then(() => ({
+    this.exited = this.proc.exited.then(() => (this.end(), {
       exitCode: this.proc.exitCode, signal: this.proc.signalCode ?? null, ms: performance.now() - this.t0,
     }))
   }
