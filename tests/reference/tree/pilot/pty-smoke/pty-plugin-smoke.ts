@@ -30,6 +30,7 @@
 import fs from "node:fs"
 import path from "node:path"
 import crypto from "node:crypto"
+import { dlopen, FFIType, ptr } from "bun:ffi"
 import { LocalPtyPlugin } from "../config/opencode/plugins/pty"
 import {
   BOUNDS, DATA, DATA_MAX, EXIT, FrameDecoder, HELLO, HELLO_OK, PRELISTEN_MAX, TransportError,
@@ -98,6 +99,21 @@ function collect(s: Session): { bytes: () => Uint8Array } {
   const parts: Uint8Array[] = []
   s.onData((b) => parts.push(b))
   return { bytes: () => Buffer.concat(parts) }
+}
+
+const libc = dlopen("libc.so.6", {
+  socket: { args: [FFIType.i32, FFIType.i32, FFIType.i32], returns: FFIType.i32 },
+  bind: { args: [FFIType.i32, FFIType.ptr, FFIType.u32], returns: FFIType.i32 },
+  listen: { args: [FFIType.i32, FFIType.i32], returns: FFIType.i32 },
+})
+function muteListener(p: string): number {
+  const fd = libc.symbols.socket(1, 1 | 0x80000, 0)
+  const sa = new Uint8Array(110)
+  new DataView(sa.buffer).setUint16(0, 1, true)
+  sa.set(new TextEncoder().encode(p), 2)
+  if (fd < 0 || libc.symbols.bind(fd, ptr(sa), 110) !== 0 || libc.symbols.listen(fd, 1) !== 0)
+    throw new Error(`cannot listen on ${p}`)
+  return fd
 }
 
 const sha256 = (p: string) => crypto.createHash("sha256").update(fs.readFileSync(p)).digest("hex")
@@ -228,11 +244,11 @@ await check("timeouts", async () => {
   assert(e.exitCode === 143, `the runtime-limited session ended ${e.exitCode}/${e.signal}`)
   // a listener that never answers HELLO
   const mute = path.join(supDir || work, "mute.sock")
-  const srv = Bun.listen({ unix: mute, socket: { data() {} } })
+  const srv = muteListener(mute) // listens, never accepts: the connection waits in the backlog
   const t = performance.now()
   let err = ""
   try { closeFd(hello(mute, 1000).fd) } catch (x) { err = String(x) }
-  srv.stop(true)
+  closeFd(srv)
   fs.rmSync(mute, { force: true })
   const waited = performance.now() - t
   assert(err.includes("timeout") && waited < 3000, `HELLO to a mute listener: ${err || "answered"} after ${Math.round(waited)} ms`)
