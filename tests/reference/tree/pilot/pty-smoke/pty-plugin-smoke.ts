@@ -279,7 +279,10 @@ await check("cleanup", async () => {
     fs.rmSync(supDir, { recursive: true })
   }
   fs.rmSync(work, { recursive: true })
-  const left = sessionFds()
+  // bun closes a finished child's stdio asynchronously: poll, with a deadline
+  let left = sessionFds()
+  for (const until = performance.now() + 3000; left.length > fdsBefore && performance.now() < until; left = sessionFds())
+    await Bun.sleep(50)
   const after = left.length
   assert(after <= fdsBefore, `${after} socket or working-directory descriptors open (${left.join(", ")}), ${fdsBefore} before the sessions`)
   const stray = fs.readdirSync(cwd).filter((n) => !/^smoke-result-\d{3}\.json$/.test(n) && n !== ".bun") // bun's cache when HOME is the cwd
