@@ -8,7 +8,7 @@ path; leftovers of a crashed run are stopped when the next run starts.
 
 import pytest
 
-from pty_acceptance import admission
+from pty_acceptance import admission, builds
 from pty_acceptance import peer as peer_mod
 from pty_acceptance.bus import BusError, Systemd
 from pty_acceptance.plugin import requirement_ids
@@ -32,6 +32,17 @@ def bus():
     conn.close()
     assert not remaining, f"SUITE-1: disposable units were still running at the end: {remaining}"
     del left
+
+
+@pytest.fixture(scope="session")
+def reproduced(inv):
+    """BUILD-1's two builds, made once per run and shared (test_builds judges
+    them; PLUGIN-1 runs the harness against the fresh helper):
+    (Reproduction, None), or (None, why they could not be made)."""
+    try:
+        return builds.reproduce(inv), None
+    except (builds.BuildError, OSError) as e:
+        return None, str(e)
 
 
 @pytest.fixture(scope="session")

@@ -15,16 +15,16 @@ import hashlib
 
 import pytest
 
-from pty_acceptance import builds, gitrev, hostfs, manifest
+from pty_acceptance import gitrev, hostfs, manifest
 from pty_acceptance.inventory import ARTIFACTS
 
 
 @pytest.fixture(scope="module")
-def reproduction(inv):
-    try:
-        return builds.reproduce(inv)
-    except (builds.BuildError, OSError) as e:
-        pytest.fail(f"BUILD-1: the reproducible builds could not be made: {e}", pytrace=False)
+def reproduction(reproduced):
+    made, why = reproduced
+    if made is None:
+        pytest.fail(f"BUILD-1: the reproducible builds could not be made: {why}", pytrace=False)
+    return made
 
 
 @pytest.mark.requirement("BUILD-1")

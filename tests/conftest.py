@@ -129,6 +129,8 @@ def make_target(base: Path) -> FakeTarget:
                     "candidate_ui": ["/"], "plugins": ["followup", "local-pty"],
                     "server_env": str(pilot / "server.env"), "directory": str(pilot)},
         "isolation": {"session_workspace_writable": True, "session_network": True},
+        "plugin": {"bun": "/nonexistent/bun", "harness": "/nonexistent/pty-plugin-smoke.ts",
+                   "plugin_dir": "/nonexistent/plugins", "args": [], "fresh_args": ["--helper", "{helper}"]},
     }
     inv = base / "inventory.yml"
     inv.write_text(yaml.safe_dump({"all": {"hosts": {"fake": vars_}}}, sort_keys=False))

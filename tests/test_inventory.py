@@ -92,6 +92,10 @@ BAD = [
     ("supervisor ExecStart runs another program", "supervisor_exec.path",
      "/usr/local/libexec/opencode-pty-supervisor.copy",
      "supervisor_exec.path: '/usr/local/libexec/opencode-pty-supervisor.copy' is not binaries.supervisor.path"),
+    ("missing bun", "plugin.bun", KeyError, "plugin.bun: missing required key"),
+    ("missing harness", "plugin.harness", KeyError, "plugin.harness: missing required key"),
+    ("relative harness", "plugin.harness", "pty-plugin-smoke.ts", "plugin.harness: malformed"),
+    ("string for harness args", "plugin.fresh_args", "--helper {helper}", "plugin.fresh_args: expected a list"),
 ]
 
 

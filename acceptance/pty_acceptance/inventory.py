@@ -90,6 +90,16 @@ SCHEMA: dict[str, Any] = {
         "server_env": _s(str, ABS_PATH),
         "directory": _s(str, ABS_PATH),    # location[directory] of every /api/* request
     },
+    # PLUGIN-1: the review's smoke harness and the bun that runs it (TARGET-CONTRACT 9);
+    # {helper} and {workdir} in the arguments are filled in by the suite
+    "plugin": {
+        "bun": _s(str, ABS_PATH),
+        "harness": _s(str, ABS_PATH),
+        "plugin_dir": _s(str, ABS_PATH),   # the auto-discovered plugin directory
+        "args": ListOf(str, min_len=0),        # the ten runs
+        "fresh_args": ListOf(str, min_len=0),  # the run against the fresh helper
+        "deadline_s": _s(int),             # optional: each run's bound (default 120)
+    },
     # ISO-2: the pilot's declared session behaviour (recorded, compared)
     "isolation": {
         "session_workspace_writable": _s(bool),
@@ -108,6 +118,7 @@ REQUIRED = {
     "cutover", "cutover.production_health", "cutover.candidate_health",
     "cutover.candidate_ui", "cutover.plugins", "cutover.server_env", "cutover.directory",
     "isolation", "isolation.session_workspace_writable", "isolation.session_network",
+    "plugin", "plugin.bun", "plugin.harness", "plugin.plugin_dir", "plugin.args", "plugin.fresh_args",
 } | {f"binaries.{a}.{k}" for a in ARTIFACTS for k in _BINARY}
 
 

@@ -18,6 +18,8 @@ LIBEXEC = "/usr/local/libexec"
 SUPERVISOR_UNIT = "/etc/systemd/system/opencode-pty-supervisor.service"
 PILOT = "/home/byk/.local/share/opencode-v2-pilot"
 CODE = "/home/byk/Code/opencode-v2-pilot"
+PLUGIN_FAULTS = "/etc/opencode-reference/plugin-faults"  # the reference smoke harness's switches
+BUN = "/usr/local/bin/bun"
 
 
 @dataclass(frozen=True)
@@ -336,6 +338,22 @@ FAULTS += [
     Fault("accepts-uid-while-mainpid-stopped", ("ISO-3",),
           "while the peer's MainPID is stopped, any process of the service user passes for it",
           supervisor=("accept-uid-while-stopped",), modules=_m("process_control")),
+    # -- PLUGIN-1: the smoke harness under bun (words: the reference harness's header)
+    Fault("plugin-harness-fails-one-run", ("PLUGIN-1",), "the smoke harness fails its 4th run of ten",
+          f"printf 'fail-run:4\\n' > {PLUGIN_FAULTS}", modules=_m("plugin")),
+    Fault("plugin-harness-hangs", ("PLUGIN-1",), "the smoke harness hangs on its 2nd run, past its deadline",
+          f"printf 'hang-run:2\\n' > {PLUGIN_FAULTS}", modules=_m("plugin")),
+    Fault("plugin-harness-in-plugin-dir", ("PLUGIN-1",), "the smoke harness runs (and writes its "
+          "results) inside the auto-discovered plugin directory",
+          f"printf 'start-in-plugins\\n' > {PLUGIN_FAULTS}", modules=_m("plugin")),
+    Fault("plugin-fresh-helper-differs", ("PLUGIN-1",), "the installed helper is not what the source "
+          "builds to, and the harness's identity check against the fresh build notices",
+          f"printf 'x' >> {LIBEXEC}/opencode-pty-client", modules=_m("plugin")),
+    Fault("plugin-bun-missing", ("PLUGIN-1",), "bun is not at the inventory's path",
+          f"rm -f {BUN}", modules=_m("plugin")),
+    Fault("plugin-bun-setuid-root", ("PLUGIN-1",), "bun is set-user-ID root (and the harness's own "
+          "root refusal is off): run as the service user it would run as root",
+          f"printf 'allow-root\\n' > {PLUGIN_FAULTS} && chmod 4755 {BUN}", modules=_m("plugin")),
 ]
 
 BY_ID = {f.id: f for f in FAULTS}
@@ -381,4 +399,5 @@ CI_SUBSET = [
     "session-private-network", "launcher-keeps-fd3",
     "runtime-pty-in-process", "accepts-uid-while-mainpid-stopped", "plugin-list-bad-shape",
     "supervisor-runs-a-root-owned-copy",
+    "plugin-harness-fails-one-run", "plugin-bun-setuid-root",
 ]

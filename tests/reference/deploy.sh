@@ -140,6 +140,11 @@ RUNTIME=$CODE/packages/cli/dist-v2-pilot-final/cli-node-linux-x64/bin/opencode2-
 OPENCODE_SRC=$(python3 -I "$SRC/tests/refhost/npmdist.py" guest-path opencode-linux-x64) ||
 	die "cannot read the opencode pin from tests/refhost/npmdist.py"
 OPENCODE=/usr/local/bin/opencode
+# bun (npm @oven/bun-linux-x64, pinned and checked by npmdist.py) runs the
+# plugin smoke harness ($PILOT/pty-smoke/pty-plugin-smoke.ts) for PLUGIN-1.
+BUN_SRC=$(python3 -I "$SRC/tests/refhost/npmdist.py" guest-path @oven/bun-linux-x64) ||
+	die "cannot read the bun pin from tests/refhost/npmdist.py"
+BUN=/usr/local/bin/bun
 [ -f "$SEA" ] || die "candidate SEA $SEA missing (tests/refhost/nodedist.py builds it on the build host)"
 [ -f "$OPENCODE_SRC" ] || die "opencode $OPENCODE_SRC missing (tests/refhost/npmdist.py fetches it on the build host)"
 d=$CODE/packages
@@ -149,6 +154,8 @@ for sub in cli dist-v2-pilot-final cli-node-linux-x64 bin; do
 done
 install -o root -g root -m 0711 "$SEA" "$RUNTIME"
 install -o root -g root -m 0755 "$OPENCODE_SRC" "$OPENCODE"
+[ -f "$BUN_SRC" ] || die "bun $BUN_SRC missing (tests/refhost/npmdist.py fetches it on the build host)"
+install -o root -g root -m 0755 "$BUN_SRC" "$BUN"
 cat >"$UNITDIR/opencode.service" <<UNIT
 # Production opencode server: the released opencode (reference host).
 [Unit]
@@ -240,7 +247,7 @@ MANIFEST=$(sha256sum <"$DBG/source-manifest.txt" | cut -d' ' -f1)
 	for name in $BINS; do printf '%s\n' "$LIBEXEC/opencode-pty-$name"; done
 	printf '%s\n' "$UNITDIR/opencode-pty-supervisor.service" "$UNITDIR/opencode-pty.slice" \
 		/etc/opencode "$DBG/source-manifest.txt" "$DBG/installed-paths" "$DBG/deploy.env" \
-		"$RUNTIME" "$OPENCODE" /var/lib/opencode-production /var/cache/opencode-production \
+		"$RUNTIME" "$OPENCODE" "$BUN" /var/lib/opencode-production /var/cache/opencode-production \
 		"$UNITDIR/opencode.service" \
 		"$UNITDIR/opencode-v2-preview.service"
 } >"$DBG/installed-paths"

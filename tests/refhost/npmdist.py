@@ -66,6 +66,9 @@ PINS = [
     Pin("opencode-linux-x64", "1.18.34",
         "sha512-RTAMjCve4euxP2QKLuvRmdoW5J5DQK1DiZqt+7slfixyjAEi79QC2Df2oYKogibaAI4IEU8uzenoJeEl3k+UEw==",
         "package/bin/opencode", "opencode/1.18.34/opencode"),
+    Pin("@oven/bun-linux-x64", "1.4.5",
+        "sha512-IWX9BELoGHAUtMonkeSaNaZwXzRk+oDw6Mk+HBFXd3KHYIBNBsIGRupMZPcgNoDbJpLu6gAJjIoIVPZtt1aJ1g==",
+        "package/bin/bun", "bun/1.4.5/bun"),
 ]
 
 

@@ -1,0 +1,126 @@
+"""Plugin acceptance: the review's smoke harness under the host's bun.
+
+PLUGIN-1 `bun <plugin.harness> <plugin.args>` passes (exit 0) ten times in a
+         row, as the service user with a fixed environment, from a fresh 0700
+         directory outside the auto-discovered plugin directory
+         (plugin.plugin_dir); then once more with `<plugin.fresh_args>`, whose
+         `{helper}` is the client BUILD-1 just built (written root-owned, 0755,
+         into a fresh directory of its own) and `{workdir}` that run's fresh
+         directory. Every run has a deadline (plugin.deadline_s, default 120 s):
+         at the deadline its process group is killed and what was still running
+         is named. Evidence per run: exit status, duration, last output line
+         (escaped), the files it left in its directory (read by descriptor,
+         regular files only, size-bounded, escaped). A run fails PLUGIN-1 when
+         it exits non-zero, outlives its deadline, leaves a process behind or
+         changes the plugin directory's listing. No bun or no harness fails with
+         that reason; a root service user or a bun that would run with other
+         privileges (set-ID bits, file capabilities) is refused before any run.
+"""
+
+import os
+import shutil
+import tempfile
+
+import pytest
+
+from pty_acceptance import hostfs, smoke
+from pty_acceptance.peer import workspace
+from pty_acceptance.terminal import escape
+
+RUNS = 10
+FRESH_CLIENT = "opencode-pty-client"
+
+
+@pytest.fixture(scope="module")
+def account(inv):
+    try:
+        return smoke.preflight(inv)
+    except smoke.Refused as e:
+        pytest.fail(f"PLUGIN-1: {e}", pytrace=False)
+
+
+def _text(b: bytes) -> str:
+    return escape(b.decode("utf-8", errors="replace"), keep_newlines=True)
+
+
+def _record(evidence, r: smoke.Run) -> None:
+    status = "killed at the deadline" if r.exit_status is None else f"exit {r.exit_status}"
+    evidence(f"run {r.label}", f"{status}, {r.duration_s:.2f} s (deadline {r.deadline_s:.0f} s), "
+                               f"{r.output_bytes} bytes of output, last line "
+                               f"{escape(r.last_line.decode('utf-8', errors='replace'))!r}")
+    evidence(f"run {r.label} argv", escape(" ".join(r.argv)))
+    if r.still_running:
+        evidence(f"run {r.label} still running at the deadline", ", ".join(map(escape, r.still_running)))
+    if r.left_behind:
+        evidence(f"run {r.label} left running", ", ".join(map(escape, r.left_behind)))
+    for name, body in r.files.items():
+        evidence(f"run {r.label} file {escape(name)}",
+                 _text(body) if isinstance(body, bytes) else escape(body))
+
+
+def _why(r: smoke.Run) -> str:
+    last = escape(r.last_line.decode("utf-8", errors="replace"))
+    if r.exit_status is None:
+        return (f"run {r.label} did not finish within its {r.deadline_s:.0f} s deadline; still running "
+                f"then: {', '.join(map(escape, r.still_running)) or 'nothing listed'}; last line {last!r}")
+    if r.exit_status != 0:
+        return f"run {r.label} exited {r.exit_status} after {r.duration_s:.1f} s; last line {last!r}"
+    return f"run {r.label} left processes running after it exited: {', '.join(map(escape, r.left_behind))}"
+
+
+def _runs(inv, account, evidence, labels, args_for, helper):
+    """Run the harness once per label in one fresh workspace; the first failure fails the test."""
+    p = inv.plugin
+    deadline = p.get("deadline_s", smoke.DEFAULT_DEADLINE_S)
+    before = smoke.listing(p["plugin_dir"])
+    if isinstance(before, str):
+        pytest.fail(f"PLUGIN-1: the plugin directory: {before}", pytrace=False)
+    with workspace(inv.service_user, "pty-acceptance-plugin-") as (workdir, _):
+        if smoke.inside(workdir, p["plugin_dir"]):
+            pytest.fail(f"PLUGIN-1: the working directory {workdir} is inside the plugin directory",
+                        pytrace=False)
+        evidence("working directory", f"{workdir} (fresh, 0700, {inv.service_user})")
+        for label in labels:
+            r = smoke.run(label, p["bun"], p["harness"], smoke.fill(args_for, helper, workdir),
+                          account, workdir, deadline)
+            _record(evidence, r)
+            after = smoke.listing(p["plugin_dir"])
+            changed = sorted(after ^ before) if isinstance(after, set) else [after]
+            assert not changed, (f"PLUGIN-1: run {label} changed the plugin directory "
+                                 f"{p['plugin_dir']}: {', '.join(map(escape, changed))}")
+            assert r.passed, f"PLUGIN-1: {_why(r)}"
+
+
+@pytest.mark.requirement("PLUGIN-1")
+def test_harness_passes_ten_times_in_a_row(inv, account, evidence):
+    p = inv.plugin
+    evidence("bun", p["bun"])
+    evidence("harness", p["harness"])
+    _runs(inv, account, evidence, [f"{i}/{RUNS}" for i in range(1, RUNS + 1)], p["args"],
+          inv.binaries["client"]["path"])
+
+
+@pytest.fixture
+def fresh_helper(reproduced):
+    """BUILD-1's client, root-owned 0755 in a fresh root-owned 0755 directory."""
+    made, why = reproduced
+    if made is None:
+        pytest.fail(f"PLUGIN-1: no freshly built helper: BUILD-1 could not build: {why}", pytrace=False)
+    d = tempfile.mkdtemp(prefix="pty-acceptance-fresh-helper-")
+    try:
+        dfd = hostfs.open_dir(d)
+        try:
+            os.fchmod(dfd, 0o755)
+            hostfs.create_at(dfd, FRESH_CLIENT, made.sets[0].artifacts["client"], 0o755)
+        finally:
+            os.close(dfd)
+        yield os.path.join(d, FRESH_CLIENT), made.sets[0].sha256("client")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.mark.requirement("PLUGIN-1")
+def test_harness_passes_against_the_fresh_helper(inv, account, fresh_helper, evidence):
+    path, digest = fresh_helper
+    evidence("fresh helper", f"{digest}  {path} (BUILD-1's build a)")
+    _runs(inv, account, evidence, ["fresh"], inv.plugin["fresh_args"], path)
