@@ -8,7 +8,7 @@ import pytest
 
 from conftest import REPO
 from tests.mutants import catalogue
-from tests.mutants.run import run_mutants
+from tests.mutants.run import _leaks, run_mutants
 
 pytestmark = [pytest.mark.refhost]
 
@@ -26,6 +26,19 @@ def test_catalogue_is_well_formed():
             assert (catalogue.FAULT_DIR / f.script_file).is_file(), f.id
     assert sum(1 for f in catalogue.FAULTS if f.modules is None) >= 8
     assert set(catalogue.CI_SUBSET) <= set(ids)
+
+
+def test_a_planted_secret_or_its_hash_anywhere_in_the_output_is_a_leak(tmp_path):
+    import hashlib
+
+    secret = catalogue.TREE_SECRET
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "suite-output.txt").write_text("NOT READY\n")
+    assert _leaks(tmp_path, secret) == []
+    (tmp_path / "reports/a.xml").write_text(f"<x v='{hashlib.sha256(secret.encode()).hexdigest()}'/>")
+    (tmp_path / "journal.log").write_bytes(b"\x1b[31m" + secret.encode())
+    assert _leaks(tmp_path, secret) == ["journal.log", "reports/a.xml"]
+    assert all(f.secret for f in catalogue.FAULTS if f.id.endswith("-root-secret"))
 
 
 def test_ci_subset_is_killed_and_the_control_passes():

@@ -36,6 +36,10 @@ class Fault:
     # run inside after the suite; the fault counts as killed only if it exits 0
     # (what the suite must have left alone, e.g. a unit a lying reply named)
     after: str = ""
+    # a root-only file's content the fault points the suite at (VAULT): neither it
+    # nor its SHA-256 may appear anywhere in what the run wrote (SUITE-4: root's
+    # reads never end up in the terminal, the JUnit or the evidence)
+    secret: str = ""
     # "tests": caught when a test carrying a must_fail ID fails. "marker-removed":
     # a planted marker is caught when the gate reports removing it (MARK-4).
     kill: str = "tests"
@@ -49,6 +53,20 @@ class Fault:
 RESTART_SUPERVISOR = ("systemctl restart opencode-pty-supervisor.service && "
                       "i=0; while [ ! -S /run/opencode-pty/supervisor.sock ] && [ $i -lt 200 ]; do "
                       "i=$((i+1)); sleep 0.05; done; [ -S /run/opencode-pty/supervisor.sock ]")
+
+
+VAULT = "/root/pty-acc-vault/secret"
+
+
+def vault(secret: str) -> str:
+    """Shell: a root-only file holding `secret` (no newline) at VAULT."""
+    return (f"mkdir -p -m 0700 {VAULT.rsplit('/', 1)[0]} && "
+            f"printf '%s' '{secret}' > {VAULT} && chmod 0600 {VAULT}")
+
+
+# 40 hex digits: what a ref file holds, so a followed link would even read as a revision
+GIT_SECRET = "5ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7"
+TREE_SECRET = "pty-acceptance-vault-secret-9c1d0b"
 
 
 def _m(*names: str) -> tuple[str, ...]:
@@ -355,6 +373,26 @@ FAULTS += [
           "root refusal is off): run as the service user it would run as root",
           f"printf 'allow-root\\n' > {PLUGIN_FAULTS} && chmod 4755 {BUN}", modules=_m("plugin")),
 ]
+
+# -- SUITE-4: the service user points root's reads at what only root may read
+FAULTS += [
+    Fault("git-refs-link-to-root-secret", ("SCOPE-3", "SUITE-4"),
+          "the user makes .git/refs a link into a root-only directory and HEAD name a file there",
+          vault(GIT_SECRET) + f" && cd {CODE}/.git && mv refs refs.real && "
+          f"ln -s {VAULT.rsplit('/', 1)[0]} refs && printf 'ref: refs/secret\\n' > HEAD && "
+          "chown -h byk:byk refs HEAD",
+          modules=_m("builds"), expect=("SCOPE-3",), secret=GIT_SECRET),
+    Fault("pilot-link-to-root-secret", ("SCOPE-1", "SUITE-4"),
+          "a file of the source manifest made a link to a root-only file (its hash would go to the evidence)",
+          vault(TREE_SECRET) + f" && cd {PILOT}/config/opencode && mv tsconfig.json tsconfig.real && "
+          f"ln -s {VAULT} tsconfig.json && chown -h byk:byk tsconfig.json",
+          modules=_m("builds"), expect=("SCOPE-1",), secret=TREE_SECRET),
+    Fault("pilot-fifo", ("SCOPE-1", "SUITE-4"), "a file of the source manifest made a FIFO (opening it would hang the gate)",
+          f"cd {PILOT}/config/opencode && rm tsconfig.json && mkfifo -m 0644 tsconfig.json && "
+          "chown byk:byk tsconfig.json",
+          modules=_m("builds"), expect=("SCOPE-1",)),
+]
+
 
 BY_ID = {f.id: f for f in FAULTS}
 

@@ -15,6 +15,7 @@ fault is judged only by the tests it breaks beyond them.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pathlib
@@ -87,8 +88,20 @@ def run_one(repo: pathlib.Path, out: pathlib.Path, fault: catalogue.Fault | None
         if not text.startswith("0 0\n"):
             row["killed"] = False
             row["note"] = "the after-suite check failed: the suite touched what it must leave alone"
+    if fault.secret:
+        leaks = _leaks(out, fault.secret)
+        if leaks:
+            row["killed"] = False
+            row["note"] = "the root-only secret or its SHA-256 is in " + ", ".join(leaks)
     row["unexpected"] = sorted(set(failed) - must - set(fault.breaks))
     return row
+
+
+def _leaks(out: pathlib.Path, secret: str) -> list[str]:
+    """The files of a run's output holding `secret` or its SHA-256 (hex)."""
+    needles = [secret.encode(), hashlib.sha256(secret.encode()).hexdigest().encode()]
+    return sorted(str(f.relative_to(out)) for f in out.rglob("*")
+                  if f.is_file() and not f.is_symlink() and any(n in f.read_bytes() for n in needles))
 
 
 def table_md(rows: list[dict]) -> str:
