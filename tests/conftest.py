@@ -125,6 +125,8 @@ def make_target(base: Path) -> FakeTarget:
                     "candidate_ui": ["/"], "plugins": ["followup", "local-pty"],
                     "server_env": str(pilot / "server.env"), "directory": str(pilot)},
         "isolation": {"session_workspace_writable": True, "session_network": True},
+        "session_environment": {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/home/byk",
+                                "TERM": "xterm-256color", "LANG": "C.UTF-8"},
     }
     inv = base / "inventory.yml"
     inv.write_text(yaml.safe_dump({"all": {"hosts": {"fake": vars_}}}, sort_keys=False))

@@ -66,6 +66,11 @@ BAD = [
     ("string for bool", "isolation.session_network", "yes", "isolation.session_network: expected bool"),
     ("missing runtime", "runtime", KeyError, "runtime: missing required key"),
     ("missing server_env", "cutover.server_env", KeyError, "cutover.server_env: missing"),
+    ("missing session variable", "session_environment.TERM", KeyError,
+     "session_environment.TERM: missing"),
+    ("extra session variable", "session_environment.SHELL", "/bin/sh",
+     "session_environment.SHELL: unknown key"),
+    ("newline in a session value", "session_environment.LANG", "C\nX", "session_environment.LANG: malformed"),
 ]
 
 

@@ -219,6 +219,9 @@ FAULTS += [
           script_file="sup-unit-name-uppercase.sh", modules=_m("session_units")),
     Fault("launcher-leaks-an-env-var", ("UNIT-6",), "the launcher adds a variable to the fixed environment",
           script_file="launcher-extra-env.sh", modules=_m("session_units")),
+    Fault("launcher-path-value", ("UNIT-6",), "the launcher's PATH starts with a directory the "
+          "service user writes (right name, wrong value)", script_file="launcher-path-value.sh",
+          modules=_m("session_units")),
     Fault("session-stop-unbounded", ("CONC-3",), "session units keep systemd's default stop timeout",
           supervisor=("omit-prop:TimeoutStopUSec",), modules=_m("concurrency")),
     Fault("go-sum-missing", ("BUILD-2",), "the source tree has no go.sum to record",
