@@ -358,30 +358,8 @@ def test_environment_is_exactly_the_fixed_list(inv, session, evidence):
     evidence("the command's /proc/self/environ", env)
     evidence("Environment=", unit.get("Environment"))
     evidence("declared session_environment", want)
-    problems = environment_problems(env, want)
+    problems = live.environment_problems(env, want)
     assert not problems, f"UNIT-6: {session.unit}: " + "; ".join(problems)
-
-
-def environment_problems(env: list[str], want: dict[str, str]) -> list[str]:
-    """What differs between the command's NAME=value list and the declared
-    environment: a name missing, repeated or extra, or a value not as declared."""
-    seen: dict[str, list[str]] = {}
-    for entry in env:
-        name, _, value = entry.partition("=")
-        seen.setdefault(name, []).append(value)
-    problems = []
-    extra = sorted(set(seen) - set(want))
-    if extra:
-        problems.append(f"variables beyond the fixed list {sorted(want)}: {extra}")
-    for name in sorted(want):
-        values = seen.get(name, [])
-        if not values:
-            problems.append(f"{name} is not set")
-        elif len(values) > 1:
-            problems.append(f"{name} is set {len(values)} times: {values}")
-        elif values[0] != want[name]:
-            problems.append(f"{name}={values[0]!r}, the inventory declares {want[name]!r}")
-    return problems
 
 
 @pytest.mark.requirement("UNIT-6")

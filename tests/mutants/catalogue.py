@@ -141,6 +141,9 @@ FAULTS += [
           script_file="sup-accept-nul.sh", modules=_m("protocol")),
     Fault("keeps-received-fds", ("PROTO-3",), "the supervisor never closes descriptors of rejected STARTs",
           script_file="sup-leak-fds.sh", modules=_m("protocol")),
+    Fault("swaps-received-fds", ("PROTO-3",), "the supervisor keeps the descriptors of rejected "
+          "STARTs and closes as many of its own: the count stays, the descriptors differ",
+          script_file="sup-swap-fds.sh", modules=_m("protocol")),
     Fault("accepts-two-fds", ("PROTO-3",), "the supervisor accepts a START with two descriptors",
           script_file="sup-two-fds.sh", modules=FULL),
     Fault("no-header-bound", ("PROTO-3",), "frame lengths are not checked at the header",
