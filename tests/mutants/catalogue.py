@@ -282,6 +282,9 @@ FAULTS += [
     # -- ISO: same-UID isolation, and the declared session behaviour
     Fault("runtime-readable", ("ISO-1",), "the runtime binary is 0755, so the candidate is dumpable",
           script_file="runtime-readable.sh", modules=_m("isolation")),
+    Fault("client-shares-connection", ("ISO-1",), "the client leaves a child holding its supervisor "
+          "connection (seen only while a session is live)", script_file="client-shares-connection.sh",
+          modules=_m("isolation")),
     Fault("session-private-network", ("ISO-2",), "sessions get a private network, unlike the declaration",
           supervisor=("session-private-network",), modules=_m("isolation")),
     Fault("accepts-uid-while-mainpid-stopped", ("ISO-3",),
