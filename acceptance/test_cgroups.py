@@ -10,7 +10,9 @@ CGROUP-1 a session leaves descendants that escaped its process group and
          main process (KillUnit) - the unit is unloaded, its cgroup directory
          is removed and no descendant is alive (pid and create_time).
 
-Not reachable from outside: the ambiguous StartTransientUnit paths.
+Not provoked, so recorded as a `concern` property (never counted as passed):
+the ambiguous StartTransientUnit paths. A start the client cancels by going
+away is tested (CONC-2, test_concurrency.py).
 """
 
 from __future__ import annotations
@@ -29,6 +31,11 @@ DESCENDANTS = {  # tag digit -> how it escapes
     "3": "nohup sleep 300.{t}3 >/dev/null 2>&1 &",
     "4": "setsid sh -c 'sleep 300.{t}4 &' &",
 }
+NOT_PROVOKED = (
+    "not provoked: the ambiguous StartTransientUnit paths (a start job whose result is not `done`, a "
+    "reply lost or past its deadline). They need a systemd that fails or stalls a job, which the "
+    "suite cannot cause from outside without altering the host; whether the whole cgroup goes on "
+    "those paths is unverified (a start cancelled by the client's disconnect is tested, CONC-2)")
 SCRIPT = " ".join(DESCENDANTS.values()) + " exec sleep 300.{t}0"
 
 
@@ -87,7 +94,8 @@ PATHS = [("STOP frame", stop_frame, 60), ("client disconnect", disconnect, 60),
 
 
 @pytest.mark.requirement("CGROUP-1")
-def test_every_ending_removes_the_whole_cgroup_with_escaped_descendants(sessions, evidence):
+def test_every_ending_removes_the_whole_cgroup_with_escaped_descendants(sessions, evidence, concern):
+    concern("CGROUP-1", NOT_PROVOKED)
     endings = [Ending(name, SCRIPT, drive, runtime) for name, drive, runtime in PATHS]
     problems = run_endings(sessions, endings, evidence, prepare=wait_descendants)
     assert not problems, "CGROUP-1: " + " | ".join(problems)

@@ -9,7 +9,10 @@ FLOOD-2 right after a rejected flood a fresh peer (never authenticated)
         is answered HELLO_OK with its InvocationID, retrying only on
         ERROR RATE_LIMITED.
 FLOOD-3 every handshake (connect .. HELLO_OK, measured by the suite around
-        the agent's calls: an upper bound) of FLOOD-1/2 takes at most 5 s.
+        the agent's calls: an upper bound on every D-Bus call in it) of
+        FLOOD-1/2 takes at most 5 s. Not provoked, so recorded as a `concern`
+        property (never counted as passed): a system bus or systemd that is
+        slow to answer, where each call's own 5 s deadline would matter.
 FLOOD-4 a session writing without pause while nobody reads: its writer
         stalls and the supervisor's RSS stays bounded; a STOP sent while
         the output is saturated (still not reading) removes the session
@@ -36,6 +39,11 @@ ANSWER_WINDOW_S = 0.5        # what the supervisor has not answered by then, it 
 UNAUTH_HELD_MAX = 32         # our reading of "a small quota" (TARGET-CONTRACT section 2): twice the slots
 HANDSHAKE_BOUND_S = 5.0      # every D-Bus call of the handshake has a 5 s deadline
 SESSIONS = 16
+FLOOD3_NOT_PROVOKED = (
+    "not provoked: a D-Bus call of the handshake that systemd or the bus is slow to answer. Each "
+    "call is bounded here only through the whole handshake's time under a socket flood; whether "
+    "every call has its own 5 s deadline when the bus stalls cannot be tested from outside without "
+    "stalling the host's systemd")
 WRITER = "yes"               # /usr/bin/yes: writes without pause
 STALL_DEADLINE_S = 5.0       # the writer must be blocked by backpressure by then
 WRITTEN_MAX = 32 << 20       # what the writer may write while nobody reads
@@ -83,7 +91,8 @@ def slow(times: list) -> list:
 
 # ------------------------------------------------------------------ FLOOD-1
 @pytest.mark.requirement("FLOOD-1", "FLOOD-3")
-def test_a_flood_leaves_all_sixteen_slots_to_the_peer(inv, bus, peer, flooder, evidence):
+def test_a_flood_leaves_all_sixteen_slots_to_the_peer(inv, bus, peer, flooder, evidence, concern):
+    concern("FLOOD-3", FLOOD3_NOT_PROVOKED)
     ss, times, problems = Sessions(bus, peer, inv.socket, Owner.of(inv)), [], []
     try:
         ss.open_sessions.append(open_timed(peer, inv, times))  # the peer is known before the flood

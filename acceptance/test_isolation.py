@@ -8,9 +8,11 @@ ISO-1  The target is the one process listening on ports.candidate (the
        /proc/<pid>/fd, reading environ, fdinfo and one page of mem;
        process_vm_readv; pidfd_getfd of its descriptors 3..63. Read as root:
        no descriptor >= 3 of the target lacks O_CLOEXEC (a child it spawns,
-       compromised, would inherit it and could pass it on by SCM_RIGHTS), and
-       both ends of every connection to the supervisor socket are held by the
-       supervisor's processes and the fixed helper only (sock_diag). A probe
+       compromised, would inherit it and could pass it on by SCM_RIGHTS), and,
+       while a live session runs through the fixed helper (opened first: with
+       no connection nobody holds anything), both ends of every connection to
+       the supervisor socket are held by the supervisor's processes and the
+       fixed helper only (sock_diag). A probe
        that did not run with exactly the target's uid and gid proves nothing
        and fails. A probe holding any capability fails the same way. Yama,
        the owner of /proc/<pid>/fd (root: the target is not dumpable) and
@@ -42,6 +44,7 @@ import errno
 import os
 import secrets
 import socket
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -189,30 +192,84 @@ def test_descriptors_are_close_on_exec(target, evidence):
                      f"spawns holds them: {'; '.join(bad)}")
 
 
+@pytest.fixture(scope="module")
+def session_peer(inv, bus, run_tag):
+    """The module's disposable peer (one opencode-v2.service at a time), or why
+    there is none."""
+    with contextlib.ExitStack() as stack:
+        try:
+            peer = stack.enter_context(live.module_peer(bus, inv, run_tag))
+        except live.LiveError as e:
+            peer = str(e)
+        yield peer
+
+
+@dataclass
+class Holders:
+    supervisor: set
+    socks: int
+    pairs: list
+    holders: dict
+
+
+def _read_holders(inv, bus) -> Holders:
+    supervisor = isolation.supervisor_pids(bus, inv.units["supervisor"])
+    file_id = isolation.socket_file_id(inv.socket)
+    socks = isolation.unix_sockets()
+    holders = isolation.socket_holders()
+    return Holders(supervisor, len(socks), isolation.connections_to(socks, inv.socket, file_id), holders)
+
+
+def _live_connection_held(inv, bus, helper_pid, is_helper) -> Holders:
+    """Poll until the helper (exec'd) holds the client side of a connection whose
+    supervisor side a supervisor process holds (accepted): the moment a live
+    session's connection exists to be judged."""
+    end = time.monotonic() + SESSION_DEADLINE_S
+    delay = 0.01
+    while True:
+        seen = _read_holders(inv, bus)
+        if is_helper(helper_pid)[0] and any(
+                helper_pid in seen.holders.get(client, ()) and seen.holders.get(server, set()) & seen.supervisor
+                for server, client in seen.pairs if client):
+            return seen
+        if time.monotonic() > end:
+            raise TimeoutError(
+                f"the helper pid {helper_pid} ({is_helper(helper_pid)[1]}) held no accepted connection to "
+                f"{inv.socket} within {SESSION_DEADLINE_S} s; connections {seen.pairs}, supervisor "
+                f"processes {sorted(seen.supervisor)}")
+        time.sleep(delay)  # poll interval, not a wait for an outcome
+        delay = min(delay * 2, 0.1)
+
+
 @pytest.mark.requirement("ISO-1")
-def test_only_the_helper_holds_supervisor_connections(inv, bus, evidence):
+def test_only_the_helper_holds_supervisor_connections(inv, bus, session_peer, evidence):
+    """Read while a session runs through the fixed helper: with no live
+    connection nobody holds anything, and the check would prove nothing."""
     helper = inv.binaries["client"]["path"]
 
     def is_helper(pid):
         link, dev_ino = isolation.exe_identity(pid)
         return runtime.same_file(helper, dev_ino)[0], link
 
-    try:
-        supervisor = isolation.supervisor_pids(bus, inv.units["supervisor"])
-        file_id = isolation.socket_file_id(inv.socket)
-        socks = isolation.unix_sockets()
-        holders = isolation.socket_holders()
-    except (isolation.IsolationError, BusError, OSError) as e:
-        _fail(f"ISO-1: cannot read the connections to {inv.socket}: {e}")
-    pairs = isolation.connections_to(socks, inv.socket, file_id)
-    evidence("supervisor processes", sorted(supervisor) or "none")
-    evidence("UNIX sockets seen (sock_diag)", len(socks))
-    evidence(f"connections to {inv.socket}", len(pairs))
-    if not supervisor:
-        _fail(f"ISO-1: {inv.units['supervisor']} has no MainPID: the holders cannot be judged")
-    findings, rows = isolation.judge_holders(pairs, holders, supervisor=supervisor,
-                                             is_helper=is_helper, own={os.getpid()})
-    evidence("holders", rows or "nobody holds a connection")
+    if isinstance(session_peer, str):
+        _fail(f"ISO-1: no session can be driven, so no live connection's holders can be judged: "
+              f"{session_peer}")
+    with contextlib.ExitStack() as stack:
+        cwd, _ = stack.enter_context(workspace(inv.service_user, "pty-acceptance-ws-"))
+        h = HelperSession(session_peer, inv.socket, helper, ["/bin/cat"], cwd=cwd)
+        stack.callback(h.close)
+        try:
+            h.open()
+            seen = _live_connection_held(inv, bus, h.pid, is_helper)
+        except (isolation.IsolationError, BusError, OSError, SessionError, PeerError, TimeoutError) as e:
+            _fail(f"ISO-1: cannot read the connections of a live session to {inv.socket}: {e}")
+        evidence("live session", f"helper pid {h.pid} running /bin/cat")
+        evidence("supervisor processes", sorted(seen.supervisor))
+        evidence("UNIX sockets seen (sock_diag)", seen.socks)
+        evidence(f"connections to {inv.socket}", len(seen.pairs))
+        findings, rows = isolation.judge_holders(seen.pairs, seen.holders, supervisor=seen.supervisor,
+                                                 is_helper=is_helper, own={os.getpid()})
+        evidence("holders", rows)
     assert not findings, (f"ISO-1: obtaining the supervisor connection worked: {'; '.join(findings)}"
                           f" (the fixed helper is {helper})")
 
@@ -259,14 +316,13 @@ def _connect(port: int) -> str:
 
 
 @pytest.fixture(scope="module")
-def reach(inv, bus, run_tag):
+def reach(inv, bus, session_peer):
     """What a live session could do: {"workspace", "network", "outside", "cwd", ...}."""
     port = inv.ports["production"]
+    if isinstance(session_peer, str):
+        _fail(f"ISO-2: no session can be driven: {session_peer}")
+    peer = session_peer
     with contextlib.ExitStack() as stack:
-        try:
-            peer = stack.enter_context(live.module_peer(bus, inv, run_tag))
-        except live.LiveError as e:
-            _fail(f"ISO-2: no session can be driven: {e}")
         cwd, _ = stack.enter_context(workspace(inv.service_user, "pty-acceptance-ws-"))
         name = f"iso2-{secrets.token_hex(8)}"
         outside = _connect(port)

@@ -131,6 +131,8 @@ def make_target(base: Path) -> FakeTarget:
         "isolation": {"session_workspace_writable": True, "session_network": True},
         "plugin": {"bun": "/nonexistent/bun", "harness": "/nonexistent/pty-plugin-smoke.ts",
                    "plugin_dir": "/nonexistent/plugins", "args": [], "fresh_args": ["--helper", "{helper}"]},
+        "session_environment": {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/home/byk",
+                                "TERM": "xterm-256color", "LANG": "C.UTF-8"},
     }
     inv = base / "inventory.yml"
     inv.write_text(yaml.safe_dump({"all": {"hosts": {"fake": vars_}}}, sort_keys=False))

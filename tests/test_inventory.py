@@ -96,6 +96,11 @@ BAD = [
     ("missing harness", "plugin.harness", KeyError, "plugin.harness: missing required key"),
     ("relative harness", "plugin.harness", "pty-plugin-smoke.ts", "plugin.harness: malformed"),
     ("string for harness args", "plugin.fresh_args", "--helper {helper}", "plugin.fresh_args: expected a list"),
+    ("missing session variable", "session_environment.TERM", KeyError,
+     "session_environment.TERM: missing"),
+    ("extra session variable", "session_environment.SHELL", "/bin/sh",
+     "session_environment.SHELL: unknown key"),
+    ("newline in a session value", "session_environment.LANG", "C\nX", "session_environment.LANG: malformed"),
 ]
 
 

@@ -24,6 +24,8 @@ NODE_VERSION = re.compile(r"^v\d+\.\d+\.\d+$")
 URL_PATH = re.compile(r"^/[A-Za-z0-9._~/%-]*$")
 PLUGIN_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 ARTIFACTS = ("supervisor", "launcher", "client")
+ENV_VALUE = re.compile(r"^[^\0\n]*$")
+SESSION_ENV = ("PATH", "HOME", "TERM", "LANG")  # UNIT-6: the fixed list (TARGET-CONTRACT section 1)
 
 
 class InventoryError(Exception):
@@ -105,6 +107,8 @@ SCHEMA: dict[str, Any] = {
         "session_workspace_writable": _s(bool),
         "session_network": _s(bool),
     },
+    # UNIT-6: the value of each variable of the fixed environment a session's command gets
+    "session_environment": {name: _s(str, ENV_VALUE) for name in SESSION_ENV},
 }
 REQUIRED = {
     "service_user", "service_group", "pilot_root", "code_root", "revision",
@@ -119,7 +123,8 @@ REQUIRED = {
     "cutover.candidate_ui", "cutover.plugins", "cutover.server_env", "cutover.directory",
     "isolation", "isolation.session_workspace_writable", "isolation.session_network",
     "plugin", "plugin.bun", "plugin.harness", "plugin.plugin_dir", "plugin.args", "plugin.fresh_args",
-} | {f"binaries.{a}.{k}" for a in ARTIFACTS for k in _BINARY}
+    "session_environment",
+} | {f"session_environment.{name}" for name in SESSION_ENV} | {f"binaries.{a}.{k}" for a in ARTIFACTS for k in _BINARY}
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,30 @@ class LiveError(Exception):
     pass
 
 
+def environment_problems(env: list[str], want: dict[str, str]) -> list[str]:
+    """What differs between the command's NAME=value list and the declared
+    environment: a name missing, repeated or extra, or a value not as declared."""
+    if not isinstance(env, list) or not all(isinstance(e, str) for e in env):
+        return [f"the probe's environ is not a list of strings: {str(env)[:200]!r}"]
+    seen: dict[str, list[str]] = {}
+    for entry in env:
+        name, _, value = entry.partition("=")
+        seen.setdefault(name, []).append(value)
+    problems = []
+    extra = sorted(set(seen) - set(want))
+    if extra:
+        problems.append(f"variables beyond the fixed list {sorted(want)}: {extra}")
+    for name in sorted(want):
+        values = seen.get(name, [])
+        if not values:
+            problems.append(f"{name} is not set")
+        elif len(values) > 1:
+            problems.append(f"{name} is set {len(values)} times: {values}")
+        elif values[0] != want[name]:
+            problems.append(f"{name}={values[0]!r}, the inventory declares {want[name]!r}")
+    return problems
+
+
 # ------------------------------------------------------------------ /proc
 def _read(path: str, limit: int) -> bytes:
     with open(path, "rb") as f:

@@ -3,8 +3,8 @@
 UnitWatch   every session unit systemd created while the watch was open
             (UnitNew signals), so "rejected: no unit" is seen even for a unit
             that existed only for a moment.
-Descriptors what a process holds (/proc/<pid>/fd and fdinfo), and the
-            supervisor's total over every process of its unit.
+Descriptors what a process holds (/proc/<pid>/fd and fdinfo), and what
+            every process of the supervisor unit holds, by identity.
 tree()      a unit's processes, MainPID first.
 
 Nothing here changes the host.
@@ -22,7 +22,8 @@ import psutil
 from jeepney import MatchRule
 from jeepney.bus_messages import message_bus
 
-from .bus import SERVICE_IFACE, Systemd, _unwrap
+from .bus import SERVICE_IFACE, BusError, Systemd, _unwrap
+from .hostfs import read_nofollow
 from .systemd import STRICT_SESSION
 
 SESSION_GLOB = "opencode-pty-*.service"
@@ -80,6 +81,21 @@ class UnitWatch:
             self.handle.close()
         if self.sd is not None:
             self.sd.close()
+
+
+def watch_problems(created: set[str], accepted: set[str]) -> list[str]:
+    """What a UnitWatch saw around STARTs: every accepted unit must have been
+    announced (otherwise the watch was blind, and "no unit for a rejected
+    START" proves nothing), and nothing else may have been created."""
+    problems = []
+    unseen = accepted - created
+    if unseen:
+        problems.append(f"the unit watch never saw UnitNew for the accepted {sorted(unseen)}, so it "
+                        "cannot show that a rejected START created no unit")
+    extra = created - accepted
+    if extra:
+        problems.append(f"session units were created beyond the accepted ones: {sorted(extra)}")
+    return problems
 
 
 def strict(names) -> set[str]:
@@ -155,29 +171,84 @@ def unit_procs(bus: Systemd, unit: str) -> UnitProcs:
         return UnitProcs(unit, pid, [])
 
 
+class DescriptorError(Exception):
+    """The supervisor's descriptors cannot be read: nothing can be said about them."""
+
+
+def fd_identity(pid: int, fd: int) -> str:
+    """What descriptor `fd` of `pid` is: the kernel's description of it (readlink
+    of the fd link, never followed: socket:[ino], pipe:[ino], a path) plus the
+    mnt_id and ino fields of its fdinfo, so a file closed and another opened
+    under the same number and path read differently only when they differ."""
+    link = os.readlink(f"/proc/{pid}/fd/{fd}")
+    info = read_nofollow(f"/proc/{pid}/fdinfo/{fd}", 4096)
+    fields = {}
+    for line in info.splitlines():
+        key, sep, value = line.partition(b":")
+        if sep and key.strip() in (b"mnt_id", b"ino"):
+            fields[key.strip().decode()] = value.strip().decode("ascii", "replace")
+    return link + "".join(f" {k}={fields[k]}" for k in sorted(fields))
+
+
 def supervisor_descriptors(bus: Systemd, unit: str) -> dict[tuple[int, int], str]:
-    """{(pid, fd): target} over the supervisor's MainPID and its descendants
-    (the reference supervisor is a Go wrapper with one Python child)."""
+    """{(pid, fd): fd_identity} over every process of the supervisor unit (its
+    MainPID and every process of its cgroup: the reference supervisor is a Go
+    wrapper with one Python child). DescriptorError when the unit has no
+    process or a process that is still in the unit cannot be read: an empty
+    or partial table would compare equal to anything."""
+    from .isolation import supervisor_pids
+
+    try:
+        pids = supervisor_pids(bus, unit)
+    except (OSError, ValueError, BusError) as e:
+        raise DescriptorError(f"{unit}: its processes cannot be listed: {e}") from None
+    if not pids:
+        raise DescriptorError(f"{unit} has no MainPID and no process in its cgroup")
     out = {}
-    for p in unit_procs(bus, unit).procs:
+    for pid in sorted(pids):
         try:
-            out.update({(p.pid, fd): t for fd, t in fds(p.pid).items()})
-        except (FileNotFoundError, ProcessLookupError):
-            pass
-    return out
+            names = os.listdir(f"/proc/{pid}/fd")
+        except OSError as e:
+            if pid in _still_in(bus, unit):
+                raise DescriptorError(f"{unit}: cannot list /proc/{pid}/fd: {e.strerror}") from None
+            continue  # it left the unit (exited) between the listing and the read
+        for name in names:
+            try:
+                out[(pid, int(name))] = fd_identity(pid, int(name))
+            except FileNotFoundError:
+                pass  # closed while it was read
+            except OSError as e:
+                raise DescriptorError(f"{unit}: cannot read fd {name} of pid {pid}: "
+                                      f"{e.strerror}") from None
+    return dict(sorted(out.items()))
+
+
+def _still_in(bus: Systemd, unit: str) -> set[int]:
+    from .isolation import supervisor_pids
+
+    try:
+        return supervisor_pids(bus, unit)
+    except (OSError, ValueError, BusError) as e:
+        raise DescriptorError(f"{unit}: its processes cannot be listed: {e}") from None
+
+
+def new_descriptors(baseline: dict, now: dict) -> dict:
+    """The descriptors of `now` that `baseline` did not hold: a new (pid, fd), or
+    one whose identity changed. Counts say nothing: a process that keeps one
+    descriptor and closes another of its own has as many as before."""
+    return {k: v for k, v in now.items() if baseline.get(k) != v}
 
 
 def wait_descriptors_back(bus: Systemd, unit: str, baseline: dict, deadline_s: float) -> dict:
-    """Poll until the supervisor holds no more descriptors than `baseline`;
-    return the extra ones still held at the deadline ({} when back)."""
+    """Poll until the supervisor holds no descriptor that `baseline` did not;
+    return those still held at the deadline ({} when back). DescriptorError
+    when its processes cannot be read."""
     end = time.monotonic() + deadline_s
     delay = 0.01
     while True:
-        now = supervisor_descriptors(bus, unit)
-        if len(now) <= len(baseline):
-            return {}
-        if time.monotonic() > end:
-            return {k: v for k, v in now.items() if baseline.get(k) != v}
+        extra = new_descriptors(baseline, supervisor_descriptors(bus, unit))
+        if not extra or time.monotonic() > end:
+            return extra
         time.sleep(delay)  # poll interval, not a wait for an outcome
         delay = min(delay * 2, 0.1)
 

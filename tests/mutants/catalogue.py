@@ -207,6 +207,9 @@ FAULTS += [
           script_file="sup-accept-nul.sh", modules=_m("protocol")),
     Fault("keeps-received-fds", ("PROTO-3",), "the supervisor never closes descriptors of rejected STARTs",
           script_file="sup-leak-fds.sh", modules=_m("protocol")),
+    Fault("swaps-received-fds", ("PROTO-3",), "the supervisor keeps the descriptors of rejected "
+          "STARTs and closes as many of its own: the count stays, the descriptors differ",
+          script_file="sup-swap-fds.sh", modules=_m("protocol")),
     Fault("accepts-two-fds", ("PROTO-3",), "the supervisor accepts a START with two descriptors",
           script_file="sup-two-fds.sh", modules=FULL),
     Fault("no-header-bound", ("PROTO-3",), "frame lengths are not checked at the header",
@@ -294,6 +297,9 @@ FAULTS += [
           script_file="sup-unit-name-uppercase.sh", modules=_m("session_units")),
     Fault("launcher-leaks-an-env-var", ("UNIT-6",), "the launcher adds a variable to the fixed environment",
           script_file="launcher-extra-env.sh", modules=_m("session_units")),
+    Fault("launcher-path-value", ("UNIT-6",), "the launcher's PATH starts with a directory the "
+          "service user writes (right name, wrong value)", script_file="launcher-path-value.sh",
+          modules=_m("session_units")),
     Fault("session-stop-unbounded", ("CONC-3",), "session units keep systemd's default stop timeout",
           supervisor=("omit-prop:TimeoutStopUSec",), modules=_m("concurrency")),
     Fault("go-sum-missing", ("BUILD-2",), "the source tree has no go.sum to record",
@@ -351,6 +357,9 @@ FAULTS += [
     # -- ISO: same-UID isolation, and the declared session behaviour
     Fault("runtime-readable", ("ISO-1",), "the runtime binary is 0755, so the candidate is dumpable",
           script_file="runtime-readable.sh", modules=_m("isolation")),
+    Fault("client-shares-connection", ("ISO-1",), "the client leaves a child holding its supervisor "
+          "connection (seen only while a session is live)", script_file="client-shares-connection.sh",
+          modules=_m("isolation")),
     Fault("session-private-network", ("ISO-2",), "sessions get a private network, unlike the declaration",
           supervisor=("session-private-network",), modules=_m("isolation")),
     Fault("accepts-uid-while-mainpid-stopped", ("ISO-3",),
