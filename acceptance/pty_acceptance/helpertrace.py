@@ -373,8 +373,11 @@ def _freeze(run: TracedRun, strace_pid: int, trace_file: str) -> None:
         pid = run.helper_pid or _helper_child(strace_pid)
         run.helper_pid = pid
         if pid:
-            with open(trace_file, "rb") as f:
-                seen = b"--- stopped by SIGSTOP ---" in f.read()
+            try:
+                with open(trace_file, "rb") as f:
+                    seen = b"--- stopped by SIGSTOP ---" in f.read()
+            except FileNotFoundError:  # strace's child runs before strace has made its output
+                seen = False
             if seen and _all_stopped(pid):
                 run.frozen_exe = os.readlink(f"/proc/{pid}/exe")
                 run.frozen = observe.fds(pid)
