@@ -167,12 +167,13 @@ def test_pidfd_getfd_is_refused(probed, evidence):
 
 
 @pytest.mark.requirement("ISO-3")
-def test_signal_reach_is_recorded(probed, evidence):
+def test_signal_reach_is_recorded(probed, evidence, concern):
     """Availability, not identity: recorded, never failed (test_process_control.py
     proves that stopping or killing the MainPID lends no identity)."""
     pr, rows = _results_or_fail(probed, evidence, ["kill", "pidfd_send_signal"], ids="ISO-3")
-    evidence("signal reach (recorded, not judged)",
-             "; ".join(f"{r['vector']} {r['outcome']} against {pr.target.describe()}" for r in rows))
+    reach = "; ".join(f"{r['vector']} {r['outcome']} against {pr.target.describe()}" for r in rows)
+    evidence("signal reach (recorded, not judged)", reach)
+    concern("ISO-3", f"same-UID signal reach (availability, not identity; recorded, not judged): {reach}")
 
 
 # ------------------------------------------------------------------ ISO-1, root's view
@@ -345,7 +346,7 @@ def reach(inv, bus, session_peer):
 
 
 @pytest.mark.requirement("ISO-2")
-def test_session_workspace_access_is_as_declared(inv, reach, evidence):
+def test_session_workspace_access_is_as_declared(inv, reach, evidence, concern):
     want = inv.isolation["session_workspace_writable"]
     got = reach["workspace"]
     evidence("workspace", f"{reach['cwd_host']} (owned by {inv.service_user}, 0700), "
@@ -359,10 +360,12 @@ def test_session_workspace_access_is_as_declared(inv, reach, evidence):
         f"ISO-2: a session {'could not' if want else 'could'} create and remove a file in its "
         f"workspace {reach['cwd_host']} ({got}); the inventory declares "
         f"session_workspace_writable: {str(want).lower()}")
+    concern("ISO-2", f"a live session's workspace {reach['cwd_host']} is {got} from inside "
+                     "(as declared: pilot behaviour, not a sandbox)")
 
 
 @pytest.mark.requirement("ISO-2")
-def test_session_network_access_is_as_declared(inv, reach, evidence):
+def test_session_network_access_is_as_declared(inv, reach, evidence, concern):
     want = inv.isolation["session_network"]
     port = inv.ports["production"]
     got = reach["network"]
@@ -375,3 +378,5 @@ def test_session_network_access_is_as_declared(inv, reach, evidence):
     assert (got == "connected") == want, (
         f"ISO-2: a session {'could not' if want else 'could'} connect to 127.0.0.1:{port} "
         f"({got}); the inventory declares session_network: {str(want).lower()}")
+    concern("ISO-2", f"TCP 127.0.0.1:{port} from inside a live session: {got} "
+                     "(as declared: pilot behaviour, not a sandbox)")

@@ -5,6 +5,7 @@
     pty-acceptance source-manifest --pilot-root DIR --code-root DIR [--list]
     pty-acceptance reference [--before-suite SCRIPT]... [--after-suite SCRIPT]... [--keep] [-- PYTEST-ARGS]
     pty-acceptance mutants [--only ID]... [--jobs N]
+    pty-acceptance report FILE.xml [--checklist ROOT-ACCEPTANCE.md] [--out-dir DIR]
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import re
 import sys
 from pathlib import Path
 
-from . import inventory, manifest, marker
+from . import bundle, checklist, inventory, manifest, marker, reports, verdict
 from .terminal import escape
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -97,6 +98,37 @@ def cmd_mutants(a: argparse.Namespace) -> int:
     return run_mutants(PROJECT, only=a.only, jobs=a.jobs)
 
 
+def cmd_report(a: argparse.Namespace) -> int:
+    """The requirement matrix again from a JUnit report the suite wrote, and
+    the HTML and in-toto Statement beside it in --out-dir (off the host)."""
+    try:
+        sections = checklist.load(Path(a.checklist))
+    except checklist.ChecklistError as e:
+        print(escape(f"report: {e}"), file=sys.stderr)
+        return 2
+    try:
+        made, _ = bundle.from_file(a.junit, sections)
+    except (OSError, reports.ReportError, verdict.VerdictError) as e:
+        print(escape(f"report: {a.junit}: {e}"), file=sys.stderr)
+        return 2
+    out = Path(a.out_dir)
+    html_name, statement_name = (Path(p).name for p in bundle.names(Path(a.junit).name))
+    written = []
+    for name, data in ((html_name, made.html), (statement_name, made.statement)):
+        target = out / name
+        if target.resolve() == Path(a.junit).resolve():
+            print(escape(f"report: refusing to overwrite {target}"), file=sys.stderr)
+            return 2
+        target.write_bytes(data)
+        written.append(target)
+    for line in verdict.terminal_lines(made.verdict, made.rows):
+        print(escape(line))
+    for target in written:
+        print(escape(f"bundle: {target}"))
+    print(escape(made.verdict.last_line))
+    return 0 if made.verdict.ready else 1
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pty-acceptance")
     sub = p.add_subparsers(dest="command", required=True)
@@ -124,6 +156,13 @@ def parser() -> argparse.ArgumentParser:
     mu.add_argument("--only", action="append", default=[], metavar="ID")
     mu.add_argument("--jobs", type=int, default=1)
     mu.set_defaults(func=cmd_mutants)
+    rp = sub.add_parser("report", help="the requirement matrix, HTML report and in-toto Statement "
+                        "again from a JUnit report the suite wrote")
+    rp.add_argument("junit", metavar="FILE.xml")
+    rp.add_argument("--checklist", default=str(PROJECT / "ROOT-ACCEPTANCE.md"),
+                    help="the ROOT-ACCEPTANCE.md whose sections the matrix lists")
+    rp.add_argument("--out-dir", default=".", help="where the HTML and the Statement go")
+    rp.set_defaults(func=cmd_report)
     return p
 
 

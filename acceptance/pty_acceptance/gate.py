@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from . import hostfs, manifest, marker, reports, running, startup, terminal
+from . import bundle, hostfs, manifest, marker, reports, running, startup, terminal, verdict
 from .checklist import Section
 from .inventory import Inventory
 from .requirements import CATALOGUE, ENFORCED_BY_GATE, sort_key
@@ -74,6 +74,9 @@ class GateState:
     written: bool = False
     report_path: str = ""  # the JUnit report in the report directory
     report_private_dir: str | None = None  # where pytest's JUnit writer writes it first
+    marker_hashes: dict[str, str] = field(default_factory=dict)  # what content_blockers read
+    matrix: list[str] = field(default_factory=list)  # verdict.terminal_lines of the published report
+    bundle_files: list[str] = field(default_factory=list)
 
 
 def hash_binaries(inv: Inventory) -> tuple[dict[str, str], list[str]]:
@@ -84,6 +87,24 @@ def hash_binaries(inv: Inventory) -> tuple[dict[str, str], list[str]]:
         except OSError as e:
             errors.append(f"{b.path}: {e.strerror or e}")
     return hashes, errors
+
+
+def hash_runtime(inv: Inventory) -> str:
+    """Evidence for the verdict bundle (the in-toto subject): "<sha256>  <path>"
+    of the runtime binary, or why it could not be read. RUNTIME-1 judges it."""
+    path = inv.runtime["binary"]
+    try:
+        return f"{hostfs.sha256_nofollow(path)}  {path}"
+    except OSError as e:
+        return f"not readable: {path}: {e.strerror or e}"
+
+
+def file_digest(path: str | Path) -> str:
+    """"<sha256>  <path>" of a configuration file the bundle names."""
+    try:
+        return f"{hostfs.sha256_nofollow(str(path))}  {path}"
+    except OSError as e:
+        return f"not readable: {path}: {e.strerror or e}"
 
 
 def run_shape_blockers(config: pytest.Config, state: GateState) -> list[Blocker]:
@@ -179,6 +200,7 @@ def content_blockers(state: GateState) -> list[Blocker]:
     inv = state.inventory
     out = [Blocker(("SCOPE-2", "MARK-3"), f"at session start: {e}") for e in state.start_errors]
     now, errors = hash_binaries(inv)
+    state.marker_hashes = now
     out += [Blocker(("SCOPE-2", "MARK-3"), f"at marker time: {e}") for e in errors]
     for b in inv.binaries_list:
         start, end = state.start_hashes.get(b.path), now.get(b.path)
@@ -274,6 +296,15 @@ class Gate:
                      "independent source review's MERGE verdict")
         for path, digest in st.start_hashes.items():
             self._global("binary-at-start", f"{digest}  {path}")
+        self._global("runtime-at-start", hash_runtime(st.inventory))
+        inv = st.inventory
+        self._global("pin", f"revision {inv.revision}")
+        self._global("pin", f"source-manifest {inv.source_manifest_sha256}")
+        for b in inv.binaries_list:
+            self._global("pin", f"{b.sha256}  {b.path}")
+        self._global("pin", f"{inv.runtime['sha256']}  {inv.runtime['binary']}")
+        self._global("inventory-file", file_digest(inv.file))
+        self._global("checklist-file", file_digest(st.root / "ROOT-ACCEPTANCE.md"))
         try:  # evidence only: the marker-time check (running_blockers) decides
             found = running.at_marker_time(st.inventory.units["supervisor"],
                                            st.inventory.binaries["supervisor"]["path"])
@@ -338,6 +369,10 @@ class Gate:
             st.result = self._write()  # the report exists on disk and parses
             if st.result:
                 self._report_not_ready()
+        if published is None:
+            self._bundle()
+        else:
+            st.matrix = ["no requirement matrix: the JUnit report was not published"]
         if st.result and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         return result
@@ -350,6 +385,9 @@ class Gate:
         if not found and not st.write_marker:
             found.append(Blocker(("MARK-1",), "--no-marker given: the marker was not written"))
         st.result = found
+        for path, digest in st.marker_hashes.items():
+            self._global("binary-at-marker-time", f"{digest}  {path}")
+        self._global("runtime-at-marker-time", hash_runtime(st.inventory))
         for b in found:
             self._global("blocker", f"{' '.join(b.ids)}: {b.reason}")
         self._global("gate", "READY" if not found else "NOT READY")
@@ -372,6 +410,28 @@ class Gate:
             reports.discard(st.report_private_dir)
         xml.logfile = st.report_path  # what pytest's "generated xml file" line shows
         return None
+
+    def _bundle(self) -> None:
+        """The verdict bundle from the published report (bundle.py). If it
+        cannot be written, the marker just written is taken back: NOT READY."""
+        st = self.state
+        said = [f"{' '.join(b.ids)}: {b.reason}" for b in st.result or []]
+        try:
+            data = hostfs.read_file(st.report_path, reports.LIMIT)
+            made = bundle.build(data, st.report_path, st.sections, ready=st.written,
+                                extra_blockers=said)
+            st.matrix = verdict.terminal_lines(made.verdict, made.rows)
+            st.bundle_files = bundle.write(st.report_path, made)
+        except (OSError, reports.ReportError, verdict.VerdictError) as e:
+            st.result = (st.result or []) + [Blocker(("SUITE-2",), "the verdict bundle (HTML, "
+                                                     f"in-toto Statement) was not written: {e}")]
+            if st.written:
+                st.written = False
+                try:
+                    marker.remove(st.marker)
+                except (OSError, marker.UnsafeChain) as gone:
+                    st.result.append(Blocker(("MARK-4",), f"the marker could not be taken back: {gone}"))
+                self._report_not_ready()
 
     def _report_not_ready(self) -> None:
         st = self.state
@@ -414,6 +474,8 @@ class Gate:
         lines = [f"inventory: {st.inventory.file} (host {st.inventory.host}); marker: {st.marker}",
                  f"MARK-4: {st.removal}", f"SUITE-5: {self.cleaned()}"]
         lines += [f"BLOCKER [{' '.join(b.ids)}] {b.reason}" for b in st.result or []]
+        lines += st.matrix
+        lines += [f"bundle: {path}" for path in st.bundle_files]
         terminalreporter.section("root acceptance gate")
         for line in lines:
             terminalreporter.line(terminal.escape(line))

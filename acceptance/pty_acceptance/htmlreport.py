@@ -1,0 +1,114 @@
+"""The verdict as one HTML file a reviewer opens anywhere: no script, no
+network (a Content-Security-Policy forbids both), every host-derived string
+through terminal.escape (control characters become visible \\xNN) and then
+html.escape, so that evidence can never become markup.
+
+Layout: the gate's verdict and blockers; the matrix by section, each ID a
+cell coloured by its outcome in that section and linking to the ID's entry;
+the inventory's pins and the hashes read at start and at marker time; one
+entry per catalogue ID listing its test cases; one entry per test case with
+its evidence, concerns and failure text.
+"""
+
+from __future__ import annotations
+
+import html
+
+from . import terminal
+from .requirements import BY_ID, CATALOGUE, CONCERN
+from .verdict import MUST_FIX, PASS, Row, Verdict
+
+STYLE = """
+body{font-family:sans-serif;margin:1.5em;color:#111}
+table{border-collapse:collapse;margin:.5em 0}
+td,th{border:1px solid #999;padding:.25em .5em;vertical-align:top;text-align:left}
+.PASS{background:#c8f0c8}.CONCERN{background:#ffe19a}.MUST-FIX{background:#f6b0b0}
+.ACKNOWLEDGED{background:#bcd8ff}
+pre{white-space:pre-wrap;word-break:break-all;background:#f4f4f4;padding:.4em;margin:.2em 0}
+.verdict{font-size:1.3em;font-weight:bold;padding:.4em}
+code{word-break:break-all}
+"""
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'none'; form-action 'none'"
+
+
+def text(s: str) -> str:
+    """Host text as HTML text: control characters visible, markup inert."""
+    return html.escape(terminal.escape(s, keep_newlines=True), quote=True)
+
+
+def anchor(kind: str, key: str) -> str:
+    return f"{kind}-" + "".join(c if c.isalnum() or c in "-_" else f"_{ord(c):x}" for c in key)
+
+
+def id_status(row: Row, i: str) -> str:
+    if i in row.failing:
+        return MUST_FIX
+    if any(c.startswith(f"{i}:") for c in row.concerns):
+        return CONCERN
+    return PASS
+
+
+def render(v: Verdict, table: list[Row], title: str) -> str:
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+           f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+           f"<title>{text(title)}</title><style>{STYLE}</style></head><body>",
+           f"<h1>{text(title)}</h1>"]
+    word = "READY" if v.ready else "NOT READY"
+    out.append(f'<p class="verdict {"PASS" if v.ready else "MUST-FIX"}" id="verdict">'
+               f"{text(v.last_line)}</p>")
+    out.append(f"<p>Gate: <b>{word}</b>. Host {text(v.hostname)}, report time {text(v.timestamp)}. "
+               "This is host acceptance only (SCOPE-4): it never stands in for the source "
+               "review's verdict.</p>")
+    if v.blockers:
+        out.append('<h2 id="blockers">Blockers</h2><ul>')
+        out += [f"<li>{text(b)}</li>" for b in v.blockers]
+        out.append("</ul>")
+
+    out.append('<h2 id="matrix">Requirement matrix</h2><table><tr><th>Section</th><th>Module</th>'
+               "<th>Outcome</th><th>Requirements</th><th>Failing</th></tr>")
+    for r in table:
+        cells = "".join(f'<td class="{id_status(r, i)}"><a href="#{anchor("req", i)}">{text(i)}</a></td>'
+                        for i in r.ids)
+        failing = " ".join(f'<a href="#{anchor("req", i)}">{text(i)}</a>' for i in r.failing)
+        out.append(f'<tr><td>{text(r.title)}</td><td><code>{text(r.module)}</code></td>'
+                   f'<td class="{r.status}">{r.status}</td>'
+                   f'<td><table><tr>{cells}</tr></table></td><td>{failing}</td></tr>')
+        for c in r.concerns:
+            out.append(f'<tr><td></td><td colspan="4" class="CONCERN">concern: {text(c)}</td></tr>')
+    out.append("</table>")
+
+    out.append('<h2 id="hashes">Pins and hashes</h2><table><tr><th>What</th><th>Value</th></tr>')
+    for name in ("pin", "binary-at-start", "runtime-at-start", "binary-at-marker-time",
+                 "runtime-at-marker-time", "inventory-file", "checklist-file", "inventory",
+                 "marker", "supervisor-at-start", "MARK-4", "SUITE-5"):
+        for value in v.values(name):
+            out.append(f"<tr><td>{text(name)}</td><td><code>{text(value)}</code></td></tr>")
+    out.append("</table>")
+
+    index = {c.nodeid: n for n, c in enumerate(v.cases)}
+    out.append('<h2 id="requirements">Requirements</h2>')
+    for r in CATALOGUE:
+        cases = [c for c in v.cases if r.id in c.ids]
+        sev = " (CONCERN: reported, never blocking)" if r.severity == CONCERN else ""
+        out.append(f'<h3 id="{anchor("req", r.id)}">{text(r.id)}{sev}: {text(r.title)}</h3><ul>')
+        if not cases:
+            out.append("<li>no test case of this report names it</li>")
+        for c in cases:
+            out.append(f'<li class="{"PASS" if c.passed else "MUST-FIX"}">{text(c.outcome)} '
+                       f'<a href="#{anchor("case", str(index[c.nodeid]))}">{text(c.nodeid)}</a></li>')
+        out.append("</ul>")
+
+    out.append('<h2 id="cases">Test cases</h2>')
+    for n, c in enumerate(v.cases):
+        ids = " ".join(f'<a href="#{anchor("req", i)}">{text(i)}</a>' if i in BY_ID else text(i)
+                       for i in c.ids)
+        out.append(f'<h3 id="{anchor("case", str(n))}" class="{"PASS" if c.passed else "MUST-FIX"}">'
+                   f"{text(c.outcome)}: {text(c.nodeid)}</h3><p>Requirements: {ids}</p>")
+        for e in c.evidence:
+            out.append(f"<pre>evidence: {text(e)}</pre>")
+        for e in c.concerns:
+            out.append(f'<pre class="CONCERN">concern: {text(e)}</pre>')
+        if c.failure:
+            out.append(f'<pre class="MUST-FIX">{text(c.failure)}</pre>')
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"

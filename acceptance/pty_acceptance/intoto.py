@@ -1,0 +1,85 @@
+"""The run as an in-toto Statement (predicate: test-result v0.1).
+
+    subject        the three binaries and the runtime, each with the SHA-256
+                   the gate read at marker time (JUnit properties
+                   binary-at-marker-time, runtime-at-marker-time)
+    result         PASSED only when the marker was written, else FAILED
+    passedTests    node ids that passed and recorded no concern
+    warnedTests    node ids that passed with a concern (CONCERN rows)
+    failedTests    node ids that failed, erred or were skipped
+    configuration  the inventory, the JUnit report and ROOT-ACCEPTANCE.md,
+                   each a resource descriptor with its SHA-256
+
+Built from the same Verdict as the matrix (verdict.py). Unsigned: signing is
+the operator's, with a key and a tool already on the host.
+"""
+
+from __future__ import annotations
+
+import json
+
+from .requirements import BY_ID, CONCERN
+from .verdict import Verdict
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PREDICATE_TYPE = "https://in-toto.io/attestation/test-result/v0.1"
+MEDIA_TYPE = "application/vnd.in-toto+json"
+
+
+def hashed(value: str) -> tuple[str, str] | None:
+    """"<64 hex>  <path>" (sha256sum's line) -> (path, digest)."""
+    digest, sep, path = value.partition("  ")
+    if sep and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest):
+        return path, digest
+    return None
+
+
+def _descriptors(values: list[str]) -> list[dict]:
+    out = []
+    for v in values:
+        found = hashed(v)
+        if found:
+            out.append({"name": found[0], "digest": {"sha256": found[1]}})
+    return out
+
+
+def warned(case) -> bool:
+    return bool(case.concerns) or any(BY_ID.get(i) and BY_ID[i].severity == CONCERN for i in case.ids)
+
+
+def statement(v: Verdict, junit_name: str, junit_sha256: str) -> dict:
+    subjects = _descriptors(v.values("binary-at-marker-time") + v.values("runtime-at-marker-time"))
+    seen = {s["name"] for s in subjects}
+    for source, why in (("binary-at-start", "read at session start, not at marker time"),
+                        ("runtime-at-start", "read at session start, not at marker time"),
+                        ("pin", "the inventory's claim; not read by the gate")):
+        for d in _descriptors(v.values(source)):  # an older report, or unreadable at marker time
+            if d["name"] not in seen:
+                d["annotations"] = {"digestSource": why}
+                subjects.append(d)
+                seen.add(d["name"])
+    config = _descriptors(v.values("inventory-file"))
+    config.append({"name": junit_name, "digest": {"sha256": junit_sha256},
+                   "mediaType": "application/xml"})
+    config += _descriptors(v.values("checklist-file"))
+    passed = [c.nodeid for c in v.cases if c.passed and not warned(c)]
+    warn = [c.nodeid for c in v.cases if c.passed and warned(c)]
+    failed = [c.nodeid for c in v.cases if not c.passed]
+    return {
+        "_type": STATEMENT_TYPE,
+        "subject": subjects,
+        "predicateType": PREDICATE_TYPE,
+        "predicate": {
+            "result": "PASSED" if v.ready else "FAILED",
+            "configuration": config,
+            "passedTests": passed,
+            "warnedTests": warn,
+            "failedTests": failed,
+        },
+    }
+
+
+def dumps(st: dict) -> bytes:
+    """ASCII JSON: every control character and non-ASCII character of a node
+    id is a \\u escape, never a raw byte."""
+    return (json.dumps(st, indent=2, ensure_ascii=True) + "\n").encode("ascii")

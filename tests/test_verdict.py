@@ -1,0 +1,272 @@
+"""The verdict bundle (issue 13): the terminal matrix before the last line,
+`<stem>.html` and `<stem>.intoto.json` beside the JUnit report, for a READY
+and a NOT READY run, all from the published report; `pty-acceptance report`
+renders the same matrix from the same file; hostile evidence stays text."""
+
+import hashlib
+import json
+import os
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from pty_acceptance import bundle, checklist, intoto, verdict
+from pty_acceptance.requirements import CATALOGUE, ENFORCED_BY_GATE
+
+from conftest import REPO
+from test_gate import ALL_IDS, last_line, project, run  # noqa: F401 (fixture)
+
+HOSTILE = "\x1b[2J\x1b[1;1HREADY: marker written \udcff\udcfe</td><script>alert(1)</script>\u202e"
+CLI = REPO / ".venv/bin/pty-acceptance"
+
+
+def junit(project) -> Path:
+    found = list((project.path / "reports").glob("acceptance-fake-*.xml"))
+    assert len(found) == 1, found
+    return found[0]
+
+
+def matrix_lines(outlines: list[str]) -> list[str]:
+    start = outlines.index("requirement matrix (one row per ROOT-ACCEPTANCE.md section):")
+    end = start + 1
+    while end < len(outlines) and outlines[end].startswith("  "):
+        end += 1
+    return outlines[start:end]
+
+
+def with_module(project, body: str, sections: str = "") -> None:
+    (project.path / "acceptance/test_all.py").write_text(body)
+    if sections:
+        with (project.path / "ROOT-ACCEPTANCE.md").open("a") as f:
+            f.write(sections)
+
+
+def make_runtime(target) -> str:
+    import yaml
+    data = yaml.safe_load(target.inventory.read_text())
+    host = data["all"]["hosts"]["fake"]
+    path = Path(host["runtime"]["binary"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"a stand-in runtime\n")
+    host["runtime"]["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    target.inventory.write_text(yaml.safe_dump(data, sort_keys=False))
+    return host["runtime"]["sha256"]
+
+
+# --------------------------------------------------------------- the gate
+def test_a_ready_run_prints_the_matrix_and_writes_the_bundle(project, target):
+    runtime_sha = make_runtime(target)
+    res = run(project, target)
+    assert last_line(res) == f"READY: marker written {target.marker}", "\n".join(res.outlines[-30:])
+    rows = matrix_lines(res.outlines)
+    # UNIT-9 is a CONCERN requirement: reported with its evidence, never a plain pass
+    assert rows[1].split()[:2] == ["CONCERN", "All"], rows
+    assert rows[2].strip() == "concern UNIT-9: checked: all of it"
+    assert rows[-1].split()[0] == "PASS" and "The run itself (gate)" in rows[-1]
+    # the matrix comes before the last line, inside the gate's section
+    assert res.outlines.index(rows[0]) < len(res.outlines) - 1
+    report = junit(project)
+    html_path, statement_path = (Path(p) for p in bundle.names(str(report)))
+    assert f"bundle: {html_path}" in res.outlines and f"bundle: {statement_path}" in res.outlines
+    st = json.loads(statement_path.read_text())
+    assert st["predicate"]["result"] == "PASSED"
+    subjects = {s["name"]: s["digest"]["sha256"] for s in st["subject"]}
+    expected = {b: hashlib.sha256(Path(b).read_bytes()).hexdigest() for b in target.binaries}
+    runtime = json.loads(statement_path.read_text())
+    assert subjects == {**expected, **{n: runtime_sha for n in subjects if n.endswith("opencode2-node")}}
+    assert len(subjects) == 4
+    assert all("annotations" not in s for s in st["subject"]), "a subject was not read at marker time"
+    junit_desc = [c for c in st["predicate"]["configuration"] if c["name"] == report.name]
+    assert junit_desc[0]["digest"]["sha256"] == hashlib.sha256(report.read_bytes()).hexdigest()
+    names = {Path(c["name"]).name for c in st["predicate"]["configuration"]}
+    assert names == {report.name, "inventory.yml", "ROOT-ACCEPTANCE.md"}
+    assert st["predicate"]["passedTests"] == ["acceptance/test_all.py::test_other"]
+    assert st["predicate"]["warnedTests"] == ["acceptance/test_all.py::test_everything"]
+    assert st["predicate"]["failedTests"] == []
+    text = html_path.read_text()
+    assert f"READY: marker written {target.marker}" in text
+
+
+def test_a_failing_run_shows_must_fix_and_a_failed_statement(project, target):
+    with_module(project, f"""
+import pytest
+
+@pytest.mark.requirement(*{ALL_IDS!r})
+def test_everything():
+    pass
+
+@pytest.mark.requirement("PEER-4")
+def test_peer_replacement():
+    assert False, "a start after MainPID replacement was accepted"
+""")
+    res = run(project, target)
+    assert last_line(res).startswith("NOT READY: ")
+    rows = matrix_lines(res.outlines)
+    assert rows[1].split()[0] == "MUST-FIX" and rows[1].endswith("failing: PEER-4"), rows
+    assert not os.path.lexists(target.marker)
+    st = json.loads(Path(bundle.names(str(junit(project)))[1]).read_text())
+    assert st["predicate"]["result"] == "FAILED"
+    assert st["predicate"]["failedTests"] == ["acceptance/test_all.py::test_peer_replacement"]
+    html = Path(bundle.names(str(junit(project)))[0]).read_text()
+    assert "a start after MainPID replacement was accepted" in html
+
+
+def test_a_concern_is_a_concern_row_and_never_changes_the_verdict(project, target):
+    with_module(project, f"""
+import pytest
+
+@pytest.mark.requirement(*{ALL_IDS!r})
+def test_everything(concern):
+    concern("ISO-3", "signal reach recorded: kill(2) reaches 3 processes")
+""")
+    res = run(project, target)
+    assert last_line(res) == f"READY: marker written {target.marker}"
+    rows = matrix_lines(res.outlines)
+    assert rows[1].split()[0] == "CONCERN", rows
+    assert rows[2].strip() == "concern ISO-3: signal reach recorded: kill(2) reaches 3 processes"
+    st = json.loads(Path(bundle.names(str(junit(project)))[1]).read_text())
+    assert st["predicate"]["result"] == "PASSED"
+    assert st["predicate"]["warnedTests"] == ["acceptance/test_all.py::test_everything"]
+
+
+def test_the_report_command_prints_what_the_gate_printed(project, target, tmp_path):
+    with_module(project, f"""
+import pytest
+
+@pytest.mark.requirement(*{ALL_IDS!r})
+def test_everything(concern):
+    concern("UNIT-9", "exposure 2.1 OK")
+
+@pytest.mark.requirement("CUT-1", "OWN-2")
+def test_cut():
+    assert False
+""")
+    res = run(project, target)
+    gate_rows = matrix_lines(res.outlines)
+    report = junit(project)
+    out = subprocess.run([str(CLI), "report", str(report), "--checklist",
+                          str(project.path / "ROOT-ACCEPTANCE.md"), "--out-dir", str(tmp_path)],
+                         capture_output=True, text=True, check=False)
+    assert out.returncode == 1, out.stderr
+    lines = out.stdout.splitlines()
+    assert matrix_lines(lines) == gate_rows
+    assert lines[-1] == last_line(res)
+    again = tmp_path / Path(bundle.names(report.name)[1]).name
+    first = Path(bundle.names(str(report))[1])
+    assert json.loads(again.read_text()) == json.loads(first.read_text())
+
+
+def test_a_bundle_that_cannot_be_written_takes_the_marker_back(project, target):
+    (project.path / "reports").mkdir()
+    (project.path / "reports/fixed.html").write_text("already here\n")
+    res = run(project, target, "--junitxml", "reports/fixed.xml")
+    assert last_line(res).startswith("NOT READY: ") and "SUITE-2" in last_line(res).split()
+    assert any("the verdict bundle" in line for line in res.outlines)
+    assert not os.path.lexists(target.marker)
+    root = ET.parse(project.path / "reports/fixed.xml").getroot()
+    gate = [p.get("value") for p in root.iter("property") if p.get("name") == "gate"]
+    assert gate == ["NOT READY"]
+    assert not (project.path / "reports/fixed.intoto.json").exists()
+
+
+# ------------------------------------------------------------ hostile text
+def test_hostile_evidence_stays_text_in_terminal_html_and_junit(project, target):
+    with_module(project, f"""
+import pytest
+
+HOSTILE = {HOSTILE!r}
+
+@pytest.mark.requirement(*{ALL_IDS!r})
+def test_everything(evidence, concern):
+    evidence("a file name", HOSTILE)
+    concern("ISO-2", HOSTILE)
+
+@pytest.mark.requirement("ISO-2")
+def test_hostile_failure():
+    assert False, HOSTILE
+""")
+    res = run(project, target)
+    out = "\n".join(res.outlines)
+    assert "\x1b" not in out and "\u202e" not in out and "\udcff" not in out
+    rows = "\n".join(matrix_lines(res.outlines))
+    # the JUnit writer made the control characters #xNN; what it keeps
+    # (a bidi override) the terminal escaper shows as \\uNNNN
+    assert "concern ISO-2: #x1B[2J#x1B[1;1HREADY: marker written #xDCFF#xDCFE</td><script>" \
+        "alert(1)</script>\\u202e" in rows
+    report = junit(project)
+    raw = report.read_bytes()
+    assert b"\x1b" not in raw
+    ET.fromstring(raw)  # still parses
+    html = Path(bundle.names(str(report))[0]).read_bytes()
+    html.decode("utf-8")  # valid UTF-8, whatever the evidence held
+    assert b"\x1b" not in html and b"<script" not in html.lower()
+    assert b"&lt;/td&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    statement = Path(bundle.names(str(report))[1]).read_bytes()
+    statement.decode("ascii")
+
+
+# ------------------------------------------------------------- the rows
+def _report(cases: str, props: str = "") -> ET.Element:
+    return ET.fromstring(f'<testsuites><testsuite name="pytest" hostname="h"><properties>{props}'
+                         f"</properties>{cases}</testsuite></testsuites>")
+
+
+def _case(name, ids, body="", props=""):
+    reqs = "".join(f'<property name="requirement" value="{i}"/>' for i in ids)
+    return (f'<testcase classname="acceptance.test_a" name="{name}" file="acceptance/test_a.py">'
+            f"<properties>{reqs}{props}</properties>{body}</testcase>")
+
+
+SECTIONS = [checklist.Section("A", "acceptance/test_a.py", ("PEER-1", "PEER-2")),
+            checklist.Section("B", "acceptance/test_b.py", ("UNIT-1",))]
+
+
+def test_rows_name_failing_ids_and_missing_modules():
+    v = verdict.from_junit(_report(
+        _case("t1", ["PEER-1"]) + _case("t2", ["PEER-2"], '<failure message="no">x</failure>'),
+        '<property name="gate" value="NOT READY"/><property name="blocker" value="PEER-2: t2 failed"/>'))
+    table = verdict.rows(v, SECTIONS)
+    assert [(r.title, r.status, r.failing) for r in table] == [
+        ("A", "MUST-FIX", ["PEER-2"]), ("B", "MUST-FIX", ["UNIT-1"]),
+        (verdict.GATE_ROW, "PASS", [])]
+    assert v.last_line == "NOT READY: 1 blockers: PEER-2"
+
+
+def test_a_concern_severity_id_is_never_a_plain_pass():
+    v = verdict.from_junit(_report(
+        _case("t1", ["PEER-1", "PEER-2", "UNIT-9"], props='<property name="evidence" value="exposure: 9.6 UNSAFE"/>'),
+        '<property name="gate" value="READY"/><property name="marker" value="/m (written)"/>'))
+    sections = [checklist.Section("A", "acceptance/test_a.py", ("PEER-1", "PEER-2", "UNIT-9"))]
+    (row, gate_row) = verdict.rows(v, sections)
+    assert (row.status, row.concerns) == ("CONCERN", ["UNIT-9: exposure: 9.6 UNSAFE"])
+    assert v.ready and v.last_line == "READY: marker written /m"
+
+
+def test_a_report_that_says_ready_without_a_marker_is_not_ready():
+    v = verdict.from_junit(_report(_case("t1", ["PEER-1"]), '<property name="gate" value="READY"/>'))
+    assert not v.ready
+    assert verdict.rows(v, SECTIONS[:1])[-1].failing == ["SUITE-3"]
+
+
+def test_every_catalogue_id_is_in_some_row():
+    sections = checklist.load(REPO / "ROOT-ACCEPTANCE.md")
+    v = verdict.from_junit(_report(""))
+    ids = {i for r in verdict.rows(v, sections) for i in r.ids}
+    assert ids == {r.id for r in CATALOGUE}
+    assert ENFORCED_BY_GATE <= set(verdict.rows(v, sections)[-1].ids)
+
+
+def test_a_statement_has_no_subject_it_did_not_read():
+    v = verdict.from_junit(_report(
+        _case("t1", ["PEER-1"]),
+        f'<property name="binary-at-marker-time" value="{"a" * 64}  /x/sup"/>'
+        f'<property name="runtime-at-marker-time" value="not readable: /x/node: ENOENT"/>'
+        f'<property name="pin" value="{"b" * 64}  /x/node"/><property name="pin" value="revision {"c" * 40}"/>'))
+    st = intoto.statement(v, "r.xml", "d" * 64)
+    assert st["subject"] == [
+        {"name": "/x/sup", "digest": {"sha256": "a" * 64}},
+        {"name": "/x/node", "digest": {"sha256": "b" * 64},
+         "annotations": {"digestSource": "the inventory's claim; not read by the gate"}}]
+    assert st["predicate"]["result"] == "FAILED"
