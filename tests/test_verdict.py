@@ -16,6 +16,7 @@ from pty_acceptance import bundle, checklist, intoto, verdict
 from pty_acceptance.requirements import CATALOGUE, ENFORCED_BY_GATE
 
 from conftest import REPO
+from test_intoto import validate
 from test_gate import ALL_IDS, last_line, project, run  # noqa: F401 (fixture)
 
 HOSTILE = "\x1b[2J\x1b[1;1HREADY: marker written \udcff\udcfe</td><script>alert(1)</script>\u202e"
@@ -71,10 +72,10 @@ def test_a_ready_run_prints_the_matrix_and_writes_the_bundle(project, target):
     html_path, statement_path = (Path(p) for p in bundle.names(str(report)))
     assert f"bundle: {html_path}" in res.outlines and f"bundle: {statement_path}" in res.outlines
     st = json.loads(statement_path.read_text())
+    validate(st)
     assert st["predicate"]["result"] == "PASSED"
     subjects = {s["name"]: s["digest"]["sha256"] for s in st["subject"]}
     expected = {b: hashlib.sha256(Path(b).read_bytes()).hexdigest() for b in target.binaries}
-    runtime = json.loads(statement_path.read_text())
     assert subjects == {**expected, **{n: runtime_sha for n in subjects if n.endswith("opencode2-node")}}
     assert len(subjects) == 4
     assert all("annotations" not in s for s in st["subject"]), "a subject was not read at marker time"
@@ -107,6 +108,7 @@ def test_peer_replacement():
     assert rows[1].split()[0] == "MUST-FIX" and rows[1].endswith("failing: PEER-4"), rows
     assert not os.path.lexists(target.marker)
     st = json.loads(Path(bundle.names(str(junit(project)))[1]).read_text())
+    validate(st)
     assert st["predicate"]["result"] == "FAILED"
     assert st["predicate"]["failedTests"] == ["acceptance/test_all.py::test_peer_replacement"]
     html = Path(bundle.names(str(junit(project)))[0]).read_text()
@@ -204,7 +206,7 @@ def test_hostile_failure():
     assert b"\x1b" not in html and b"<script" not in html.lower()
     assert b"&lt;/td&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in html
     statement = Path(bundle.names(str(report))[1]).read_bytes()
-    statement.decode("ascii")
+    validate(json.loads(statement.decode("ascii")))
 
 
 # ------------------------------------------------------------- the rows

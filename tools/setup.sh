@@ -18,5 +18,5 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install -q --disable-pip-version-check -e . </dev/null
+.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]" </dev/null
 echo "setup: .venv ready ($(.venv/bin/python --version)); pty-acceptance at .venv/bin/pty-acceptance"

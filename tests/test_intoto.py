@@ -1,0 +1,77 @@
+"""The in-toto Statement (issue 13 item 3) against a JSON schema of the
+test-result v0.1 predicate written from its specification
+(tests/schemas/in-toto-test-result-v0.1.schema.json): for real JUnit reports
+of the reference host (a READY run and a fault run, trimmed to a few cases)
+and, in test_verdict.py, for the gate's own runs."""
+
+import copy
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from pty_acceptance import bundle, checklist, intoto
+
+from conftest import REPO
+
+SCHEMA = json.loads((REPO / "tests/schemas/in-toto-test-result-v0.1.schema.json").read_text())
+FIXTURES = REPO / "tests/fixtures/verdict"
+SECTIONS = checklist.load(REPO / "ROOT-ACCEPTANCE.md")
+
+
+def validate(statement: dict) -> None:
+    jsonschema.Draft202012Validator(SCHEMA, format_checker=jsonschema.FormatChecker()).validate(statement)
+
+
+def statement_of(name: str) -> dict:
+    made, _ = bundle.from_file(str(FIXTURES / name), SECTIONS)
+    return json.loads(made.statement)
+
+
+def test_the_schema_is_a_valid_schema():
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+
+
+def test_a_ready_reference_run_gives_a_passed_statement():
+    st = statement_of("ready.xml")
+    validate(st)
+    assert st["_type"] == intoto.STATEMENT_TYPE and st["predicateType"] == intoto.PREDICATE_TYPE
+    assert st["predicate"]["result"] == "PASSED"
+    names = [s["name"] for s in st["subject"]]
+    assert names[:3] == ["/usr/local/libexec/opencode-pty-supervisor",
+                         "/usr/local/libexec/opencode-pty-launcher",
+                         "/usr/local/libexec/opencode-pty-client"]
+    # this report predates the runtime's hash in the report: the gate's own
+    # runs (test_verdict.py) show the fourth subject
+    assert len(names) == 3
+    assert all(s["annotations"] == {"digestSource": "read at session start, not at marker time"}
+               for s in st["subject"])
+    assert st["predicate"]["failedTests"] == []
+    assert any("exposure" in t for t in st["predicate"]["warnedTests"])
+
+
+def test_a_fault_run_gives_a_failed_statement():
+    st = statement_of("client-group-writable.xml")
+    validate(st)
+    assert st["predicate"]["result"] == "FAILED"
+    assert "acceptance/test_ownership.py::test_binary_is_a_root_owned_regular_file[client]" \
+        in st["predicate"]["failedTests"]
+
+
+@pytest.mark.parametrize("breaks", [
+    lambda s: s["predicate"].update(result="OK"),
+    lambda s: s["predicate"].pop("configuration"),
+    lambda s: s["subject"][0].pop("digest"),
+    lambda s: s["subject"][0]["digest"].update(sha256="F" * 64),
+    lambda s: s.update(subject=[]),
+    lambda s: s.update(_type="https://in-toto.io/Statement/v0.1"),
+    lambda s: s["predicate"].update(passedTest=[]),
+    lambda s: s["predicate"]["configuration"].append({"name": "no digest, uri or content"}),
+], ids=["result", "no-configuration", "subject-digest", "uppercase-sha256", "no-subject",
+        "statement-v0.1", "misspelt-field", "descriptor-without-identity"])
+def test_the_schema_refuses_a_broken_statement(breaks):
+    st = copy.deepcopy(statement_of("ready.xml"))
+    breaks(st)
+    with pytest.raises(jsonschema.ValidationError):
+        validate(st)
