@@ -1,6 +1,7 @@
 #!/bin/sh
 # Setup for a fresh Debian/Ubuntu machine (run as root): the packages the
-# reference host harness needs, and .venv/ with the project installed into it
+# reference host harness needs (and chromium, which the HTML report's browser
+# test uses), and .venv/ with the project installed into it
 # (.venv/bin/pty-acceptance, .venv/bin/pytest). Safe to run again.
 set -eu
 cd "$(dirname "$0")/.."
