@@ -10,16 +10,17 @@ output is either ``READY: marker written <path>`` or
 
 from __future__ import annotations
 
+import datetime
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from . import bundle, hostfs, manifest, marker, reports, running, startup, terminal, verdict
+from . import bundle, hostfs, manifest, marker, reports, running, startup, terminal, verdict, waivers
 from .checklist import Section
 from .inventory import Inventory
-from .requirements import CATALOGUE, ENFORCED_BY_GATE, sort_key
+from .requirements import BY_ID, CATALOGUE, CONCERN, ENFORCED_BY_GATE, sort_key
 
 # Run shapes that select or stop early: (option attribute, how it reads).
 NARROWING_OPTIONS = (
@@ -77,6 +78,9 @@ class GateState:
     marker_hashes: dict[str, str] = field(default_factory=dict)  # what content_blockers read
     matrix: list[str] = field(default_factory=list)  # verdict.terminal_lines of the published report
     bundle_files: list[str] = field(default_factory=list)
+    waivers_file: str | None = None
+    waivers: list = field(default_factory=list)  # the waivers that stand (waivers.Waiver)
+    concerns: dict[str, list[str]] = field(default_factory=dict)  # nodeid -> "<ID>: text"
 
 
 def hash_binaries(inv: Inventory) -> tuple[dict[str, str], list[str]]:
@@ -255,6 +259,31 @@ def blockers(config: pytest.Config, state: GateState, exitstatus: int) -> list[B
         out.append(Blocker(("SUITE-3",), "no acceptance test was collected"))
     out += coverage_blockers(state)
     out += content_blockers(state)
+    out += waiver_blockers(state, out)
+    return out
+
+
+def waiver_blockers(state: GateState, found: list[Blocker]) -> list[Blocker]:
+    """Waivers acknowledge CONCERN items only (waivers.py): a bad waiver file
+    or a waiver that may not stand blocks; the rest are kept for the report."""
+    state.waivers = []
+    if not state.waivers_file:
+        return []
+    try:
+        given = waivers.load(state.waivers_file)
+    except waivers.WaiverError as e:
+        return [Blocker((e.rule,), str(e))]
+    concern_ids = {t.split(":", 1)[0] for texts in state.concerns.values() for t in texts}
+    concern_ids |= {i for ids in state.items.values() for i in ids
+                    if i in BY_ID and BY_ID[i].severity == CONCERN}
+    failing = {i for b in found for i in b.ids}
+    today = datetime.datetime.now(datetime.timezone.utc).date()
+    out = []
+    for w in given:
+        bad = waivers.problems([w], concern_ids, failing, today)
+        out += [Blocker(ids, reason) for ids, reason in bad]
+        if not bad:
+            state.waivers.append(w)
     return out
 
 
@@ -349,6 +378,8 @@ class Gate:
         self.state.reports[key] = self.state.reports.get(key, 0) + 1
         phases = self.state.outcomes.setdefault(report.nodeid, {})
         phases[report.when] = worse(phases.get(report.when, "passed"), outcome)
+        said = self.state.concerns.setdefault(report.nodeid, [])
+        said += [str(v) for k, v in report.user_properties if k == "concern" and str(v) not in said]
 
     def pytest_keyboard_interrupt(self, excinfo) -> None:
         self.state.interrupted = True
@@ -388,6 +419,10 @@ class Gate:
         for path, digest in st.marker_hashes.items():
             self._global("binary-at-marker-time", f"{digest}  {path}")
         self._global("runtime-at-marker-time", hash_runtime(st.inventory))
+        if st.waivers_file:
+            self._global("waiver-file", file_digest(st.waivers_file))
+        for w in st.waivers:
+            self._global("waiver", w.describe())
         for b in found:
             self._global("blocker", f"{' '.join(b.ids)}: {b.reason}")
         self._global("gate", "READY" if not found else "NOT READY")

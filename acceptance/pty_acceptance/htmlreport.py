@@ -16,7 +16,7 @@ import html
 
 from . import terminal
 from .requirements import BY_ID, CATALOGUE, CONCERN
-from .verdict import MUST_FIX, PASS, Row, Verdict
+from .verdict import ACKNOWLEDGED, MUST_FIX, PASS, Row, Verdict
 
 STYLE = """
 body{font-family:sans-serif;margin:1.5em;color:#111}
@@ -40,11 +40,11 @@ def anchor(kind: str, key: str) -> str:
     return f"{kind}-" + "".join(c if c.isalnum() or c in "-_" else f"_{ord(c):x}" for c in key)
 
 
-def id_status(row: Row, i: str) -> str:
+def id_status(row: Row, i: str, waived: dict[str, str]) -> str:
     if i in row.failing:
         return MUST_FIX
     if any(c.startswith(f"{i}:") for c in row.concerns):
-        return CONCERN
+        return ACKNOWLEDGED if i in waived else CONCERN
     return PASS
 
 
@@ -67,7 +67,7 @@ def render(v: Verdict, table: list[Row], title: str) -> str:
     out.append('<h2 id="matrix">Requirement matrix</h2><table><tr><th>Section</th><th>Module</th>'
                "<th>Outcome</th><th>Requirements</th><th>Failing</th></tr>")
     for r in table:
-        cells = "".join(f'<td class="{id_status(r, i)}"><a href="#{anchor("req", i)}">{text(i)}</a></td>'
+        cells = "".join(f'<td class="{id_status(r, i, v.waivers())}"><a href="#{anchor("req", i)}">{text(i)}</a></td>'
                         for i in r.ids)
         failing = " ".join(f'<a href="#{anchor("req", i)}">{text(i)}</a>' for i in r.failing)
         out.append(f'<tr><td>{text(r.title)}</td><td><code>{text(r.module)}</code></td>'
@@ -75,10 +75,14 @@ def render(v: Verdict, table: list[Row], title: str) -> str:
                    f'<td><table><tr>{cells}</tr></table></td><td>{failing}</td></tr>')
         for c in r.concerns:
             out.append(f'<tr><td></td><td colspan="4" class="CONCERN">concern: {text(c)}</td></tr>')
+        for i in dict.fromkeys(c.split(":", 1)[0] for c in r.concerns):
+            if i in v.waivers():
+                out.append(f'<tr><td></td><td colspan="4" class="ACKNOWLEDGED">waiver: '
+                           f"{text(v.waivers()[i])}</td></tr>")
     out.append("</table>")
 
     out.append('<h2 id="hashes">Pins and hashes</h2><table><tr><th>What</th><th>Value</th></tr>')
-    for name in ("pin", "binary-at-start", "runtime-at-start", "binary-at-marker-time",
+    for name in ("waiver", "waiver-file", "pin", "binary-at-start", "runtime-at-start", "binary-at-marker-time",
                  "runtime-at-marker-time", "inventory-file", "checklist-file", "inventory",
                  "marker", "supervisor-at-start", "MARK-4", "SUITE-5"):
         for value in v.values(name):

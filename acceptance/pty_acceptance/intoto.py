@@ -61,7 +61,7 @@ def statement(v: Verdict, junit_name: str, junit_sha256: str) -> dict:
     config = _descriptors(v.values("inventory-file"))
     config.append({"name": junit_name, "digest": {"sha256": junit_sha256},
                    "mediaType": "application/xml"})
-    config += _descriptors(v.values("checklist-file"))
+    config += _descriptors(v.values("checklist-file")) + _descriptors(v.values("waiver-file"))
     passed = [c.nodeid for c in v.cases if c.passed and not warned(c)]
     warn = [c.nodeid for c in v.cases if c.passed and warned(c)]
     failed = [c.nodeid for c in v.cases if not c.passed]

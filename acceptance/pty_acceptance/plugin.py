@@ -49,7 +49,13 @@ def _gate_state(config: pytest.Config) -> gate.GateState:
         write_marker=not config.getoption("--no-marker"),
         sections=sections, checklist_error=checklist_error,
         hostname=socket.gethostname(), args=startup.acceptance_args(config, acceptance),
-        removal=removal, report_path=report_path, report_private_dir=private)
+        removal=removal, report_path=report_path, report_private_dir=private,
+        waivers_file=_waivers_file(config))
+
+
+def _waivers_file(config: pytest.Config) -> str | None:
+    given = config.getoption("--waivers")
+    return os.path.normpath(os.path.join(config.invocation_params.dir, given)) if given else None
 
 
 def _junit_paths(config: pytest.Config, root: Path, host: str) -> tuple[str, str | None]:

@@ -51,6 +51,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="readiness marker path (default: the inventory's marker)")
     g.addoption("--no-marker", action="store_true", default=False,
                 help="never write the marker, even when every gate passes")
+    g.addoption("--waivers", metavar="FILE", default=None,
+                help="reviewed waivers acknowledging CONCERN items (waivers.py); never a failure")
     g.addoption("--report-dir", metavar="DIR", default=None,
                 help="where JUnit and evidence go (default reports/)")
     parser.addini("pty_acceptance_run_dir", default=rundir.DEFAULT_DIR,

@@ -8,6 +8,8 @@ the HTML report (htmlreport.py) and the in-toto Statement (intoto.py) show.
 The gate renders the very report it published, so `pty-acceptance report
 FILE.xml` prints what the gate printed.
 
+A row is ACKNOWLEDGED when it would be CONCERN and a reviewed waiver that
+stood (waivers.py, the `waiver` property) covers every ID of its concerns.
 A row is MUST-FIX when an ID of the section is named by a blocker or a test
 of its module did not pass; CONCERN when nothing fails but a test of the
 module recorded a `concern` property or the section holds a CONCERN-severity
@@ -61,6 +63,10 @@ class Verdict:
 
     def values(self, name: str) -> list[str]:
         return [v for n, v in self.properties if n == name]
+
+    def waivers(self) -> dict[str, str]:
+        """ID -> the waiver (the `waiver` properties: waivers that stood)."""
+        return {w.split(":", 1)[0]: w for w in self.values("waiver")}
 
     def blocker_ids(self) -> set[str]:
         out: set[str] = set()
@@ -169,6 +175,8 @@ def rows(v: Verdict, sections: list[Section]) -> list[Row]:
             failing.update(s.ids or ["SUITE-3"])
         concerns = _concerns(cases, s.ids)
         status = MUST_FIX if failing else CONCERN if concerns else PASS
+        if status == CONCERN and {c.split(":", 1)[0] for c in concerns} <= set(v.waivers()):
+            status = ACKNOWLEDGED
         out.append(Row(s.title, s.module, s.ids, status, sorted(failing, key=sort_key),
                        concerns, cases))
     gate_ids = tuple(sorted(set(ENFORCED_BY_GATE) | (blocked - listed), key=sort_key))
@@ -196,4 +204,8 @@ def terminal_lines(v: Verdict, table: list[Row], width: int = 160) -> list[str]:
         lines.append(head)
         for c in r.concerns:
             lines.append("            concern " + (c if len(c) <= width else c[:width] + "..."))
+        waived = v.waivers()
+        for i in dict.fromkeys(c.split(":", 1)[0] for c in r.concerns):
+            if i in waived:
+                lines.append("            waiver " + waived[i])
     return lines
