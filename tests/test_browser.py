@@ -8,7 +8,6 @@ never an element.
 
 chromium is installed by tools/setup.sh; without it this fails (never skips)."""
 
-import hashlib
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET

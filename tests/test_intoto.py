@@ -6,7 +6,6 @@ and, in test_verdict.py, for the gate's own runs."""
 
 import copy
 import json
-from pathlib import Path
 
 import jsonschema
 import pytest

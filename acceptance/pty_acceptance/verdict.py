@@ -26,7 +26,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
 from .checklist import Section
-from .requirements import BY_ID, CATALOGUE, CONCERN, ENFORCED_BY_GATE, sort_key
+from .requirements import BY_ID, CONCERN, ENFORCED_BY_GATE, sort_key
 
 PASS = "PASS"
 MUST_FIX = "MUST-FIX"
@@ -188,10 +188,6 @@ def rows(v: Verdict, sections: list[Section]) -> list[Row]:
     out.append(Row(GATE_ROW, "", gate_ids, MUST_FIX if failing else PASS,
                    sorted(failing, key=sort_key), [], stray))
     return out
-
-
-def catalogue_ids() -> list[str]:
-    return [r.id for r in CATALOGUE]
 
 
 def terminal_lines(v: Verdict, table: list[Row], width: int = 160) -> list[str]:
