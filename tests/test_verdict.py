@@ -10,7 +10,6 @@ import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-
 from pty_acceptance import bundle, checklist, intoto, verdict
 from pty_acceptance.requirements import CATALOGUE, ENFORCED_BY_GATE
 
@@ -91,6 +90,7 @@ def test_a_ready_run_prints_the_matrix_and_writes_the_bundle(project, target):
 
 def test_a_failing_run_shows_must_fix_and_a_failed_statement(project, target):
     with_module(project, f"""
+import pytest
 
 @pytest.mark.requirement(*{ALL_IDS!r})
 def test_everything():
@@ -115,6 +115,7 @@ def test_peer_replacement():
 
 def test_a_concern_is_a_concern_row_and_never_changes_the_verdict(project, target):
     with_module(project, f"""
+import pytest
 
 @pytest.mark.requirement(*{ALL_IDS!r})
 def test_everything(concern):
@@ -132,6 +133,7 @@ def test_everything(concern):
 
 def test_the_report_command_prints_what_the_gate_printed(project, target, tmp_path):
     with_module(project, f"""
+import pytest
 
 @pytest.mark.requirement(*{ALL_IDS!r})
 def test_everything(concern):
@@ -172,6 +174,7 @@ def test_a_bundle_that_cannot_be_written_takes_the_marker_back(project, target):
 # ------------------------------------------------------------ hostile text
 def test_hostile_evidence_stays_text_in_terminal_html_and_junit(project, target):
     with_module(project, f"""
+import pytest
 
 HOSTILE = {HOSTILE!r}
 
