@@ -88,6 +88,27 @@ def test_a_ready_run_prints_the_matrix_and_writes_the_bundle(project, target):
     assert f"READY: marker written {target.marker}" in text
 
 
+def test_a_runtime_behind_a_link_is_not_hashed_through_it(project, target):
+    """SUITE-4: the runtime lies in the service user's tree; a directory of
+    its path made a link is not followed (the subject is the inventory's
+    claim, marked as such), and the run still ends as the gate decides."""
+    make_runtime(target)
+    import yaml
+    path = Path(yaml.safe_load(target.inventory.read_text())["all"]["hosts"]["fake"]["runtime"]["binary"])
+    elsewhere = target.base / "elsewhere"
+    path.parent.rename(elsewhere)
+    path.parent.symlink_to(elsewhere)
+    res = run(project, target)
+    assert last_line(res) == f"READY: marker written {target.marker}"
+    st = json.loads(Path(bundle.names(str(junit(project)))[1]).read_text())
+    validate(st)
+    (runtime,) = [s for s in st["subject"] if s["name"] == str(path)]
+    assert runtime["annotations"] == {"digestSource": "the inventory's claim; not read by the gate"}
+    props = [p.get("value") for p in ET.parse(junit(project)).getroot().iter("property")
+             if p.get("name") == "runtime-at-marker-time"]
+    assert props[0].startswith(f"not readable: {path}: ") and "symlink" in props[0], props
+
+
 def test_a_failing_run_shows_must_fix_and_a_failed_statement(project, target):
     with_module(project, f"""
 import pytest

@@ -95,18 +95,16 @@ def hash_binaries(inv: Inventory) -> tuple[dict[str, str], list[str]]:
 
 def hash_runtime(inv: Inventory) -> str:
     """Evidence for the verdict bundle (the in-toto subject): "<sha256>  <path>"
-    of the runtime binary, or why it could not be read. RUNTIME-1 judges it."""
-    path = inv.runtime["binary"]
-    try:
-        return f"{hostfs.sha256_nofollow(path)}  {path}"
-    except OSError as e:
-        return f"not readable: {path}: {e.strerror or e}"
+    of the runtime binary, or why it could not be read. RUNTIME-1 judges it.
+    It lies in the service user's tree: reached from / without following a
+    link in any component (SUITE-4)."""
+    return file_digest(inv.runtime["binary"])
 
 
 def file_digest(path: str | Path) -> str:
-    """"<sha256>  <path>" of a configuration file the bundle names."""
+    """"<sha256>  <path>" of a file the bundle names, never through a link."""
     try:
-        return f"{hostfs.sha256_nofollow(str(path))}  {path}"
+        return f"{hostfs.sha256_fd(hostfs.open_file(os.path.abspath(path)))}  {path}"
     except OSError as e:
         return f"not readable: {path}: {e.strerror or e}"
 
