@@ -40,6 +40,9 @@ class Fault:
     # nor its SHA-256 may appear anywhere in what the run wrote (SUITE-4: root's
     # reads never end up in the terminal, the JUnit or the evidence)
     secret: str = ""
+    # what a marker-removed fault planted at the marker path: a marker left at the
+    # end must not be it (a fresh marker of a READY run replaced it: allowed)
+    planted_marker: str = ""
     # "tests": caught when a test carrying a must_fail ID fails. "marker-removed":
     # a planted marker is caught when the gate reports removing it (MARK-4).
     kill: str = "tests"
@@ -55,6 +58,7 @@ RESTART_SUPERVISOR = ("systemctl restart opencode-pty-supervisor.service && "
                       "i=$((i+1)); sleep 0.05; done; [ -S /run/opencode-pty/supervisor.sock ]")
 
 
+STALE_MARKER = f"revision=opencode-v2-pilot:git:{'0' * 40};pty-source:sha256:{'0' * 64}"
 VAULT = "/root/pty-acc-vault/secret"
 
 
@@ -181,9 +185,11 @@ FAULTS: list[Fault] = [
     Fault("marker-dir-symlink", ("MARK-1",), "/etc/opencode is a symlink to a byk-owned directory",
           "rm -rf /etc/opencode && mkdir -p /home/byk/opencode-etc && chown byk /home/byk/opencode-etc"
           " && ln -s /home/byk/opencode-etc /etc/opencode", modules=_m("marker"), expect=("MARK-1",)),
+    # The full suite on an otherwise good host: the stale marker must go, and a
+    # marker at the end must be the run's own (a fresh one is right, not a fault).
     Fault("stale-marker", ("MARK-4",), "a well-formed marker from an earlier run is already in place",
-          "mkdir -p /etc/opencode && printf 'revision=opencode-v2-pilot:git:%040d;pty-source:sha256:%064d\\n' 0 0"
-          " > /etc/opencode/pty-supervisor-verified", modules=FULL, kill="marker-removed"),
+          f"mkdir -p /etc/opencode && printf '{STALE_MARKER}\\n' > /etc/opencode/pty-supervisor-verified",
+          modules=FULL, kill="marker-removed", planted_marker=STALE_MARKER),
     Fault("symlinked-marker", ("MARK-4",), "the marker path is a symlink planted by the service user",
           "mkdir -p /etc/opencode && ln -s /home/byk/fake-marker /etc/opencode/pty-supervisor-verified",
           modules=_m("marker"), kill="marker-removed"),

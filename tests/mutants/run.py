@@ -78,7 +78,10 @@ def run_one(repo: pathlib.Path, out: pathlib.Path, fault: catalogue.Fault | None
     must = set(fault.must_fail)
     if fault.kill == "marker-removed":
         removal = " ".join(report.prop("MARK-4"))
-        row["killed"] = "removed an existing marker" in removal and not marker
+        fresh = marker and bool(fault.planted_marker) and \
+            not (out / "pty-supervisor-verified").read_bytes().startswith(fault.planted_marker.encode())
+        row["marker_fresh"] = fresh  # the run's own marker replaced the planted one
+        row["killed"] = "removed an existing marker" in removal and (not marker or fresh)
         row["caught_by"] = sorted(set(failed) | ({"MARK-4"} if row["killed"] else set()))
     else:
         row["killed"] = bool(must & set(failed)) and not marker
@@ -146,7 +149,7 @@ def run_mutants(repo: pathlib.Path, *, only: list[str] = (), jobs: int = 1, cont
     for r in rows[1 if control else 0:]:
         if not r["killed"]:
             problems.append(f"{r['id']}: not killed (caught by {r['caught_by']}, marker {r['marker']})")
-        if r["marker"]:
+        if r["marker"] and not r.get("marker_fresh"):
             problems.append(f"{r['id']}: a marker was written")
     (out / "kill-table.json").write_text(json.dumps(rows, indent=2) + "\n")
     md = table_md(rows) + f"\nwall time {round(time.monotonic() - t0, 1)} s, jobs {jobs}\n"
