@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import site
 import subprocess
 import sys
 from pathlib import Path
@@ -35,8 +36,10 @@ def _tree(base: Path) -> dict[str, Path]:
 
 
 def _owns(co: Path) -> list[owntree.Own]:
+    # the checkout stands in for the virtualenv too: where this test session's own
+    # interpreter lives (a CI checkout under /tmp, say) is not what is tested here
     return owntree.own_tree(str(co), str(co / "inventories/target.yml"), str(co / "reports"),
-                            str(co / "acceptance/pty_acceptance"))
+                            str(co / "acceptance/pty_acceptance"), prefix=str(co))
 
 
 def _problems(co: Path) -> list[str]:
@@ -115,6 +118,14 @@ def _project(base: Path) -> Path:
         f"| All | `acceptance/test_all.py` | {', '.join(ids)} | built |\n"
         "| Itself | `acceptance/test_suite_itself.py` | SUITE-4 | built |\n")
     (p / "acceptance/conftest.py").write_text(FAKE_SUPERVISOR_UNIT)
+    # The package the run imports and the virtualenv it runs in are part of the
+    # tree it checks: a copy of the package here, and a virtualenv below `base`
+    # (the suite's dependencies reached through PYTHONPATH), so that where this
+    # test session's own checkout lives (under /tmp, say) does not decide it.
+    shutil.copytree(REPO / "acceptance/pty_acceptance", p / "acceptance/pty_acceptance",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(base / "venv")], check=True,
+                   stdin=subprocess.DEVNULL)
     for q in [p, *p.rglob("*")]:
         os.chmod(q, 0o755 if q.is_dir() else 0o644)
     return p
@@ -146,10 +157,11 @@ running.Systemd = FakeBus
 def _run(project: Path, target) -> subprocess.CompletedProcess:
     supervisor = subprocess.Popen([str(target.binaries[0]), "300"])
     try:
-        return subprocess.run([sys.executable, "-m", "pytest", "acceptance/", "--inventory",
-                               str(target.inventory)], cwd=project, capture_output=True, text=True,
-                              timeout=300, stdin=subprocess.DEVNULL,
-                              env={**os.environ, "PTY_TEST_SUPERVISOR_PID": str(supervisor.pid)})
+        env = {**os.environ, "PTY_TEST_SUPERVISOR_PID": str(supervisor.pid),
+               "PYTHONPATH": os.pathsep.join(site.getsitepackages())}
+        return subprocess.run([str(project.parent / "venv/bin/python"), "-m", "pytest", "acceptance/",
+                               "--inventory", str(target.inventory)], cwd=project, capture_output=True,
+                              text=True, timeout=300, stdin=subprocess.DEVNULL, env=env)
     finally:
         supervisor.kill()
         supervisor.wait()

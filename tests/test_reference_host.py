@@ -112,8 +112,13 @@ def test_group_writable_client_fails_own_1_and_leaves_no_marker(tmp_path):
     report = Report.find(run_dir)
     new = [c for c in report.failed() if not findings.known(c.name)]
     failed = {c.name.split("::", 1)[1] for c in new}
-    assert failed == {"test_binary_is_a_root_owned_regular_file[client]"}, failed
-    assert {i for c in new for i in c.requirements} == {"OWN-1"} and "OWN-1" in report.blocker_ids()
+    # OWN-1 owns it; the plugin smoke harness's own permissions check sees it too
+    assert failed == {"test_binary_is_a_root_owned_regular_file[client]",
+                      "test_harness_passes_ten_times_in_a_row"}, failed
+    assert {i for c in new for i in c.requirements} == {"OWN-1", "PLUGIN-1"}
+    assert "OWN-1" in report.blocker_ids()
+    harness = next(c for c in new if c.name.endswith("test_harness_passes_ten_times_in_a_row"))
+    assert "permissions" in harness.message, harness.message
     assert not (run_dir / "pty-supervisor-verified").exists()
 
 

@@ -42,15 +42,16 @@ def interpreter() -> str:
     return os.readlink("/proc/self/exe")
 
 
-def own_tree(rootdir: str, inventory_file: str, report_dir: str, package_dir: str) -> list[Own]:
-    """What the run trusts, as this process sees it."""
+def own_tree(rootdir: str, inventory_file: str, report_dir: str, package_dir: str,
+             prefix: str | None = None) -> list[Own]:
+    """What the run trusts, as this process sees it (`prefix`: sys.prefix)."""
     root = os.path.abspath(rootdir)
     return [
         Own("checkout", root, "directory", walk=True),
         Own("checklist", os.path.join(root, "ROOT-ACCEPTANCE.md"), "regular file"),
         Own("inventory", os.path.abspath(inventory_file), "regular file"),
         Own("report directory", os.path.abspath(report_dir), "directory"),
-        Own("virtualenv (sys.prefix)", os.path.abspath(sys.prefix), "directory", walk=True),
+        Own("virtualenv (sys.prefix)", os.path.abspath(prefix or sys.prefix), "directory", walk=True),
         Own("interpreter", interpreter(), "regular file"),
         Own("imported pty_acceptance package", os.path.abspath(package_dir), "directory", walk=True),
     ]
