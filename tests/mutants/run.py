@@ -103,8 +103,13 @@ def run_one(repo: pathlib.Path, out: pathlib.Path, fault: catalogue.Fault | None
 def _leaks(out: pathlib.Path, secret: str) -> list[str]:
     """The files of a run's output holding `secret` or its SHA-256 (hex)."""
     needles = [secret.encode(), hashlib.sha256(secret.encode()).hexdigest().encode()]
-    return sorted(str(f.relative_to(out)) for f in out.rglob("*")
-                  if f.is_file() and not f.is_symlink() and any(n in f.read_bytes() for n in needles))
+    found = []
+    for f in out.rglob("*"):
+        if f.is_file() and not f.is_symlink():
+            data = f.read_bytes()
+            if any(n in data for n in needles):
+                found.append(str(f.relative_to(out)))
+    return sorted(found)
 
 
 def table_md(rows: list[dict]) -> str:
