@@ -67,7 +67,7 @@ def test_a_ready_run_prints_the_matrix_and_writes_the_bundle(project, target):
     # the matrix comes before the last line, inside the gate's section
     assert res.outlines.index(rows[0]) < len(res.outlines) - 1
     report = junit(project)
-    html_path, statement_path = (Path(p) for p in bundle.names(str(report)))
+    html_path, statement_path, _ = (Path(p) for p in bundle.names(str(report)))
     assert f"bundle: {html_path}" in res.outlines and f"bundle: {statement_path}" in res.outlines
     st = json.loads(statement_path.read_text())
     validate(st)

@@ -1,12 +1,14 @@
 #!/bin/sh
 # Setup for a fresh Debian/Ubuntu machine (run as root): the packages the
 # reference host harness needs (and chromium, which the HTML report's browser
-# test uses), and .venv/ with the project installed into it
-# (.venv/bin/pty-acceptance, .venv/bin/pytest). Safe to run again.
+# test uses; openssl, openssh-client and gnupg, the tools that sign the in-toto
+# Statement with --sign-key, whose round trips the suite's tests check), and
+# .venv/ with the project installed into it (.venv/bin/pty-acceptance,
+# .venv/bin/pytest). Safe to run again.
 set -eu
 cd "$(dirname "$0")/.."
 need=""
-for pkg in debootstrap systemd-container chromium; do
+for pkg in debootstrap systemd-container chromium openssl openssh-client gnupg; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || need="$need $pkg"
 done
 if [ -n "$need" ]; then

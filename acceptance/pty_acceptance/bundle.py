@@ -1,7 +1,9 @@
 """The verdict bundle, written next to the JUnit report for every run, pass
 or fail: `<stem>.html` (htmlreport.py) and `<stem>.intoto.json` (intoto.py),
 both rendered from the published report itself (verdict.py), plus the
-terminal matrix. The gate writes them after the marker decision, so that the
+terminal matrix; with --sign-key also `<stem>.intoto.dsse.json`, the
+Statement's exact bytes in a DSSE envelope signed by a host tool
+(signing.py). The gate writes them after the marker decision, so that the
 Statement says PASSED only when the marker exists; if they cannot be
 written, the gate takes the marker back (gate.py)."""
 
@@ -22,11 +24,19 @@ class Bundle:
     rows: list[verdict.Row]
     html: bytes
     statement: bytes
+    envelope: bytes | None = None  # the signed Statement (signing.py), when asked for
 
 
-def names(junit_path: str) -> tuple[str, str]:
+def names(junit_path: str) -> tuple[str, str, str]:
+    """(HTML, Statement, signed envelope) beside the report."""
     stem = junit_path[:-4] if junit_path.endswith(".xml") else junit_path
-    return stem + ".html", stem + ".intoto.json"
+    return stem + ".html", stem + ".intoto.json", stem + ".intoto.dsse.json"
+
+
+def files(junit_path: str, b: Bundle) -> list[tuple[str, bytes]]:
+    """(path, bytes) of what the bundle writes: the envelope only when signed."""
+    out = list(zip(names(junit_path), (b.html, b.statement, b.envelope)))
+    return [(path, data) for path, data in out if data is not None]
 
 
 def build(data: bytes, junit_name: str, sections: list[Section],
@@ -47,13 +57,13 @@ def build(data: bytes, junit_name: str, sections: list[Section],
 
 
 def write(junit_path: str, b: Bundle) -> list[str]:
-    """Create both files beside the report (O_EXCL|O_NOFOLLOW in a directory
+    """Create the files beside the report (O_EXCL|O_NOFOLLOW in a directory
     reached without a link). All or nothing: on failure what was created is
     removed and the error raised."""
     made = []
     dfd = hostfs.open_dir(str(PurePosixPath(junit_path).parent))
     try:
-        for path, data in zip(names(junit_path), (b.html, b.statement)):
+        for path, data in files(junit_path, b):
             name = PurePosixPath(path).name
             try:
                 hostfs.create_at(dfd, name, data, 0o644)

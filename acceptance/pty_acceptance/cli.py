@@ -6,16 +6,19 @@
     pty-acceptance reference [--before-suite SCRIPT]... [--after-suite SCRIPT]... [--keep] [-- PYTEST-ARGS]
     pty-acceptance mutants [--only ID]... [--jobs N]
     pty-acceptance report FILE.xml [--checklist ROOT-ACCEPTANCE.md] [--out-dir DIR]
+                          [--sign-key PATH [--sign-tool openssl|ssh-keygen|gpg]]
+    pty-acceptance verify-statement ENVELOPE --pubkey FILE [--sign-tool openssl|ssh-keygen|gpg]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from pathlib import Path
 
-from . import bundle, checklist, inventory, manifest, marker, reports, verdict
+from . import bundle, checklist, inventory, manifest, marker, reports, signing, verdict
 from .terminal import escape
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -111,11 +114,23 @@ def cmd_report(a: argparse.Namespace) -> int:
     except (OSError, reports.ReportError, verdict.VerdictError) as e:
         print(escape(f"report: {a.junit}: {e}"), file=sys.stderr)
         return 2
+    if a.sign_key or a.sign_tool:
+        if not a.sign_key:
+            print("report: --sign-tool given without --sign-key", file=sys.stderr)
+            return 2
+        signer = signing.Signer(os.path.abspath(a.sign_key), a.sign_tool or signing.DEFAULT_TOOL)
+        try:  # off the host the key may be the reviewer's own (their uid), never another's
+            problems = signing.preflight(signer, owner=os.geteuid())
+            if problems:
+                raise problems[0]
+            made.envelope = signing.sign(signer, made.statement, owner=os.geteuid())
+        except (signing.SignError, OSError) as e:
+            print(escape(f"report: NOT SIGNED: {e}"), file=sys.stderr)
+            return 2
     out = Path(a.out_dir)
-    html_name, statement_name = (Path(p).name for p in bundle.names(Path(a.junit).name))
     written = []
-    for name, data in ((html_name, made.html), (statement_name, made.statement)):
-        target = out / name
+    for path, data in bundle.files(Path(a.junit).name, made):
+        target = out / Path(path).name
         if target.resolve() == Path(a.junit).resolve():
             print(escape(f"report: refusing to overwrite {target}"), file=sys.stderr)
             return 2
@@ -127,6 +142,36 @@ def cmd_report(a: argparse.Namespace) -> int:
         print(escape(f"bundle: {target}"))
     print(escape(made.verdict.last_line))
     return 0 if made.verdict.ready else 1
+
+
+def cmd_verify_statement(a: argparse.Namespace) -> int:
+    """A signed Statement (`<stem>.intoto.dsse.json`): PAE recomputed from the
+    envelope and checked by the same host tool against the public key; on
+    success the Statement's result and subjects."""
+    try:
+        envelope = signing.read_regular(a.envelope, signing.ENVELOPE_LIMIT)
+        pubkey = signing.read_regular(a.pubkey, signing.KEY_LIMIT)
+    except OSError as e:
+        print(escape(f"NOT VERIFIED: {e}"))
+        return 1
+    try:
+        found = signing.verify(envelope, pubkey, a.sign_tool)
+    except signing.SignError as e:
+        print(escape(f"NOT VERIFIED: {e}"))
+        return 1
+    st = found.statement
+    pred = st.get("predicate") if isinstance(st.get("predicate"), dict) else {}
+    print(escape(f"predicateType: {st.get('predicateType')}"))
+    for s in st.get("subject") or []:
+        if isinstance(s, dict):
+            digest = (s.get("digest") or {}).get("sha256") if isinstance(s.get("digest"), dict) else None
+            print(escape(f"subject: {digest}  {s.get('name')}"))
+    for key in ("passedTests", "warnedTests", "failedTests"):
+        tests = pred.get(key)
+        print(escape(f"{key}: {len(tests) if isinstance(tests, list) else 'absent'}"))
+    print(escape(f"VERIFIED ({a.sign_tool}, keyid {found.keyid or 'none'}): "
+                 f"result {pred.get('result')}"))
+    return 0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -162,7 +207,20 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--checklist", default=str(PROJECT / "ROOT-ACCEPTANCE.md"),
                     help="the ROOT-ACCEPTANCE.md whose sections the matrix lists")
     rp.add_argument("--out-dir", default=".", help="where the HTML and the Statement go")
+    rp.add_argument("--sign-key", default=None, metavar="PATH",
+                    help="also write <stem>.intoto.dsse.json: the Statement signed with this key "
+                         "(yours or root's alone: the OWN-1 chain check)")
+    rp.add_argument("--sign-tool", default=None, choices=signing.TOOLS,
+                    help="the host program that signs (default openssl: an Ed25519 PEM key)")
     rp.set_defaults(func=cmd_report)
+    vs = sub.add_parser("verify-statement", help="verify a signed Statement (<stem>.intoto.dsse.json) "
+                        "with a public key and the host tool that signed it")
+    vs.add_argument("envelope", metavar="ENVELOPE")
+    vs.add_argument("--pubkey", required=True, metavar="FILE",
+                    help="openssl: PEM public key; ssh-keygen: an OpenSSH public key line; "
+                         "gpg: an exported public key")
+    vs.add_argument("--sign-tool", default=signing.DEFAULT_TOOL, choices=signing.TOOLS)
+    vs.set_defaults(func=cmd_verify_statement)
     return p
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from . import bundle, hostfs, manifest, marker, reports, running, startup, terminal, verdict, waivers
+from . import bundle, hostfs, manifest, marker, reports, running, signing, startup, terminal, verdict, waivers
 from .checklist import Section
 from .inventory import Inventory
 from .requirements import BY_ID, CATALOGUE, CONCERN, ENFORCED_BY_GATE, sort_key
@@ -81,6 +81,8 @@ class GateState:
     waivers_file: str | None = None
     waivers: list = field(default_factory=list)  # the waivers that stand (waivers.Waiver)
     concerns: dict[str, list[str]] = field(default_factory=dict)  # nodeid -> "<ID>: text"
+    signer: signing.Signer | None = None  # --sign-key/--sign-tool
+    sign_refused: bool = False  # the key or tool failed its preflight: nothing is signed
 
 
 def hash_binaries(inv: Inventory) -> tuple[dict[str, str], list[str]]:
@@ -257,8 +259,21 @@ def blockers(config: pytest.Config, state: GateState, exitstatus: int) -> list[B
         out.append(Blocker(("SUITE-3",), "no acceptance test was collected"))
     out += coverage_blockers(state)
     out += content_blockers(state)
+    out += signing_blockers(state)
     out += waiver_blockers(state, out)
     return out
+
+
+def signing_blockers(state: GateState) -> list[Blocker]:
+    """Signing was asked for (--sign-key): a key that fails the chain check
+    (SUITE-4: root's secret, judged like the suite's own tree) or a tool that
+    is not installed (SUITE-2: the signed Statement is part of what is
+    attached) blocks before the marker, and nothing is signed with it."""
+    if state.signer is None:
+        return []
+    found = signing.preflight(state.signer)
+    state.sign_refused = bool(found)
+    return [Blocker((e.rule,), str(e)) for e in found]
 
 
 def waiver_blockers(state: GateState, found: list[Blocker]) -> list[Blocker]:
@@ -392,14 +407,19 @@ class Gate:
         result = yield  # pytest's JUnit writer has written its file
         st = self.state
         published = self._publish()
+        ahead = None
         if published is not None:
             st.result.append(published)
-        elif not st.result:
+        elif not st.result and st.signer:
+            ahead = self._sign_ahead()  # signed before the marker: its failure blocks
+            if st.result:
+                self._report_not_ready()
+        if published is None and not st.result:
             st.result = self._write()  # the report exists on disk and parses
             if st.result:
                 self._report_not_ready()
         if published is None:
-            self._bundle()
+            self._bundle(ahead if st.written else None)
         else:
             st.matrix = ["no requirement matrix: the JUnit report was not published"]
         if st.result and session.exitstatus == pytest.ExitCode.OK:
@@ -419,6 +439,10 @@ class Gate:
         self._global("runtime-at-marker-time", hash_runtime(st.inventory))
         if st.waivers_file:
             self._global("waiver-file", file_digest(st.waivers_file))
+        if st.signer:
+            self._global("signing", f"{st.signer.tool} key {st.signer.key}"
+                         + (": refused, nothing signed" if st.sign_refused else
+                            ": the Statement is signed in a DSSE envelope beside it"))
         for w in st.waivers:
             self._global("waiver", w.describe())
         for b in found:
@@ -444,15 +468,50 @@ class Gate:
         xml.logfile = st.report_path  # what pytest's "generated xml file" line shows
         return None
 
-    def _bundle(self) -> None:
-        """The verdict bundle from the published report (bundle.py). If it
-        cannot be written, the marker just written is taken back: NOT READY."""
+    def _build(self, ready: bool) -> bundle.Bundle:
         st = self.state
         said = [f"{' '.join(b.ids)}: {b.reason}" for b in st.result or []]
+        data = hostfs.read_file(st.report_path, reports.LIMIT)
+        return bundle.build(data, st.report_path, st.sections, ready=ready, extra_blockers=said)
+
+    def _sign_ahead(self) -> bundle.Bundle | None:
+        """With --sign-key, on a run with no blocker: the bundle the marker
+        would make true (result PASSED), its Statement signed now, before the
+        marker is written, so that a signing failure blocks it (SUITE-2)."""
+        st = self.state
+        st.sign_refused = True  # unless it succeeds: a failure is not tried again after
         try:
-            data = hostfs.read_file(st.report_path, reports.LIMIT)
-            made = bundle.build(data, st.report_path, st.sections, ready=st.written,
-                                extra_blockers=said)
+            made = self._build(ready=True)
+            made.envelope = signing.sign(st.signer, made.statement)
+            st.sign_refused = False
+        except signing.SignError as e:
+            st.result = [Blocker((e.rule,), f"the in-toto Statement was not signed: {e}")]
+            return None
+        except (OSError, reports.ReportError, verdict.VerdictError) as e:
+            st.result = [Blocker(("SUITE-2",), f"the in-toto Statement was not signed: {e}")]
+            return None
+        return made
+
+    def _sign_after(self, made: bundle.Bundle) -> None:
+        """A run that is NOT READY: its FAILED Statement is signed too when the
+        key and tool passed their checks; a failure adds a blocker."""
+        st = self.state
+        if st.signer is None or st.sign_refused or made.verdict.ready:
+            return
+        try:
+            made.envelope = signing.sign(st.signer, made.statement)
+        except signing.SignError as e:
+            st.result.append(Blocker((e.rule,), f"the in-toto Statement was not signed: {e}"))
+
+    def _bundle(self, ahead: bundle.Bundle | None = None) -> None:
+        """The verdict bundle from the published report (bundle.py); `ahead`,
+        signed before the marker, when the marker was written since. If it
+        cannot be written, the marker just written is taken back: NOT READY."""
+        st = self.state
+        try:
+            made = ahead or self._build(ready=st.written)
+            if ahead is None:
+                self._sign_after(made)
             st.matrix = verdict.terminal_lines(made.verdict, made.rows)
             st.bundle_files = bundle.write(st.report_path, made)
         except (OSError, reports.ReportError, verdict.VerdictError) as e:

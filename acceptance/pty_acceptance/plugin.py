@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from . import checklist, gate, inventory, owntree, reports, startup, terminal
+from . import checklist, gate, inventory, owntree, reports, signing, startup, terminal
 from .requirements import BY_ID
 
 STATE = pytest.StashKey["gate.GateState"]()
@@ -50,12 +50,23 @@ def _gate_state(config: pytest.Config) -> gate.GateState:
         sections=sections, checklist_error=checklist_error,
         hostname=socket.gethostname(), args=startup.acceptance_args(config, acceptance),
         removal=removal, report_path=report_path, report_private_dir=private,
-        waivers_file=_waivers_file(config))
+        waivers_file=_waivers_file(config), signer=_signer(config))
 
 
 def _waivers_file(config: pytest.Config) -> str | None:
     given = config.getoption("--waivers")
     return os.path.normpath(os.path.join(config.invocation_params.dir, given)) if given else None
+
+
+def _signer(config: pytest.Config) -> signing.Signer | None:
+    """--sign-key PATH [--sign-tool TOOL] (openssl when only a key is given)."""
+    key, tool = config.getoption("--sign-key"), config.getoption("--sign-tool")
+    if not key:
+        if tool:
+            raise RegistrationFailed(f"--sign-tool {tool} given without --sign-key")
+        return None
+    path = os.path.normpath(os.path.join(config.invocation_params.dir, key))
+    return signing.Signer(path, tool or signing.DEFAULT_TOOL)
 
 
 def _junit_paths(config: pytest.Config, root: Path, host: str) -> tuple[str, str | None]:

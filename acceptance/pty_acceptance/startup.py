@@ -53,6 +53,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="never write the marker, even when every gate passes")
     g.addoption("--waivers", metavar="FILE", default=None,
                 help="reviewed waivers acknowledging CONCERN items (waivers.py); never a failure")
+    g.addoption("--sign-key", metavar="PATH", default=None,
+                help="sign the in-toto Statement (a DSSE envelope beside it) with this root-only "
+                     "key (signing.py); a key or tool that fails blocks the marker")
+    g.addoption("--sign-tool", metavar="TOOL", default=None, choices=("openssl", "ssh-keygen", "gpg"),
+                help="the host program that signs: openssl (Ed25519 PEM key, the default), "
+                     "ssh-keygen (OpenSSH key) or gpg (exported secret key file)")
     g.addoption("--report-dir", metavar="DIR", default=None,
                 help="where JUnit and evidence go (default reports/)")
     parser.addini("pty_acceptance_run_dir", default=rundir.DEFAULT_DIR,
