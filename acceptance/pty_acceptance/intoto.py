@@ -10,8 +10,9 @@
     configuration  the inventory, the JUnit report and ROOT-ACCEPTANCE.md,
                    each a resource descriptor with its SHA-256
 
-Built from the same Verdict as the matrix (verdict.py). Unsigned: signing is
-the operator's, with a key and a tool already on the host.
+Built from the same Verdict as the matrix (verdict.py). Signed, when the
+operator names a key and a host tool (--sign-key), in a DSSE envelope beside
+it (signing.py); never by a signature made here.
 """
 
 from __future__ import annotations
