@@ -278,11 +278,18 @@ def test_a_tool_that_fails_to_sign_blocks_before_the_marker(project, target, key
     assert_no_key_bytes(key, everything_written(project, res))
 
 
-def test_a_sign_tool_without_a_key_is_refused(project, target):
-    res = run(project, target, "--sign-tool", "gpg")
-    assert "--sign-tool gpg given without --sign-key" in "\n".join(res.outlines + res.errlines)
+@pytest.mark.parametrize("args, says", [
+    (["--sign-tool", "gpg"], "--sign-tool gpg given without --sign-key"),
+    (["--sign-key", "/etc/k.pem", "--sign-tool", "rsa"], "--sign-tool 'rsa': expected one of openssl, ssh-keygen, gpg"),
+], ids=["tool-without-key", "unknown-tool"])
+def test_a_bad_signing_option_ends_not_ready_with_the_marker_removed(project, target, args, says):
+    Path(target.marker).parent.mkdir(parents=True, exist_ok=True)
+    Path(target.marker).write_text("stale\n")
+    res = run(project, target, *args)
+    text = "\n".join(res.outlines + res.errlines)
+    assert says in text and "NOT READY" in text, text
     assert res.ret != 0
-    assert not os.path.lexists(target.marker)
+    assert not os.path.lexists(target.marker), "a stale marker survived a bad option"
 
 
 def test_the_tool_messages_that_quote_the_key_are_withheld():

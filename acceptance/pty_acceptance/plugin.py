@@ -61,6 +61,8 @@ def _waivers_file(config: pytest.Config) -> str | None:
 def _signer(config: pytest.Config) -> signing.Signer | None:
     """--sign-key PATH [--sign-tool TOOL] (openssl when only a key is given)."""
     key, tool = config.getoption("--sign-key"), config.getoption("--sign-tool")
+    if tool and tool not in signing.TOOLS:
+        raise RegistrationFailed(f"--sign-tool {tool!r}: expected one of {', '.join(signing.TOOLS)}")
     if not key:
         if tool:
             raise RegistrationFailed(f"--sign-tool {tool} given without --sign-key")

@@ -261,8 +261,11 @@ def _gpg_home():
         try:
             yield home, env
         finally:
-            subprocess.run([programs.path("gpgconf"), "--homedir", home, "--kill", "all"],
-                           env=env, capture_output=True, timeout=TIMEOUT, check=False)
+            try:
+                subprocess.run([programs.path("gpgconf"), "--homedir", home, "--kill", "all"],
+                               env=env, capture_output=True, timeout=TIMEOUT, check=False)
+            except (OSError, subprocess.TimeoutExpired):
+                pass  # no agent to stop (gpgconf gone), or it would not stop: the home goes anyway
 
 
 def _sign_gpg(key: str, msg: str, fds, secret: bytes) -> tuple[bytes, str]:
