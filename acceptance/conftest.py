@@ -7,8 +7,9 @@ path; leftovers of a crashed run are stopped when the next run starts.
 """
 
 import pytest
+import testinfra
 
-from pty_acceptance import admission, builds
+from pty_acceptance import admission, builds, programs
 from pty_acceptance import peer as peer_mod
 from pty_acceptance.bus import BusError, Systemd
 from pty_acceptance.plugin import requirement_ids
@@ -18,6 +19,20 @@ from pty_acceptance.session import HelperSession, RawSession
 def _fail(request, text):
     ids = " ".join(requirement_ids(request.node)) or "SUITE-3"
     pytest.fail(f"{ids}: {text}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def host():
+    """Testinfra's host (local backend): users, groups, services, listening
+    sockets, sysctls, packages. Its local backend runs every command through
+    `/bin/sh -c` and finds `id`, `getent`, `ss`... in this process's PATH, so
+    the environment is the root one (programs.ROOT_ENV, SUITE-4) while it is used."""
+    with pytest.MonkeyPatch.context() as mp:
+        for name in programs.SHELL_STARTUP:
+            mp.delenv(name, raising=False)
+        for name, value in programs.ROOT_ENV.items():
+            mp.setenv(name, value)
+        yield testinfra.get_host("local://")
 
 
 @pytest.fixture(scope="session")

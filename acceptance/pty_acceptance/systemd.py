@@ -1,7 +1,8 @@
 """Units as systemd reports them.
 
 Properties come from `systemctl show --all` (testinfra's systemd_properties
-drops empty values, which makes "set empty" and "unset" look alike).
+drops empty values, which makes "set empty" and "unset" look alike), so
+unit properties are read here, never through Testinfra's `host.service`.
 """
 
 from __future__ import annotations
