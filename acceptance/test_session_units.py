@@ -47,10 +47,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from pty_acceptance import analyze
+from pty_acceptance import analyze, cgroups
 from pty_acceptance import livesession as live
 from pty_acceptance import standin, terminal
 from pty_acceptance.bus import SERVICE_IFACE, BusError
+from pty_acceptance.marks import fail
 from pty_acceptance.peer import PeerError
 from pty_acceptance.session import RawSession, SessionError
 from pty_acceptance.systemd import STRICT_SESSION, show_or_fail
@@ -79,9 +80,6 @@ class Live:
     uid: int
     gid: int
 
-
-def _fail(text):
-    pytest.fail(text, pytrace=False)
 
 
 def _loaded_units(bus) -> set[str]:
@@ -115,22 +113,19 @@ def _cwd(stack):
 
 
 @pytest.fixture(scope="module")
-def session(inv, host, bus, run_tag):
+def session(inv, host, bus, module_peer):
     """One live session running the probe, for every test of this module."""
     with contextlib.ExitStack() as stack:
-        try:
-            peer = stack.enter_context(live.module_peer(bus, inv, run_tag))
-        except live.LiveError as e:
-            _fail(f"UNIT-1..9: no session can be driven: {e}")
+        peer = module_peer
         acct = host.user(inv.service_user)
         if not acct.exists:
-            _fail(f"UNIT-1..9: the service user {inv.service_user!r} does not exist")
+            fail(f"UNIT-1..9: the service user {inv.service_user!r} does not exist")
         uid, gid = acct.uid, acct.gid
         cwd, token = _cwd(stack)
         try:
             paths = _standins(stack, inv, uid, gid)
         except standin.StandinError as e:
-            _fail(f"UNIT-7: SUITE-4: no stand-in listener: {terminal.escape(str(e))}")
+            fail(f"UNIT-7: SUITE-4: no stand-in listener: {terminal.escape(str(e))}")
         outside = {path: live.can_connect(path) for path in paths}
         raw = RawSession(peer, inv.socket)
         stack.callback(raw.close)
@@ -145,7 +140,7 @@ def session(inv, host, bus, run_tag):
             report = live.parse_probe(out.output)
             svc = bus.properties(started.unit, SERVICE_IFACE) or {}
         except (SessionError, PeerError, TimeoutError, BusError, live.LiveError, OSError) as e:
-            _fail(f"UNIT-1..9: the probe session did not come up: {e}")
+            fail(f"UNIT-1..9: the probe session did not come up: {e}")
         stack.callback(live.end_by_eof, raw, END_DEADLINE_S)
         yield Live(unit=started.unit, main_pid=svc.get("MainPID", 0),
                    control_group=svc.get("ControlGroup", ""), probe=report,
@@ -155,19 +150,20 @@ def session(inv, host, bus, run_tag):
 
 def _processes(s: Live, rid: str) -> dict[int, dict]:
     """/proc status of every process of the live session (the probe among them)."""
-    try:
-        pids = live.cgroup_pids(s.control_group)
-    except live.LiveError as e:
-        _fail(f"{rid}: cannot list the processes of {s.unit}: {e}")
+    path = cgroups.cgroup_dir(s.control_group)
+    if path is None:
+        fail(f"{rid}: cannot list the processes of {s.unit}: no cgroup.procs for "
+             f"{s.control_group!r} under {', '.join(cgroups.CGROUP_ROOTS)}")
+    pids = cgroups.cgroup_pids(path)
     if s.probe_pid not in pids:
-        _fail(f"{rid}: the probe (pid {s.probe_pid}) is not in {s.control_group}: {pids}")
+        fail(f"{rid}: the probe (pid {s.probe_pid}) is not in {s.control_group}: {pids}")
     out = {}
     for pid in pids:
         try:
             out[pid] = live.status(pid)
             out[pid]["cmdline"] = b" ".join(live.cmdline(pid))[:80].decode("utf-8", "replace")
         except OSError as e:
-            _fail(f"{rid}: {s.unit} pid {pid} vanished while it was read: {e}")
+            fail(f"{rid}: {s.unit} pid {pid} vanished while it was read: {e}")
     return out
 
 
@@ -346,7 +342,7 @@ def test_system_calls_are_filtered(session, evidence):
         baseline = live.host_seccomp_baseline()
         probe = live.status(session.probe_pid)
     except (OSError, ValueError) as e:
-        _fail(f"UNIT-5: cannot read Seccomp_filters of PID 1 or the probe: {e}")
+        fail(f"UNIT-5: cannot read Seccomp_filters of PID 1 or the probe: {e}")
     evidence("Seccomp_filters: host PID 1 / probe", [baseline, probe.get("Seccomp_filters")])
     problems = []
     if not filt or filt.startswith("~"):

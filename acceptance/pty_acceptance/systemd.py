@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from . import programs
 
 STRICT_SESSION = re.compile(r"^opencode-pty-[0-9a-f]{32}\.service$")
+ANY_SESSION = re.compile(r"^opencode-pty-.*\.service$")  # any session unit, strict name or not
+SESSION_GLOB = "opencode-pty-*.service"  # the same, as systemd's pattern
 EXEC_KEYS = ("ExecCondition", "ExecStartPre", "ExecStart", "ExecStartPost",
              "ExecReload", "ExecStop", "ExecStopPost")
 _EXEC_PATH = re.compile(r"(?:^|[{;]\s*)path=([^ ;]+)")
