@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from . import checklist, gate, inventory, owntree, reports, startup, terminal
-from .marks import requirement_ids
+from .marks import fail, requirement_ids
 from .requirements import BY_ID
 
 STATE = pytest.StashKey["gate.GateState"]()
@@ -112,8 +112,8 @@ def inv(pytestconfig: pytest.Config) -> inventory.Inventory:
     """The validated inventory of the host under test."""
     state = pytestconfig.stash.get(STATE, None)
     if state is None:
-        pytest.fail("SUITE-3: the acceptance plugin is not active for this session "
-                    "(run pytest on acceptance/)", pytrace=False)
+        fail("SUITE-3: the acceptance plugin is not active for this session "
+             "(run pytest on acceptance/)")
     return state.inventory
 
 
