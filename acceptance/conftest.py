@@ -1,23 +1,35 @@
-"""Fixtures of the session-driven modules: the system bus, the run's tag, the
-disposable peer (the suite as opencode-v2.service), other disposable units,
-the session units created meanwhile, and sessions through the peer.
+"""The acceptance modules' fixtures: Testinfra's `host`, the system bus, the
+run's tag, the disposable peer (the suite as opencode-v2.service) for one test
+or one module, other disposable units, the session units created meanwhile,
+sessions through the peer, and the guard of tests that stop the supervisor.
 
 Every unit the suite creates carries the run's tag and is stopped on every
 path; leftovers of a crashed run are stopped when the next run starts.
 """
 
 import pytest
+import testinfra
 
-from pty_acceptance import admission, builds
+from pty_acceptance import admission, builds, lifecycle, programs
 from pty_acceptance import peer as peer_mod
 from pty_acceptance.bus import BusError, Systemd
-from pty_acceptance.plugin import requirement_ids
+from pty_acceptance.marks import fail
 from pty_acceptance.session import HelperSession, RawSession
+from pty_acceptance.sessionunit import Owner
 
 
-def _fail(request, text):
-    ids = " ".join(requirement_ids(request.node)) or "SUITE-3"
-    pytest.fail(f"{ids}: {text}", pytrace=False)
+@pytest.fixture(scope="session")
+def host():
+    """Testinfra's host (local backend): users, groups, services, listening
+    sockets, sysctls, packages. Its local backend runs every command through
+    `/bin/sh -c` and finds `id`, `getent`, `ss`... in this process's PATH, so
+    the environment is the root one (programs.ROOT_ENV, SUITE-4) while it is used."""
+    with pytest.MonkeyPatch.context() as mp:
+        for name in programs.SHELL_STARTUP:
+            mp.delenv(name, raising=False)
+        for name, value in programs.ROOT_ENV.items():
+            mp.setenv(name, value)
+        yield testinfra.get_host("local://")
 
 
 @pytest.fixture(scope="session")
@@ -25,7 +37,7 @@ def bus():
     try:
         conn = Systemd.connect()
     except (OSError, BusError) as e:
-        pytest.fail(f"the system bus is not reachable, no session can be driven: {e}", pytrace=False)
+        fail(f"SUITE-3: the system bus is not reachable, no session can be driven: {e}")
     left = peer_mod.cleanup_leftovers(conn)
     yield conn
     remaining = [n for n in peer_mod.cleanup_leftovers(conn)]
@@ -50,24 +62,28 @@ def run_tag():
     return peer_mod.run_tag()
 
 
+def _started_peer(inv, bus, run_tag, node):
+    try:
+        return peer_mod.start_peer(bus, inv, run_tag)
+    except peer_mod.ForeignUnit as e:
+        fail(f"SUITE-1: {e}")
+    except peer_mod.PeerError as e:
+        fail(str(e), node)
+
+
 @pytest.fixture
 def peer(request, inv, bus, run_tag):
     """The disposable peer service, started fresh for one test."""
-    name = inv.units["peer"]
-    try:
-        loaded = peer_mod.peer_unit_file_loaded(bus, name)
-    except BusError as e:
-        _fail(request, f"cannot read {name}: {e}")
-    if loaded:
-        _fail(request, f"{loaded}: the suite never touches a real peer service; "
-                       "run acceptance before the cutover installs it")
-    unit = peer_mod.DisposableUnit(bus, name=name, user=inv.service_user,
-                                   group=inv.service_group, tag=run_tag)
-    try:
-        unit.start()
-    except (peer_mod.PeerError, BusError, TimeoutError) as e:
-        unit.stop()
-        _fail(request, f"the disposable peer {name} did not start: {e}")
+    unit = _started_peer(inv, bus, run_tag, request.node)
+    yield unit
+    unit.stop()
+
+
+@pytest.fixture(scope="module")
+def module_peer(request, inv, bus, run_tag):
+    """The disposable peer for a whole module (one opencode-v2.service at a
+    time: a module that uses it uses no per-test `peer`)."""
+    unit = _started_peer(inv, bus, run_tag, request.node)
     yield unit
     unit.stop()
 
@@ -78,16 +94,14 @@ def units(bus, run_tag):
     made = []
 
     def make(name, user, group, **kw):
-        foreign = peer_mod.peer_unit_file_loaded(bus, name)
-        if foreign:  # never start, stop or replace a unit the suite did not create
-            pytest.fail(f"SUITE-1: {foreign}; the suite does not touch it", pytrace=False)
         u = peer_mod.DisposableUnit(bus, name=name, user=user, group=group, tag=run_tag, **kw)
         made.append(u)
         try:
             return u.start()
-        except (peer_mod.PeerError, TimeoutError) as e:
-            pytest.fail(f"SUITE-3: the disposable unit {name} ({user}:{group}) did not start: {e}",
-                        pytrace=False)
+        except peer_mod.ForeignUnit as e:
+            fail(f"SUITE-1: {e}")
+        except (peer_mod.PeerError, BusError, TimeoutError) as e:
+            fail(f"SUITE-3: the disposable unit {name} ({user}:{group}) did not start: {e}")
 
     yield make
     for u in reversed(made):
@@ -133,3 +147,30 @@ def helper_session(inv, peer):
     yield make
     for s in made:
         s.close()
+
+
+@pytest.fixture
+def sessions(inv, bus, peer, evidence):
+    """Sessions(...) of one test through the disposable peer; every one is ended and
+    waited for afterwards, and units the supervisor left running are stopped."""
+    made = lifecycle.Sessions(bus, peer, inv.socket, Owner.of(inv))
+    yield made
+    forced = made.close()
+    if forced:
+        evidence("removed by the suite after the test", forced)
+
+
+@pytest.fixture
+def supervisor_guard(inv, bus):
+    """For tests that stop or restart the supervisor: fails at once if it is not
+    ready to begin with; brings it back (active, socket present) on every path."""
+    name, path = inv.units["supervisor"], inv.socket
+    if not lifecycle.supervisor_ready(bus, name, path):
+        fail(f"SUITE-1: {name} is not active with its socket {path} before the test; "
+             "the suite does not start it on its own")
+    yield name
+    if not lifecycle.supervisor_ready(bus, name, path):
+        try:
+            lifecycle.start_supervisor(bus, name, path)
+        except (BusError, TimeoutError) as e:
+            fail(f"SUITE-1: {name} could not be restored: {e}")

@@ -22,8 +22,7 @@ import signal
 import pytest
 
 from pty_acceptance import protocol as p
-from pty_acceptance.lifecycle import (  # noqa: F401  (sessions: a fixture)
-    Ending, poll, run_endings, sessions, token_processes)
+from pty_acceptance.lifecycle import Ending, poll, run_endings, token_processes
 
 DESCENDANTS = {  # tag digit -> how it escapes
     "1": "setsid sleep 300.{t}1 &",

@@ -33,9 +33,11 @@ import pytest
 
 from pty_acceptance import isolation
 from pty_acceptance import protocol as p
-from pty_acceptance.lifecycle import (  # noqa: F401  (sessions, supervisor_guard: fixtures)
-    Drain, Ending, UnitWatch, cgroup_dir, fill_input, new_token, poll, run_endings, sessions,
-    supervisor_guard, tagged_sh, token_processes, wait_gone, wait_stalled, wait_supervisor_ready)
+from pty_acceptance.cgroups import cgroup_dir
+from pty_acceptance.lifecycle import (
+    Drain, Ending, fill_input, new_token, poll, run_endings, tagged_sh, token_processes, wait_gone,
+    wait_stalled, wait_supervisor_ready)
+from pty_acceptance.unitwatch import UnitWatch
 
 CAPACITY = 16
 CONC2_NOT_PROVOKED = (

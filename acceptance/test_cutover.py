@@ -27,7 +27,6 @@ Nothing is written on the host. The API as we read it lives in
 pty_acceptance/opencode_api.py only.
 """
 
-import pwd
 
 import pytest
 
@@ -39,7 +38,14 @@ def env(inv):
     return serverenv.read(inv.cutover["server_env"])
 
 
-def _identified(inv, req, evidence) -> None:
+@pytest.fixture(scope="module")
+def service_uid(inv, host):
+    """The service user's uid (None: no such user, so no listener is its process)."""
+    user = host.user(inv.service_user)
+    return user.uid if user.exists else None
+
+
+def _identified(inv, uid, req, evidence) -> None:
     """The candidate port's listener is the runtime binary run as the service user,
     or the test fails before any credential is sent (SUITE-4)."""
     port, binary = inv.ports["candidate"], inv.runtime["binary"]
@@ -48,10 +54,6 @@ def _identified(inv, req, evidence) -> None:
     why = found.problem
     if why is None:
         same, detail = runtime.same_file(binary, found.exe_dev_ino)
-        try:
-            uid = pwd.getpwnam(inv.service_user).pw_uid
-        except KeyError:
-            uid = None
         if not same:
             why = f"pid {found.pid} does not run {binary}: {detail}"
         elif uid is None or set(found.uids or ()) != {uid}:
@@ -61,18 +63,24 @@ def _identified(inv, req, evidence) -> None:
                     f"runtime ({why}): the server.env password is not sent to it", pytrace=False)
 
 
-def _candidate(inv, env, req, evidence):
+def _candidate(inv, env, uid, req, evidence):
     """The authenticated candidate client, or a failure naming server.env or the listener."""
     if env.password is None:
         pytest.fail(f"{req}: cannot authenticate to the candidate: {env.describe()}", pytrace=False)
-    _identified(inv, req, evidence)
+    _identified(inv, uid, req, evidence)
     return opencode_api.Client(inv.ports["candidate"], password=env.password.reveal(),
                                directory=inv.cutover["directory"])
 
 
 @pytest.mark.requirement("CUT-1")
-def test_production_is_healthy(inv, evidence):
-    client = opencode_api.Client(inv.ports["production"])  # no auth, GET only
+def test_production_is_healthy(inv, host, evidence):
+    port = inv.ports["production"]
+    listening = [s for s in host.socket.get_listening_sockets()
+                 if s.startswith("tcp://") and s.rpartition(":")[2] == str(port)]
+    evidence("listening on the production port", listening)
+    if not listening:
+        pytest.fail(f"CUT-1: nothing listens on the production port {port}", pytrace=False)
+    client = opencode_api.Client(port)  # no auth, GET only
     path = inv.cutover["production_health"]
     try:
         reply = client.ui(path)
@@ -83,8 +91,8 @@ def test_production_is_healthy(inv, evidence):
 
 
 @pytest.mark.requirement("CUT-1")
-def test_candidate_is_healthy(inv, env, evidence):
-    client = _candidate(inv, env, "CUT-1", evidence)
+def test_candidate_is_healthy(inv, env, service_uid, evidence):
+    client = _candidate(inv, env, service_uid, "CUT-1", evidence)
     try:
         reply = client.health(inv.cutover["candidate_health"])
     except opencode_api.ApiError as e:
@@ -94,8 +102,8 @@ def test_candidate_is_healthy(inv, env, evidence):
 
 
 @pytest.mark.requirement("CUT-1")
-def test_candidate_ui_answers(inv, env, evidence):
-    client = _candidate(inv, env, "CUT-1", evidence)
+def test_candidate_ui_answers(inv, env, service_uid, evidence):
+    client = _candidate(inv, env, service_uid, "CUT-1", evidence)
     problems = []
     for path in inv.cutover["candidate_ui"]:
         try:
@@ -108,8 +116,8 @@ def test_candidate_ui_answers(inv, env, evidence):
 
 
 @pytest.mark.requirement("CUT-2")
-def test_plugins_are_active_after_activation(inv, env, evidence):
-    client = _candidate(inv, env, "CUT-2", evidence)
+def test_plugins_are_active_after_activation(inv, env, service_uid, evidence):
+    client = _candidate(inv, env, service_uid, "CUT-2", evidence)
     try:
         reply = client.await_activation()
         evidence("await-activation", reply.describe())
@@ -125,12 +133,10 @@ def test_plugins_are_active_after_activation(inv, env, evidence):
 
 
 @pytest.mark.requirement("CUT-3")
-def test_server_env_is_private_and_holds_the_password(inv, env, evidence):
+def test_server_env_is_private_and_holds_the_password(inv, env, service_uid, evidence):
     evidence("server.env", env.describe())
-    path = inv.cutover["server_env"]
-    try:
-        uid = pwd.getpwnam(inv.service_user).pw_uid
-    except KeyError:
+    path, uid = inv.cutover["server_env"], service_uid
+    if uid is None:
         pytest.fail(f"CUT-3: the service user {inv.service_user!r} does not exist", pytrace=False)
     problems = []
     if env.kind != "regular file":

@@ -25,7 +25,7 @@ import time
 import psutil
 import pytest
 
-from pty_acceptance import admission, lifecycle
+from pty_acceptance import admission, cgroups, lifecycle
 from pty_acceptance import protocol as p
 from pty_acceptance.bus import SERVICE_IFACE
 from pty_acceptance.lifecycle import Drain, Sessions
@@ -155,8 +155,8 @@ def test_a_fresh_peer_authenticates_right_after_a_flood(inv, bus, peer, flooder,
 def supervisor_rss(bus, inv) -> tuple[int, list[int]]:
     """RSS of every process of the supervisor unit (the reference is a wrapper and its child)."""
     props = bus.properties(inv.units["supervisor"], SERVICE_IFACE) or {}
-    path = lifecycle.cgroup_dir(props.get("ControlGroup") or "")
-    pids = lifecycle.cgroup_pids(path) if path else []
+    path = cgroups.cgroup_dir(props.get("ControlGroup") or "")
+    pids = cgroups.cgroup_pids(path) if path else []
     total = 0
     for pid in pids:
         try:

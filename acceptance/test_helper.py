@@ -54,13 +54,6 @@ RUNTIME_S = 60
 
 
 @pytest.fixture(scope="module")
-def module_peer(inv, bus, run_tag):
-    unit = observe.start_peer(inv, bus, run_tag)
-    yield unit
-    unit.stop()
-
-
-@pytest.fixture(scope="module")
 def traced(inv, module_peer):
     """The traced session, or the reason it could not be observed."""
     try:

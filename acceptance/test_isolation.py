@@ -49,18 +49,16 @@ from dataclasses import dataclass
 
 import pytest
 
-from pty_acceptance import isolation, runtime
+from pty_acceptance import cgroups, isolation, runtime
 from pty_acceptance import livesession as live
 from pty_acceptance.bus import BusError
+from pty_acceptance.marks import fail
 from pty_acceptance.peer import PeerError, workspace
 from pty_acceptance.session import HelperSession, SessionError
 
 SESSION_DEADLINE_S = 30
 CONNECT_TIMEOUT_S = 3
 
-
-def _fail(text):
-    pytest.fail(text, pytrace=False)
 
 
 @dataclass
@@ -86,7 +84,7 @@ def target(inv):
 
 def _target_or_fail(target, evidence, ids="ISO-1") -> isolation.Target:
     if isinstance(target, str):
-        _fail(f"{ids}: {target}")
+        fail(f"{ids}: {target}")
     evidence("target", f"{target.describe()}, uids {target.uids}, gids {target.gids}, "
                        f"start {target.start_ticks} ticks")
     return target
@@ -120,7 +118,7 @@ def probed(inv, bus, run_tag, target):
 
 def _results_or_fail(probed, evidence, vectors, ids="ISO-1") -> tuple[Probed, list[dict]]:
     if isinstance(probed, str):
-        _fail(f"{ids}: {probed}")
+        fail(f"{ids}: {probed}")
     _target_or_fail(probed.target, evidence, ids)
     evidence("Yama", probed.yama)
     evidence(f"/proc/{probed.target.pid}/fd owner", f"uid {probed.target.fd_owner} ("
@@ -131,7 +129,7 @@ def _results_or_fail(probed, evidence, vectors, ids="ISO-1") -> tuple[Probed, li
         for r in probed.report["results"]:
             evidence(f"probe {r['vector']}", f"{r['outcome']}: {r['detail']}")
     if probed.problem:
-        _fail(f"{ids}: {probed.target.describe()}: {probed.problem}")
+        fail(f"{ids}: {probed.target.describe()}: {probed.problem}")
     got = probed.results
     return probed, [got[v] for v in vectors]
 
@@ -184,25 +182,13 @@ def test_descriptors_are_close_on_exec(target, evidence):
         bad, seen = isolation.inheritable_fds(t.pid)
         again = isolation.start_ticks(t.pid)
     except isolation.IsolationError as e:
-        _fail(f"ISO-1: cannot read the descriptors of {t.describe()}: {e}")
+        fail(f"ISO-1: cannot read the descriptors of {t.describe()}: {e}")
     evidence("descriptors >= 3 checked", seen)
     evidence("without O_CLOEXEC", bad or "none")
     assert again == t.start_ticks, f"ISO-1: pid {t.pid} was replaced while its descriptors were read"
     assert not bad, (f"ISO-1: inheriting descriptors worked against {t.describe()}: "
                      f"{len(bad)} of {seen} descriptors >= 3 lack O_CLOEXEC, so whatever it "
                      f"spawns holds them: {'; '.join(bad)}")
-
-
-@pytest.fixture(scope="module")
-def session_peer(inv, bus, run_tag):
-    """The module's disposable peer (one opencode-v2.service at a time), or why
-    there is none."""
-    with contextlib.ExitStack() as stack:
-        try:
-            peer = stack.enter_context(live.module_peer(bus, inv, run_tag))
-        except live.LiveError as e:
-            peer = str(e)
-        yield peer
 
 
 @dataclass
@@ -214,7 +200,7 @@ class Holders:
 
 
 def _read_holders(inv, bus) -> Holders:
-    supervisor = isolation.supervisor_pids(bus, inv.units["supervisor"])
+    supervisor = cgroups.unit_pids(bus, inv.units["supervisor"])
     file_id = isolation.socket_file_id(inv.socket)
     socks = isolation.unix_sockets()
     holders = isolation.socket_holders()
@@ -243,7 +229,7 @@ def _live_connection_held(inv, bus, helper_pid, is_helper) -> Holders:
 
 
 @pytest.mark.requirement("ISO-1")
-def test_only_the_helper_holds_supervisor_connections(inv, bus, session_peer, evidence):
+def test_only_the_helper_holds_supervisor_connections(inv, bus, module_peer, evidence):
     """Read while a session runs through the fixed helper: with no live
     connection nobody holds anything, and the check would prove nothing."""
     helper = inv.binaries["client"]["path"]
@@ -252,18 +238,15 @@ def test_only_the_helper_holds_supervisor_connections(inv, bus, session_peer, ev
         link, dev_ino = isolation.exe_identity(pid)
         return runtime.same_file(helper, dev_ino)[0], link
 
-    if isinstance(session_peer, str):
-        _fail(f"ISO-1: no session can be driven, so no live connection's holders can be judged: "
-              f"{session_peer}")
     with contextlib.ExitStack() as stack:
         cwd, _ = stack.enter_context(workspace(inv.service_user, "pty-acceptance-ws-"))
-        h = HelperSession(session_peer, inv.socket, helper, ["/bin/cat"], cwd=cwd)
+        h = HelperSession(module_peer, inv.socket, helper, ["/bin/cat"], cwd=cwd)
         stack.callback(h.close)
         try:
             h.open()
             seen = _live_connection_held(inv, bus, h.pid, is_helper)
         except (isolation.IsolationError, BusError, OSError, SessionError, PeerError, TimeoutError) as e:
-            _fail(f"ISO-1: cannot read the connections of a live session to {inv.socket}: {e}")
+            fail(f"ISO-1: cannot read the connections of a live session to {inv.socket}: {e}")
         evidence("live session", f"helper pid {h.pid} running /bin/cat")
         evidence("supervisor processes", sorted(seen.supervisor))
         evidence("UNIX sockets seen (sock_diag)", seen.socks)
@@ -317,12 +300,10 @@ def _connect(port: int) -> str:
 
 
 @pytest.fixture(scope="module")
-def reach(inv, bus, session_peer):
+def reach(inv, bus, module_peer):
     """What a live session could do: {"workspace", "network", "outside", "cwd", ...}."""
     port = inv.ports["production"]
-    if isinstance(session_peer, str):
-        _fail(f"ISO-2: no session can be driven: {session_peer}")
-    peer = session_peer
+    peer = module_peer
     with contextlib.ExitStack() as stack:
         cwd, _ = stack.enter_context(workspace(inv.service_user, "pty-acceptance-ws-"))
         name = f"iso2-{secrets.token_hex(8)}"
@@ -335,10 +316,10 @@ def reach(inv, bus, session_peer):
             output, status = h.run(None, SESSION_DEADLINE_S)
             report = live.parse_probe(output)
         except (SessionError, PeerError, TimeoutError, BusError, live.LiveError, OSError) as e:
-            _fail(f"ISO-2: the session through the fixed helper did not report: {e}")
+            fail(f"ISO-2: the session through the fixed helper did not report: {e}")
         if not isinstance(report, dict) or not all(isinstance(report.get(k), str)
                                                    for k in ("workspace", "network", "cwd")):
-            _fail(f"ISO-2: the session's report has the wrong shape: {str(report)[:200]!r}")
+            fail(f"ISO-2: the session's report has the wrong shape: {str(report)[:200]!r}")
         left = os.path.join(cwd, name)
         report.update(cwd_host=cwd, outside=outside, status=status,
                       leftover=os.path.lexists(left))

@@ -19,7 +19,8 @@ import tempfile
 import pytest
 
 from pty_acceptance import hostfs, marker
-from pty_acceptance.plugin import STATE, requirement_ids
+from pty_acceptance.marks import requirement_ids
+from pty_acceptance.plugin import STATE
 
 
 @pytest.fixture

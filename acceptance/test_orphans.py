@@ -20,9 +20,8 @@ import time
 
 import pytest
 
-from pty_acceptance.lifecycle import (  # noqa: F401  (sessions, supervisor_guard: fixtures)
-    Decoy, Footprint, new_token, poll, sessions, strict_session_name, supervisor_guard, tagged_sh, wait_gone,
-    wait_supervisor_ready)
+from pty_acceptance.lifecycle import (
+    Decoy, Footprint, new_token, poll, strict_session_name, tagged_sh, wait_gone, wait_supervisor_ready)
 from pty_acceptance.systemd import STRICT_SESSION, SystemdError, show_or_fail, units_matching
 
 

@@ -17,7 +17,7 @@ SCOPE-2 the installed binaries hash to the claimed SHA-256 values, and the
 
 import pytest
 
-from pty_acceptance import feeds, hostfs, isolation, running
+from pty_acceptance import cgroups, feeds, hostfs, running
 from pty_acceptance.bus import SERVICE_IFACE, BusError
 from pty_acceptance.inventory import ARTIFACTS
 from pty_acceptance.systemd import show_or_fail
@@ -137,7 +137,7 @@ def test_paths_the_supervisor_unit_names_are_root_controlled(inv, bus, evidence)
 def test_files_the_supervisor_holds_are_root_controlled(inv, bus, evidence):
     name = inv.units["supervisor"]
     try:
-        pids = isolation.supervisor_pids(bus, name)
+        pids = cgroups.unit_pids(bus, name)
     except BusError as e:
         pytest.fail(f"OWN-2: cannot read {name} over D-Bus: {e}", pytrace=False)
     assert pids, f"OWN-2: {name} has no processes: what it reads cannot be judged"

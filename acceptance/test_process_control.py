@@ -43,6 +43,7 @@ from pty_acceptance import admission, isolation, lifecycle
 from pty_acceptance.admission import assert_refused
 from pty_acceptance.bus import SERVICE_IFACE, BusError
 from pty_acceptance.lifecycle import Footprint, HostReadError
+from pty_acceptance.marks import fail
 from pty_acceptance.peer import PeerError
 from pty_acceptance.session import HelperSession, SessionError
 from pty_acceptance.sessionunit import Owner
@@ -52,9 +53,6 @@ SESSION_DEADLINE_S = 10  # the live session's unit and command are there within 
 SESSION_RUNTIME_S = 120
 EXITED = "exited"
 
-
-def _fail(text):
-    pytest.fail(text, pytrace=False)
 
 
 class MainPid:
@@ -67,7 +65,7 @@ class MainPid:
         main = (bus.properties(peer.name, SERVICE_IFACE) or {}).get("MainPID")
         if main != self.pid:
             self.close()
-            _fail(f"ISO-3: {peer.name} has MainPID {main}, not the suite's agent {self.pid}: "
+            fail(f"ISO-3: {peer.name} has MainPID {main}, not the suite's agent {self.pid}: "
                   "the suite signals nothing but its own disposable peer")
 
     def exited(self) -> bool:
@@ -92,7 +90,7 @@ class MainPid:
             lifecycle.poll(lambda: done(self.state()), SIGNAL_DEADLINE_S, what,
                            lambda: f"pid {self.pid} of {self.unit} is in state {self.state()}")
         except TimeoutError as e:
-            _fail(f"ISO-3: {e}")
+            fail(f"ISO-3: {e}")
         return time.monotonic() - t0
 
     def close(self) -> None:
@@ -122,7 +120,7 @@ def attacker_of(inv, peer, units, run_tag):
             try:
                 a = peer.fork_agent(ignore_term)
             except PeerError as e:
-                _fail(f"ISO-3: the peer's agent could not fork a child: {e}")
+                fail(f"ISO-3: the peer's agent could not fork a child: {e}")
             children.append(a)
             role = f"child of MainPID {peer.info['pid']}" + (", ignoring SIGTERM" if ignore_term else "")
         return a, (f"pid {a.info['pid']} (uid {a.info['uid']}, gid {a.info['gid']}) in {a.name}, "
@@ -200,7 +198,7 @@ def live_session(bus, h: HelperSession, token: str, owner: Owner) -> Footprint:
             lifecycle.poll(lambda: lifecycle.token_processes(token), SESSION_DEADLINE_S,
                            "the session's command running", fp.describe)
         except (SessionError, PeerError, TimeoutError, HostReadError, BusError, OSError) as e:
-            _fail(f"ISO-3: the genuine peer could not hold a session through the fixed helper: {e}")
+            fail(f"ISO-3: the genuine peer could not hold a session through the fixed helper: {e}")
     fp.remember()
     return fp
 

@@ -3,7 +3,7 @@
 The suite speaks the wire format itself (RawSession: the disposable peer
 authenticates, then hands its connected socket over), so it can send what the
 helper never would. Around every rejection it watches systemd's UnitNew
-signals (observe.UnitWatch): a rejected START must create no session unit at
+signals (unitwatch.UnitWatch): a rejected START must create no session unit at
 all, not even for a moment, and none may be left; every accepted START's unit
 must have been announced to the watch, or the watch was blind and its "no
 unit" proves nothing. Around every PROTO-3 case it reads what each process
@@ -69,6 +69,8 @@ from pty_acceptance import observe
 from pty_acceptance import protocol as p
 from pty_acceptance.bus import SERVICE_IFACE
 from pty_acceptance.session import RawSession, SessionError
+from pty_acceptance.systemd import ANY_SESSION
+from pty_acceptance.unitwatch import UnitWatch, watch_problems
 
 L = p.LIMITS
 TRUE = "/bin/true"
@@ -77,13 +79,6 @@ SETTLE_S = 5  # bound for units to go and descriptors to come back
 CANONICAL = re.compile(r"^a[A-Za-z0-9_-]*$")
 INNER = "/bin/sh -i -c 'exec /proc/self/fd/3 --exec'"
 SCRIPT_ARGV = ["-q", "-e", "-f", "-c", INNER, "/dev/null"]
-
-
-@pytest.fixture(scope="module")
-def module_peer(inv, bus, run_tag):
-    unit = observe.start_peer(inv, bus, run_tag)
-    yield unit
-    unit.stop()
 
 
 def _open(peer, inv) -> RawSession:
@@ -140,7 +135,7 @@ def test_limit_accepted_at_and_rejected_past(case, inv, bus, module_peer, eviden
     (at_argv, at_rt), past = LIMIT_CASES[case]
     payload = p.start_payload(at_argv, at_rt)
     evidence("START payload bytes at the limit", f"{len(payload)} (bound {p.START_BOUND})")
-    with observe.UnitWatch(inv.units["supervisor"]) as watch:
+    with UnitWatch(ANY_SESSION, exclude={inv.units["supervisor"]}) as watch:
         sessions = [_open(module_peer, inv) for _ in range(1 + len(past))]
         try:
             for raw, (argv, rt) in zip(sessions, [(at_argv, at_rt)] + past):
@@ -172,7 +167,7 @@ def test_limit_accepted_at_and_rejected_past(case, inv, bus, module_peer, eviden
             problems.append(f"{what} was answered {facts['frames']} error {facts['error']}, "
                             f"expected ERROR {p.Code.LIMIT} (LIMIT) and no STARTED")
     accepted = {at_facts["unit"]} if isinstance(at_facts, dict) and at_facts.get("unit") else set()
-    problems += observe.watch_problems(created, accepted)
+    problems += watch_problems(created, accepted)
     if left:
         problems.append(f"session units still loaded after {SETTLE_S} s: {sorted(left)}")
     assert not problems, f"PROTO-1 {case}: " + "; ".join(problems)
@@ -318,7 +313,7 @@ def _per_process(table: dict) -> dict[int, int]:
 
 def _settle(inv, bus, watch, baseline, started: set[str]) -> list[str]:
     created, _ = watch.sync()
-    problems = observe.watch_problems(created, started)
+    problems = watch_problems(created, started)
     left = watch.wait_gone(created, SETTLE_S)
     if left:
         problems.append(f"session units still loaded after {SETTLE_S} s: {sorted(left)}")
@@ -336,7 +331,7 @@ def _settle(inv, bus, watch, baseline, started: set[str]) -> list[str]:
 @pytest.mark.parametrize("case", list(PRE_START))
 def test_malformed_message_is_rejected(case, inv, bus, module_peer, evidence):
     baseline = _baseline(inv, bus)
-    with observe.UnitWatch(inv.units["supervisor"]) as watch:
+    with UnitWatch(ANY_SESSION, exclude={inv.units["supervisor"]}) as watch:
         raw = _open(module_peer, inv)
         try:
             try:
@@ -374,7 +369,7 @@ def _after_started(raw: RawSession, send) -> dict:
 @pytest.mark.requirement("PROTO-3")
 def test_malformed_message_after_started_is_rejected_and_stops_the_unit(inv, bus, module_peer, evidence):
     baseline = _baseline(inv, bus)
-    with observe.UnitWatch(inv.units["supervisor"]) as watch:
+    with UnitWatch(ANY_SESSION, exclude={inv.units["supervisor"]}) as watch:
         sessions = {case: _open(module_peer, inv) for case in AFTER_STARTED}
         try:
             for raw in sessions.values():

@@ -38,6 +38,7 @@ from pty_acceptance import livesession as live
 from pty_acceptance import sessionunit
 from pty_acceptance import protocol as p
 from pty_acceptance.bus import SERVICE_IFACE, BusError
+from pty_acceptance.marks import fail
 from pty_acceptance.peer import PeerError
 from pty_acceptance.session import HelperSession, RawSession, SessionError
 
@@ -51,19 +52,12 @@ ARGS = ["two words", "it's", 'say "hi"', "$HOME", "${PATH}", "`id`", "$(id -u)",
 PRINT_ARGV = ["python3", "-I", "-c", "import sys, json; print(json.dumps(sys.argv[1:]))"]
 
 
-def _fail(text):
-    pytest.fail(text, pytrace=False)
-
 
 @pytest.fixture(scope="module")
-def peer(inv, bus, run_tag):
-    """One disposable peer for the whole module, in place of conftest's per-test
-    peer (sessions here run one after another, each ending by itself)."""
-    try:
-        with live.module_peer(bus, inv, run_tag) as unit:
-            yield unit
-    except live.LiveError as e:
-        _fail(f"PTY-1..4: no session can be driven: {e}")
+def peer(module_peer):
+    """The module's peer in place of conftest's per-test one (sessions here run
+    one after another, each ending by itself)."""
+    return module_peer
 
 
 @contextlib.contextmanager
@@ -75,7 +69,7 @@ def raw(inv, peer, argv, rid, **kw):
             s.start(argv, runtime_s=60, **kw)
             s.wait_started(SESSION_S)
         except (SessionError, PeerError, TimeoutError, OSError) as e:
-            _fail(f"{rid}: the session {argv[:3]} did not start: {e}")
+            fail(f"{rid}: the session {argv[:3]} did not start: {e}")
         yield s
     finally:
         s.close()
@@ -90,7 +84,7 @@ def run_raw(inv, peer, argv, rid, data=None, **kw):
         try:
             return s.wait_end(SESSION_S)
         except TimeoutError as e:
-            _fail(f"{rid}: {argv[:3]} did not end: {e}")
+            fail(f"{rid}: {argv[:3]} did not end: {e}")
 
 
 def run_helper(inv, peer, argv, rid, data=b""):
@@ -99,7 +93,7 @@ def run_helper(inv, peer, argv, rid, data=b""):
         h.open()
         return h.run(data, SESSION_S)
     except (SessionError, PeerError, TimeoutError, OSError) as e:
-        _fail(f"{rid}: the helper session {argv[:3]} failed: {e}")
+        fail(f"{rid}: the helper session {argv[:3]} failed: {e}")
     finally:
         h.close()
 
@@ -113,9 +107,9 @@ def session_processes(bus, unit, rid):
     try:
         svc = bus.properties(unit, SERVICE_IFACE) or {}
     except BusError as e:
-        _fail(f"{rid}: cannot read {unit}: {e}")
+        fail(f"{rid}: cannot read {unit}: {e}")
     if not svc.get("MainPID") or not svc.get("ControlGroup"):
-        _fail(f"{rid}: {unit} has MainPID={svc.get('MainPID')} ControlGroup={svc.get('ControlGroup')}")
+        fail(f"{rid}: {unit} has MainPID={svc.get('MainPID')} ControlGroup={svc.get('ControlGroup')}")
     return svc["MainPID"], svc["ControlGroup"]
 
 
@@ -147,7 +141,7 @@ def test_inner_shell_is_the_fixed_interactive_sh(inv, bus, peer, evidence):
             tree = {pid: b" ".join(live.cmdline(pid)).decode("utf-8", "replace") for pid in chain}
             problems = _shell_problems(main_pid, chain)
         except (TimeoutError, live.LiveError, OSError) as e:
-            _fail(f"PTY-1: cannot read the process tree of {unit}: {e}")
+            fail(f"PTY-1: cannot read the process tree of {unit}: {e}")
         evidence("unit / MainPID", f"{unit} {main_pid}")
         evidence("command -> ... -> MainPID", tree)
         s.send(p.encode(p.T.EOF))
@@ -230,7 +224,7 @@ def test_window_size_follows_start_and_resize(inv, peer, evidence):
             s.send(p.encode(p.T.EOF))
             out = s.wait_end(SESSION_S)
         except (TimeoutError, OSError) as e:
-            _fail(f"PTY-3: the window-size session did not end: {e}")
+            fail(f"PTY-3: the window-size session did not end: {e}")
     seen = lines(out.output)
     evidence("START 33x101, then RESIZE 50x132: stty size printed", seen)
     assert seen[:1] == [b"33 101"] and seen[-1:] == [b"50 132"], \
@@ -312,13 +306,13 @@ def _kill_main(inv, bus, unit, rid):
     try:
         sessionunit.vouch(bus, unit, sessionunit.Owner.of(inv))
     except (sessionunit.NotLoaded, BusError) as e:
-        _fail(f"{rid}: cannot read {unit}: {e}")
+        fail(f"{rid}: cannot read {unit}: {e}")
     main_pid, cg = session_processes(bus, unit, rid)
     try:
         live.wait_for_command(cg, [b"cat"], SESSION_S)
         os.kill(main_pid, signal.SIGKILL)
     except (TimeoutError, OSError) as e:
-        _fail(f"{rid}: cannot SIGKILL the main process {main_pid} of {unit}: {e}")
+        fail(f"{rid}: cannot SIGKILL the main process {main_pid} of {unit}: {e}")
     return main_pid
 
 
@@ -329,7 +323,7 @@ def test_session_killed_by_a_signal_is_reported_as_that_signal(inv, bus, peer, e
         try:
             out = s.wait_end(SESSION_S)
         except TimeoutError as e:
-            _fail(f"PTY-4: the session did not end after SIGKILL of {main_pid}: {e}")
+            fail(f"PTY-4: the session did not end after SIGKILL of {main_pid}: {e}")
     evidence("SIGKILL of MainPID (script): EXIT", f"{out.exit} ({out.unit})")
     h = HelperSession(peer, inv.socket, inv.binaries["client"]["path"], ["cat"])
     try:
@@ -338,7 +332,7 @@ def test_session_killed_by_a_signal_is_reported_as_that_signal(inv, bus, peer, e
         _kill_main(inv, bus, live.wait_for_new_session_unit(bus, before, SESSION_S), "PTY-4")
         _, status = h.run(None, SESSION_S)
     except (SessionError, PeerError, TimeoutError, OSError, BusError) as e:
-        _fail(f"PTY-4: the helper session killed by SIGKILL failed: {e}")
+        fail(f"PTY-4: the helper session killed by SIGKILL failed: {e}")
     finally:
         h.close()
     evidence("SIGKILL of MainPID (script): helper status", status)

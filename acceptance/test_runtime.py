@@ -13,8 +13,6 @@ executed. RUNTIME-2 (only the fixed helper ever holds the authenticated socket
 and cwd) runs this binary and is its own module (test_runtime_handoff.py).
 """
 
-import grp
-import pwd
 import time
 
 import pytest
@@ -38,20 +36,18 @@ def _identity_or_fail(identity, evidence):
     return identity
 
 
-def _service_ids(inv):
-    try:
-        uid = pwd.getpwnam(inv.service_user).pw_uid
-    except KeyError:
+def _service_ids(host, inv):
+    user, group = host.user(inv.service_user), host.group(inv.service_group)
+    if not user.exists:
         pytest.fail(f"RUNTIME-1: the service user {inv.service_user!r} does not exist", pytrace=False)
-    try:
-        gid = grp.getgrnam(inv.service_group).gr_gid
-    except KeyError:
+    if not group.exists:
         pytest.fail(f"RUNTIME-1: the service group {inv.service_group!r} does not exist", pytrace=False)
+    uid, gid = user.uid, group.gid
     return uid, gid
 
 
 @pytest.mark.requirement("RUNTIME-1")
-def test_candidate_listener_runs_the_runtime_binary(inv, evidence):
+def test_candidate_listener_runs_the_runtime_binary(inv, host, evidence):
     port, path = inv.ports["candidate"], inv.runtime["binary"]
     found = runtime.listener(port)
     evidence("listener", found.describe())
@@ -64,7 +60,7 @@ def test_candidate_listener_runs_the_runtime_binary(inv, evidence):
     evidence("same file", why)
     assert same, (f"RUNTIME-1: pid {found.pid} on port {port} runs {found.exe_link!r}, "
                   f"not the runtime binary: {why}")
-    uid, gid = _service_ids(inv)
+    uid, gid = _service_ids(host, inv)
     wrong = []
     if set(found.uids) != {uid}:
         wrong.append(f"uids (real, effective, saved) {found.uids}, expected {uid} ({inv.service_user})")

@@ -31,24 +31,13 @@ after the listener is proven to be that unit's MainPID running runtime.binary.
 import pytest
 
 from pty_acceptance import handoff, serverenv
-from pty_acceptance.bus import BusError
-from pty_acceptance.peer import peer_unit_file_loaded
+from pty_acceptance.marks import fail
 
-
-def _fail(text):
-    pytest.fail(f"RUNTIME-2: {text}", pytrace=False)
 
 
 @pytest.fixture(scope="module")
 def seen(inv, bus, run_tag):
     """One observed session (handoff.Observation), run once for the module."""
-    name = inv.units["peer"]
-    try:
-        loaded = peer_unit_file_loaded(bus, name)
-    except BusError as e:
-        return f"cannot read {name}: {e}"
-    if loaded:
-        return f"{loaded}: the suite never touches a real peer service"
     env = serverenv.read(inv.cutover["server_env"])
     if env.password is None:
         return f"no password to authenticate to the runtime: {env.describe()}"
@@ -59,7 +48,7 @@ def _facts(seen, evidence, *, deleted=False) -> handoff.Observation:
     """The observation, its evidence recorded. Fails when a step failed before
     the host was read (or at all, with deleted=True)."""
     if isinstance(seen, str):
-        _fail(seen)
+        fail(f"RUNTIME-2: {seen}")
     ob = seen
     if ob.command:
         evidence("candidate command", f"{ob.command.shown}, run as {' '.join(ob.command.argv)[:300]}")
@@ -75,13 +64,13 @@ def _facts(seen, evidence, *, deleted=False) -> handoff.Observation:
         evidence("descendants of the runtime", {str(k): v for k, v in ob.runtime_children.items()})
     evidence("stage reached", ob.stage)
     if ob.problem and (deleted or ob.stage != handoff.DELETE_STAGE):
-        _fail(ob.problem)
+        fail(f"RUNTIME-2: {ob.problem}")
     return ob
 
 
 def _helper(ob, inv) -> int:
     if len(ob.helpers) != 1:
-        _fail(f"the runtime (pid {ob.unit.main_pid}) has {len(ob.helpers)} descendants running "
+        fail(f"RUNTIME-2: the runtime (pid {ob.unit.main_pid}) has {len(ob.helpers)} descendants running "
               f"the fixed helper {inv.binaries['client']['path']}, expected exactly one; its "
               f"descendants: {ob.runtime_children or 'none'}")
     return ob.helpers[0]
@@ -113,7 +102,7 @@ def test_the_fixed_helper_received_the_connection_and_the_directory(inv, seen, e
     evidence("traced execs", {str(t): e for t, e in ob.trace.execs.items()} or "none")
     evidence("helper sendmsg calls (fd, socket, peer, SCM_RIGHTS)", sends or "none")
     if execs != [inv.binaries["client"]["path"]]:
-        _fail(f"strace saw the helper pid {helper} exec {execs or 'nothing'}, expected exactly "
+        fail(f"RUNTIME-2: strace saw the helper pid {helper} exec {execs or 'nothing'}, expected exactly "
               f"{inv.binaries['client']['path']}: the hand-off was not observed")
     clients = {c for _, c in ob.pairs if c}
     starts = [s for s in sends if s[3] is not None]

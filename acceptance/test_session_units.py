@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pwd
 import secrets
 import shutil
 import tempfile
@@ -48,10 +47,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from pty_acceptance import analyze
+from pty_acceptance import analyze, cgroups
 from pty_acceptance import livesession as live
 from pty_acceptance import standin, terminal
 from pty_acceptance.bus import SERVICE_IFACE, BusError
+from pty_acceptance.marks import fail
 from pty_acceptance.peer import PeerError
 from pty_acceptance.session import RawSession, SessionError
 from pty_acceptance.systemd import STRICT_SESSION, show_or_fail
@@ -81,9 +81,6 @@ class Live:
     gid: int
 
 
-def _fail(text):
-    pytest.fail(text, pytrace=False)
-
 
 def _loaded_units(bus) -> set[str]:
     return {row[0] for row in bus.call("ListUnits")[0]}
@@ -95,14 +92,12 @@ def _slice_chain(name: str) -> set[str]:
     return {"-".join(parts[:i]) + ".slice" for i in range(1, len(parts) + 1)}
 
 
-def _standins(stack, inv):
+def _standins(stack, inv, uid, gid):
     """Docker and user-bus listeners where the host has none (made before START)."""
-    acct = pwd.getpwnam(inv.service_user)
-    user_bus = f"/run/user/{acct.pw_uid}/bus"
+    user_bus = f"/run/user/{uid}/bus"
     stack.enter_context(standin.standin_listener(DOCKER, mode=0o666))
-    stack.enter_context(standin.standin_listener(user_bus, uid=acct.pw_uid, gid=acct.pw_gid,
-                                                 mode=0o600, dir_uid=acct.pw_uid,
-                                                 dir_gid=acct.pw_gid, dir_mode=0o700))
+    stack.enter_context(standin.standin_listener(user_bus, uid=uid, gid=gid, mode=0o600,
+                                                 dir_uid=uid, dir_gid=gid, dir_mode=0o700))
     return [inv.socket, DOCKER, SYSTEM_BUS, user_bus]
 
 
@@ -118,19 +113,19 @@ def _cwd(stack):
 
 
 @pytest.fixture(scope="module")
-def session(inv, bus, run_tag):
+def session(inv, host, bus, module_peer):
     """One live session running the probe, for every test of this module."""
     with contextlib.ExitStack() as stack:
-        try:
-            peer = stack.enter_context(live.module_peer(bus, inv, run_tag))
-        except live.LiveError as e:
-            _fail(f"UNIT-1..9: no session can be driven: {e}")
-        acct = pwd.getpwnam(inv.service_user)
+        peer = module_peer
+        acct = host.user(inv.service_user)
+        if not acct.exists:
+            fail(f"UNIT-1..9: the service user {inv.service_user!r} does not exist")
+        uid, gid = acct.uid, acct.gid
         cwd, token = _cwd(stack)
         try:
-            paths = _standins(stack, inv)
+            paths = _standins(stack, inv, uid, gid)
         except standin.StandinError as e:
-            _fail(f"UNIT-7: SUITE-4: no stand-in listener: {terminal.escape(str(e))}")
+            fail(f"UNIT-7: SUITE-4: no stand-in listener: {terminal.escape(str(e))}")
         outside = {path: live.can_connect(path) for path in paths}
         raw = RawSession(peer, inv.socket)
         stack.callback(raw.close)
@@ -145,29 +140,30 @@ def session(inv, bus, run_tag):
             report = live.parse_probe(out.output)
             svc = bus.properties(started.unit, SERVICE_IFACE) or {}
         except (SessionError, PeerError, TimeoutError, BusError, live.LiveError, OSError) as e:
-            _fail(f"UNIT-1..9: the probe session did not come up: {e}")
+            fail(f"UNIT-1..9: the probe session did not come up: {e}")
         stack.callback(live.end_by_eof, raw, END_DEADLINE_S)
         yield Live(unit=started.unit, main_pid=svc.get("MainPID", 0),
                    control_group=svc.get("ControlGroup", ""), probe=report,
                    probe_pid=report.get("pid", 0), cwd=cwd, token=token, sockets=outside,
-                   new_units=sorted(after - before), uid=acct.pw_uid, gid=acct.pw_gid)
+                   new_units=sorted(after - before), uid=uid, gid=gid)
 
 
 def _processes(s: Live, rid: str) -> dict[int, dict]:
     """/proc status of every process of the live session (the probe among them)."""
-    try:
-        pids = live.cgroup_pids(s.control_group)
-    except live.LiveError as e:
-        _fail(f"{rid}: cannot list the processes of {s.unit}: {e}")
+    path = cgroups.cgroup_dir(s.control_group)
+    if path is None:
+        fail(f"{rid}: cannot list the processes of {s.unit}: no cgroup.procs for "
+             f"{s.control_group!r} under {', '.join(cgroups.CGROUP_ROOTS)}")
+    pids = cgroups.cgroup_pids(path)
     if s.probe_pid not in pids:
-        _fail(f"{rid}: the probe (pid {s.probe_pid}) is not in {s.control_group}: {pids}")
+        fail(f"{rid}: the probe (pid {s.probe_pid}) is not in {s.control_group}: {pids}")
     out = {}
     for pid in pids:
         try:
             out[pid] = live.status(pid)
             out[pid]["cmdline"] = b" ".join(live.cmdline(pid))[:80].decode("utf-8", "replace")
         except OSError as e:
-            _fail(f"{rid}: {s.unit} pid {pid} vanished while it was read: {e}")
+            fail(f"{rid}: {s.unit} pid {pid} vanished while it was read: {e}")
     return out
 
 
@@ -194,9 +190,13 @@ def test_start_creates_exactly_one_strictly_named_unit(inv, session, evidence):
 # ------------------------------------------------------------------ UNIT-2
 @pytest.mark.requirement("UNIT-2")
 def test_live_processes_run_as_the_service_user_without_supplementary_groups(
-        inv, session, evidence):
+        inv, host, session, evidence):
     unit = show_or_fail(session.unit, "UNIT-2")
     procs = _processes(session, "UNIT-2")
+    # systemd initgroups()s User= even with SupplementaryGroups= empty: the
+    # service user's memberships in the user database are the session's groups
+    account = host.user(inv.service_user)
+    evidence(f"id -nG {inv.service_user}", account.groups)
     evidence("MainPID", session.main_pid)
     evidence("User / Group / SupplementaryGroups", [unit.get("User"), unit.get("Group"),
                                                     unit.get("SupplementaryGroups")])
@@ -209,10 +209,12 @@ def test_live_processes_run_as_the_service_user_without_supplementary_groups(
             problems.append(f"pid {pid} ({st['cmdline']}) Uid {st.get('Uid')}, expected {want_uid}")
         if st.get("Gid", "").split() != want_gid:
             problems.append(f"pid {pid} ({st['cmdline']}) Gid {st.get('Gid')}, expected {want_gid}")
-        # systemd initgroups()s User= even with SupplementaryGroups= empty: the
-        # primary group may be listed; any other group is a real membership
+        # the primary group may be listed; any other group is a real membership
         for g in set(st.get("Groups", "").split()) - {str(session.gid)}:
             extra.setdefault(g, []).append(pid)
+    if account.groups != [inv.service_group]:
+        problems.append(f"the service user {inv.service_user} is in the groups {account.groups}, "
+                        f"expected only its own group {inv.service_group}")
     if extra:
         problems.append(f"the live processes have supplementary groups {extra} (group: pids); "
                         "systemd adds the service user's /etc/group memberships even with "
@@ -340,7 +342,7 @@ def test_system_calls_are_filtered(session, evidence):
         baseline = live.host_seccomp_baseline()
         probe = live.status(session.probe_pid)
     except (OSError, ValueError) as e:
-        _fail(f"UNIT-5: cannot read Seccomp_filters of PID 1 or the probe: {e}")
+        fail(f"UNIT-5: cannot read Seccomp_filters of PID 1 or the probe: {e}")
     evidence("Seccomp_filters: host PID 1 / probe", [baseline, probe.get("Seccomp_filters")])
     problems = []
     if not filt or filt.startswith("~"):

@@ -1,11 +1,11 @@
 """PROTO-1/3's readings of the host, judged from fake readings: descriptors by
 identity (observe.new_descriptors, supervisor_descriptors) and what the unit
-watch saw (observe.watch_problems)."""
+watch saw (unitwatch.watch_problems)."""
 import os
 
 import pytest
 
-from pty_acceptance import isolation, observe
+from pty_acceptance import cgroups, observe, unitwatch
 
 BASE = {(10, 0): "/dev/null mnt_id=20 ino=5", (10, 3): "socket:[100]",
         (11, 0): "/dev/null mnt_id=20 ino=5", (11, 7): "/dev/null mnt_id=20 ino=5",
@@ -33,19 +33,19 @@ def test_a_new_number_is_new():
 
 def test_no_supervisor_process_is_an_error(monkeypatch):
     # the old reading returned {} for a unit without MainPID, and {} compared equal
-    monkeypatch.setattr(isolation, "supervisor_pids", lambda bus, unit: set())
+    monkeypatch.setattr(cgroups, "unit_pids", lambda bus, unit: set())
     with pytest.raises(observe.DescriptorError, match="no MainPID"):
         observe.supervisor_descriptors(None, "sup.service")
 
 
 def test_an_unreadable_supervisor_process_is_an_error(monkeypatch):
-    monkeypatch.setattr(isolation, "supervisor_pids", lambda bus, unit: {2 ** 22 + 12345})
+    monkeypatch.setattr(cgroups, "unit_pids", lambda bus, unit: {2 ** 22 + 12345})
     with pytest.raises(observe.DescriptorError, match="cannot list"):
         observe.supervisor_descriptors(None, "sup.service")
 
 
 def test_own_descriptors_read_by_identity(monkeypatch, tmp_path):
-    monkeypatch.setattr(isolation, "supervisor_pids", lambda bus, unit: {os.getpid()})
+    monkeypatch.setattr(cgroups, "unit_pids", lambda bus, unit: {os.getpid()})
     fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         table = observe.supervisor_descriptors(None, "sup.service")
@@ -59,7 +59,7 @@ def test_own_descriptors_read_by_identity(monkeypatch, tmp_path):
 def test_the_watch_must_have_seen_the_accepted_unit():
     unit = "opencode-pty-" + "a" * 32 + ".service"
     # a blind watch: nothing created, one accepted: the old check (created - accepted) passed
-    assert observe.watch_problems(set(), {unit})[0].startswith("the unit watch never saw UnitNew")
-    assert observe.watch_problems({unit}, {unit}) == []
+    assert unitwatch.watch_problems(set(), {unit})[0].startswith("the unit watch never saw UnitNew")
+    assert unitwatch.watch_problems({unit}, {unit}) == []
     other = "opencode-pty-" + "b" * 32 + ".service"
-    assert "beyond the accepted" in observe.watch_problems({unit, other}, {unit})[0]
+    assert "beyond the accepted" in unitwatch.watch_problems({unit, other}, {unit})[0]

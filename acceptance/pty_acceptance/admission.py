@@ -10,7 +10,6 @@ answers HELLO_OK, a START, so that a failure shows what the impostor got.
 from __future__ import annotations
 
 import os
-import re
 import select
 import socket
 import time
@@ -18,11 +17,11 @@ from dataclasses import dataclass, field
 
 from . import protocol as p
 from .bus import Systemd
-from .lifecycle import UnitWatch
 from .peer import ChildAgent, DisposableUnit, open_cwd
+from .systemd import ANY_SESSION
+from .unitwatch import UnitWatch
 
 ANSWER_DEADLINE_S = 10
-ANY_SESSION = re.compile(r"^opencode-pty-.*\.service$")  # any session unit, strict name or not
 
 
 @dataclass

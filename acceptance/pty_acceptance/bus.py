@@ -1,6 +1,8 @@
 """systemd's manager over the system bus (jeepney): the calls the suite needs
 to create, read and remove its own disposable units. Every call has a
-deadline; a D-Bus error becomes BusError naming the call."""
+deadline; a D-Bus error becomes BusError naming the call. Not Testinfra's
+`host.service`: unit properties must keep empty values and the suite's own
+units are created and removed here."""
 
 from __future__ import annotations
 

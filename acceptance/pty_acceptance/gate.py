@@ -20,6 +20,7 @@ import pytest
 from . import bundle, hostfs, manifest, marker, reports, running, signing, startup, terminal, verdict, waivers
 from .checklist import Section
 from .inventory import Inventory
+from .marks import check_requirement_marks, requirement_ids
 from .requirements import BY_ID, CATALOGUE, CONCERN, ENFORCED_BY_GATE, sort_key
 
 # Run shapes that select or stop early: (option attribute, how it reads).
@@ -365,13 +366,9 @@ class Gate:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, session, config, items) -> None:
-        from .plugin import check_requirement_marks, requirement_ids
-
         check_requirement_marks(items, self.state.acceptance)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        from .plugin import requirement_ids
-
         st = self.state
         for item in session.items:
             path = Path(item.path).resolve()

@@ -51,8 +51,10 @@ import psutil
 
 from . import hostfs, lifecycle, observe, opencode_api, programs, runtime, rundir, serverenv
 from .bus import SERVICE_IFACE, BusError, Systemd
-from .isolation import connections_to, exe_identity, socket_file_id, supervisor_pids, unix_sockets
-from .peer import TAG_PREFIX, stop_unit, workspace
+from .cgroups import cgroup_pids, unit_pids
+from .isolation import connections_to, exe_identity, socket_file_id, unix_sockets
+from .peer import TAG_PREFIX, PeerError, refuse_foreign, stop_unit, workspace
+from .unitwatch import UnitWatch
 
 LISTEN_DEADLINE_S = 30.0
 ATTACH_DEADLINE_S = 10.0
@@ -451,7 +453,7 @@ def _sample(ob: Observation, bus: Systemd, inv, helper_path: str) -> None:
             ob.helpers.append(p.pid)
             ob.threads[p.pid] = tasks(p.pid)
     ob.pairs = connections(inv.socket)
-    ob.supervisor = supervisor_pids(bus, inv.units["supervisor"])
+    ob.supervisor = unit_pids(bus, inv.units["supervisor"])
     inodes = {i for pair in ob.pairs for i in pair if i}
     ob.socket_holders, ob.dir_holders = holders(inodes, ob.directory)
     ob.terminals = terminals([main] + [p.pid for p in kids])
@@ -466,7 +468,7 @@ def session_command(fp: lifecycle.Footprint) -> list[int]:
     descriptors are closed, so systemd's pre-exec child and the launcher, which
     hold the directory as fd 2 for an instant, are over."""
     out = []
-    for pid in set(lifecycle.token_processes(fp.token)) & set(lifecycle.cgroup_pids(fp.path)):
+    for pid in set(lifecycle.token_processes(fp.token)) & set(cgroup_pids(fp.path)):
         try:
             with open(f"/proc/{pid}/comm", "rb") as f:
                 if f.read(64).strip() == SESSION_COMM:
@@ -500,6 +502,7 @@ def observe_session(bus: Systemd, inv, tag: str, password: str) -> Observation:
                 return ob.fail(f"ExecStart= runs {ob.command.argv[0][:200]!r}, not the runtime binary "
                                f"{inv.runtime['binary']}")
             ob.stage = "starting the runtime as the peer"
+            refuse_foreign(bus, name)  # before anything may stop a unit of that name
             ob.unit = RuntimeUnit(name)
             ob.unit.env_copy = private_environment(ob.command.environment_files, tag)
             stack.callback(stop_runtime, bus, ob.unit)
@@ -513,7 +516,7 @@ def observe_session(bus: Systemd, inv, tag: str, password: str) -> Observation:
             stack.callback(tracer.stop)
             ob.workspace, ob.directory = stack.enter_context(workspace(inv.service_user, "pty-acceptance-rt2-"))
             token = lifecycle.new_token()
-            watch = stack.enter_context(lifecycle.UnitWatch())
+            watch = stack.enter_context(UnitWatch())
             client = opencode_api.Client(ob.port, password=password, directory=ob.workspace)
             ob.stage = "POST /api/pty"
             _, ob.pty = client.pty_create(SESSION_COMMAND, [f"600.{token}1"], ob.workspace,
@@ -537,7 +540,7 @@ def observe_session(bus: Systemd, inv, tag: str, password: str) -> Observation:
             ob.leftovers = left.get(ob.footprint.unit, [])
             ob.stage = "done"
         except (HandoffError, opencode_api.ApiError, BusError, TimeoutError, OSError,
-                lifecycle.HostReadError, ValueError) as e:
+                lifecycle.HostReadError, ValueError, PeerError) as e:
             ob.fail(str(e))
     return ob
 

@@ -2,6 +2,8 @@
 
 Ownership is judged on lstat results only; a symlink anywhere in a chain is
 itself the finding. Contents are read through O_NOFOLLOW descriptors.
+Not Testinfra's `host.file`: it stats through links and opens by path, so an
+ownership chain the service user can relink would be judged on the link's target.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ import stat
 import time
 from dataclasses import dataclass
 
-from . import lifecycle, observe, peer, runtime
+from . import observe, peer, runtime
 from .bus import SERVICE_IFACE, BusError, Systemd
 from .hostfs import read_nofollow
 from .peer import TAG_PREFIX
@@ -346,15 +346,6 @@ def connections_to(socks: list[UnixSocket], path: str,
     peer is the client's socket."""
     return [(s.ino, s.peer) for s in socks if s.state == SS_ESTABLISHED
             and (s.name == path or (file_id is not None and s.vfs == file_id))]
-
-
-def supervisor_pids(bus: Systemd, unit: str) -> set[int]:
-    """The supervisor unit's MainPID and every process of its cgroup."""
-    svc = bus.properties(unit, SERVICE_IFACE) or {}
-    pids = {svc["MainPID"]} if svc.get("MainPID") else set()
-    if svc.get("ControlGroup") and (path := lifecycle.cgroup_dir(svc["ControlGroup"])):
-        pids |= set(lifecycle.cgroup_pids(path))
-    return pids
 
 
 def socket_file_id(path: str) -> tuple[int, int]:

@@ -10,10 +10,10 @@ they were never seen in the cgroup. A footprint is gone when the unit is no
 longer loaded, the directory no longer exists and no recorded or tagged
 process is alive.
 
-Also here: a watch on systemd's UnitNew signals (did a start attempt create a
-unit at all?), the supervisor's readiness with a guard that brings it back on
-every path, decoy units for the orphan cleanup, and the machinery that drives
-several endings side by side.
+Also here: the supervisor's readiness (conftest's `supervisor_guard` brings
+it back on every path), decoy units for the orphan cleanup, and the machinery
+that drives several endings side by side. The cgroup reads are cgroups.py's,
+the watch on systemd's UnitNew signals is unitwatch.py's.
 """
 
 from __future__ import annotations
@@ -24,23 +24,17 @@ import select
 import stat
 import threading
 import time
-from collections import deque
 from dataclasses import dataclass, field
 
 import psutil
-import pytest
-from jeepney import MatchRule
-from jeepney.bus_messages import message_bus
-
 from . import protocol as p
 from .bus import SERVICE_IFACE, BusError, Systemd
+from .cgroups import CGROUP_ROOTS, cgroup_dir, cgroup_pids
+from .marks import fail
 from .peer import TAG_PREFIX
 from .session import RawSession, SessionError
 from .sessionunit import NotLoaded, NotOurs, Owner, vouch
-from .systemd import STRICT_SESSION
 
-# where systemd's cgroup tree is mounted: unified, hybrid (unified mirror), legacy named
-CGROUP_ROOTS = ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/systemd")
 POLL_S = 0.02
 STOP_GRACE_S = 2.0   # script(1) acts on SIGTERM after about 2 s (notes: Stopping)
 STOP_SLACK_S = 2.0   # scheduling: sessions are stopped side by side on a small host
@@ -99,30 +93,6 @@ def alive(pid: int, create_time: float) -> bool:
 
 
 # --------------------------------------------------------------- cgroups
-def cgroup_dir(control_group: str) -> str | None:
-    """The directory of a live ControlGroup on this host, or None."""
-    if not control_group:
-        return None
-    for root in CGROUP_ROOTS:
-        path = root + control_group
-        if os.path.isdir(path):
-            return path
-    return None
-
-
-def cgroup_pids(path: str) -> list[int]:
-    """Pids in a cgroup directory and every sub-cgroup ([] if it is gone)."""
-    pids = []
-    for dirpath, _dirs, files in os.walk(path):
-        if "cgroup.procs" in files:
-            try:
-                with open(os.path.join(dirpath, "cgroup.procs")) as f:
-                    pids += [int(x) for x in f.read().split()]
-            except OSError:
-                pass
-    return pids
-
-
 def processes_in(path: str) -> dict[int, tuple[float, str]]:
     out = {}
     for pid in cgroup_pids(path):
@@ -362,7 +332,7 @@ class Sessions:
         try:
             fp = Footprint.capture(self.bus, out.unit, token, self.owner)
         except HostReadError as e:
-            pytest.fail(f"SUITE-3: cannot read the live session: {e}", pytrace=False)
+            fail(f"SUITE-3: cannot read the live session: {e}")
         except NotOurs:
             s.close()  # the supervisor ends a session whose connection closes
             self.refused.append(token)
@@ -456,46 +426,6 @@ def force_stop(bus: Systemd, units: list[str]) -> None:
             pass
 
 
-# --------------------------------------------------------------- unit births
-class UnitWatch:
-    """systemd's UnitNew signals on a connection of its own: which units were
-    created while the watch was open (a start attempt that created nothing)."""
-
-    def __init__(self, pattern=STRICT_SESSION):
-        self.pattern = pattern
-        self.bus = Systemd.connect()
-        self.queue: deque = deque()
-        rule = MatchRule(type="signal", interface="org.freedesktop.systemd1.Manager",
-                         member="UnitNew", path="/org/freedesktop/systemd1")
-        self._filter = self.bus.conn.filter(rule, queue=self.queue)
-        rule_bus = MatchRule(type="signal", sender="org.freedesktop.systemd1",
-                             interface="org.freedesktop.systemd1.Manager", member="UnitNew",
-                             path="/org/freedesktop/systemd1")
-        self.bus.conn.send_and_get_reply(message_bus.AddMatch(rule_bus), timeout=5)
-        self.bus.call("Subscribe", "", ())
-
-    def new_units(self) -> list[str]:
-        """Names created so far: a round trip first, so every signal systemd sent
-        before it has arrived."""
-        self.bus.call("ListUnitsByNames", "as", ([],))
-        names = []
-        while self.queue:
-            name = self.queue.popleft().body[0]
-            if self.pattern.match(name):
-                names.append(name)
-        return names
-
-    def close(self) -> None:
-        self._filter.close()
-        self.bus.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
 # --------------------------------------------------------------- supervisor
 def supervisor_ready(bus: Systemd, name: str, socket_path: str) -> bool:
     """Active/running (Type=notify: READY comes after listen) and its socket exists."""
@@ -531,22 +461,6 @@ def start_supervisor(bus: Systemd, name: str, socket_path: str) -> None:
     bus.reset_failed(name)
     bus.call("StartUnit", "ss", (name, "replace"))
     wait_supervisor_ready(bus, name, socket_path)
-
-
-@pytest.fixture
-def supervisor_guard(inv, bus):
-    """For tests that stop or restart the supervisor: fails at once if it is not
-    ready to begin with; brings it back (active, socket present) on every path."""
-    name, path = inv.units["supervisor"], inv.socket
-    if not supervisor_ready(bus, name, path):
-        pytest.fail(f"SUITE-1: {name} is not active with its socket {path} before the test; "
-                    "the suite does not start it on its own", pytrace=False)
-    yield name
-    if not supervisor_ready(bus, name, path):
-        try:
-            start_supervisor(bus, name, path)
-        except (BusError, TimeoutError) as e:
-            pytest.fail(f"SUITE-1: {name} could not be restored: {e}", pytrace=False)
 
 
 # --------------------------------------------------------------- decoys
@@ -618,17 +532,6 @@ def fill_input(s: RawSession, limit: int = 4 << 20) -> int:
     finally:
         s.sock.setblocking(True)
     return sent
-
-
-@pytest.fixture
-def sessions(inv, bus, peer, evidence):
-    """Sessions(...) of one test through the disposable peer; every one is ended and
-    waited for afterwards, and units the supervisor left running are stopped."""
-    made = Sessions(bus, peer, inv.socket, Owner.of(inv))
-    yield made
-    forced = made.close()
-    if forced:
-        evidence("removed by the suite after the test", forced)
 
 
 # --------------------------------------------------------------- endings

@@ -7,8 +7,9 @@ sandbox is in place). Inside: PROBE, a python3 program run as a session's
 command that reports what the session can see and do as one JSON line, then
 waits for end of input so the host can read /proc while it lives.
 
-Also: a peer that lives for a whole test module (one opencode-v2.service at
-a time: a module using it uses no other). Stand-in listeners: standin.py.
+Not Testinfra's `host.process`: a session's processes are its cgroup's
+(cgroups.py), each judged by pid while the session lives. A peer for a whole
+module is conftest's `module_peer`; stand-in listeners: standin.py.
 """
 
 from __future__ import annotations
@@ -19,11 +20,9 @@ import os
 import socket
 import time
 
-from . import peer as peer_mod
 from . import protocol as p
-from .bus import BusError
+from .cgroups import cgroup_dir, cgroup_pids
 
-CGROUP_ROOTS = ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/systemd")
 STATUS_LIMIT = 16384
 CMDLINE_LIMIT = 65536
 PROBE_BEGIN, PROBE_END = b"PROBE-BEGIN", b"PROBE-END"
@@ -87,35 +86,13 @@ def exe(pid: int) -> str:
     return os.readlink(f"/proc/{pid}/exe")
 
 
-def cgroup_dir(control_group: str) -> str:
-    for root in CGROUP_ROOTS:
-        d = root + control_group
-        if os.path.isfile(os.path.join(d, "cgroup.procs")):
-            return d
-    raise LiveError(f"no cgroup.procs for {control_group} under {', '.join(CGROUP_ROOTS)}")
-
-
-def cgroup_pids(control_group: str) -> list[int]:
-    """Every process of a cgroup and its descendants."""
-    top = cgroup_dir(control_group)
-    pids = []
-    for d, _, _ in os.walk(top):
-        try:
-            pids += [int(x) for x in _read(os.path.join(d, "cgroup.procs"), 1 << 20).split()]
-        except FileNotFoundError:
-            continue
-    return sorted(set(pids))
-
-
 def wait_for_command(control_group: str, argv: list[bytes], deadline_s: float) -> int:
     """Poll until a process of the cgroup runs exactly `argv`; return its pid."""
     end = time.monotonic() + deadline_s
     seen: dict[int, list[bytes]] = {}
     while True:
-        try:
-            pids = cgroup_pids(control_group)
-        except LiveError:
-            pids = []
+        path = cgroup_dir(control_group)
+        pids = cgroup_pids(path) if path else []
         for pid in pids:
             try:
                 seen[pid] = cmdline(pid)
@@ -288,27 +265,3 @@ def end_by_eof(raw, deadline_s: float) -> None:
         raw.send(p.encode(p.T.EOF))
     with contextlib.suppress(TimeoutError, OSError):
         raw.wait_end(deadline_s)
-
-
-# ------------------------------------------------------------------ peer
-@contextlib.contextmanager
-def module_peer(bus, inv, tag: str):
-    """The disposable peer for a whole module (see conftest.peer for one test)."""
-    name = inv.units["peer"]
-    try:
-        loaded = peer_mod.peer_unit_file_loaded(bus, name)
-    except BusError as e:
-        raise LiveError(f"cannot read {name}: {e}") from None
-    if loaded:
-        raise LiveError(f"{loaded}: the suite never touches a real peer service; "
-                        "run acceptance before the cutover installs it")
-    unit = peer_mod.DisposableUnit(bus, name=name, user=inv.service_user,
-                                   group=inv.service_group, tag=tag)
-    try:
-        try:
-            unit.start()
-        except (peer_mod.PeerError, BusError, TimeoutError) as e:
-            raise LiveError(f"the disposable peer {name} did not start: {e}") from None
-        yield unit
-    finally:
-        unit.stop()

@@ -1,8 +1,5 @@
 """Reading the live host around a session, from outside it (as root).
 
-UnitWatch   every session unit systemd created while the watch was open
-            (UnitNew signals), so "rejected: no unit" is seen even for a unit
-            that existed only for a moment.
 Descriptors what a process holds (/proc/<pid>/fd and fdinfo), and what
             every process of the supervisor unit holds, by identity.
 tree()      a unit's processes, MainPID first.
@@ -12,94 +9,17 @@ Nothing here changes the host.
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import time
-from collections import deque
 from dataclasses import dataclass
 
 import psutil
-from jeepney import MatchRule
-from jeepney.bus_messages import message_bus
 
-from .bus import SERVICE_IFACE, BusError, Systemd, _unwrap
+from . import cgroups
+from .bus import SERVICE_IFACE, BusError, Systemd
 from .hostfs import read_nofollow
-from .systemd import STRICT_SESSION
 
-SESSION_GLOB = "opencode-pty-*.service"
 O_CLOEXEC = 0o2000000
-
-
-class UnitWatch:
-    """Names of the session-like units systemd announced while open."""
-
-    RULE = dict(type="signal", interface="org.freedesktop.systemd1.Manager",
-                member="UnitNew", path="/org/freedesktop/systemd1")
-
-    def __init__(self, supervisor: str):
-        self.supervisor = supervisor
-        self.queue: deque = deque()
-        self.sd: Systemd | None = None
-        self.handle = None
-        self.seen: set[str] = set()
-
-    def __enter__(self) -> "UnitWatch":
-        self.sd = Systemd.connect()
-        conn = self.sd.conn
-        rule = MatchRule(sender="org.freedesktop.systemd1", **self.RULE)
-        _unwrap("AddMatch", conn.send_and_get_reply(message_bus.AddMatch(rule), timeout=5))
-        self.handle = conn.filter(MatchRule(**self.RULE), queue=self.queue)
-        self.sd.call("Subscribe")
-        return self
-
-    def sync(self) -> tuple[set[str], set[str]]:
-        """(created since open, loaded now), session-like names only.
-
-        The ListUnitsByPatterns round trip orders this call after every
-        UnitNew systemd emitted before it, so nothing created earlier is missed."""
-        rows = self.sd.call("ListUnitsByPatterns", "asas", ([], [SESSION_GLOB]))[0]
-        while self.queue:
-            name = self.queue.popleft().body[0]
-            if fnmatch.fnmatchcase(name, SESSION_GLOB) and name != self.supervisor:
-                self.seen.add(name)
-        loaded = {r[0] for r in rows if r[0] != self.supervisor}
-        return set(self.seen), loaded
-
-    def wait_gone(self, names: set[str], deadline_s: float) -> set[str]:
-        """Poll until none of `names` is loaded; return those still loaded at the deadline."""
-        end = time.monotonic() + deadline_s
-        delay = 0.01
-        while True:
-            left = names & self.sync()[1]
-            if not left or time.monotonic() > end:
-                return left
-            time.sleep(delay)  # poll interval, not a wait for an outcome
-            delay = min(delay * 2, 0.1)
-
-    def __exit__(self, *exc):
-        if self.handle is not None:
-            self.handle.close()
-        if self.sd is not None:
-            self.sd.close()
-
-
-def watch_problems(created: set[str], accepted: set[str]) -> list[str]:
-    """What a UnitWatch saw around STARTs: every accepted unit must have been
-    announced (otherwise the watch was blind, and "no unit for a rejected
-    START" proves nothing), and nothing else may have been created."""
-    problems = []
-    unseen = accepted - created
-    if unseen:
-        problems.append(f"the unit watch never saw UnitNew for the accepted {sorted(unseen)}, so it "
-                        "cannot show that a rejected START created no unit")
-    extra = created - accepted
-    if extra:
-        problems.append(f"session units were created beyond the accepted ones: {sorted(extra)}")
-    return problems
-
-
-def strict(names) -> set[str]:
-    return {n for n in names if STRICT_SESSION.match(n)}
 
 
 # ------------------------------------------------------------- descriptors
@@ -196,10 +116,8 @@ def supervisor_descriptors(bus: Systemd, unit: str) -> dict[tuple[int, int], str
     wrapper with one Python child). DescriptorError when the unit has no
     process or a process that is still in the unit cannot be read: an empty
     or partial table would compare equal to anything."""
-    from .isolation import supervisor_pids
-
     try:
-        pids = supervisor_pids(bus, unit)
+        pids = cgroups.unit_pids(bus, unit)
     except (OSError, ValueError, BusError) as e:
         raise DescriptorError(f"{unit}: its processes cannot be listed: {e}") from None
     if not pids:
@@ -224,10 +142,8 @@ def supervisor_descriptors(bus: Systemd, unit: str) -> dict[tuple[int, int], str
 
 
 def _still_in(bus: Systemd, unit: str) -> set[int]:
-    from .isolation import supervisor_pids
-
     try:
-        return supervisor_pids(bus, unit)
+        return cgroups.unit_pids(bus, unit)
     except (OSError, ValueError, BusError) as e:
         raise DescriptorError(f"{unit}: its processes cannot be listed: {e}") from None
 
@@ -281,27 +197,3 @@ def wait_exec(bus: Systemd, unit: str, exe: str, deadline_s: float) -> UnitProcs
 def _comm(pid: int) -> str:
     with open(f"/proc/{pid}/comm", "rb") as f:
         return f.read().rstrip(b"\n").decode("utf-8", "replace")
-
-
-def start_peer(inv, bus: Systemd, tag: str):
-    """A started disposable peer for a whole module (as conftest's `peer`), or pytest.fail."""
-    import pytest
-
-    from . import peer as peer_mod
-    from .bus import BusError
-
-    name = inv.units["peer"]
-    try:
-        loaded = peer_mod.peer_unit_file_loaded(bus, name)
-    except BusError as e:
-        pytest.fail(f"SUITE-3: cannot read {name}: {e}", pytrace=False)
-    if loaded:
-        pytest.fail(f"SUITE-1: {loaded}: the suite never touches a real peer service; "
-                    "run acceptance before the cutover installs it", pytrace=False)
-    unit = peer_mod.DisposableUnit(bus, name=name, user=inv.service_user,
-                                   group=inv.service_group, tag=tag)
-    try:
-        return unit.start()
-    except (peer_mod.PeerError, BusError, TimeoutError) as e:
-        unit.stop()
-        pytest.fail(f"SUITE-3: the disposable peer {name} did not start: {e}", pytrace=False)

@@ -33,6 +33,12 @@ class PeerError(Exception):
     pass
 
 
+class ForeignUnit(PeerError):
+    """A unit of that name exists that the suite did not create: it is never
+    started, stopped or replaced (the real peer service after the cutover)."""
+    requirements = ("SUITE-1",)
+
+
 def run_tag() -> str:
     return secrets.token_hex(4)
 
@@ -112,6 +118,7 @@ class DisposableUnit:
         self.stage: str | None = None
         self.agent: Agent | None = None
         self.info: dict = {}
+        self.requested = False  # StartTransientUnit was sent: stop() may touch the name
 
     def properties(self) -> list:
         agent_path = os.path.join(self.stage, "agent.py")
@@ -129,6 +136,7 @@ class DisposableUnit:
         ] + self.extra
 
     def start(self) -> "DisposableUnit":
+        refuse_foreign(self.bus, self.name)
         self.stage = stage_agent()
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -136,6 +144,7 @@ class DisposableUnit:
                 ("StandardInputFileDescriptor", ("h", theirs.fileno())),
                 ("StandardOutputFileDescriptor", ("h", theirs.fileno())),
             ]
+            self.requested = True
             self.bus.start_transient(self.name, props)
         except BusError as e:
             mine.close()
@@ -171,7 +180,8 @@ class DisposableUnit:
                 pass
             self.agent = None
         try:
-            stop_unit(self.bus, self.name)
+            if self.requested:  # never a unit of that name the suite did not ask for
+                stop_unit(self.bus, self.name)
         finally:
             if self.stage:
                 shutil.rmtree(self.stage, ignore_errors=True)
@@ -196,13 +206,34 @@ class ChildAgent:
         self.agent.sock.close()
 
 
-def peer_unit_file_loaded(bus: Systemd, name: str) -> str | None:
-    """If a real unit file for the peer exists, the suite must not touch it."""
-    props = bus.properties(name)
+def refuse_foreign(bus: Systemd, name: str) -> None:
+    """The one guard before the suite creates a unit `name`: ForeignUnit if a
+    unit of that name is loaded (a unit file, or running) without the suite's
+    tag; PeerError if that cannot be read."""
+    try:
+        props = bus.properties(name)
+    except BusError as e:
+        raise PeerError(f"cannot read {name}: {e}") from None
     if props and (props.get("FragmentPath") or props.get("LoadState") not in ("not-found", None)) \
             and TAG_PREFIX not in (props.get("Description") or ""):
-        return f"{name} is loaded from {props.get('FragmentPath') or props.get('LoadState')}"
-    return None
+        raise ForeignUnit(f"{name} is loaded from {props.get('FragmentPath') or props.get('LoadState')}: "
+                          "the suite never starts, stops or replaces a unit it did not create "
+                          "(the peer: run acceptance before the cutover installs it)")
+
+
+def start_peer(bus: Systemd, inv, tag: str) -> DisposableUnit:
+    """The disposable peer (inventory units.peer as the service user), started;
+    PeerError (ForeignUnit for a real peer service) when it cannot be, with
+    nothing left running."""
+    name = inv.units["peer"]
+    unit = DisposableUnit(bus, name=name, user=inv.service_user, group=inv.service_group, tag=tag)
+    try:
+        return unit.start()
+    except ForeignUnit:
+        raise
+    except (PeerError, BusError, TimeoutError) as e:
+        unit.stop()
+        raise PeerError(f"the disposable peer {name} did not start: {e}") from None
 
 
 def cleanup_leftovers(bus: Systemd) -> list[str]:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from . import checklist, gate, inventory, owntree, reports, signing, startup, terminal
+from .marks import fail, requirement_ids
 from .requirements import BY_ID
 
 STATE = pytest.StashKey["gate.GateState"]()
@@ -124,8 +125,8 @@ def inv(pytestconfig: pytest.Config) -> inventory.Inventory:
     """The validated inventory of the host under test."""
     state = pytestconfig.stash.get(STATE, None)
     if state is None:
-        pytest.fail("SUITE-3: the acceptance plugin is not active for this session "
-                    "(run pytest on acceptance/)", pytrace=False)
+        fail("SUITE-3: the acceptance plugin is not active for this session "
+             "(run pytest on acceptance/)")
     return state.inventory
 
 
@@ -155,13 +156,6 @@ def concern(request: pytest.FixtureRequest):
     return record
 
 
-def requirement_ids(item: pytest.Item) -> list[str]:
-    ids: list[str] = []
-    for mark in item.iter_markers("requirement"):
-        ids += [str(a) for a in mark.args]
-    return list(dict.fromkeys(ids))
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     """A failure that names the requirement it enforces (an exception with a
@@ -173,25 +167,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             if i in BY_ID and ("requirement", i) not in item.user_properties:
                 item.user_properties.append(("requirement", i))
     return report
-
-
-def check_requirement_marks(items: list[pytest.Item], acceptance: Path) -> None:
-    """Every test under acceptance/ names known requirement IDs (SUITE-2)."""
-    problems = []
-    for item in items:
-        if acceptance not in Path(item.path).resolve().parents:
-            continue
-        ids = requirement_ids(item)
-        if not ids:
-            problems.append(f"{item.nodeid}: no @pytest.mark.requirement(...) marker")
-        bad = [i for i in ids if i not in BY_ID]
-        if bad:
-            problems.append(f"{item.nodeid}: unknown requirement IDs {bad}")
-        for i in ids:
-            item.user_properties.append(("requirement", i))
-    if problems:
-        raise pytest.UsageError("SUITE-2: every acceptance test must name its requirements:\n  "
-                                + "\n  ".join(problems))
 
 
 def is_root() -> bool:

@@ -10,6 +10,9 @@ import stat
 SYSTEM_DIRS = ("/usr/bin", "/bin", "/usr/sbin", "/sbin")
 # The whole environment of a program the suite runs as root.
 ROOT_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C", "SYSTEMD_PAGER": "", "SYSTEMD_COLORS": "0"}
+# What a shell or the dynamic loader would act on before a command runs: unset
+# while a library runs host programs through `/bin/sh -c` (Testinfra's `host`).
+SHELL_STARTUP = ("BASH_ENV", "ENV", "CDPATH", "IFS", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT")
 
 
 def path(name: str) -> str:

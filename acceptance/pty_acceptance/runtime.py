@@ -194,7 +194,9 @@ class Listener:
 
 
 def listener(port: int) -> Listener:
-    """The single process listening on TCP `port` (any address, v4 or v6)."""
+    """The single process listening on TCP `port` (any address, v4 or v6).
+    Not Testinfra's `host.socket`: it names no owning process, and the owner
+    (pid, start time, executable) is what is judged before a credential is sent."""
     import psutil
 
     try:

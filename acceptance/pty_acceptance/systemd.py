@@ -1,7 +1,8 @@
 """Units as systemd reports them.
 
 Properties come from `systemctl show --all` (testinfra's systemd_properties
-drops empty values, which makes "set empty" and "unset" look alike).
+drops empty values, which makes "set empty" and "unset" look alike), so
+unit properties are read here, never through Testinfra's `host.service`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from dataclasses import dataclass, field
 from . import programs
 
 STRICT_SESSION = re.compile(r"^opencode-pty-[0-9a-f]{32}\.service$")
+ANY_SESSION = re.compile(r"^opencode-pty-.*\.service$")  # any session unit, strict name or not
+SESSION_GLOB = "opencode-pty-*.service"  # the same, as systemd's pattern
 EXEC_KEYS = ("ExecCondition", "ExecStartPre", "ExecStart", "ExecStartPost",
              "ExecReload", "ExecStop", "ExecStopPost")
 _EXEC_PATH = re.compile(r"(?:^|[{;]\s*)path=([^ ;]+)")
@@ -82,12 +85,12 @@ class Unit:
 
 def show_or_fail(name: str, requirement: str) -> Unit:
     """Unit.show for a test: a host that cannot answer fails the requirement."""
-    import pytest
+    from .marks import fail  # pytest only where a test asks for it
 
     try:
         return Unit.show(name)
     except SystemdError as e:
-        pytest.fail(f"{requirement}: cannot read {name} from systemd: {e}", pytrace=False)
+        fail(f"{requirement}: cannot read {name} from systemd: {e}")
 
 
 def units_matching(pattern: str) -> list[str]:

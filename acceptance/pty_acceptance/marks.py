@@ -1,0 +1,48 @@
+"""The requirement marker on acceptance tests, and the one way a test or
+fixture fails: pytest.fail without a traceback, the message naming its
+requirement IDs (SUITE-2, SUITE-3). The plugin and the gate both read marks
+from here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .requirements import BY_ID
+
+
+def requirement_ids(node: pytest.Item | pytest.Collector) -> list[str]:
+    """The IDs the node's requirement markers name, in order, once each."""
+    ids: list[str] = []
+    for mark in node.iter_markers("requirement"):
+        ids += [str(a) for a in mark.args]
+    return list(dict.fromkeys(ids))
+
+
+def check_requirement_marks(items: list[pytest.Item], acceptance: Path) -> None:
+    """Every test under acceptance/ names known requirement IDs (SUITE-2)."""
+    problems = []
+    for item in items:
+        if acceptance not in Path(item.path).resolve().parents:
+            continue
+        ids = requirement_ids(item)
+        if not ids:
+            problems.append(f"{item.nodeid}: no @pytest.mark.requirement(...) marker")
+        bad = [i for i in ids if i not in BY_ID]
+        if bad:
+            problems.append(f"{item.nodeid}: unknown requirement IDs {bad}")
+        for i in ids:
+            item.user_properties.append(("requirement", i))
+    if problems:
+        raise pytest.UsageError("SUITE-2: every acceptance test must name its requirements:\n  "
+                                + "\n  ".join(problems))
+
+
+def fail(text: str, node: pytest.Item | pytest.Collector | None = None):
+    """Fail the test (or fixture) without a traceback. With `node`, the message
+    begins with the IDs its markers name (SUITE-3 for a node that names none,
+    e.g. a module-scoped fixture); without, `text` names its IDs itself."""
+    if node is not None:
+        text = f"{' '.join(requirement_ids(node)) or 'SUITE-3'}: {text}"
+    pytest.fail(text, pytrace=False)
