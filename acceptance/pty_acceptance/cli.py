@@ -6,6 +6,7 @@
     pty-acceptance reference [--before-suite SCRIPT]... [--after-suite SCRIPT]... [--keep] [-- PYTEST-ARGS]
     pty-acceptance mutants [--only ID]... [--jobs N]
     pty-acceptance report FILE.xml [--checklist ROOT-ACCEPTANCE.md] [--out-dir DIR]
+    pty-acceptance fleet-summary DIR HOST...
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import re
 import sys
 from pathlib import Path
 
-from . import bundle, checklist, inventory, manifest, marker, reports, verdict
+from . import bundle, checklist, fleet, inventory, manifest, marker, reports, verdict
 from .terminal import escape
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -129,6 +130,20 @@ def cmd_report(a: argparse.Namespace) -> int:
     return 0 if made.verdict.ready else 1
 
 
+def cmd_fleet_summary(a: argparse.Namespace) -> int:
+    """One line per host of a fleet run (fleet/pty-acceptance.yml); 0 only
+    when every host is READY."""
+    try:
+        lines, status = fleet.summarize(a.directory, a.hosts)
+        fleet.write_summary(a.directory, lines)
+    except OSError as e:
+        print(escape(f"fleet-summary: {a.directory}: {e.strerror or e}"), file=sys.stderr)
+        return 2
+    for line in lines:
+        print(line)
+    return status
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pty-acceptance")
     sub = p.add_subparsers(dest="command", required=True)
@@ -163,6 +178,11 @@ def parser() -> argparse.ArgumentParser:
                     help="the ROOT-ACCEPTANCE.md whose sections the matrix lists")
     rp.add_argument("--out-dir", default=".", help="where the HTML and the Statement go")
     rp.set_defaults(func=cmd_report)
+    fs = sub.add_parser("fleet-summary", help="one line per host of a fleet run "
+                        "(fleet/pty-acceptance.yml); exit 0 only when every host is READY")
+    fs.add_argument("directory", metavar="DIR", help="the run's directory: DIR/<host>/ per host")
+    fs.add_argument("hosts", nargs="+", metavar="HOST", help="every host the run was for")
+    fs.set_defaults(func=cmd_fleet_summary)
     return p
 
 
