@@ -22,6 +22,7 @@ from conftest import REPO
 
 FIXTURES = REPO / "tests/fixtures/verdict"
 PLAYBOOK = REPO / "fleet/pty-acceptance.yml"
+MARKER = "/etc/opencode/pty-supervisor-verified"
 SECTIONS = checklist.load(REPO / "ROOT-ACCEPTANCE.md")
 
 
@@ -204,10 +205,11 @@ def test_the_playbook_is_valid_ansible():
 
 
 def test_the_playbook_fetches_no_link_and_nothing_from_a_directory_others_may_write(tmp_path):
-    """The fetch tasks for real (Ansible's local connection, the suite's run
-    skipped): a link where the JUnit report should be is not followed to the
-    root-only file it names, and nothing comes from a group-writable report
-    directory."""
+    """The fetch tasks and the summary for real (Ansible's local connection,
+    the suite's run skipped): a link where the JUnit report should be is not
+    followed to the root-only file it names, nothing comes from a
+    group-writable report directory, and a host that cannot be reached (SSH
+    to a closed port) is a line of its own; the run ends non-zero."""
     playbook = shutil.which("ansible-playbook")
     assert playbook, "ansible-playbook is not installed (tools/setup.sh installs Debian's ansible)"
     secret = tmp_path / "root-only-secret"
@@ -226,21 +228,34 @@ def test_the_playbook_fetches_no_link_and_nothing_from_a_directory_others_may_wr
     inventory = {"all": {"hosts": {h: {
         "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
         "ansible_become": False, "pty_acceptance_report_dir": str(d)} for h, d in reports.items()}}}
+    inventory["all"]["hosts"]["gone"] = {"ansible_host": "127.0.0.1", "ansible_port": 1,
+                                         "ansible_connection": "ssh"}
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
+    # the summary command is the playbook's default: the checkout's .venv/bin/pty-acceptance
     (tmp_path / "extra.json").write_text(json.dumps({
-        "fleet_run_id": "RUN", "fleet_out": str(out), "fleet_hosts": sorted(reports),
-        "fleet_summary": [sys.executable, "-m", "pty_acceptance.cli"]}))
-    for h in reports:
+        "fleet_run_id": "RUN", "fleet_out": str(out), "fleet_hosts": sorted(reports) + ["gone"]}))
+    for h in [*reports, "gone"]:
         (out / h).mkdir(parents=True)
+    for h in reports:  # what the skipped tasks would have recorded: a run that claims READY
+        (out / h / fleet.EXIT_STATUS).write_text("0\n")
+        (out / h / fleet.OUTPUT).write_text(f"READY: marker written {MARKER}\n")
+        (out / h / fleet.ERRORS).write_text("\n")
     res = subprocess.run([playbook, "-i", str(tmp_path / "hosts.yml"), "-e", f"@{tmp_path / 'extra.json'}",
                           "--start-at-task", "The report directory and the files in it (not following links)",
                           str(PLAYBOOK)], capture_output=True, text=True, timeout=300,
                          stdin=subprocess.DEVNULL, env=dict(os.environ, ANSIBLE_NOCOLOR="1"))
     log = res.stdout + res.stderr
     assert res.returncode != 0, log
-    assert sorted(p.name for p in (out / "linked").iterdir()) == ["verdict.html", "verdict.intoto.json"], log
-    assert list((out / "shared").iterdir()) == [], log
+    recorded = sorted([fleet.EXIT_STATUS, fleet.OUTPUT, fleet.ERRORS])
+    assert sorted(p.name for p in (out / "linked").iterdir()) == sorted(
+        recorded + ["verdict.html", "verdict.intoto.json"]), log
+    assert sorted(p.name for p in (out / "shared").iterdir()) == recorded, log
     for f in out.rglob("*"):
         assert not f.is_file() or b"5e1f" not in f.read_bytes(), f
-    assert "linked: UNREACHABLE/ERROR: did not report" in log and \
-        "shared: UNREACHABLE/ERROR: did not report" in log, log
+    assert "UNREACHABLE! " in log, log  # Ansible's word for the host it could not reach
+    assert (out / "summary.txt").read_text().splitlines() == [
+        f"linked: UNREACHABLE/ERROR: no JUnit report came back; exit status 0; the suite's last line: "
+        f"READY: marker written {MARKER}",
+        f"shared: UNREACHABLE/ERROR: no JUnit report came back; exit status 0; the suite's last line: "
+        f"READY: marker written {MARKER}",
+        "gone: UNREACHABLE/ERROR: did not report (no exit status came back)"], log
