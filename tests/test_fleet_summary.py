@@ -133,6 +133,14 @@ def test_a_statement_that_says_passed_for_a_failed_run(tmp_path):
     assert "the Statement's result is PASSED" in lines[0].text
 
 
+def test_a_statement_about_another_report_does_not_count(tmp_path):
+    d = host_dir(tmp_path, "pilot-a", "ready")
+    (d / fleet.JUNIT).write_bytes((d / fleet.JUNIT).read_bytes() + b"\n")  # the same verdict, other bytes
+    lines, status = fleet.summarize(str(tmp_path), ["pilot-a"])
+    assert status == 1 and lines[0].state == fleet.ERROR
+    assert "the Statement's result is about another JUnit report" in lines[0].text
+
+
 def test_links_and_fifos_are_not_followed_or_opened(tmp_path):
     elsewhere = host_dir(tmp_path, "elsewhere", "ready")
     d = host_dir(tmp_path, "pilot-a", "ready", skip=(fleet.JUNIT,))

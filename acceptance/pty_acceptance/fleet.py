@@ -13,7 +13,8 @@ not used as one, and every printed line goes through terminal.escape.
 
 READY needs all four to agree: exit status 0, the JUnit report's verdict
 (verdict.from_junit, as `pty-acceptance report` reads it), the in-toto
-Statement's result PASSED and the suite's own last line. A host with no
+Statement's result PASSED (a Statement naming that report's SHA-256) and the
+suite's own last line. A host with no
 exit status did not report; it counts as not ready, like every line but
 READY. Exit status 0 only when every host named is READY.
 """
@@ -21,6 +22,7 @@ READY. Exit status 0 only when every host named is READY.
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import re
@@ -127,7 +129,7 @@ def _judge_files(host: str, got: dict[str, bytes | None]) -> HostLine:
             v = verdict.from_junit(reports.parse(got[JUNIT], JUNIT))
         except (reports.ReportError, verdict.VerdictError) as e:
             junit_problem = f"the JUnit report: {e}"
-    result = _statement_result(got[STATEMENT])
+    result = _statement_result(got[STATEMENT], got[JUNIT])
     if v is None:
         if NOT_READY_LINE.match(said):
             return HostLine(host, NOT_READY, f"{said[len('NOT READY: '):]}; {junit_problem}")
@@ -155,14 +157,19 @@ def _judge_files(host: str, got: dict[str, bytes | None]) -> HostLine:
     return HostLine(host, NOT_READY, text + ("; " + ", ".join(disagree) if disagree else ""))
 
 
-def _statement_result(data: bytes | None) -> str:
+def _statement_result(data: bytes | None, junit: bytes | None) -> str:
+    """PASSED or FAILED, or why neither: the Statement must name this JUnit
+    report (its SHA-256 among the configuration's digests)."""
     if data is None:
         return "missing (no Statement came back)"
     try:
         st = json.loads(data)
         result = st["predicate"]["result"]
+        digests = {c["digest"]["sha256"] for c in st["predicate"]["configuration"]}
     except (ValueError, TypeError, KeyError) as e:
         return f"unreadable ({type(e).__name__})"
+    if junit is not None and hashlib.sha256(junit).hexdigest() not in digests:
+        return "about another JUnit report (its SHA-256 is not this one's)"
     return result if result in ("PASSED", "FAILED") else "neither PASSED nor FAILED"
 
 
