@@ -8,7 +8,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 need=""
-for pkg in debootstrap systemd-container chromium openssl openssh-client gnupg; do
+for pkg in debootstrap systemd-container chromium openssl openssh-client gnupg ansible; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || need="$need $pkg"
 done
 if [ -n "$need" ]; then

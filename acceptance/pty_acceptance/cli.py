@@ -8,6 +8,7 @@
     pty-acceptance report FILE.xml [--checklist ROOT-ACCEPTANCE.md] [--out-dir DIR]
                           [--sign-key PATH [--sign-tool openssl|ssh-keygen|gpg]]
     pty-acceptance verify-statement ENVELOPE --pubkey FILE [--sign-tool openssl|ssh-keygen|gpg]
+    pty-acceptance fleet-summary DIR HOST...
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import re
 import sys
 from pathlib import Path
 
-from . import bundle, checklist, inventory, manifest, marker, reports, signing, verdict
+from . import bundle, checklist, fleet, inventory, manifest, marker, reports, signing, verdict
 from .terminal import escape
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -174,6 +175,20 @@ def cmd_verify_statement(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fleet_summary(a: argparse.Namespace) -> int:
+    """One line per host of a fleet run (fleet/pty-acceptance.yml); 0 only
+    when every host is READY."""
+    try:
+        lines, status = fleet.summarize(a.directory, a.hosts)
+        fleet.write_summary(a.directory, lines)
+    except OSError as e:
+        print(escape(f"fleet-summary: {a.directory}: {e.strerror or e}"), file=sys.stderr)
+        return 2
+    for line in lines:
+        print(line)
+    return status
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pty-acceptance")
     sub = p.add_subparsers(dest="command", required=True)
@@ -221,6 +236,11 @@ def parser() -> argparse.ArgumentParser:
                          "gpg: an exported public key")
     vs.add_argument("--sign-tool", default=signing.DEFAULT_TOOL, choices=signing.TOOLS)
     vs.set_defaults(func=cmd_verify_statement)
+    fs = sub.add_parser("fleet-summary", help="one line per host of a fleet run "
+                        "(fleet/pty-acceptance.yml); exit 0 only when every host is READY")
+    fs.add_argument("directory", metavar="DIR", help="the run's directory: DIR/<host>/ per host")
+    fs.add_argument("hosts", nargs="+", metavar="HOST", help="every host the run was for")
+    fs.set_defaults(func=cmd_fleet_summary)
     return p
 
 

@@ -65,6 +65,34 @@ def _point_latest(reports_root: pathlib.Path, run_dir: pathlib.Path) -> None:
     tmp.replace(reports_root / "latest")
 
 
+def prepare(repo_root: pathlib.Path) -> pathlib.Path:
+    """The reference host's root tree, Node and the candidate build (cached); returns the tree."""
+    tree = ensure_tree()
+    npmdist.ensure_all()  # Node, the released opencode: bound read-only into the guest
+    nodedist.ensure_sea(repo_root / "tests/reference/src/candidate/server.js")
+    return tree
+
+
+def new_machine(repo_root: pathlib.Path, tree: pathlib.Path, name: str, out: pathlib.Path,
+                before: list[pathlib.Path] = (), after: list[pathlib.Path] = ()) -> Machine:
+    """A reference host (not booted yet) with the repo at GUEST_SRC (read-only) and a
+    scratch directory at GUEST_OUT holding the before-/after-suite scripts."""
+    scratch = WORK_ROOT / name / "out"  # in the machine's work dir: removed with it
+    m = Machine(tree, name=name, console_log=out / "console.log",
+                binds=[(str(repo_root), GUEST_SRC, True), (str(scratch), GUEST_OUT, False),
+                       *npmdist.binds()])
+    try:
+        scratch.mkdir(parents=True)
+        for i, s in enumerate(before):
+            shutil.copyfile(s, scratch / f"before-{i}.sh")
+        for i, s in enumerate(after):
+            shutil.copyfile(s, scratch / f"after-{i}.sh")
+    except BaseException:
+        m.shutdown()
+        raise
+    return m
+
+
 def run_reference(repo_root: pathlib.Path, *, before_suite: list[os.PathLike | str] = (),
                   after_suite: list[os.PathLike | str] = (), keep: bool = False, pytest_args: list[str] = (), out_dir: pathlib.Path | None = None,
                   suite_paths: list[str] = ("acceptance/",), quiet: bool = False) -> int:
@@ -84,25 +112,14 @@ def run_reference(repo_root: pathlib.Path, *, before_suite: list[os.PathLike | s
         if not s.is_file():
             log(f"script {s} does not exist")
             return EXIT_SETUP_FAILED
-    tree = ensure_tree()
-    npmdist.ensure_all()  # Node, the released opencode: bound read-only into the guest
-    nodedist.ensure_sea(repo_root / "tests/reference/src/candidate/server.js")
+    tree = prepare(repo_root)
     run_id = new_run_id()
     reports_root = repo_root / "reports" / "reference"
     out = out_dir if out_dir is not None else reports_root / run_id
     out.mkdir(parents=True, exist_ok=out_dir is not None)
-    name = f"ptyacc-{run_id.lower()}"
-    scratch = WORK_ROOT / name / "out"  # in the machine's work dir: removed with it
-    m = Machine(tree, name=name, console_log=out / "console.log",
-                binds=[(str(repo_root), GUEST_SRC, True), (str(scratch), GUEST_OUT, False),
-                       *npmdist.binds()])
+    m = new_machine(repo_root, tree, f"ptyacc-{run_id.lower()}", out, before, after)
     status = EXIT_SETUP_FAILED
     try:
-        scratch.mkdir(parents=True)
-        for i, s in enumerate(before):
-            shutil.copyfile(s, scratch / f"before-{i}.sh")
-        for i, s in enumerate(after):
-            shutil.copyfile(s, scratch / f"after-{i}.sh")
         m.boot()
         status = _deploy_and_test(m, before, pytest_args, list(suite_paths), quiet)
         (out / "suite-output.txt").write_bytes(getattr(m, "suite_output", b""))
@@ -134,19 +151,26 @@ def _after_suite(m: Machine, after: list[pathlib.Path]) -> str:
     return "\n".join(statuses + outputs) + "\n"
 
 
-def _deploy_and_test(m: Machine, before: list[pathlib.Path], pytest_args: list[str],
-                     suite_paths: list[str], quiet: bool) -> int:
+def deploy(m: Machine, before: list[pathlib.Path], quiet: bool) -> bool:
+    """Deploy the reference deployment in a booted host, then run the before-suite scripts."""
     log("deploying: /bin/sh " + f"{GUEST_SRC}/{DEPLOY}")
     r = m.run(["/bin/sh", f"{GUEST_SRC}/{DEPLOY}"], cwd=GUEST_SRC, stream=not quiet)
     if r.returncode != 0:
         log(f"deployment failed with exit status {r.returncode}")
-        return EXIT_SETUP_FAILED
+        return False
     for i, s in enumerate(before):
         log(f"before-suite script {s}")
         r = m.run(["/bin/sh", f"{GUEST_OUT}/before-{i}.sh"], cwd=GUEST_SRC, stream=not quiet)
         if r.returncode != 0:
             log(f"before-suite script {s} failed with exit status {r.returncode}: not running the suite")
-            return EXIT_SETUP_FAILED
+            return False
+    return True
+
+
+def _deploy_and_test(m: Machine, before: list[pathlib.Path], pytest_args: list[str],
+                     suite_paths: list[str], quiet: bool) -> int:
+    if not deploy(m, before, quiet):
+        return EXIT_SETUP_FAILED
     argv = [GUEST_PYTHON, "-m", "pytest", "-p", "no:cacheprovider", *suite_paths,
             "--inventory", "inventories/reference.yml", "--report-dir", f"{GUEST_OUT}/reports",
             *pytest_args]

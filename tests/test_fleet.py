@@ -1,0 +1,128 @@
+"""The fleet playbook (fleet/pty-acceptance.yml) against two reference hosts
+at once through a real Ansible connection (community.docker.nsenter into
+each machine's namespaces; the machines have no network to SSH over), one
+good and one with a fault of the catalogue: the good host's line says READY
+and its marker is written, the faulty host's says NOT READY naming the
+fault's requirement, each host's files came back under the playbook's
+names, and ansible-playbook exits non-zero."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO
+from tests.mutants import catalogue
+from tests.refhost.junit import Report
+from tests.refhost.run import GUEST_OUT, GUEST_PYTHON, GUEST_SRC, MARKER, deploy, new_machine, new_run_id, prepare
+
+from test_reference_host import assert_nothing_left
+
+pytestmark = [pytest.mark.refhost]
+
+PLAYBOOK = REPO / "fleet" / "pty-acceptance.yml"
+# OWN-1, caught by test_ownership early and cheaply (a chown after deployment)
+FAULT = catalogue.BY_ID["supervisor-owned-by-service-user"]
+
+
+def host_vars(leader: int) -> dict:
+    return {
+        "ansible_connection": "community.docker.nsenter",
+        "ansible_nsenter_pid": leader,
+        # root already; the machine has no sudo. su is util-linux's, in every Debian.
+        "ansible_become_method": "su",
+        "ansible_python_interpreter": "/usr/bin/python3",
+        "pty_acceptance_checkout": GUEST_SRC,
+        "pty_acceptance_command": [GUEST_PYTHON, "-m", "pytest"],
+        "pty_acceptance_inventory": "inventories/reference.yml",
+        "pty_acceptance_report_dir": f"{GUEST_OUT}/reports",
+    }
+
+
+def test_fleet_two_reference_hosts():
+    if shutil.which("ansible-playbook") is None:
+        pytest.fail("ansible-playbook is not installed (tools/setup.sh installs Debian's ansible)")
+    t0 = time.monotonic()
+    run_id = new_run_id()
+    out = REPO / "reports" / "fleet" / f"test-{run_id}"
+    out.mkdir(parents=True)
+    tree = prepare(REPO)
+    with tempfile.TemporaryDirectory(prefix="ptyacc-fleet-") as tmp:
+        script = Path(tmp, f"{FAULT.id}.sh")
+        script.write_text(catalogue.apply_script(FAULT))
+        names = {"good": f"ptyacc-{run_id.lower()}-good", "bad": f"ptyacc-{run_id.lower()}-bad"}
+        machines = {}
+        try:
+            for host, before in (("good", []), ("bad", [script])):
+                machines[host] = new_machine(REPO, tree, names[host], out / f"{host}-machine", before)
+
+            def up(host: str) -> bool:
+                machines[host].boot()
+                return deploy(machines[host], [script] if host == "bad" else [], quiet=True)
+
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                deployed = dict(zip(machines, pool.map(up, machines)))
+            assert all(deployed.values()), f"deployment or the fault script failed: {deployed}"
+            t_deployed = time.monotonic()
+            inventory = {"all": {"hosts": {h: host_vars(m.leader) for h, m in machines.items()}}}
+            # the faulty host runs only the modules that catch the fault: the good
+            # host's full run gets the CPU (the fault matrix proves the full suite
+            # catches it too); its line then also names every ID it did not run
+            inventory["all"]["hosts"]["bad"]["pty_acceptance_paths"] = list(FAULT.modules)
+            Path(tmp, "hosts.yml").write_text(yaml.safe_dump(inventory))
+            Path(tmp, "extra.json").write_text(json.dumps({
+                "fleet_out": str(out / "fleet"),
+                "fleet_summary": [sys.executable, "-m", "pty_acceptance.cli"]}))
+            env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_RETRY_FILES_ENABLED="0",
+                       ANSIBLE_LOCAL_TEMP=str(Path(tmp, "ansible-local")), ANSIBLE_FORCE_COLOR="0")
+            done = subprocess.run(["ansible-playbook", "-i", str(Path(tmp, "hosts.yml")),
+                                   "-e", f"@{Path(tmp, 'extra.json')}", str(PLAYBOOK)],
+                                  cwd=REPO, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                                  text=True, timeout=1800)
+            t_played = time.monotonic()
+            (out / "ansible-playbook.txt").write_text(done.stdout + done.stderr)
+            markers = {h: m.guest_exists(MARKER) for h, m in machines.items()}
+        finally:
+            for m in machines.values():
+                m.shutdown()
+    for name in names.values():
+        assert_nothing_left(name)
+    timing = (f"boot+deploy {t_deployed - t0:.0f} s, playbook {t_played - t_deployed:.0f} s, "
+              f"total {time.monotonic() - t0:.0f} s")
+    print(f"fleet test: {timing}")
+    (out / "timing.txt").write_text(timing + "\n")
+    log = done.stdout + done.stderr
+    assert done.returncode != 0, f"ansible-playbook exited 0 with a NOT READY host:\n{log[-4000:]}"
+    summary = (out / "fleet" / "summary.txt").read_text().splitlines()
+    assert len(summary) == 2, f"not one line per host: {summary}\n{log[-4000:]}"
+    assert f"good: READY: marker written {MARKER}" in summary, f"{summary}\n{log[-4000:]}"
+    bad = [line for line in summary if line.startswith("bad: ")]
+    m = re.fullmatch(r"bad: NOT READY: \d+ blockers: ((?:[A-Z]+-\d+ ?)+)", bad[0]) if bad else None
+    assert m and set(FAULT.breaks) <= set(m.group(1).split()), f"{summary}\n{log[-4000:]}"
+    # named because a test of it failed there, not because it was not run
+    report = Report.parse(out / "fleet" / "bad" / "junit.xml")
+    assert set(FAULT.breaks) <= report.failed_ids(), [c.name for c in report.failed()]
+    for line in summary:  # the summary reached the operator's terminal too
+        assert line in log, f"{line!r} not printed by ansible-playbook"
+    assert markers == {"good": True, "bad": False}, markers
+    lines = {line.split(": ", 1)[0]: line.split(": ", 1)[1] for line in summary}
+    for host, result, status in (("good", "PASSED", "0"), ("bad", "FAILED", "1")):
+        d = out / "fleet" / host
+        assert sorted(p.name for p in d.iterdir()) == sorted(
+            ["exit-status", "junit.xml", "suite-errors.txt", "suite-output.txt", "verdict.html",
+             "verdict.intoto.json"])
+        assert json.loads((d / "verdict.intoto.json").read_text())["predicate"]["result"] == result
+        assert (d / "exit-status").read_text().strip() == status
+        # nothing disagreed: the suite's own last line is the summary's
+        assert (d / "suite-output.txt").read_text().strip().splitlines()[-1] == lines[host]

@@ -1,0 +1,269 @@
+"""`pty-acceptance fleet-summary` (pty_acceptance/fleet.py): one line per host
+from what a fleet run fetched back; READY only when the exit status, the
+JUnit verdict, the Statement and the suite's last line agree; a host that
+did not report is not ready; whatever came from a host is escaped and never
+followed. And the playbook fetches exactly the names the summary reads."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pty_acceptance import bundle, checklist, fleet
+
+from conftest import REPO
+
+FIXTURES = REPO / "tests/fixtures/verdict"
+PLAYBOOK = REPO / "fleet/pty-acceptance.yml"
+MARKER = "/etc/opencode/pty-supervisor-verified"
+SECTIONS = checklist.load(REPO / "ROOT-ACCEPTANCE.md")
+
+
+def host_dir(root: Path, host: str, fixture: str, *, status: str | None = None,
+             last: str | None = None, skip: tuple[str, ...] = ()) -> Path:
+    """What the playbook leaves for a host whose suite wrote tests/fixtures/verdict/<fixture>.xml."""
+    data = (FIXTURES / f"{fixture}.xml").read_bytes()
+    b = bundle.build(data, f"{fixture}.xml", SECTIONS)
+    d = root / host
+    d.mkdir()
+    files = {
+        fleet.EXIT_STATUS: (status if status is not None else ("0" if b.verdict.ready else "1")) + "\n",
+        fleet.OUTPUT: f"... the matrix ...\n{last if last is not None else b.verdict.last_line}\n",
+        fleet.ERRORS: "\n",
+        fleet.JUNIT: data, fleet.HTML: b.html, fleet.STATEMENT: b.statement}
+    for name, content in files.items():
+        if name not in skip:
+            (d / name).write_bytes(content.encode() if isinstance(content, str) else content)
+    return d
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pty_acceptance.cli", "fleet-summary", *args],
+                          capture_output=True, text=True, errors="surrogateescape", timeout=60,
+                          stdin=subprocess.DEVNULL)
+
+
+def test_one_line_per_host_and_non_zero_when_one_is_not_ready(tmp_path):
+    host_dir(tmp_path, "pilot-a", "ready")
+    host_dir(tmp_path, "pilot-b", "client-group-writable")
+    res = cli(str(tmp_path), "pilot-a", "pilot-b")
+    assert res.returncode == 1, res
+    assert res.stdout.splitlines() == [
+        "pilot-a: READY: marker written /etc/opencode/pty-supervisor-verified",
+        "pilot-b: NOT READY: 2 blockers: OWN-1 PLUGIN-1"]
+    assert (tmp_path / fleet.SUMMARY).read_text() == res.stdout
+
+
+def test_every_host_ready_is_exit_zero(tmp_path):
+    host_dir(tmp_path, "pilot-a", "ready")
+    host_dir(tmp_path, "pilot-c", "ready")
+    res = cli(str(tmp_path), "pilot-a", "pilot-c")
+    assert res.returncode == 0, res
+    assert len(res.stdout.splitlines()) == 2
+
+
+def test_a_host_that_did_not_report_is_not_ready(tmp_path):
+    host_dir(tmp_path, "pilot-a", "ready")
+    host_dir(tmp_path, "pilot-b", "ready", skip=(fleet.EXIT_STATUS,))  # the run never finished
+    lines, status = fleet.summarize(str(tmp_path), ["pilot-a", "pilot-b", "pilot-gone"])
+    assert status == 1
+    assert [str(line) for line in lines[1:]] == [
+        "pilot-b: UNREACHABLE/ERROR: did not report (no exit status came back)",
+        "pilot-gone: UNREACHABLE/ERROR: did not report (no result came back)"]
+
+
+def test_no_host_at_all_is_not_ready(tmp_path):
+    assert fleet.summarize(str(tmp_path), []) == ([], 1)
+
+
+@pytest.mark.parametrize("change, expect", [
+    # the host's last line claims READY: the JUnit report decides, the claim is named, escaped
+    ({"last": "\x1b[2K\rREADY: marker written /etc/opencode/pty-supervisor-verified"},
+     "pilot-b: NOT READY: 2 blockers: OWN-1 PLUGIN-1; the suite's last line says "
+     "\\x1b[2K\\x0dREADY: marker written /etc/opencode/pty-supervisor-verified"),
+    ({"status": "0"}, "pilot-b: NOT READY: 2 blockers: OWN-1 PLUGIN-1; exit status 0"),
+    ({"skip": (fleet.JUNIT,)},
+     "pilot-b: NOT READY: 2 blockers: OWN-1 PLUGIN-1; no JUnit report came back"),
+    ({"skip": (fleet.JUNIT,), "last": "READY: marker written /x"},
+     "pilot-b: UNREACHABLE/ERROR: no JUnit report came back; exit status 1; "
+     "the suite's last line: READY: marker written /x"),
+])
+def test_a_not_ready_host_stays_not_ready_whatever_else_it_says(tmp_path, change, expect):
+    host_dir(tmp_path, "pilot-b", "client-group-writable", **change)
+    lines, status = fleet.summarize(str(tmp_path), ["pilot-b"])
+    assert status == 1 and [str(line) for line in lines] == [expect]
+
+
+@pytest.mark.parametrize("change, why", [
+    ({"status": "1"}, "exit status 1"),
+    ({"skip": (fleet.STATEMENT,)}, "the Statement's result is missing"),
+    ({"skip": (fleet.HTML,)}, "no HTML report came back"),
+    ({"last": "NOT READY: 1 blockers: OWN-1"}, "the suite's last line says NOT READY"),
+])
+def test_ready_needs_every_piece_to_agree(tmp_path, change, why):
+    host_dir(tmp_path, "pilot-a", "ready", **change)
+    lines, status = fleet.summarize(str(tmp_path), ["pilot-a"])
+    assert status == 1
+    assert lines[0].state == fleet.ERROR and why in lines[0].text, lines
+
+
+def test_a_suite_that_did_not_start_names_its_last_error_line(tmp_path):
+    d = host_dir(tmp_path, "pilot-b", "ready", status="1", last="",
+                 skip=(fleet.JUNIT, fleet.HTML, fleet.STATEMENT))
+    (d / fleet.ERRORS).write_bytes(b"Failed to find executable /x/.venv/bin/pytest\x1b[8m\n")
+    lines, status = fleet.summarize(str(tmp_path), ["pilot-b"])
+    assert status == 1 and [str(line) for line in lines] == [
+        "pilot-b: UNREACHABLE/ERROR: no JUnit report came back; exit status 1; the suite's last "
+        "line: ... the matrix ...; its last error line: Failed to find executable "
+        "/x/.venv/bin/pytest\\x1b[8m"]
+
+
+def test_a_statement_that_says_passed_for_a_failed_run(tmp_path):
+    d = host_dir(tmp_path, "pilot-b", "client-group-writable")
+    (d / fleet.STATEMENT).write_bytes((d / fleet.STATEMENT).read_bytes().replace(b'"FAILED"', b'"PASSED"'))
+    lines, status = fleet.summarize(str(tmp_path), ["pilot-b"])
+    assert status == 1 and lines[0].state == fleet.NOT_READY
+    assert "the Statement's result is PASSED" in lines[0].text
+
+
+def test_a_statement_about_another_report_does_not_count(tmp_path):
+    d = host_dir(tmp_path, "pilot-a", "ready")
+    (d / fleet.JUNIT).write_bytes((d / fleet.JUNIT).read_bytes() + b"\n")  # the same verdict, other bytes
+    lines, status = fleet.summarize(str(tmp_path), ["pilot-a"])
+    assert status == 1 and lines[0].state == fleet.ERROR
+    assert "the Statement's result is about another JUnit report" in lines[0].text
+
+
+def test_links_and_fifos_are_not_followed_or_opened(tmp_path):
+    elsewhere = host_dir(tmp_path, "elsewhere", "ready")
+    d = host_dir(tmp_path, "pilot-a", "ready", skip=(fleet.JUNIT,))
+    (d / fleet.JUNIT).symlink_to(elsewhere / fleet.JUNIT)
+    e = host_dir(tmp_path, "pilot-b", "ready", skip=(fleet.OUTPUT,))
+    os.mkfifo(e / fleet.OUTPUT)  # opening it for reading would block
+    (tmp_path / "pilot-c").symlink_to(elsewhere)
+    lines, status = fleet.summarize(str(tmp_path), ["pilot-a", "pilot-b", "pilot-c"])
+    assert status == 1
+    assert [(line.state, line.text) for line in lines] == [
+        (fleet.ERROR, "junit.xml: a symbolic link"),
+        (fleet.ERROR, "suite-output.txt: not a regular file"),
+        (fleet.ERROR, "its directory is not a directory (or a symbolic link)")]
+
+
+def test_hostile_host_names_are_escaped_and_never_used_as_paths(tmp_path):
+    host_dir(tmp_path, "ready-one", "ready")
+    (tmp_path / "sub").mkdir()
+    res = cli(str(tmp_path / "sub"), "../ready-one", "evil\x1b]0;x\x07")
+    assert res.returncode == 1
+    assert res.stdout.splitlines() == [
+        "../ready-one: UNREACHABLE/ERROR: not a plain host name: nothing read for it",
+        "evil\\x1b]0;x\\x07: UNREACHABLE/ERROR: not a plain host name: nothing read for it"]
+    assert "\x1b" not in (tmp_path / "sub" / fleet.SUMMARY).read_text()
+
+
+def test_a_junit_report_that_is_not_one(tmp_path):
+    d = host_dir(tmp_path, "pilot-a", "ready")
+    (d / fleet.JUNIT).write_bytes(b"<html>\x1b[31m</html>")
+    lines, status = fleet.summarize(str(tmp_path), ["pilot-a"])
+    assert status == 1 and lines[0].state == fleet.ERROR
+    assert "\x1b" not in str(lines[0])
+
+
+def test_an_unusable_directory_is_exit_2(tmp_path):
+    res = cli(str(tmp_path / "missing"), "pilot-a")
+    assert res.returncode == 2 and "fleet-summary" in res.stderr
+
+
+# ------------------------------------------------------------ the playbook
+def test_the_playbook_writes_and_fetches_exactly_the_names_the_summary_reads():
+    plays = yaml.safe_load(PLAYBOOK.read_text())
+    suite_play = plays[0]
+    assert suite_play["hosts"] == "all" and suite_play["become"] is True
+    names = []
+    for task in suite_play["tasks"]:
+        for module in ("ansible.builtin.copy", "ansible.builtin.fetch"):
+            if module in task:
+                names += [item["name"] for item in task["loop"]]
+                dest = task[module]["dest"]
+                assert dest.endswith("/{{ item.name }}") and "{{ inventory_hostname }}" in dest
+    assert sorted(names) == sorted(fleet.FILES)
+    fetch = next(t for t in suite_play["tasks"] if "ansible.builtin.fetch" in t)
+    assert fetch["ansible.builtin.fetch"]["flat"] is True  # no host path below the host's directory
+    run = next(t for t in suite_play["tasks"] if "ansible.builtin.command" in t)
+    assert run["failed_when"] is False  # the suite's exit status is recorded, not a task failure
+
+
+def test_the_playbook_is_valid_ansible():
+    playbook = shutil.which("ansible-playbook")
+    assert playbook, "ansible-playbook is not installed (tools/setup.sh installs Debian's ansible)"
+    res = subprocess.run([playbook, "--syntax-check", "-i", "localhost,", str(PLAYBOOK)],
+                         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert res.returncode == 0, res.stdout + res.stderr
+    example = REPO / "fleet/hosts.example.yml"
+    res = subprocess.run([str(Path(playbook).with_name("ansible-inventory")), "-i", str(example), "--list"],
+                         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert res.returncode == 0 and "pilot-2.example.net" in json.loads(res.stdout)["_meta"]["hostvars"], \
+        res.stdout + res.stderr
+
+
+def test_the_playbook_fetches_no_link_and_nothing_from_a_directory_others_may_write(tmp_path):
+    """The fetch tasks and the summary for real (Ansible's local connection,
+    the suite's run skipped): a link where the JUnit report should be is not
+    followed to the root-only file it names, nothing comes from a
+    group-writable report directory, and a host that cannot be reached (SSH
+    to a closed port) is a line of its own; the run ends non-zero."""
+    playbook = shutil.which("ansible-playbook")
+    assert playbook, "ansible-playbook is not installed (tools/setup.sh installs Debian's ansible)"
+    secret = tmp_path / "root-only-secret"
+    secret.write_text("pty-acceptance-fleet-secret-5e1f\n")
+    secret.chmod(0o600)
+    stem = "pty-acceptance-fleet-RUN"
+    reports = {h: tmp_path / f"reports-{h}" for h in ("linked", "shared")}
+    for d in reports.values():
+        d.mkdir(mode=0o755)
+        (d / f"{stem}.html").write_text("<html></html>\n")
+        (d / f"{stem}.intoto.json").write_text('{"predicate": {"result": "PASSED"}}\n')
+    (reports["linked"] / f"{stem}.xml").symlink_to(secret)
+    (reports["shared"] / f"{stem}.xml").write_bytes((FIXTURES / "ready.xml").read_bytes())
+    reports["shared"].chmod(0o775)
+    out = tmp_path / "out"
+    inventory = {"all": {"hosts": {h: {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+        "ansible_become": False, "pty_acceptance_report_dir": str(d)} for h, d in reports.items()}}}
+    inventory["all"]["hosts"]["gone"] = {"ansible_host": "127.0.0.1", "ansible_port": 1,
+                                         "ansible_connection": "ssh"}
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
+    # the summary command is the playbook's default: the checkout's .venv/bin/pty-acceptance
+    (tmp_path / "extra.json").write_text(json.dumps({
+        "fleet_run_id": "RUN", "fleet_out": str(out), "fleet_hosts": sorted(reports) + ["gone"]}))
+    for h in [*reports, "gone"]:
+        (out / h).mkdir(parents=True)
+    for h in reports:  # what the skipped tasks would have recorded: a run that claims READY
+        (out / h / fleet.EXIT_STATUS).write_text("0\n")
+        (out / h / fleet.OUTPUT).write_text(f"READY: marker written {MARKER}\n")
+        (out / h / fleet.ERRORS).write_text("\n")
+    res = subprocess.run([playbook, "-i", str(tmp_path / "hosts.yml"), "-e", f"@{tmp_path / 'extra.json'}",
+                          "--start-at-task", "The report directory and the files in it (not following links)",
+                          str(PLAYBOOK)], capture_output=True, text=True, timeout=300,
+                         stdin=subprocess.DEVNULL, env=dict(os.environ, ANSIBLE_NOCOLOR="1"))
+    log = res.stdout + res.stderr
+    assert res.returncode != 0, log
+    recorded = sorted([fleet.EXIT_STATUS, fleet.OUTPUT, fleet.ERRORS])
+    assert sorted(p.name for p in (out / "linked").iterdir()) == sorted(
+        recorded + ["verdict.html", "verdict.intoto.json"]), log
+    assert sorted(p.name for p in (out / "shared").iterdir()) == recorded, log
+    for f in out.rglob("*"):
+        assert not f.is_file() or b"5e1f" not in f.read_bytes(), f
+    assert "UNREACHABLE! " in log, log  # Ansible's word for the host it could not reach
+    assert (out / "summary.txt").read_text().splitlines() == [
+        f"linked: UNREACHABLE/ERROR: no JUnit report came back; exit status 0; the suite's last line: "
+        f"READY: marker written {MARKER}",
+        f"shared: UNREACHABLE/ERROR: no JUnit report came back; exit status 0; the suite's last line: "
+        f"READY: marker written {MARKER}",
+        "gone: UNREACHABLE/ERROR: did not report (no exit status came back)"], log
