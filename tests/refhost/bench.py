@@ -16,11 +16,13 @@ requirements impose, measured on ONE booted reference host in the same run.
    FORCED names for it; median of the runs; ratio = median / floor. Total: the
    pytest process's wall time (median), floor = the sum of the module floors;
    "(outside tests)" is collection, start-up and the gate's end.
-Printed as a table and written to reports/bench/<run id>.json (the runs'
+The guest runs a snapshot of the checkout's HEAD (git archive), never the
+live checkout. Printed as a table and written to reports/bench/<run id>.json (the runs'
 outputs beside it in reports/bench/<run id>/). A run that fails makes the bench
 fail (exit 1): its times are kept but no verdict is given on them."""
 from __future__ import annotations
 
+import io
 import json
 import os
 import pathlib
@@ -28,6 +30,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tarfile
 import time
 
 from . import nodedist, npmdist
@@ -82,6 +85,8 @@ def session_starts(journal_json: bytes) -> list[float]:
         try:
             e = json.loads(line)
         except ValueError:
+            continue
+        if not isinstance(e, dict):
             continue
         unit = e.get("UNIT")
         if not isinstance(unit, str) or not SESSION_UNIT.match(unit):
@@ -176,6 +181,24 @@ def git_head(repo_root: pathlib.Path) -> str:
     return r.stdout.decode().strip() or "unknown"
 
 
+def git_dirty(repo_root: pathlib.Path) -> bool:
+    r = subprocess.run(["/usr/bin/git", "-C", str(repo_root), "status", "--porcelain", "--untracked-files=no"],
+                       capture_output=True, check=False)
+    return bool(r.stdout.strip()) or r.returncode != 0
+
+
+def snapshot(repo_root: pathlib.Path, dest: pathlib.Path) -> None:
+    """The committed tree (git archive HEAD) in dest: the guest runs what the
+    bench names, and edits in the checkout meanwhile do not reach it."""
+    r = subprocess.run(["/usr/bin/git", "-C", str(repo_root), "archive", "--format=tar", "HEAD"],
+                       capture_output=True, check=False)
+    if r.returncode != 0:
+        raise BenchError(f"git archive HEAD failed: {r.stderr.decode(errors='replace')}")
+    dest.mkdir(parents=True)
+    with tarfile.open(fileobj=io.BytesIO(r.stdout)) as t:
+        t.extractall(dest, filter="tar")
+
+
 # ------------------------------------------------------------------ on the host
 def _suite(m: Machine, i: int, out: pathlib.Path, scratch: pathlib.Path) -> dict:
     guest_dir = f"{GUEST_OUT}/bench/run-{i}"
@@ -213,19 +236,24 @@ def run_bench(repo_root: pathlib.Path, *, runs: int = 3, warmup: int = 1, repeat
     out.mkdir(parents=True)
     name = f"ptyacc-bench-{run_id.lower()}"
     scratch = WORK_ROOT / name / "out"
+    src = WORK_ROOT / name / "src"
     m = Machine(tree, name=name, console_log=out / "console.log",
-                binds=[(str(repo_root), GUEST_SRC, True), (str(scratch), GUEST_OUT, False), *npmdist.binds()])
+                binds=[(str(src), GUEST_SRC, True), (str(scratch), GUEST_OUT, False), *npmdist.binds()])
     result: dict = {"run_id": run_id, "commit": git_head(repo_root), "load_start": load_start,
                     "warmup": warmup, "runs_counted": runs, "cores": os.cpu_count()}
+    if git_dirty(repo_root):
+        result["note"] = "the checkout had uncommitted changes: the bench ran the commit, not them"
+        log(result["note"])
     status = EXIT_SETUP_FAILED
     try:
         scratch.mkdir(parents=True)
+        snapshot(repo_root, src)
         m.boot()
         r = m.run(["/bin/sh", f"{GUEST_SRC}/{DEPLOY}"], cwd=GUEST_SRC)
         if r.returncode != 0:
             (out / "deploy-output.txt").write_bytes(r.stdout)
             raise BenchError(f"deployment failed ({r.returncode})")
-        stop_s = stop_timeout_s(repo_root)
+        stop_s = stop_timeout_s(src)
         p = m.run([GUEST_PYTHON, f"{GUEST_SRC}/tests/refhost/benchprobe.py", f"{stop_s:g}",
                    str(SHORTEST_RUNTIME_S), str(repeats)], cwd=GUEST_SRC)
         if p.returncode != 0:
