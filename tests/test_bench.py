@@ -119,3 +119,13 @@ def test_benchclock_writes_every_phase(pytester, monkeypatch):
     data = json.loads(out.read_text())
     assert [p[1] for p in data["phases"]] == ["setup", "call", "teardown"]
     assert all(p[0] == "test_m.py::test_one" and p[2] <= p[3] for p in data["phases"])
+
+
+def test_the_table_is_made_again_from_a_json(tmp_path, capsys):
+    f = tmp_path / "b.json"
+    f.write_text(json.dumps({"probe": PROBE, "runs": [run(30, 1.0, 5.0)], "valid": True,
+                             "load_start": "1", "load_end": "2", "commit": "c"}))
+    assert bench.retable(f) == 0
+    assert "acceptance/test_a.py" in capsys.readouterr().out
+    f.write_text(json.dumps({"error": "deployment failed (3)"}))
+    assert bench.retable(f) == 1

@@ -5,7 +5,7 @@
     pty-acceptance source-manifest --pilot-root DIR --code-root DIR [--list]
     pty-acceptance reference [--before-suite SCRIPT]... [--after-suite SCRIPT]... [--keep] [-- PYTEST-ARGS]
     pty-acceptance mutants [--only ID]... [--jobs N]
-    pty-acceptance bench [--runs N] [--warmup N] [--repeats N]
+    pty-acceptance bench [--runs N] [--warmup N] [--repeats N] | --table FILE.json
     pty-acceptance report FILE.xml [--checklist ROOT-ACCEPTANCE.md] [--out-dir DIR]
 """
 
@@ -106,8 +106,10 @@ def cmd_bench(a: argparse.Namespace) -> int:
         print(f"bench: {runner} not found: this needs a checkout of the project", file=sys.stderr)
         return 4
     sys.path.insert(0, str(PROJECT))
-    from tests.refhost.bench import run_bench  # noqa: PLC0415 (fixture code, checkout only)
+    from tests.refhost.bench import retable, run_bench  # noqa: PLC0415 (fixture code, checkout only)
 
+    if a.table:
+        return retable(Path(a.table))
     return run_bench(PROJECT, runs=a.runs, warmup=a.warmup, repeats=a.repeats)
 
 
@@ -174,6 +176,8 @@ def parser() -> argparse.ArgumentParser:
     be.add_argument("--runs", type=int, default=3, help="counted suite runs (default 3)")
     be.add_argument("--warmup", type=int, default=1, help="suite runs first, not counted (default 1)")
     be.add_argument("--repeats", type=int, default=5, help="repeats of the bare unit probe (default 5)")
+    be.add_argument("--table", metavar="FILE.json", default=None,
+                    help="only print the table again from an earlier bench's JSON")
     be.set_defaults(func=cmd_bench)
     rp = sub.add_parser("report", help="the requirement matrix, HTML report and in-toto Statement "
                         "again from a JUnit report the suite wrote")
