@@ -42,14 +42,20 @@ def test_only_session_unit_starts_count_and_go_to_their_module():
                 started("opencode-pty-supervisor.service", 10.7),
                 {"UNIT": UNIT_A, "MESSAGE": "Stopped", "JOB_TYPE": "stop",
                  "__REALTIME_TIMESTAMP": "11000000"},
-                {"UNIT": UNIT_B, "MESSAGE_ID": "be02cf6855d2428ba40df7e9d022f03d",
-                 "__REALTIME_TIMESTAMP": "30000000"},  # failed start, after every module
+                started(UNIT_B, 17.6, MESSAGE="Started"),  # "Starting", then "Started": one session
                 "not json")
     starts = bench.session_starts(j)
-    assert starts == [10.5, 17.5, 30.0]
+    assert starts == {UNIT_A: 10.5, UNIT_B: 17.5}
+    starts = sorted(starts.values()) + [30.0]
     win = {"acceptance/test_a.py": (10.0, 16.5), "acceptance/test_b.py": (16.5, 18.0)}
     assert bench.assign(starts, win) == {"acceptance/test_a.py": 1, "acceptance/test_b.py": 1,
                                          bench.OUTSIDE: 1}
+
+
+def test_a_failed_start_is_a_session_too():
+    j = journal({"UNIT": UNIT_B, "MESSAGE_ID": "be02cf6855d2428ba40df7e9d022f03d",
+                 "__REALTIME_TIMESTAMP": "30000000"})
+    assert bench.session_starts(j) == {UNIT_B: 30.0}
 
 
 def test_one_run_keeps_what_is_outside_the_tests():

@@ -9,9 +9,10 @@ requirements impose, measured on ONE booted reference host in the same run.
 2. The suite `warmup` times (not counted: "warm" = the same booted host has run
    the whole suite once, page cache and units loaded), then `runs` times; each
    run with benchclock.py (per-test phase times) and its own report directory.
-   Sessions opened = the start jobs of session units (opencode-pty-<32 hex>)
-   PID 1 logged in the journal during the run, each given to the module whose
-   first-setup..last-teardown window holds it.
+   Sessions opened = the session units (opencode-pty-<32 hex>) whose start job
+   PID 1 logged in the journal during the run, each unit counted once and
+   given to the module whose first-setup..last-teardown window holds its
+   first entry.
 3. Per module: floor = sessions x (bare start + bare stop) + the forced waits
    FORCED names for it; median of the runs; ratio = median / floor. Total: the
    pytest process's wall time (median), floor = the sum of the module floors;
@@ -83,9 +84,11 @@ def module_windows(clock: dict) -> dict[str, tuple[float, float]]:
     return win
 
 
-def session_starts(journal_json: bytes) -> list[float]:
-    """Realtime seconds of every session unit start job PID 1 logged (journalctl -o json)."""
-    out = []
+def session_starts(journal_json: bytes) -> dict[str, float]:
+    """Session unit -> realtime seconds of its first start-job entry PID 1 logged
+    (journalctl -o json). Each start logs two ("Starting", then "Started" or
+    "Failed"), both with JOB_TYPE=start: a session is its unit name, counted once."""
+    out: dict[str, float] = {}
     for line in journal_json.splitlines():
         try:
             e = json.loads(line)
@@ -97,8 +100,9 @@ def session_starts(journal_json: bytes) -> list[float]:
         if not isinstance(unit, str) or not SESSION_UNIT.match(unit):
             continue
         if e.get("JOB_TYPE") == "start" or e.get("MESSAGE_ID") in START_DONE_IDS:
-            out.append(int(e["__REALTIME_TIMESTAMP"]) / 1e6)
-    return sorted(out)
+            t = int(e["__REALTIME_TIMESTAMP"]) / 1e6
+            out[unit] = min(t, out.get(unit, t))
+    return out
 
 
 def assign(starts: list[float], windows: dict[str, tuple[float, float]]) -> dict[str, int]:
@@ -114,8 +118,9 @@ def one_run(clock: dict, journal_json: bytes, wall_s: float, status: int) -> dic
     win = module_windows(clock)
     modules = {m: b - a for m, (a, b) in win.items()}
     modules[OUTSIDE] = max(0.0, wall_s - sum(modules.values()))
+    starts = session_starts(journal_json)
     return {"status": status, "total": wall_s, "modules": modules,
-            "sessions": assign(session_starts(journal_json), win)}
+            "sessions": assign(sorted(starts.values()), win), "session_units": len(starts)}
 
 
 def floors(probe: dict, sessions: dict[str, int], forced=FORCED) -> dict[str, float]:
