@@ -135,3 +135,15 @@ def test_the_table_is_made_again_from_a_json(tmp_path, capsys):
     assert "acceptance/test_a.py" in capsys.readouterr().out
     f.write_text(json.dumps({"error": "deployment failed (3)"}))
     assert bench.retable(f) == 1
+
+
+def test_a_snapshot_is_the_commit_with_this_checkouts_tools(tmp_path):
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    bench.snapshot(root, tmp_path / "s", "e246a3c")  # before the bench existed
+    assert (tmp_path / "s/acceptance/test_builds.py").is_file()
+    for tool in bench.TOOLS:
+        assert (tmp_path / "s" / tool).read_bytes() == (root / tool).read_bytes()
+    assert "build_sets" not in (tmp_path / "s/acceptance/pty_acceptance/builds.py").read_text()
+    with pytest.raises(bench.BenchError):
+        bench.snapshot(root, tmp_path / "t", "no-such-rev")

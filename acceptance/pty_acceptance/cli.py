@@ -5,7 +5,7 @@
     pty-acceptance source-manifest --pilot-root DIR --code-root DIR [--list]
     pty-acceptance reference [--before-suite SCRIPT]... [--after-suite SCRIPT]... [--keep] [-- PYTEST-ARGS]
     pty-acceptance mutants [--only ID]... [--jobs N]
-    pty-acceptance bench [--runs N] [--warmup N] [--repeats N] | --table FILE.json
+    pty-acceptance bench [--runs N] [--warmup N] [--repeats N] [--rev REV] | --table FILE.json
     pty-acceptance report FILE.xml [--checklist ROOT-ACCEPTANCE.md] [--out-dir DIR]
 """
 
@@ -110,7 +110,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
 
     if a.table:
         return retable(Path(a.table))
-    return run_bench(PROJECT, runs=a.runs, warmup=a.warmup, repeats=a.repeats)
+    return run_bench(PROJECT, runs=a.runs, warmup=a.warmup, repeats=a.repeats, rev=a.rev)
 
 
 def cmd_report(a: argparse.Namespace) -> int:
@@ -176,6 +176,8 @@ def parser() -> argparse.ArgumentParser:
     be.add_argument("--runs", type=int, default=3, help="counted suite runs (default 3)")
     be.add_argument("--warmup", type=int, default=1, help="suite runs first, not counted (default 1)")
     be.add_argument("--repeats", type=int, default=5, help="repeats of the bare unit probe (default 5)")
+    be.add_argument("--rev", default="HEAD",
+                    help="the commit whose suite runs (default HEAD; the bench's own probe and clock are this checkout's)")
     be.add_argument("--table", metavar="FILE.json", default=None,
                     help="only print the table again from an earlier bench's JSON")
     be.set_defaults(func=cmd_bench)

@@ -185,8 +185,8 @@ def loadavg() -> str:
     return pathlib.Path("/proc/loadavg").read_text().strip()
 
 
-def git_head(repo_root: pathlib.Path) -> str:
-    r = subprocess.run(["/usr/bin/git", "-C", str(repo_root), "rev-parse", "HEAD"],
+def git_head(repo_root: pathlib.Path, rev: str = "HEAD") -> str:
+    r = subprocess.run(["/usr/bin/git", "-C", str(repo_root), "rev-parse", "--verify", f"{rev}^{{commit}}"],
                        capture_output=True, check=False)
     return r.stdout.decode().strip() or "unknown"
 
@@ -197,16 +197,24 @@ def git_dirty(repo_root: pathlib.Path) -> bool:
     return bool(r.stdout.strip()) or r.returncode != 0
 
 
-def snapshot(repo_root: pathlib.Path, dest: pathlib.Path) -> None:
-    """The committed tree (git archive HEAD) in dest: the guest runs what the
-    bench names, and edits in the checkout meanwhile do not reach it."""
-    r = subprocess.run(["/usr/bin/git", "-C", str(repo_root), "archive", "--format=tar", "HEAD"],
+TOOLS = ("tests/refhost/benchclock.py", "tests/refhost/benchprobe.py")
+
+
+def snapshot(repo_root: pathlib.Path, dest: pathlib.Path, rev: str = "HEAD") -> None:
+    """The committed tree of `rev` (git archive) in dest: the guest runs what the
+    bench names, and edits in the checkout meanwhile do not reach it. The
+    measuring tools (TOOLS) are this checkout's, so an older commit is measured
+    the same way."""
+    r = subprocess.run(["/usr/bin/git", "-C", str(repo_root), "archive", "--format=tar", rev, "--"],
                        capture_output=True, check=False)
     if r.returncode != 0:
-        raise BenchError(f"git archive HEAD failed: {r.stderr.decode(errors='replace')}")
+        raise BenchError(f"git archive {rev} failed: {r.stderr.decode(errors='replace')}")
     dest.mkdir(parents=True)
     with tarfile.open(fileobj=io.BytesIO(r.stdout)) as t:
         t.extractall(dest, filter="tar")
+    for tool in TOOLS:
+        (dest / tool).parent.mkdir(parents=True, exist_ok=True)
+        (dest / tool).write_bytes((repo_root / tool).read_bytes())
 
 
 def retable(path: pathlib.Path) -> int:
@@ -246,7 +254,8 @@ def _suite(m: Machine, i: int, out: pathlib.Path, scratch: pathlib.Path) -> dict
     return run
 
 
-def run_bench(repo_root: pathlib.Path, *, runs: int = 3, warmup: int = 1, repeats: int = 5) -> int:
+def run_bench(repo_root: pathlib.Path, *, runs: int = 3, warmup: int = 1, repeats: int = 5,
+              rev: str = "HEAD") -> int:
     repo_root = pathlib.Path(repo_root).resolve()
     load_start = loadavg()
     tree = ensure_tree()
@@ -261,15 +270,15 @@ def run_bench(repo_root: pathlib.Path, *, runs: int = 3, warmup: int = 1, repeat
     src = WORK_ROOT / name / "src"
     m = Machine(tree, name=name, console_log=out / "console.log",
                 binds=[(str(src), GUEST_SRC, True), (str(scratch), GUEST_OUT, False), *npmdist.binds()])
-    result: dict = {"run_id": run_id, "commit": git_head(repo_root), "load_start": load_start,
+    result: dict = {"run_id": run_id, "commit": git_head(repo_root, rev), "load_start": load_start,
                     "warmup": warmup, "runs_counted": runs, "cores": os.cpu_count()}
-    if git_dirty(repo_root):
+    if rev == "HEAD" and git_dirty(repo_root):
         result["note"] = "the checkout had uncommitted changes: the bench ran the commit, not them"
         log(result["note"])
     status = EXIT_SETUP_FAILED
     try:
         scratch.mkdir(parents=True)
-        snapshot(repo_root, src)
+        snapshot(repo_root, src, rev)
         m.boot()
         r = m.run(["/bin/sh", f"{GUEST_SRC}/{DEPLOY}"], cwd=GUEST_SRC)
         if r.returncode != 0:
