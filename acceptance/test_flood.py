@@ -111,8 +111,9 @@ def test_a_flood_leaves_all_sixteen_slots_to_the_peer(inv, bus, peer, flooder, e
                                                f"held connections still open: {released['answers']}")
         token = lifecycle.new_token()
         try:
-            for s in ss.open_sessions:  # one start at a time, as a peer opening sessions would
+            for s in ss.open_sessions:  # every START sent first: the 16 starts are in flight at once
                 s.start(["/bin/sleep", f"30.{token}1"])
+            for s in ss.open_sessions:
                 ss.started(s, token)
         except (SessionError, TimeoutError, OSError) as e:
             problems.append(f"the peer got {len(ss.footprints)} of {SESSIONS} sessions: {e}")

@@ -10,6 +10,7 @@ import os
 import pwd
 import shutil
 import stat
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -142,3 +143,54 @@ def test_go_sum_is_hashed_only_as_a_regular_file(build, target, secret):
     (target.pilot / "supervisor/go.sum").symlink_to(secret)
     with pytest.raises(builds.BuildError, match="go.sum is a symlink"):
         build(both=True)
+
+
+RENDEZVOUS_GO = """#!/bin/sh
+if [ "$1" = version ]; then echo "go version go1.0-standin linux/amd64"; exit 0; fi
+out=""
+while [ $# -gt 0 ]; do
+    if [ "$1" = -o ]; then out=$2; fi
+    shift
+done
+case "$out" in */pty-acceptance-build-a-*) me=a; other=b ;; *) me=b; other=a ;; esac
+role=$(basename "$out")
+touch "$STANDIN_RDV/$me-$role"
+i=0
+while [ ! -e "$STANDIN_RDV/$other-$role" ]; do  # poll with a deadline: about 10 s
+    i=$((i + 1)); [ $i -gt 200 ] && { echo "build $other of $role never ran beside $me" >&2; exit 7; }
+    sleep 0.05
+done
+[ -z "$STANDIN_FAIL" ] || [ "$STANDIN_FAIL" != "$me" ] || { echo "stand-in failure of $me" >&2; exit 9; }
+echo "$role" > "$out"
+"""
+
+
+@pytest.fixture
+def rendezvous(safe_dir):
+    """The stand-in go waits (bounded) until the other build of the same binary
+    has begun: serial builds fail with exit 7 and "never ran beside"."""
+    rdv = safe_dir / "rdv"
+    rdv.mkdir()
+    rdv.chmod(0o777)
+    return rdv, safe_dir / "go"
+
+
+def test_the_two_builds_of_each_binary_run_side_by_side(build, rendezvous):
+    rdv, go = rendezvous
+    go.write_text(RENDEZVOUS_GO)
+    rep = build(env={"STANDIN_RDV": str(rdv)}, both=True)
+    a, b = rep.sets
+    assert sorted(os.listdir(rdv)) == sorted(f"{x}-{r}" for x in "ab" for r in (
+        "opencode-pty-supervisor", "opencode-pty-launcher", "opencode-pty-client"))
+    assert a.artifacts == b.artifacts and a.directory != b.directory
+    assert not any(os.path.exists(s.directory) for s in rep.sets)
+
+
+def test_a_failing_build_fails_both_and_leaves_no_directory(build, rendezvous):
+    rdv, go = rendezvous
+    go.write_text(RENDEZVOUS_GO)
+    tmp = tempfile.gettempdir()
+    before = set(os.listdir(tmp))
+    with pytest.raises(builds.BuildError, match=r"build b of \w+ failed \(9\): stand-in failure of b"):
+        build(env={"STANDIN_RDV": str(rdv), "STANDIN_FAIL": "b"}, both=True)
+    assert not [d for d in set(os.listdir(tmp)) - before if d.startswith("pty-acceptance-build-")]

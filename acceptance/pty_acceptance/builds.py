@@ -1,5 +1,6 @@
 """BUILD-1..3: build the three binaries twice, as an unprivileged user, each
-time in its own private temporary directory with its own Go caches.
+time in its own private temporary directory with its own Go caches; the two
+builds of a binary run at the same time (nothing is shared between them).
 
 The source tree belongs to the service user (SUITE-4). Root copies it by
 descriptor walk: openat with O_NOFOLLOW on every component, only directories
@@ -19,6 +20,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -168,30 +170,80 @@ def _artifact(path: str) -> bytes:
         raise BuildError(f"the built artifact cannot be read safely: {e.strerror or e}") from None
 
 
-def build_once(inv: Inventory, acct, label: str) -> BuildSet:
-    work = tempfile.mkdtemp(prefix=f"pty-acceptance-build-{label}-")
+def _spawn_as(acct, argv, cwd, env, err) -> subprocess.Popen:
     try:
-        return _build_in(inv, acct, label, work)
+        return subprocess.Popen(argv, cwd=cwd, env=env, user=acct.pw_uid, group=acct.pw_gid,
+                                extra_groups=[], umask=0o022, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=err)
+    except FileNotFoundError:
+        raise BuildError(f"{argv[0]} not found") from None
+
+
+def _wait_all(jobs: list[tuple[BuildSet, str, subprocess.Popen, object]], role: str) -> None:
+    """Wait for the builds of `role` running side by side, against one deadline;
+    on any way out but success every one still running is killed and reaped."""
+    end = time.monotonic() + TIMEOUT_S
+    try:
+        for bs, _out, proc, _err in jobs:
+            try:
+                proc.wait(max(0.0, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                raise BuildError(f"build {bs.label} of {role} did not finish within {TIMEOUT_S} s") from None
+    finally:
+        for _bs, _out, proc, _err in jobs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    for bs, _out, proc, err in jobs:
+        if proc.returncode != 0:
+            err.seek(0)
+            text = err.read(1 << 20).decode(errors="replace").strip()[-2000:]
+            raise BuildError(f"build {bs.label} of {role} failed ({proc.returncode}): {text}")
+
+
+def build_sets(inv: Inventory, acct, labels) -> list[BuildSet]:
+    """One build per label, each in its own private temporary directory with its
+    own source copy, GOCACHE, GOPATH, GOTMPDIR and output directory; the builds
+    of one binary run side by side (two cores: two builds for the time of one).
+    On failure every directory made here is removed."""
+    sets: list[BuildSet] = []
+    try:
+        for label in labels:
+            sets.append(BuildSet(label, tempfile.mkdtemp(prefix=f"pty-acceptance-build-{label}-")))
+            copy_source(inv.build["source_dir"], sets[-1].directory, acct)
+        isolation = " ".join(f"{k}={v}" for k, v in ISOLATION_ENV.items())
+        for b in inv.binaries_list:
+            jobs = []
+            try:
+                for bs in sets:
+                    src = os.path.join(bs.directory, "src")
+                    out = os.path.join(bs.directory, "out", b.name)
+                    argv = [inv.build["go"], *BUILD_ARGS, "-o", out, b.package]
+                    bs.commands.append(f"(cd {src} && {isolation} {SEED_COMMAND} -o {out} {b.package})")
+                    err = tempfile.TemporaryFile()  # root's, unnamed: the build only inherits the descriptor
+                    try:
+                        jobs.append((bs, out, _spawn_as(acct, argv, src, _env(inv, bs.directory), err), err))
+                    except BaseException:
+                        err.close()
+                        raise
+                _wait_all(jobs, b.role)
+            finally:
+                for job in jobs:
+                    if job[2].poll() is None:
+                        job[2].kill()
+                        job[2].wait()
+                    job[3].close()
+            for bs, out, _proc, _err in jobs:
+                bs.artifacts[b.role] = _artifact(out)
     except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
+        for bs in sets:
+            shutil.rmtree(bs.directory, ignore_errors=True)
         raise
+    return sets
 
 
-def _build_in(inv: Inventory, acct, label: str, work: str) -> BuildSet:
-    bs = BuildSet(label, work)
-    src = copy_source(inv.build["source_dir"], work, acct)
-    env = _env(inv, work)
-    isolation = " ".join(f"{k}={v}" for k, v in ISOLATION_ENV.items())
-    for b in inv.binaries_list:
-        out = os.path.join(work, "out", b.name)
-        argv = [inv.build["go"], *BUILD_ARGS, "-o", out, b.package]
-        bs.commands.append(f"(cd {src} && {isolation} {SEED_COMMAND} -o {out} {b.package})")
-        done = _run_as(acct, argv, src, env)
-        if done.returncode != 0:
-            raise BuildError(f"build {label} of {b.role} failed ({done.returncode}): "
-                             f"{done.stderr.decode(errors='replace').strip()[-2000:]}")
-        bs.artifacts[b.role] = _artifact(out)
-    return bs
+def build_once(inv: Inventory, acct, label: str) -> BuildSet:
+    return build_sets(inv, acct, (label,))[0]
 
 
 def reproduce(inv: Inventory) -> Reproduction:
@@ -206,11 +258,7 @@ def reproduce(inv: Inventory) -> Reproduction:
     ver = _run_as(acct, [inv.build["go"], "version"], "/", _env(inv, "/nonexistent"), timeout=60)
     if ver.returncode != 0:
         raise BuildError(f"{inv.build['go']} version failed: {ver.stderr.decode(errors='replace')}")
-    sets = []
-    try:
-        for label in ("a", "b"):
-            sets.append(build_once(inv, acct, label))
-    finally:
-        for s in sets:
-            shutil.rmtree(s.directory, ignore_errors=True)
+    sets = build_sets(inv, acct, ("a", "b"))
+    for s in sets:
+        shutil.rmtree(s.directory, ignore_errors=True)
     return Reproduction(acct.pw_name, ver.stdout.decode().strip(), go_sum_sha, sets)

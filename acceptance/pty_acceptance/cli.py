@@ -5,6 +5,7 @@
     pty-acceptance source-manifest --pilot-root DIR --code-root DIR [--list]
     pty-acceptance reference [--before-suite SCRIPT]... [--after-suite SCRIPT]... [--keep] [-- PYTEST-ARGS]
     pty-acceptance mutants [--only ID]... [--jobs N]
+    pty-acceptance bench [--runs N] [--warmup N] [--repeats N] [--rev REV] | --table FILE.json
     pty-acceptance report FILE.xml [--checklist ROOT-ACCEPTANCE.md] [--out-dir DIR]
                           [--sign-key PATH [--sign-tool openssl|ssh-keygen|gpg]]
     pty-acceptance verify-statement ENVELOPE --pubkey FILE [--sign-tool openssl|ssh-keygen|gpg]
@@ -100,6 +101,20 @@ def cmd_mutants(a: argparse.Namespace) -> int:
     from tests.mutants.run import run_mutants  # noqa: PLC0415 (fixture code, checkout only)
 
     return run_mutants(PROJECT, only=a.only, jobs=a.jobs)
+
+
+def cmd_bench(a: argparse.Namespace) -> int:
+    """The suite's wall time per module against the floor, on one reference host."""
+    runner = PROJECT / "tests" / "refhost" / "bench.py"
+    if not runner.is_file():
+        print(f"bench: {runner} not found: this needs a checkout of the project", file=sys.stderr)
+        return 4
+    sys.path.insert(0, str(PROJECT))
+    from tests.refhost.bench import retable, run_bench  # noqa: PLC0415 (fixture code, checkout only)
+
+    if a.table:
+        return retable(Path(a.table))
+    return run_bench(PROJECT, runs=a.runs, warmup=a.warmup, repeats=a.repeats, rev=a.rev)
 
 
 def cmd_report(a: argparse.Namespace) -> int:
@@ -216,6 +231,16 @@ def parser() -> argparse.ArgumentParser:
     mu.add_argument("--only", action="append", default=[], metavar="ID")
     mu.add_argument("--jobs", type=int, default=1)
     mu.set_defaults(func=cmd_mutants)
+    be = sub.add_parser("bench", help="the suite's time per module against the floor the requirements "
+                        "impose, on one reference host (median of --runs warm runs)")
+    be.add_argument("--runs", type=int, default=3, help="counted suite runs (default 3)")
+    be.add_argument("--warmup", type=int, default=1, help="suite runs first, not counted (default 1)")
+    be.add_argument("--repeats", type=int, default=5, help="repeats of the bare unit probe (default 5)")
+    be.add_argument("--rev", default="HEAD",
+                    help="the commit whose suite runs (default HEAD; the bench's own probe and clock are this checkout's)")
+    be.add_argument("--table", metavar="FILE.json", default=None,
+                    help="only print the table again from an earlier bench's JSON")
+    be.set_defaults(func=cmd_bench)
     rp = sub.add_parser("report", help="the requirement matrix, HTML report and in-toto Statement "
                         "again from a JUnit report the suite wrote")
     rp.add_argument("junit", metavar="FILE.xml")

@@ -1,0 +1,39 @@
+"""A pytest plugin the bench loads into the suite (`-p tests.refhost.benchclock`):
+it only observes. Every phase report's wall-clock start and stop (pytest's own
+TestReport.start/.stop, time.time()) is written, at the end of the session, as
+JSON to the file named by $PTY_BENCH_CLOCK:
+
+    {"session": [start, stop], "phases": [[nodeid, when, start, stop], ...]}
+
+A module's time is then its first setup's start to its last teardown's stop:
+module-scoped fixtures are torn down in the teardown phase of the module's last
+test, so their teardown counts for the module; a session-scoped fixture is set
+up in the first test that asks for it (BUILD-1's builds: test_builds) and torn
+down in the last test of the run."""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+ENV = "PTY_BENCH_CLOCK"
+_phases: list[list] = []
+_session: list[float] = []
+
+
+def pytest_sessionstart(session) -> None:
+    _session[:] = [time.time()]
+
+
+def pytest_runtest_logreport(report) -> None:
+    start, stop = getattr(report, "start", None), getattr(report, "stop", None)
+    if start is not None and stop is not None:
+        _phases.append([report.nodeid, report.when, start, stop])
+
+
+def pytest_unconfigure(config) -> None:
+    path = os.environ.get(ENV)
+    if not path:
+        return
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"session": [*_session[:1], time.time()], "phases": _phases}, f)

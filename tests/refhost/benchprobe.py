@@ -1,0 +1,146 @@
+"""The bench's floor probes, run inside a booted reference host as root
+(`python benchprobe.py STOP_TIMEOUT_S RUNTIME_S REPEATS`, cwd = the project):
+prints one JSON object of measured seconds.
+
+- bare_start: a bare transient unit with the session unit's hardening
+  (Type=exec, so `systemd-run` returns once the command is exec'd): start-to-exec;
+- bare_stop: StopUnit of it until its cgroup directory is gone;
+- term_kill: the same unit ignoring SIGTERM and SIGHUP, with the session
+  unit's TimeoutStopSec: stop until the cgroup is gone (TERM, wait, KILL);
+- runtime_expiry: RuntimeMaxSec= the shortest runtime the suite waits out:
+  start until the cgroup is gone;
+- supervisor_restart: `systemctl restart` of the supervisor (Type=notify:
+  returns once it is ready again);
+- build: one clean build of the three binaries as the build user, exactly as
+  BUILD-1 makes each of its two (pty_acceptance.builds.build_once: source copy,
+  fresh GOCACHE/GOPATH).
+Each of the unit probes is repeated and its median kept (the samples too)."""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.getcwd(), "acceptance"))
+
+from pty_acceptance import builds, inventory  # noqa: E402
+from pty_acceptance.programs import ROOT_ENV  # noqa: E402
+
+SYSTEMD_RUN = "/usr/bin/systemd-run"
+SYSTEMCTL = "/usr/bin/systemctl"
+CGROUP_ROOT = "/sys/fs/cgroup"
+SLICE = "opencode-pty.slice"
+POLL_S = 0.005
+# The reference supervisor's session unit properties (supervisor.py unit_props),
+# less the descriptors, BindsTo/After and the environment.
+HARDENING = [
+    "Type=exec", f"Slice={SLICE}", "User=byk", "Group=byk", "CapabilityBoundingSet=",
+    "AmbientCapabilities=", "NoNewPrivileges=yes", "PrivateDevices=yes", "DevicePolicy=closed",
+    "Delegate=no", "ProtectProc=invisible", "ProcSubset=pid", "RestrictNamespaces=yes",
+    "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6", "SystemCallArchitectures=native",
+    "SystemCallFilter=@system-service", "ProtectSystem=full", "PrivateTmp=yes",
+    "ProtectKernelTunables=yes", "ProtectKernelModules=yes", "ProtectKernelLogs=yes",
+    "ProtectControlGroups=yes", "LockPersonality=yes", "RestrictSUIDSGID=yes",
+    "RestrictRealtime=yes", "KillMode=control-group", "CollectMode=inactive-or-failed",
+    "SupplementaryGroups=", "InaccessiblePaths=/run/opencode-pty -/run/dbus -/run/user",
+    "WorkingDirectory=/home/byk",
+]
+
+
+def _run(argv: list[str]) -> None:
+    r = subprocess.run(argv, env=ROOT_ENV, capture_output=True, stdin=subprocess.DEVNULL, timeout=120)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)}: exit {r.returncode}: {r.stderr.decode(errors='replace')}")
+
+
+def _start(unit: str, props: list[str], argv: list[str]) -> str:
+    args = [SYSTEMD_RUN, "--quiet", f"--unit={unit}"]
+    for p in props:
+        args += ["-p", p]
+    _run(args + ["--", *argv])
+    r = subprocess.run([SYSTEMCTL, "show", "-P", "ControlGroup", unit], env=ROOT_ENV,
+                       capture_output=True, timeout=30)
+    cg = r.stdout.decode().strip()
+    if not cg:
+        raise RuntimeError(f"{unit}: no ControlGroup after start")
+    return CGROUP_ROOT + cg
+
+
+def _wait_gone(path: str, deadline_s: float, what: str) -> None:
+    end = time.monotonic() + deadline_s
+    while os.path.exists(path):
+        if time.monotonic() >= end:
+            raise RuntimeError(f"{what}: {path} still existed {deadline_s:g} s later")
+        time.sleep(POLL_S)  # poll interval, not a wait for an outcome
+
+
+def bare(repeats: int) -> tuple[list[float], list[float]]:
+    starts, stops = [], []
+    for _ in range(repeats):
+        unit = f"ptybench-bare-{secrets.token_hex(4)}.service"
+        t0 = time.monotonic()
+        cg = _start(unit, HARDENING + ["TimeoutStopSec=5"], ["/bin/sleep", "60"])
+        starts.append(time.monotonic() - t0)
+        t1 = time.monotonic()
+        _run([SYSTEMCTL, "stop", unit])
+        _wait_gone(cg, 30, f"{unit} stopped")
+        stops.append(time.monotonic() - t1)
+    return starts, stops
+
+
+def term_kill(stop_timeout_s: float) -> float:
+    unit = f"ptybench-term-{secrets.token_hex(4)}.service"
+    cg = _start(unit, HARDENING + [f"TimeoutStopSec={stop_timeout_s:g}"],
+                ["/bin/sh", "-c", "trap '' TERM HUP; exec /bin/sleep 60"])
+    t0 = time.monotonic()
+    _run([SYSTEMCTL, "stop", unit])
+    _wait_gone(cg, stop_timeout_s + 30, f"{unit} stopped")
+    return time.monotonic() - t0
+
+
+def runtime_expiry(runtime_s: float) -> float:
+    unit = f"ptybench-runtime-{secrets.token_hex(4)}.service"
+    t0 = time.monotonic()
+    cg = _start(unit, HARDENING + [f"RuntimeMaxSec={runtime_s:g}", "TimeoutStopSec=5"],
+                ["/bin/sleep", "60"])
+    _wait_gone(cg, runtime_s + 30, f"{unit} at its RuntimeMaxSec")
+    return time.monotonic() - t0
+
+
+def supervisor_restart(name: str) -> float:
+    t0 = time.monotonic()
+    _run([SYSTEMCTL, "restart", name])
+    return time.monotonic() - t0
+
+
+def build(inv) -> float:
+    acct = builds._account(inv.build["user"])
+    t0 = time.monotonic()
+    made = builds.build_once(inv, acct, "bench")
+    took = time.monotonic() - t0
+    subprocess.run(["/bin/rm", "-rf", "--", made.directory], env=ROOT_ENV, check=False)
+    return took
+
+
+def main(argv: list[str]) -> int:
+    stop_timeout_s, runtime_s, repeats = float(argv[0]), float(argv[1]), int(argv[2])
+    inv = inventory.load("inventories/reference.yml")
+    starts, stops = bare(repeats)
+    out = {
+        "bare_start": statistics.median(starts), "bare_start_samples": starts,
+        "bare_stop": statistics.median(stops), "bare_stop_samples": stops,
+        "term_kill": term_kill(stop_timeout_s), "stop_timeout_s": stop_timeout_s,
+        "runtime_expiry": runtime_expiry(runtime_s), "runtime_s": runtime_s,
+        "supervisor_restart": supervisor_restart(inv.units["supervisor"]),
+        "build": build(inv),
+    }
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,149 @@
+"""The bench's arithmetic: module windows, sessions per module from the
+journal, floors, medians, the table and its goals."""
+import json
+
+import pytest
+
+from tests.refhost import bench
+
+PROBE = {"bare_start": 0.1, "bare_stop": 0.02, "term_kill": 5.2, "runtime_expiry": 2.25,
+         "supervisor_restart": 0.2, "build": 12.0}
+
+
+def clock(*phases):
+    return {"session": [0, 100], "phases": [list(p) for p in phases]}
+
+
+def journal(*entries):
+    return "\n".join(json.dumps(e) for e in entries).encode()
+
+
+def started(unit, t, **kw):
+    return {"UNIT": unit, "JOB_TYPE": "start", "__REALTIME_TIMESTAMP": str(int(t * 1e6)), **kw}
+
+
+UNIT_A = "opencode-pty-" + "a" * 32 + ".service"
+UNIT_B = "opencode-pty-" + "b" * 32 + ".service"
+
+
+def test_a_module_spans_its_first_setup_to_its_last_teardown():
+    c = clock(("acceptance/test_a.py::t1", "setup", 10.0, 11.0),
+              ("acceptance/test_a.py::t1", "call", 11.0, 12.0),
+              ("acceptance/test_a.py::t2[x]", "teardown", 13.0, 16.5),  # module fixture teardown
+              ("acceptance/test_b.py::t", "setup", 16.5, 17.0),
+              ("acceptance/test_b.py::t", "teardown", 17.0, 18.0))
+    assert bench.module_windows(c) == {"acceptance/test_a.py": (10.0, 16.5),
+                                       "acceptance/test_b.py": (16.5, 18.0)}
+
+
+def test_only_session_unit_starts_count_and_go_to_their_module():
+    j = journal(started(UNIT_A, 10.5), started(UNIT_B, 17.5),
+                started("opencode-v2.service", 10.6),  # the peer: not a session
+                started("opencode-pty-supervisor.service", 10.7),
+                {"UNIT": UNIT_A, "MESSAGE": "Stopped", "JOB_TYPE": "stop",
+                 "__REALTIME_TIMESTAMP": "11000000"},
+                started(UNIT_B, 17.6, MESSAGE="Started"),  # "Starting", then "Started": one session
+                "not json")
+    starts = bench.session_starts(j)
+    assert starts == {UNIT_A: 10.5, UNIT_B: 17.5}
+    starts = sorted(starts.values()) + [30.0]
+    win = {"acceptance/test_a.py": (10.0, 16.5), "acceptance/test_b.py": (16.5, 18.0)}
+    assert bench.assign(starts, win) == {"acceptance/test_a.py": 1, "acceptance/test_b.py": 1,
+                                         bench.OUTSIDE: 1}
+
+
+def test_a_failed_start_is_a_session_too():
+    j = journal({"UNIT": UNIT_B, "MESSAGE_ID": "be02cf6855d2428ba40df7e9d022f03d",
+                 "__REALTIME_TIMESTAMP": "30000000"})
+    assert bench.session_starts(j) == {UNIT_B: 30.0}
+
+
+def test_one_run_keeps_what_is_outside_the_tests():
+    c = clock(("acceptance/test_a.py::t", "setup", 10.0, 14.0))
+    r = bench.one_run(c, journal(started(UNIT_A, 12)), wall_s=6.0, status=0)
+    assert r["modules"] == {"acceptance/test_a.py": 4.0, bench.OUTSIDE: 2.0}
+    assert r["sessions"] == {"acceptance/test_a.py": 1, bench.OUTSIDE: 0}
+
+
+def test_floor_is_sessions_times_a_bare_unit_plus_the_forced_waits():
+    f = bench.floors(PROBE, {"acceptance/test_concurrency.py": 10, "acceptance/test_x.py": 0,
+                             "acceptance/test_builds.py": 0})
+    assert f["acceptance/test_concurrency.py"] == pytest.approx(10 * 0.12 + 5.2 + 0.2)
+    assert f["acceptance/test_x.py"] == 0
+    assert f["acceptance/test_builds.py"] == 12.0
+
+
+def run(total, a, b, sessions_a=2):
+    return {"status": 0, "total": total, "modules": {"acceptance/test_a.py": a, "acceptance/test_b.py": b},
+            "sessions": {"acceptance/test_a.py": sessions_a, "acceptance/test_b.py": 0}}
+
+
+def test_summary_is_the_median_of_the_runs_and_judges_both_goals():
+    s = bench.summarize(PROBE, [run(30, 1.0, 5.0), run(90, 9.0, 1.0), run(31, 2.0, 3.0)],
+                        forced={"acceptance/test_b.py": ("build",)})
+    rows = {r["module"]: r for r in s["rows"]}
+    assert rows["acceptance/test_a.py"]["median"] == 2.0
+    assert rows["acceptance/test_a.py"]["floor"] == pytest.approx(0.24)
+    assert rows["acceptance/test_b.py"]["median"] == 3.0
+    assert rows["acceptance/test_b.py"]["ratio"] == pytest.approx(3.0 / 12.0)
+    assert s["total"] == 31
+    assert s["total_floor"] == pytest.approx(12.24)
+    assert s["goals"] == {"total <= 1.5 x floor": False, "total <= 40 s": True}
+    text = bench.table(s)
+    assert "acceptance/test_b.py" in text and "goal total <= 1.5 x floor: NOT met" in text
+    assert text.splitlines()[-3].startswith("total")
+
+
+def test_a_module_without_floor_has_no_ratio_and_runs_must_agree():
+    s = bench.summarize(PROBE, [run(5, 1, 1, sessions_a=0)], forced={})
+    assert all(r["ratio"] is None for r in s["rows"]) and s["total_ratio"] is None
+    other = run(5, 1, 1)
+    other["modules"]["acceptance/test_c.py"] = 1
+    with pytest.raises(bench.BenchError):
+        bench.summarize(PROBE, [run(5, 1, 1), other])
+    with pytest.raises(bench.BenchError):
+        bench.summarize(PROBE, [])
+
+
+def test_the_stop_timeout_is_read_from_the_reference_supervisor(tmp_path):
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    assert bench.stop_timeout_s(root) == 5.0
+    (tmp_path / bench.SUPERVISOR_SRC).parent.mkdir(parents=True)
+    (tmp_path / bench.SUPERVISOR_SRC).write_text("STOP_TIMEOUT_USEC = None\n")
+    with pytest.raises(bench.BenchError):
+        bench.stop_timeout_s(tmp_path)
+
+
+def test_benchclock_writes_every_phase(pytester, monkeypatch):
+    out = pytester.path / "clock.json"
+    monkeypatch.setenv("PTY_BENCH_CLOCK", str(out))
+    pytester.makepyfile(test_m="def test_one():\n    pass\n")
+    monkeypatch.setenv("PYTHONPATH", str(__import__("pathlib").Path(__file__).resolve().parents[1]))
+    r = pytester.runpytest_subprocess("-p", "tests.refhost.benchclock", "-p", "no:cacheprovider")
+    r.assert_outcomes(passed=1)
+    data = json.loads(out.read_text())
+    assert [p[1] for p in data["phases"]] == ["setup", "call", "teardown"]
+    assert all(p[0] == "test_m.py::test_one" and p[2] <= p[3] for p in data["phases"])
+
+
+def test_the_table_is_made_again_from_a_json(tmp_path, capsys):
+    f = tmp_path / "b.json"
+    f.write_text(json.dumps({"probe": PROBE, "runs": [run(30, 1.0, 5.0)], "valid": True,
+                             "load_start": "1", "load_end": "2", "commit": "c"}))
+    assert bench.retable(f) == 0
+    assert "acceptance/test_a.py" in capsys.readouterr().out
+    f.write_text(json.dumps({"error": "deployment failed (3)"}))
+    assert bench.retable(f) == 1
+
+
+def test_a_snapshot_is_the_commit_with_this_checkouts_tools(tmp_path):
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    bench.snapshot(root, tmp_path / "s", "e246a3c")  # before the bench existed
+    assert (tmp_path / "s/acceptance/test_builds.py").is_file()
+    for tool in bench.TOOLS:
+        assert (tmp_path / "s" / tool).read_bytes() == (root / tool).read_bytes()
+    assert "build_sets" not in (tmp_path / "s/acceptance/pty_acceptance/builds.py").read_text()
+    with pytest.raises(bench.BenchError):
+        bench.snapshot(root, tmp_path / "t", "no-such-rev")
