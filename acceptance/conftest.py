@@ -33,17 +33,25 @@ def host():
 
 
 @pytest.fixture(scope="session")
-def bus():
+def bus(request):
     try:
         conn = Systemd.connect()
     except (OSError, BusError) as e:
         fail(f"SUITE-3: the system bus is not reachable, no session can be driven: {e}")
-    left = peer_mod.cleanup_leftovers(conn)
+    peer_mod.cleanup_leftovers(conn)
     yield conn
-    remaining = [n for n in peer_mod.cleanup_leftovers(conn)]
+    remaining = peer_mod.cleanup_leftovers(conn)
     conn.close()
+    if request.session.exitstatus == pytest.ExitCode.INTERRUPTED:
+        # SUITE-5: an interrupt may land half way through a unit's start or
+        # stop; stopping what it left is this teardown's job, and the run is
+        # NOT READY as interrupted already
+        if remaining:
+            tr = request.config.pluginmanager.get_plugin("terminalreporter")
+            if tr is not None:
+                tr.write_line(f"SUITE-5: interrupted: disposable units stopped at the end: {remaining}")
+        return
     assert not remaining, f"SUITE-1: disposable units were still running at the end: {remaining}"
-    del left
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ import select
 import signal
 import socket
 import subprocess
+import tempfile
 import sys
 import time
 from pathlib import Path
@@ -252,3 +253,51 @@ def test_the_hosts_lock_holder_removes_root_temporary_directories_left(project, 
     assert (tmp / "pty-acceptance-cwd-users").is_dir() and (tmp / "unrelated").is_dir()
     assert f"temporary directory {tmp}/pty-acceptance-agent-left: removed" in text, text[-2000:]
     assert "1 other pty-acceptance-* entries" in text
+
+
+class _Bus:
+    """What DisposableUnit asks of systemd, for one unit: started, stopped."""
+
+    def __init__(self):
+        self.running, self.calls = set(), []
+
+    def properties(self, name, iface=None):
+        return {"ActiveState": "active", "Description": ""} if name in self.running else None
+
+    def unit_path(self, name):
+        return f"/unit/{name}" if name in self.running else None
+
+    def start_transient(self, name, props, mode="fail"):
+        self.calls.append(("start", name))
+        self.running.add(name)
+
+    def stop(self, name):
+        self.calls.append(("stop", name))
+        self.running.discard(name)
+
+    def wait_for(self, name, predicate, deadline_s, what, iface=None):
+        assert predicate(self.properties(name)), f"{name} not {what}"
+
+    def reset_failed(self, name):
+        pass
+
+
+def test_an_interrupt_during_a_units_start_leaves_nothing(monkeypatch):
+    """A fixture whose setup raises is never torn down: a SIGINT while the peer
+    is starting (its unit started, the agent not yet answering) must leave
+    neither the unit nor the agent's staged copy (the reference host's CI run
+    20261204T004239Z: opencode-v2.service and /tmp/pty-acceptance-agent-* left)."""
+    from pty_acceptance import peer
+
+    def interrupted(self, op, **kw):
+        raise KeyboardInterrupt("signal SIGINT")
+
+    monkeypatch.setattr(peer.Agent, "__call__", interrupted)
+    bus = _Bus()
+    unit = peer.DisposableUnit(bus, name="opencode-v2.service", user="nobody", group="nogroup", tag="t")
+    with pytest.raises(KeyboardInterrupt):
+        unit.start()
+    assert bus.calls == [("start", "opencode-v2.service"), ("stop", "opencode-v2.service")]
+    assert not bus.running
+    assert unit.stage is None and unit.agent is None
+    assert not list(Path(tempfile.gettempdir()).glob("pty-acceptance-agent-*")), "the staged agent was left"
