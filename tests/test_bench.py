@@ -94,6 +94,18 @@ def test_summary_is_the_median_of_the_runs_and_judges_both_goals():
     assert text.splitlines()[-3].startswith("total")
 
 
+def test_the_launchers_stop_is_shown_beside_the_floor_not_in_it():
+    probe = dict(PROBE, launcher_stop=2.02)
+    s = bench.summarize(probe, [run(30, 1.0, 5.0, sessions_a=10)], forced={"acceptance/test_b.py": ("build",)})
+    assert s["total_floor"] == pytest.approx(10 * 0.12 + 12.0)  # the floor, unchanged
+    t = s["launcher"]
+    assert t["extra_per_session"] == pytest.approx(2.0) and t["sessions"] == 10
+    assert t["floor_with_launcher"] == pytest.approx(13.2 + 20.0)
+    assert t["ratio_with_launcher"] == pytest.approx(30 / 33.2)
+    assert "the launcher's stop (script(1)): 2.02 s per session" in bench.table(s)
+    assert "launcher" not in bench.summarize(PROBE, [run(30, 1.0, 5.0)])  # an older bench's JSON
+
+
 def test_a_module_without_floor_has_no_ratio_and_runs_must_agree():
     s = bench.summarize(PROBE, [run(5, 1, 1, sessions_a=0)], forced={})
     assert all(r["ratio"] is None for r in s["rows"]) and s["total_ratio"] is None

@@ -149,10 +149,25 @@ def summarize(probe: dict, runs: list[dict], forced=FORCED) -> dict:
                      "ratio": med / floor[m] if floor[m] > 0 else None})
     total = _median([r["total"] for r in runs])
     total_floor = sum(floor.values())
-    return {"rows": rows, "total": total, "total_floor": total_floor,
-            "total_ratio": total / total_floor if total_floor > 0 else None,
-            "goals": {f"total <= {GOAL_RATIO:g} x floor": total <= GOAL_RATIO * total_floor,
-                      f"total <= {GOAL_TOTAL_S:g} s": total <= GOAL_TOTAL_S}}
+    out = {"rows": rows, "total": total, "total_floor": total_floor,
+           "total_ratio": total / total_floor if total_floor > 0 else None,
+           "goals": {f"total <= {GOAL_RATIO:g} x floor": total <= GOAL_RATIO * total_floor,
+                     f"total <= {GOAL_TOTAL_S:g} s": total <= GOAL_TOTAL_S}}
+    if "launcher_stop" in probe:  # benches before it was probed have none
+        out["launcher"] = launcher_share(probe, sum(sessions.values()), total, total_floor)
+    return out
+
+
+def launcher_share(probe: dict, sessions: int, total: float, total_floor: float) -> dict:
+    """What the target's own session stop (script(1) in the reference
+    launcher) adds over a bare unit's, if every session paid it once: the
+    part of the total that no change to the suite removes, only one to the
+    launcher or the contract's stop signal."""
+    extra = max(0.0, probe["launcher_stop"] - probe["bare_stop"])
+    with_target = total_floor + sessions * extra
+    return {"per_session": probe["launcher_stop"], "extra_per_session": extra,
+            "sessions": sessions, "extra": sessions * extra, "floor_with_launcher": with_target,
+            "ratio_with_launcher": total / with_target if with_target > 0 else None}
 
 
 def _num(x: float | None, fmt: str = "{:.2f}") -> str:
@@ -169,6 +184,12 @@ def table(summary: dict) -> str:
                  f"{_num(summary['total_floor']):>8}  {_num(summary['total']):>8}  "
                  f"{_num(summary['total_ratio']):>6}")
     lines += [f"goal {g}: {'met' if ok else 'NOT met'}" for g, ok in summary["goals"].items()]
+    t = summary.get("launcher")
+    if t:
+        lines.append(f"the launcher's stop (script(1)): {t['per_session']:.2f} s per session, "
+                     f"{t['extra_per_session']:.2f} s over a bare unit; x {t['sessions']} sessions = "
+                     f"{t['extra']:.1f} s (at most, if every session is stopped); floor with it "
+                     f"{t['floor_with_launcher']:.2f} s, ratio {_num(t['ratio_with_launcher'])}")
     return "\n".join(lines)
 
 

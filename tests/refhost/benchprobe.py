@@ -5,6 +5,8 @@ prints one JSON object of measured seconds.
 - bare_start: a bare transient unit with the session unit's hardening
   (Type=exec, so `systemd-run` returns once the command is exec'd): start-to-exec;
 - bare_stop: StopUnit of it until its cgroup directory is gone;
+- launcher_stop: the same with script(1) around the command, as the reference
+  launcher runs it (reported beside the floor, not part of it);
 - term_kill: the same unit ignoring SIGTERM and SIGHUP, with the session
   unit's TimeoutStopSec: stop until the cgroup is gone (TERM, wait, KILL);
 - runtime_expiry: RuntimeMaxSec= the shortest runtime the suite waits out:
@@ -32,6 +34,7 @@ from pty_acceptance.programs import ROOT_ENV  # noqa: E402
 
 SYSTEMD_RUN = "/usr/bin/systemd-run"
 SYSTEMCTL = "/usr/bin/systemctl"
+SCRIPT = "/usr/bin/script"
 CGROUP_ROOT = "/sys/fs/cgroup"
 SLICE = "opencode-pty.slice"
 POLL_S = 0.005
@@ -92,6 +95,24 @@ def bare(repeats: int) -> tuple[list[float], list[float]]:
     return starts, stops
 
 
+def launcher_stop(repeats: int) -> list[float]:
+    """The same unit running what the reference launcher execs, script(1)
+    around the command: StopUnit until its cgroup is gone. script(1) answers
+    SIGTERM with "Session terminated, killing shell..." and 2 s of waiting
+    (TARGET-CONTRACT section 1): the target's own share of every session stop,
+    which a bare unit does not pay."""
+    stops = []
+    for _ in range(repeats):
+        unit = f"ptybench-script-{secrets.token_hex(4)}.service"
+        cg = _start(unit, HARDENING + ["TimeoutStopSec=5"],
+                    [SCRIPT, "-q", "-e", "-f", "-c", "exec /bin/sleep 60", "/dev/null"])
+        t0 = time.monotonic()
+        _run([SYSTEMCTL, "stop", unit])
+        _wait_gone(cg, 30, f"{unit} stopped")
+        stops.append(time.monotonic() - t0)
+    return stops
+
+
 def term_kill(stop_timeout_s: float) -> float:
     unit = f"ptybench-term-{secrets.token_hex(4)}.service"
     cg = _start(unit, HARDENING + [f"TimeoutStopSec={stop_timeout_s:g}"],
@@ -130,7 +151,9 @@ def main(argv: list[str]) -> int:
     stop_timeout_s, runtime_s, repeats = float(argv[0]), float(argv[1]), int(argv[2])
     inv = inventory.load("inventories/reference.yml")
     starts, stops = bare(repeats)
+    script_stops = launcher_stop(min(repeats, 3))
     out = {
+        "launcher_stop": statistics.median(script_stops), "launcher_stop_samples": script_stops,
         "bare_start": statistics.median(starts), "bare_start_samples": starts,
         "bare_stop": statistics.median(stops), "bare_stop_samples": stops,
         "term_kill": term_kill(stop_timeout_s), "stop_timeout_s": stop_timeout_s,
