@@ -40,6 +40,7 @@ STOP_GRACE_S = 2.0   # script(1) acts on SIGTERM after about 2 s (notes: Stoppin
 STOP_SLACK_S = 2.0   # scheduling: sessions are stopped side by side on a small host
 STOP_BOUND_MAX_S = 30.0  # "a few seconds": an unbounded or huge TimeoutStopSec is a finding
 ENDINGS_DEADLINE_S = 120.0  # run_endings: every case driven side by side ends within this
+JOIN_SLICE_S = 0.1  # run_endings: how late an interrupt that lands mid-join may be acted on
 
 
 class HostReadError(Exception):
@@ -609,12 +610,16 @@ def run_endings(sessions: Sessions, endings: list[Ending], evidence, prepare=Non
                 e.problems.append(str(ex))
     # Daemon threads, joined against one deadline: an interrupt (SIGINT, SIGTERM)
     # unwinds the main thread at once and the process never waits for them (SUITE-5).
+    # Joined in short slices: a signal landing between CPython's pending-signal
+    # check and a lock wait does not cut that wait short, and is acted on only
+    # when it returns (one long join could hold an interrupted run up to the deadline).
     threads = [threading.Thread(target=e.run, name=e.name, daemon=True) for e in endings]
     for t in threads:
         t.start()
     end = time.monotonic() + ENDINGS_DEADLINE_S
     for t in threads:
-        t.join(max(0.0, end - time.monotonic()))
+        while t.is_alive() and time.monotonic() < end:
+            t.join(min(JOIN_SLICE_S, max(0.0, end - time.monotonic())))
     for e, t in zip(endings, threads):
         if t.is_alive():
             e.problems.append(f"still being driven {ENDINGS_DEADLINE_S:g} s after the cases began")
