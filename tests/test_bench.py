@@ -73,6 +73,12 @@ def test_floor_is_sessions_times_a_bare_unit_plus_the_forced_waits():
     assert f["acceptance/test_builds.py"] == 12.0
 
 
+def test_the_plugin_harness_runs_are_plugin_1s_floor_and_an_older_bench_has_none():
+    f = bench.floors(dict(PROBE, plugin_runs=26.4), {"acceptance/test_plugin.py": 0})
+    assert f["acceptance/test_plugin.py"] == pytest.approx(26.4)
+    assert bench.floors(PROBE, {"acceptance/test_plugin.py": 0})["acceptance/test_plugin.py"] == 0
+
+
 def run(total, a, b, sessions_a=2):
     return {"status": 0, "total": total, "modules": {"acceptance/test_a.py": a, "acceptance/test_b.py": b},
             "sessions": {"acceptance/test_a.py": sessions_a, "acceptance/test_b.py": 0}}
