@@ -57,9 +57,8 @@ def flooder(inv, bus, run_tag):
     u = DisposableUnit(bus, name=f"pty-acceptance-flood-{run_tag}.service", user=inv.service_user,
                        group=inv.service_group, tag=run_tag)
     try:
-        u.start()
+        u.start()  # a start that fails has stopped what it made
     except (PeerError, TimeoutError) as e:
-        u.stop()
         pytest.fail(f"SUITE-3: the flooding unit did not start: {e}", pytrace=False)
     yield u
     u.stop()

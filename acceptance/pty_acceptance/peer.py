@@ -240,11 +240,10 @@ def start_peer(bus: Systemd, inv, tag: str) -> DisposableUnit:
     name = inv.units["peer"]
     unit = DisposableUnit(bus, name=name, user=inv.service_user, group=inv.service_group, tag=tag)
     try:
-        return unit.start()
+        return unit.start()  # a start that fails has stopped what it made
     except ForeignUnit:
         raise
     except (PeerError, BusError, TimeoutError) as e:
-        unit.stop()
         raise PeerError(f"the disposable peer {name} did not start: {e}") from None
 
 

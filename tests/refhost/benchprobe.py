@@ -83,18 +83,22 @@ def _wait_gone(path: str, deadline_s: float, what: str) -> None:
         time.sleep(POLL_S)  # poll interval, not a wait for an outcome
 
 
+def _start_and_stop(prefix: str, argv: list[str]) -> tuple[float, float]:
+    """A unit with the session hardening running argv: (start-to-exec,
+    StopUnit until its cgroup is gone), in seconds."""
+    unit = f"{prefix}-{secrets.token_hex(4)}.service"
+    t0 = time.monotonic()
+    cg = _start(unit, HARDENING + ["TimeoutStopSec=5"], argv)
+    started = time.monotonic() - t0
+    t1 = time.monotonic()
+    _run([SYSTEMCTL, "stop", unit])
+    _wait_gone(cg, 30, f"{unit} stopped")
+    return started, time.monotonic() - t1
+
+
 def bare(repeats: int) -> tuple[list[float], list[float]]:
-    starts, stops = [], []
-    for _ in range(repeats):
-        unit = f"ptybench-bare-{secrets.token_hex(4)}.service"
-        t0 = time.monotonic()
-        cg = _start(unit, HARDENING + ["TimeoutStopSec=5"], ["/bin/sleep", "60"])
-        starts.append(time.monotonic() - t0)
-        t1 = time.monotonic()
-        _run([SYSTEMCTL, "stop", unit])
-        _wait_gone(cg, 30, f"{unit} stopped")
-        stops.append(time.monotonic() - t1)
-    return starts, stops
+    runs = [_start_and_stop("ptybench-bare", ["/bin/sleep", "60"]) for _ in range(repeats)]
+    return [a for a, _ in runs], [b for _, b in runs]
 
 
 def launcher_stop(repeats: int) -> list[float]:
@@ -103,16 +107,8 @@ def launcher_stop(repeats: int) -> list[float]:
     SIGTERM with "Session terminated, killing shell..." and 2 s of waiting
     (TARGET-CONTRACT section 1): the target's own share of every session stop,
     which a bare unit does not pay."""
-    stops = []
-    for _ in range(repeats):
-        unit = f"ptybench-script-{secrets.token_hex(4)}.service"
-        cg = _start(unit, HARDENING + ["TimeoutStopSec=5"],
-                    [SCRIPT, "-q", "-e", "-f", "-c", "exec /bin/sleep 60", "/dev/null"])
-        t0 = time.monotonic()
-        _run([SYSTEMCTL, "stop", unit])
-        _wait_gone(cg, 30, f"{unit} stopped")
-        stops.append(time.monotonic() - t0)
-    return stops
+    argv = [SCRIPT, "-q", "-e", "-f", "-c", "exec /bin/sleep 60", "/dev/null"]
+    return [_start_and_stop("ptybench-script", argv)[1] for _ in range(repeats)]
 
 
 def term_kill(stop_timeout_s: float) -> float:
