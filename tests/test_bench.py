@@ -165,3 +165,41 @@ def test_a_snapshot_is_the_commit_with_this_checkouts_tools(tmp_path):
     assert "build_sets" not in (tmp_path / "s/acceptance/pty_acceptance/builds.py").read_text()
     with pytest.raises(bench.BenchError):
         bench.snapshot(root, tmp_path / "t", "no-such-rev")
+
+
+def test_the_double_builds_cpu_floor_is_shown_beside_the_floor_not_in_it():
+    probe = dict(PROBE, build=5.0, build_cpu=8.0)
+    s = bench.summarize(probe, [run(30, 1.0, 5.0)], forced={"acceptance/test_b.py": ("build",)}, cores=2)
+    row = {r["module"]: r for r in s["rows"]}["acceptance/test_b.py"]
+    assert row["floor"] == pytest.approx(5.0)  # one build's wall time: the issue's floor
+    assert s["build_cpu"] == {"per_build": 8.0, "cores": 2, "double_at_least": 8.0}
+    assert "BUILD-1's two side by side take at least 8.00 s on 2 cores" in bench.table(s)
+    # many cores: one build's wall time is the bound again
+    assert bench.build_cpu_share(probe, 16)["double_at_least"] == 5.0
+    assert "build_cpu" not in bench.summarize(PROBE, [run(30, 1.0, 5.0)])  # an older bench's JSON
+
+
+def test_a_what_if_is_known_and_its_supervisor_must_know_it(tmp_path, capsys):
+    assert bench.run_bench(tmp_path, what_if="no-such-what-if") == 2
+    assert "unknown what-if" in capsys.readouterr().err
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    text = (root / bench.SUPERVISOR_SRC).read_text()
+    for word in bench.WHAT_IFS:  # the reference supervisor acts on every what-if
+        assert f"'{word}' in FAULTS" in text
+
+    class NoMachine:
+        def run(self, argv, **kw):
+            raise AssertionError("nothing may run for a what-if the supervisor does not know")
+
+    (tmp_path / bench.SUPERVISOR_SRC).parent.mkdir(parents=True)
+    (tmp_path / bench.SUPERVISOR_SRC).write_text("FAULTS = set()\n")  # an older commit's
+    with pytest.raises(bench.BenchError, match="has no what-if"):
+        bench.switch_on(NoMachine(), tmp_path, "session-stop-sendsighup")
+
+
+def test_no_fault_of_the_catalogue_is_a_what_if():
+    from tests.mutants import catalogue
+    words = {w for f in catalogue.FAULTS for w in f.supervisor}
+    assert "capacity17" in words  # the catalogue is read right
+    assert not words & set(bench.WHAT_IFS)

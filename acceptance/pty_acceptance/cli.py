@@ -5,7 +5,7 @@
     pty-acceptance source-manifest --pilot-root DIR --code-root DIR [--list]
     pty-acceptance reference [--before-suite SCRIPT]... [--after-suite SCRIPT]... [--keep] [-- PYTEST-ARGS]
     pty-acceptance mutants [--only ID]... [--jobs N]
-    pty-acceptance bench [--runs N] [--warmup N] [--repeats N] [--rev REV] | --table FILE.json
+    pty-acceptance bench [--runs N] [--warmup N] [--repeats N] [--rev REV] [--what-if WORD] | --table FILE.json
     pty-acceptance report FILE.xml [--checklist ROOT-ACCEPTANCE.md] [--out-dir DIR]
                           [--sign-key PATH [--sign-tool openssl|ssh-keygen|gpg]]
     pty-acceptance verify-statement ENVELOPE --pubkey FILE [--sign-tool openssl|ssh-keygen|gpg]
@@ -114,7 +114,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
 
     if a.table:
         return retable(Path(a.table))
-    return run_bench(PROJECT, runs=a.runs, warmup=a.warmup, repeats=a.repeats, rev=a.rev)
+    return run_bench(PROJECT, runs=a.runs, warmup=a.warmup, repeats=a.repeats, rev=a.rev, what_if=a.what_if)
 
 
 def cmd_report(a: argparse.Namespace) -> int:
@@ -238,6 +238,9 @@ def parser() -> argparse.ArgumentParser:
     be.add_argument("--repeats", type=int, default=5, help="repeats of the bare unit probe (default 5)")
     be.add_argument("--rev", default="HEAD",
                     help="the commit whose suite runs (default HEAD; the bench's own probe and clock are this checkout's)")
+    be.add_argument("--what-if", metavar="WORD", default=None,
+                    help="run the suite on a variant of the reference deployment (tests/refhost/bench.py "
+                         "WHAT_IFS, e.g. session-stop-sendsighup); the floor stays the reference contract's")
     be.add_argument("--table", metavar="FILE.json", default=None,
                     help="only print the table again from an earlier bench's JSON")
     be.set_defaults(func=cmd_bench)

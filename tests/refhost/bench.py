@@ -43,6 +43,16 @@ SUPERVISOR_SRC = "tests/reference/src/supervisor/cmd/supervisor/supervisor.py"
 # The shortest runtime the suite waits to expire: ENDINGS "runtime expiry" in
 # test_concurrency.py and PATHS in test_cgroups.py (2 s).
 SHORTEST_RUNTIME_S = 2
+# What-ifs: a variant of the reference deployment the suite must still pass,
+# switched on in the reference supervisor (its faults file) after the floor
+# probes, so that the bench shows what a contract decision would buy. The floor
+# is the same; the JSON and the table say which what-if ran.
+WHAT_IFS = {
+    "session-stop-sendsighup": "session units with SendSIGHUP=yes: SIGHUP right after a stop's SIGTERM, "
+                               "so the launcher's script(1) dies at once instead of sleeping 2 s "
+                               "after the SIGTERM it caught",
+}
+FAULTS_FILE = "/etc/opencode-reference/faults"
 GOAL_RATIO = 1.5
 GOAL_TOTAL_S = 40.0
 OUTSIDE = "(outside tests)"
@@ -135,7 +145,7 @@ def _median(values: list[float]) -> float:
     return statistics.median(values)
 
 
-def summarize(probe: dict, runs: list[dict], forced=FORCED) -> dict:
+def summarize(probe: dict, runs: list[dict], forced=FORCED, cores: int | None = None) -> dict:
     """Median per module over the counted runs, its floor and ratio; the total."""
     if not runs:
         raise BenchError("no counted run")
@@ -158,7 +168,18 @@ def summarize(probe: dict, runs: list[dict], forced=FORCED) -> dict:
                      f"total <= {GOAL_TOTAL_S:g} s": total <= GOAL_TOTAL_S}}
     if "launcher_stop" in probe:  # benches before it was probed have none
         out["launcher"] = launcher_share(probe, sum(sessions.values()))
+    if "build_cpu" in probe:
+        out["build_cpu"] = build_cpu_share(probe, cores)
     return out
+
+
+def build_cpu_share(probe: dict, cores: int | None) -> dict:
+    """What BUILD-1's two builds side by side cost at the least on `cores`:
+    go build is parallel itself, so two at once share the cores, they do not
+    each take one."""
+    n = max(1, cores or 1)
+    return {"per_build": probe["build_cpu"], "cores": n,
+            "double_at_least": max(probe.get("build", 0.0), 2 * probe["build_cpu"] / n)}
 
 
 def launcher_share(probe: dict, sessions: int) -> dict:
@@ -187,6 +208,11 @@ def table(summary: dict) -> str:
                  f"{_num(summary['total_floor']):>8}  {_num(summary['total']):>8}  "
                  f"{_num(summary['total_ratio']):>6}")
     lines += [f"goal {g}: {'met' if ok else 'NOT met'}" for g, ok in summary["goals"].items()]
+    b = summary.get("build_cpu")
+    if b:
+        lines.append(f"not in the floor: one build uses {b['per_build']:.2f} s of CPU, so BUILD-1's two "
+                     f"side by side take at least {b['double_at_least']:.2f} s on {b['cores']} cores "
+                     f"(the floor counts one build's wall time)")
     t = summary.get("launcher")
     if t:
         lines.append(f"not in the floor: the launcher's stop (script(1)) takes {t['per_session']:.2f} s, "
@@ -246,7 +272,9 @@ def retable(path: pathlib.Path) -> int:
     if "probe" not in result or not result.get("runs"):
         print(f"{path}: no probe or no counted run: {result.get('error', '')}", file=sys.stderr)
         return 1
-    print(table(summarize(result["probe"], result["runs"])))
+    if result.get("what_if"):
+        print(f"what-if {result['what_if']}: {WHAT_IFS.get(result['what_if'], '?')} (not the reference contract)")
+    print(table(summarize(result["probe"], result["runs"], cores=result.get("cores"))))
     print(f"load: start {result.get('load_start')} / end {result.get('load_end')}; "
           f"commit {result.get('commit')}; valid {result.get('valid')}")
     return 0 if result.get("valid") else 1
@@ -277,9 +305,26 @@ def _suite(m: Machine, i: int, out: pathlib.Path, scratch: pathlib.Path) -> dict
     return run
 
 
+def switch_on(m: Machine, src: pathlib.Path, what_if: str) -> None:
+    """The what-if in the reference supervisor's faults file, the supervisor
+    restarted to read it. The snapshot's supervisor must know the word (an
+    older commit's may not: its unknown words are only logged)."""
+    if what_if not in WHAT_IFS:
+        raise BenchError(f"unknown what-if {what_if!r}: one of {sorted(WHAT_IFS)}")
+    if f"'{what_if}' in FAULTS" not in (src / SUPERVISOR_SRC).read_text():
+        raise BenchError(f"the reference supervisor of this commit has no what-if {what_if!r}")
+    r = m.run(["/bin/sh", "-c", f"/bin/mkdir -p /etc/opencode-reference && printf '%s\\n' '{what_if}' "
+               f"> {FAULTS_FILE} && /usr/bin/systemctl restart opencode-pty-supervisor.service"])
+    if r.returncode != 0:
+        raise BenchError(f"switching on {what_if} failed ({r.returncode}): {r.stdout[-2000:]!r}")
+
+
 def run_bench(repo_root: pathlib.Path, *, runs: int = 3, warmup: int = 1, repeats: int = 5,
-              rev: str = "HEAD") -> int:
+              rev: str = "HEAD", what_if: str | None = None) -> int:
     repo_root = pathlib.Path(repo_root).resolve()
+    if what_if is not None and what_if not in WHAT_IFS:
+        print(f"bench: unknown what-if {what_if!r}: one of {sorted(WHAT_IFS)}", file=sys.stderr)
+        return 2
     load_start = loadavg()
     tree = ensure_tree()
     npmdist.ensure_all()
@@ -294,7 +339,7 @@ def run_bench(repo_root: pathlib.Path, *, runs: int = 3, warmup: int = 1, repeat
     m = Machine(tree, name=name, console_log=out / "console.log",
                 binds=[(str(src), GUEST_SRC, True), (str(scratch), GUEST_OUT, False), *npmdist.binds()])
     result: dict = {"run_id": run_id, "commit": git_head(repo_root, rev), "load_start": load_start,
-                    "warmup": warmup, "runs_counted": runs, "cores": os.cpu_count()}
+                    "warmup": warmup, "runs_counted": runs, "cores": os.cpu_count(), "what_if": what_if}
     if rev == "HEAD" and git_dirty(repo_root):
         result["note"] = "the checkout had uncommitted changes: the bench ran the commit, not them"
         log(result["note"])
@@ -315,14 +360,19 @@ def run_bench(repo_root: pathlib.Path, *, runs: int = 3, warmup: int = 1, repeat
         probe = json.loads(p.stdout)
         result["probe"] = probe
         log("floor probes: " + ", ".join(f"{k} {v:.3f} s" for k, v in probe.items() if isinstance(v, float)))
+        if what_if:
+            switch_on(m, src, what_if)  # after the probes: the floor is the reference contract's
+            log(f"what-if {what_if}: {WHAT_IFS[what_if]}")
         warm = [_suite(m, i, out, scratch) for i in range(warmup)]
         counted = [_suite(m, warmup + i, out, scratch) for i in range(runs)]
         result.update(warmup_runs=warm, runs=counted)
         failed = [i for i, r in enumerate(warm + counted) if r["status"] != 0]
-        summary = summarize(probe, counted)
+        summary = summarize(probe, counted, cores=result["cores"])
         result.update(summary)
         result["valid"] = not failed
         status = 0 if not failed else 1
+        if what_if:
+            print(f"what-if {what_if}: {WHAT_IFS[what_if]} (not the reference contract)")
         print(table(summary))
         if failed:
             print(f"runs {failed} failed: the times are not a verdict (see {out}/suite-output-*.txt)")

@@ -16,6 +16,10 @@ prints one JSON object of measured seconds.
 - build: one clean build of the three binaries as the build user, exactly as
   BUILD-1 makes each of its two (pty_acceptance.builds.build_once: source copy,
   fresh GOCACHE/GOPATH);
+- build_cpu: the CPU seconds (user + system, the build's whole process tree)
+  of that build: go build runs in parallel itself, so BUILD-1's two builds side
+  by side cannot take less than 2 x build_cpu / cores (reported beside the
+  floor, not part of it);
 - plugin_runs: PLUGIN-1's eleven harness runs, one after another, at the
   median of a few single runs made exactly as the suite makes them.
 Each of the unit probes is repeated and its median kept (the samples too)."""
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import secrets
 import statistics
 import subprocess
@@ -163,13 +168,20 @@ def plugin_runs(inv, repeats: int) -> list[float]:
     return samples
 
 
-def build(inv) -> float:
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def build(inv) -> tuple[float, float]:
+    """(wall, CPU) seconds of one clean build; CPU counts every process of it
+    (go and its compilers are reaped, so they are in RUSAGE_CHILDREN)."""
     acct = builds._account(inv.build["user"])
-    t0 = time.monotonic()
+    cpu0, t0 = _children_cpu(), time.monotonic()
     made = builds.build_once(inv, acct, "bench")
-    took = time.monotonic() - t0
+    took, cpu = time.monotonic() - t0, _children_cpu() - cpu0
     subprocess.run(["/bin/rm", "-rf", "--", made.directory], env=ROOT_ENV, check=False)
-    return took
+    return took, cpu
 
 
 def main(argv: list[str]) -> int:
@@ -184,8 +196,8 @@ def main(argv: list[str]) -> int:
         "term_kill": term_kill(stop_timeout_s), "stop_timeout_s": stop_timeout_s,
         "runtime_expiry": runtime_expiry(runtime_s), "runtime_s": runtime_s,
         "supervisor_restart": supervisor_restart(inv.units["supervisor"]),
-        "build": build(inv),
     }
+    out["build"], out["build_cpu"] = build(inv)
     plugin = plugin_runs(inv, min(repeats, 3))
     out.update(plugin_runs=PLUGIN_RUNS * statistics.median(plugin), plugin_run_samples=plugin)
     print(json.dumps(out))

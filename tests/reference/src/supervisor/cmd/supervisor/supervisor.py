@@ -28,6 +28,12 @@ comments allowed), read once at start. Unknown words are logged and ignored.
   session-killmode-process   KillMode=process for session units (descendants outlive a stop)
   session-private-network    PrivateNetwork=yes for session units (no loopback to the servers)
 
+Not a fault (the bench's what-if, `pty-acceptance bench --what-if WORD`; the
+suite must still pass with it, and the fault catalogue never names it):
+  session-stop-sendsighup    SendSIGHUP=yes for session units: right after the SIGTERM of a
+                             stop, SIGHUP, which script(1) of the launcher does not catch:
+                             it dies at once instead of sleeping 2 s after the SIGTERM
+
 EXIT reporting: the unit's ExecMainCode/ExecMainStatus as systemd saw them
 (script -e turns a command killed by signal N into exit status 128+N). When
 the session was ended by a stop (STOP frame, disconnect, supervisor shutdown)
@@ -483,6 +489,8 @@ class Server:
             ('StandardErrorFileDescriptor', ('h', cwd_fd)),
             ('CollectMode', ('s', 'inactive-or-failed')),
         ]
+        if 'session-stop-sendsighup' in FAULTS:
+            p.append(('SendSIGHUP', ('b', True)))
         if 'session-private-network' in FAULTS:
             p.append(('PrivateNetwork', ('b', True)))
         if 'no-supplementary-groups-prop' not in FAULTS:
