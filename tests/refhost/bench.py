@@ -20,7 +20,11 @@ requirements impose, measured on ONE booted reference host in the same run.
 The guest runs a snapshot of the checkout's HEAD (git archive), never the
 live checkout. Printed as a table and written to reports/bench/<run id>.json (the runs'
 outputs beside it in reports/bench/<run id>/). A run that fails makes the bench
-fail (exit 1): its times are kept but no verdict is given on them."""
+fail (exit 1): its times are kept but no verdict is given on them.
+Beside the floor, not in it: the launcher's stop (script(1) sleeps 2 s after
+a caught SIGTERM) and the least the double build can take on these cores.
+`what_if` (WHAT_IFS) switches a variant of the reference deployment on after
+the floor probes: the suite's time on it, against the same floor."""
 from __future__ import annotations
 
 import io
