@@ -12,6 +12,8 @@ from __future__ import annotations
 import pathlib
 from dataclasses import dataclass
 
+from tests.refhost.common import supervisor_switch_lines
+
 FAULT_DIR = pathlib.Path(__file__).resolve().parent / "faults"
 
 LIBEXEC = "/usr/local/libexec"
@@ -422,13 +424,7 @@ def apply_script(f: Fault) -> str:
         body = (FAULT_DIR / f.script_file).read_text()
         lines.append(body.replace(". /opt/dev-script-0/common.sh", common))
     if f.supervisor:
-        words = "\\n".join(f.supervisor)
-        lines += ["mkdir -p /etc/opencode-reference",
-                  f"printf '{words}\\n' > /etc/opencode-reference/faults",
-                  "systemctl restart opencode-pty-supervisor.service",
-                  # the socket is back when the supervisor listens again (bounded wait)
-                  "i=0; while [ ! -S /run/opencode-pty/supervisor.sock ] && [ $i -lt 200 ]; do "
-                  "i=$((i+1)); sleep 0.05; done; [ -S /run/opencode-pty/supervisor.sock ]"]
+        lines += supervisor_switch_lines(f.supervisor)
     if f.candidate:
         words = "\\n".join(f.candidate)
         lines += ["mkdir -p /etc/opencode-reference",

@@ -39,6 +39,7 @@ import tarfile
 import time
 
 from . import nodedist, npmdist
+from .common import supervisor_switch_lines
 from .machine import WORK_ROOT, Machine, MachineError, log
 from .run import DEPLOY, EXIT_SETUP_FAILED, GUEST_OUT, GUEST_PYTHON, GUEST_SRC, new_run_id
 from .tree import ensure_tree
@@ -56,7 +57,6 @@ WHAT_IFS = {
                                "so the launcher's script(1) dies at once instead of sleeping 2 s "
                                "after the SIGTERM it caught",
 }
-FAULTS_FILE = "/etc/opencode-reference/faults"
 GOAL_RATIO = 1.5
 GOAL_TOTAL_S = 40.0
 OUTSIDE = "(outside tests)"
@@ -225,6 +225,10 @@ def table(summary: dict) -> str:
     return "\n".join(lines)
 
 
+def what_if_line(word: str) -> str:
+    return f"what-if {word}: {WHAT_IFS.get(word, '?')} (not the reference contract)"
+
+
 def stop_timeout_s(repo_root: pathlib.Path) -> float:
     """The session units' TimeoutStopSec: what the reference supervisor gives them."""
     text = (repo_root / SUPERVISOR_SRC).read_text()
@@ -277,7 +281,7 @@ def retable(path: pathlib.Path) -> int:
         print(f"{path}: no probe or no counted run: {result.get('error', '')}", file=sys.stderr)
         return 1
     if result.get("what_if"):
-        print(f"what-if {result['what_if']}: {WHAT_IFS.get(result['what_if'], '?')} (not the reference contract)")
+        print(what_if_line(result["what_if"]))
     print(table(summarize(result["probe"], result["runs"], cores=result.get("cores"))))
     print(f"load: start {result.get('load_start')} / end {result.get('load_end')}; "
           f"commit {result.get('commit')}; valid {result.get('valid')}")
@@ -310,15 +314,13 @@ def _suite(m: Machine, i: int, out: pathlib.Path, scratch: pathlib.Path) -> dict
 
 
 def switch_on(m: Machine, src: pathlib.Path, what_if: str) -> None:
-    """The what-if in the reference supervisor's faults file, the supervisor
-    restarted to read it. The snapshot's supervisor must know the word (an
-    older commit's may not: its unknown words are only logged)."""
-    if what_if not in WHAT_IFS:
-        raise BenchError(f"unknown what-if {what_if!r}: one of {sorted(WHAT_IFS)}")
+    """The what-if (a WHAT_IFS word: run_bench checks) in the reference
+    supervisor's faults file, the supervisor restarted to read it. The
+    snapshot's supervisor must know the word (an older commit's may not: its
+    unknown words are only logged)."""
     if f"'{what_if}' in FAULTS" not in (src / SUPERVISOR_SRC).read_text():
         raise BenchError(f"the reference supervisor of this commit has no what-if {what_if!r}")
-    r = m.run(["/bin/sh", "-c", f"/bin/mkdir -p /etc/opencode-reference && printf '%s\\n' '{what_if}' "
-               f"> {FAULTS_FILE} && /usr/bin/systemctl restart opencode-pty-supervisor.service"])
+    r = m.run(["/bin/sh", "-ec", "\n".join(supervisor_switch_lines([what_if]))])
     if r.returncode != 0:
         raise BenchError(f"switching on {what_if} failed ({r.returncode}): {r.stdout[-2000:]!r}")
 
@@ -366,7 +368,7 @@ def run_bench(repo_root: pathlib.Path, *, runs: int = 3, warmup: int = 1, repeat
         log("floor probes: " + ", ".join(f"{k} {v:.3f} s" for k, v in probe.items() if isinstance(v, float)))
         if what_if:
             switch_on(m, src, what_if)  # after the probes: the floor is the reference contract's
-            log(f"what-if {what_if}: {WHAT_IFS[what_if]}")
+            log(what_if_line(what_if))
         warm = [_suite(m, i, out, scratch) for i in range(warmup)]
         counted = [_suite(m, warmup + i, out, scratch) for i in range(runs)]
         result.update(warmup_runs=warm, runs=counted)
@@ -376,7 +378,7 @@ def run_bench(repo_root: pathlib.Path, *, runs: int = 3, warmup: int = 1, repeat
         result["valid"] = not failed
         status = 0 if not failed else 1
         if what_if:
-            print(f"what-if {what_if}: {WHAT_IFS[what_if]} (not the reference contract)")
+            print(what_if_line(what_if))
         print(table(summary))
         if failed:
             print(f"runs {failed} failed: the times are not a verdict (see {out}/suite-output-*.txt)")

@@ -17,12 +17,12 @@ import pathlib
 import sys
 
 from . import nodedist, npmdist
+from .common import supervisor_switch_lines
 from .machine import Machine
 from .run import DEPLOY, GUEST_SRC
 from .tree import ensure_tree
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-FAULTS = "/etc/opencode-reference/faults"
 
 
 def main(argv=None) -> int:
@@ -43,9 +43,7 @@ def main(argv=None) -> int:
             print(f"deploy failed: {r.returncode}", file=sys.stderr)
             return 3
         if a.fault:
-            words = "\n".join(a.fault)
-            r = m.run(["/bin/sh", "-c", f"mkdir -p /etc/opencode-reference && printf '%s\\n' '{words}' > {FAULTS}"
-                       " && systemctl restart opencode-pty-supervisor.service"], stream=True)
+            r = m.run(["/bin/sh", "-ec", "\n".join(supervisor_switch_lines(a.fault))], stream=True)
             if r.returncode != 0:
                 return 3
         for i, s in enumerate(scripts):
