@@ -231,11 +231,22 @@ def probe_argv(token_file: str, sockets: list[str]) -> list[str]:
 
 
 def parse_probe(output: bytes) -> dict:
-    """The probe's JSON from a session's (hostile, bounded) output."""
+    """The probe's JSON from a session's (hostile, bounded) output. Exactly one
+    PROBE-BEGIN..PROBE-END block: the session's terminal is the service user's
+    (/dev/pts on the host, its owner may write into it), so the user can add
+    text to the output but not take the genuine block away; a second block
+    is itself the failure, never a choice between the two (SUITE-4)."""
+    begins, ends = output.count(PROBE_BEGIN), output.count(PROBE_END)
+    if begins == 0 or ends == 0:
+        raise LiveError(f"no probe report in the session output: {output[-400:]!r}")
+    if begins != 1 or ends != 1:
+        raise LiveError(f"{begins} PROBE-BEGIN and {ends} PROBE-END markers in the session output, "
+                        "expected exactly one report: something else wrote into the session's "
+                        f"terminal ({len(output)} bytes of output, not shown)")
     start = output.find(PROBE_BEGIN)
     end = output.find(PROBE_END, start + 1)
-    if start < 0 or end < 0:
-        raise LiveError(f"no probe report in the session output: {output[-400:]!r}")
+    if end < 0:
+        raise LiveError(f"the probe report ends before it begins: {output[-400:]!r}")
     try:
         return json.loads(output[start + len(PROBE_BEGIN):end])
     except ValueError as e:
