@@ -16,7 +16,9 @@ UNIT-3  every process has zero effective, permitted, inheritable, bounding
         and ambient capabilities and NoNewPrivs 1; CapabilityBoundingSet=
         and AmbientCapabilities= are empty, NoNewPrivileges=yes.
 UNIT-4  the session's /dev holds only the pseudo devices and pts/ptmx;
-        PrivateDevices=yes, DevicePolicy=closed, Delegate=no.
+        PrivateDevices=yes, DevicePolicy=closed, Delegate=no, and DeviceAllow=
+        holds nothing beyond what PrivateDevices=yes itself permits (an
+        administrator's drop-in `DeviceAllow=block-sd rw` fails).
 UNIT-5  /proc shows no process of another user and no non-process entries
         (ProtectProc=invisible, ProcSubset=pid); unshare(CLONE_NEWUSER...)
         fails; AF_NETLINK and AF_PACKET sockets are refused by the family
@@ -61,6 +63,13 @@ DOCKER = "/run/docker.sock"
 PSEUDO_DEVICES = {(1, 3): "null", (1, 5): "zero", (1, 7): "full", (1, 8): "random",
                   (1, 9): "urandom", (5, 0): "tty", (5, 2): "ptmx"}
 PTS_MAJORS = range(136, 144)  # UNIX98 pty slaves
+# UNIT-4: DeviceAllow= entries the contract's hardening may carry: what
+# PrivateDevices=yes itself permits (the pseudo devices, the tty, ptmx and the
+# pts class). systemd 252 lists none for the contract's unit (`DeviceAllow=`
+# empty, measured on the reference host); anything else, e.g. an
+# administrator's drop-in `DeviceAllow=block-sd rw`, opens a device.
+IMPLIED_DEVICE_ALLOW = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
+                        "/dev/tty", "/dev/ptmx", "char-pts"}
 CAP_FIELDS = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")
 START_DEADLINE_S = 10
 END_DEADLINE_S = 10
@@ -263,11 +272,22 @@ def _device_problems(devs):
     return problems, seen
 
 
+def _device_allow_problems(entries: list[str]) -> list[str]:
+    """DeviceAllow= entries beyond what the contract's hardening implies."""
+    problems = []
+    for entry in entries:
+        spec, _, access = entry.partition(" ")
+        if spec not in IMPLIED_DEVICE_ALLOW or not set(access.strip()) <= set("rwm"):
+            problems.append(f"DeviceAllow={entry!r} opens a device the contract's hardening does not")
+    return problems
+
+
 @pytest.mark.requirement("UNIT-4")
 def test_devices_are_closed_and_nothing_is_delegated(session, evidence):
     unit = show_or_fail(session.unit, "UNIT-4")
-    props = {k: unit.get(k) for k in ("PrivateDevices", "DevicePolicy", "DeviceAllow", "Delegate")}
-    evidence("systemctl show --all", props)
+    props = {k: unit.get(k) for k in ("PrivateDevices", "DevicePolicy", "Delegate")}
+    allowed = [v for v in unit.values.get("DeviceAllow", []) if v]
+    evidence("systemctl show --all", {**props, "DeviceAllow": allowed, "DropInPaths": unit.get("DropInPaths")})
     devs = session.probe.get("dev", [])
     evidence("device nodes inside", [f"{d[0]} {d[2]}:{d[3]}" for d in devs if d[1] in ("chr", "blk")])
     problems, seen = _device_problems(devs)
@@ -276,6 +296,7 @@ def test_devices_are_closed_and_nothing_is_delegated(session, evidence):
                         "the probe did not see a private /dev")
     want = {"PrivateDevices": "yes", "DevicePolicy": "closed", "Delegate": "no"}
     problems += [f"{k}={props[k]!r}, expected {v!r}" for k, v in want.items() if props[k] != v]
+    problems += _device_allow_problems(allowed)
     assert not problems, f"UNIT-4: {session.unit}: " + "; ".join(problems)
 
 

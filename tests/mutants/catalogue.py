@@ -254,6 +254,11 @@ FAULTS += [
           supervisor=("omit-prop:SystemCallFilter",), modules=_m("session_units")),
     Fault("session-has-devices", ("UNIT-4",), "session units see the host's devices",
           supervisor=("omit-prop:PrivateDevices",), modules=_m("session_units")),
+    Fault("session-device-allow-drop-in", ("UNIT-4",), "an administrator's drop-in for every "
+          "opencode-pty-* unit adds DeviceAllow=block-sd rw (the private /dev still hides the disks)",
+          "mkdir -p /etc/systemd/system/opencode-pty-.service.d && printf '[Service]\\nDeviceAllow=block-sd rw\\n'"
+          " > /etc/systemd/system/opencode-pty-.service.d/devices.conf && systemctl daemon-reload",
+          modules=_m("session_units")),
     Fault("session-runs-as-root", ("UNIT-2",), "session units have no User= (run as root)",
           supervisor=("omit-prop:User",), modules=_m("session_units"), expect=("UNIT-2",)),
     Fault("service-user-in-a-group", ("UNIT-2",), "the service user belongs to another group",
