@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pty_acceptance import fleet
+
 from conftest import REPO
 from tests.mutants import catalogue
 from tests.refhost.junit import Report
@@ -111,7 +113,10 @@ def test_fleet_two_reference_hosts():
     m = re.fullmatch(r"bad: NOT READY: \d+ blockers: ((?:[A-Z]+-\d+ ?)+)", bad[0]) if bad else None
     assert m and set(FAULT.breaks) <= set(m.group(1).split()), f"{summary}\n{log[-4000:]}"
     # named because a test of it failed there, not because it was not run
-    report = Report.parse(out / "fleet" / "bad" / "junit.xml")
+    run_ids = {p.name.split(".", 1)[0] for p in (out / "fleet").glob("*/*.exit-status")}
+    assert len(run_ids) == 1, run_ids  # one run, its id on every file it brought back
+    rid = run_ids.pop()
+    report = Report.parse(out / "fleet" / "bad" / fleet.file_name(rid, fleet.JUNIT))
     assert set(FAULT.breaks) <= report.failed_ids(), [c.name for c in report.failed()]
     for line in summary:  # the summary reached the operator's terminal too
         assert line in log, f"{line!r} not printed by ansible-playbook"
@@ -119,10 +124,9 @@ def test_fleet_two_reference_hosts():
     lines = {line.split(": ", 1)[0]: line.split(": ", 1)[1] for line in summary}
     for host, result, status in (("good", "PASSED", "0"), ("bad", "FAILED", "1")):
         d = out / "fleet" / host
-        assert sorted(p.name for p in d.iterdir()) == sorted(
-            ["exit-status", "junit.xml", "suite-errors.txt", "suite-output.txt", "verdict.html",
-             "verdict.intoto.json"])
-        assert json.loads((d / "verdict.intoto.json").read_text())["predicate"]["result"] == result
-        assert (d / "exit-status").read_text().strip() == status
+        assert sorted(p.name for p in d.iterdir()) == sorted(fleet.file_name(rid, r) for r in fleet.FILES)
+        assert json.loads((d / fleet.file_name(rid, fleet.STATEMENT)).read_text()
+                          )["predicate"]["result"] == result
+        assert (d / fleet.file_name(rid, fleet.EXIT_STATUS)).read_text().strip() == status
         # nothing disagreed: the suite's own last line is the summary's
-        assert (d / "suite-output.txt").read_text().strip().splitlines()[-1] == lines[host]
+        assert (d / fleet.file_name(rid, fleet.OUTPUT)).read_text().strip().splitlines()[-1] == lines[host]

@@ -24,15 +24,22 @@ FIXTURES = REPO / "tests/fixtures/verdict"
 PLAYBOOK = REPO / "fleet/pty-acceptance.yml"
 MARKER = "/etc/opencode/pty-supervisor-verified"
 SECTIONS = checklist.load(REPO / "ROOT-ACCEPTANCE.md")
+RUN = "20261205T041500Z-4242"  # this fleet run's id (the playbook's fleet_run_id)
+
+
+def at(d: Path, role: str, run_id: str = RUN) -> Path:
+    """Where the playbook puts a role's file of a run in a host's directory."""
+    return d / fleet.file_name(run_id, role)
 
 
 def host_dir(root: Path, host: str, fixture: str, *, status: str | None = None,
-             last: str | None = None, skip: tuple[str, ...] = ()) -> Path:
-    """What the playbook leaves for a host whose suite wrote tests/fixtures/verdict/<fixture>.xml."""
+             last: str | None = None, skip: tuple[str, ...] = (), run_id: str = RUN) -> Path:
+    """What the playbook leaves for a host whose suite wrote tests/fixtures/verdict/<fixture>.xml
+    (as the report the playbook names for run `run_id`)."""
     data = (FIXTURES / f"{fixture}.xml").read_bytes()
-    b = bundle.build(data, f"{fixture}.xml", SECTIONS)
+    b = bundle.build(data, fleet.report_name(run_id), SECTIONS)
     d = root / host
-    d.mkdir()
+    d.mkdir(parents=True, exist_ok=True)
     files = {
         fleet.EXIT_STATUS: (status if status is not None else ("0" if b.verdict.ready else "1")) + "\n",
         fleet.OUTPUT: f"... the matrix ...\n{last if last is not None else b.verdict.last_line}\n",
@@ -40,12 +47,12 @@ def host_dir(root: Path, host: str, fixture: str, *, status: str | None = None,
         fleet.JUNIT: data, fleet.HTML: b.html, fleet.STATEMENT: b.statement}
     for name, content in files.items():
         if name not in skip:
-            (d / name).write_bytes(content.encode() if isinstance(content, str) else content)
+            at(d, name, run_id).write_bytes(content.encode() if isinstance(content, str) else content)
     return d
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pty_acceptance.cli", "fleet-summary", *args],
+    return subprocess.run([sys.executable, "-m", "pty_acceptance.cli", "fleet-summary", "--run-id", RUN, *args],
                           capture_output=True, text=True, errors="surrogateescape", timeout=60,
                           stdin=subprocess.DEVNULL)
 
@@ -72,7 +79,7 @@ def test_every_host_ready_is_exit_zero(tmp_path):
 def test_a_host_that_did_not_report_is_not_ready(tmp_path):
     host_dir(tmp_path, "pilot-a", "ready")
     host_dir(tmp_path, "pilot-b", "ready", skip=(fleet.EXIT_STATUS,))  # the run never finished
-    lines, status = fleet.summarize(str(tmp_path), ["pilot-a", "pilot-b", "pilot-gone"])
+    lines, status = fleet.summarize(str(tmp_path), ["pilot-a", "pilot-b", "pilot-gone"], RUN)
     assert status == 1
     assert [str(line) for line in lines[1:]] == [
         "pilot-b: UNREACHABLE/ERROR: did not report (no exit status came back)",
@@ -80,7 +87,7 @@ def test_a_host_that_did_not_report_is_not_ready(tmp_path):
 
 
 def test_no_host_at_all_is_not_ready(tmp_path):
-    assert fleet.summarize(str(tmp_path), []) == ([], 1)
+    assert fleet.summarize(str(tmp_path), [], RUN) == ([], 1)
 
 
 @pytest.mark.parametrize("change, expect", [
@@ -97,7 +104,7 @@ def test_no_host_at_all_is_not_ready(tmp_path):
 ])
 def test_a_not_ready_host_stays_not_ready_whatever_else_it_says(tmp_path, change, expect):
     host_dir(tmp_path, "pilot-b", "client-group-writable", **change)
-    lines, status = fleet.summarize(str(tmp_path), ["pilot-b"])
+    lines, status = fleet.summarize(str(tmp_path), ["pilot-b"], RUN)
     assert status == 1 and [str(line) for line in lines] == [expect]
 
 
@@ -109,7 +116,7 @@ def test_a_not_ready_host_stays_not_ready_whatever_else_it_says(tmp_path, change
 ])
 def test_ready_needs_every_piece_to_agree(tmp_path, change, why):
     host_dir(tmp_path, "pilot-a", "ready", **change)
-    lines, status = fleet.summarize(str(tmp_path), ["pilot-a"])
+    lines, status = fleet.summarize(str(tmp_path), ["pilot-a"], RUN)
     assert status == 1
     assert lines[0].state == fleet.ERROR and why in lines[0].text, lines
 
@@ -117,8 +124,8 @@ def test_ready_needs_every_piece_to_agree(tmp_path, change, why):
 def test_a_suite_that_did_not_start_names_its_last_error_line(tmp_path):
     d = host_dir(tmp_path, "pilot-b", "ready", status="1", last="",
                  skip=(fleet.JUNIT, fleet.HTML, fleet.STATEMENT))
-    (d / fleet.ERRORS).write_bytes(b"Failed to find executable /x/.venv/bin/pytest\x1b[8m\n")
-    lines, status = fleet.summarize(str(tmp_path), ["pilot-b"])
+    at(d, fleet.ERRORS).write_bytes(b"Failed to find executable /x/.venv/bin/pytest\x1b[8m\n")
+    lines, status = fleet.summarize(str(tmp_path), ["pilot-b"], RUN)
     assert status == 1 and [str(line) for line in lines] == [
         "pilot-b: UNREACHABLE/ERROR: no JUnit report came back; exit status 1; the suite's last "
         "line: ... the matrix ...; its last error line: Failed to find executable "
@@ -127,28 +134,58 @@ def test_a_suite_that_did_not_start_names_its_last_error_line(tmp_path):
 
 def test_a_statement_that_says_passed_for_a_failed_run(tmp_path):
     d = host_dir(tmp_path, "pilot-b", "client-group-writable")
-    (d / fleet.STATEMENT).write_bytes((d / fleet.STATEMENT).read_bytes().replace(b'"FAILED"', b'"PASSED"'))
-    lines, status = fleet.summarize(str(tmp_path), ["pilot-b"])
+    at(d, fleet.STATEMENT).write_bytes(at(d, fleet.STATEMENT).read_bytes().replace(b'"FAILED"', b'"PASSED"'))
+    lines, status = fleet.summarize(str(tmp_path), ["pilot-b"], RUN)
     assert status == 1 and lines[0].state == fleet.NOT_READY
     assert "the Statement's result is PASSED" in lines[0].text
 
 
 def test_a_statement_about_another_report_does_not_count(tmp_path):
     d = host_dir(tmp_path, "pilot-a", "ready")
-    (d / fleet.JUNIT).write_bytes((d / fleet.JUNIT).read_bytes() + b"\n")  # the same verdict, other bytes
-    lines, status = fleet.summarize(str(tmp_path), ["pilot-a"])
+    at(d, fleet.JUNIT).write_bytes(at(d, fleet.JUNIT).read_bytes() + b"\n")  # the same verdict, other bytes
+    lines, status = fleet.summarize(str(tmp_path), ["pilot-a"], RUN)
     assert status == 1 and lines[0].state == fleet.ERROR
     assert "the Statement's result is about another JUnit report" in lines[0].text
+
+
+def test_what_an_earlier_run_left_is_never_read(tmp_path):
+    """-e fleet_out=DIR again: a host that did not answer this time still has
+    the last run's READY files in its directory; they carry that run's id."""
+    host_dir(tmp_path, "pilot-a", "ready", run_id="20261204T230000Z-7")
+    host_dir(tmp_path, "pilot-b", "ready", run_id="20261204T230000Z-7")
+    host_dir(tmp_path, "pilot-b", "ready")
+    lines, status = fleet.summarize(str(tmp_path), ["pilot-a", "pilot-b"], RUN)
+    assert status == 1 and [str(line) for line in lines] == [
+        "pilot-a: UNREACHABLE/ERROR: did not report (no exit status came back)",
+        "pilot-b: READY: marker written /etc/opencode/pty-supervisor-verified"]
+
+
+def test_files_of_an_earlier_run_renamed_as_this_run_do_not_pass(tmp_path):
+    """The Statement names the report of the run it is about: an earlier run's
+    bundle under this run's names is not this run's verdict."""
+    old = host_dir(tmp_path / "old", "pilot-a", "ready", run_id="20261204T230000Z-7")
+    (tmp_path / "pilot-a").mkdir()
+    for role in fleet.FILES:
+        at(old, role, "20261204T230000Z-7").rename(at(tmp_path / "pilot-a", role))
+    lines, status = fleet.summarize(str(tmp_path), ["pilot-a"], RUN)
+    assert status == 1 and lines[0].state == fleet.ERROR
+    assert f"about another run's report (it does not name {fleet.report_name(RUN)})" in lines[0].text
+
+
+def test_a_run_id_that_is_not_the_playbooks_is_refused(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "pty_acceptance.cli", "fleet-summary", "--run-id", "../x",
+                          str(tmp_path), "pilot-a"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and "expected the playbook's run id" in res.stderr
 
 
 def test_links_and_fifos_are_not_followed_or_opened(tmp_path):
     elsewhere = host_dir(tmp_path, "elsewhere", "ready")
     d = host_dir(tmp_path, "pilot-a", "ready", skip=(fleet.JUNIT,))
-    (d / fleet.JUNIT).symlink_to(elsewhere / fleet.JUNIT)
+    at(d, fleet.JUNIT).symlink_to(elsewhere / fleet.JUNIT)
     e = host_dir(tmp_path, "pilot-b", "ready", skip=(fleet.OUTPUT,))
-    os.mkfifo(e / fleet.OUTPUT)  # opening it for reading would block
+    os.mkfifo(at(e, fleet.OUTPUT))  # opening it for reading would block
     (tmp_path / "pilot-c").symlink_to(elsewhere)
-    lines, status = fleet.summarize(str(tmp_path), ["pilot-a", "pilot-b", "pilot-c"])
+    lines, status = fleet.summarize(str(tmp_path), ["pilot-a", "pilot-b", "pilot-c"], RUN)
     assert status == 1
     assert [(line.state, line.text) for line in lines] == [
         (fleet.ERROR, "junit.xml: a symbolic link"),
@@ -169,8 +206,8 @@ def test_hostile_host_names_are_escaped_and_never_used_as_paths(tmp_path):
 
 def test_a_junit_report_that_is_not_one(tmp_path):
     d = host_dir(tmp_path, "pilot-a", "ready")
-    (d / fleet.JUNIT).write_bytes(b"<html>\x1b[31m</html>")
-    lines, status = fleet.summarize(str(tmp_path), ["pilot-a"])
+    at(d, fleet.JUNIT).write_bytes(b"<html>\x1b[31m</html>")
+    lines, status = fleet.summarize(str(tmp_path), ["pilot-a"], RUN)
     assert status == 1 and lines[0].state == fleet.ERROR
     assert "\x1b" not in str(lines[0])
 
@@ -191,12 +228,15 @@ def test_the_playbook_writes_and_fetches_exactly_the_names_the_summary_reads():
             if module in task:
                 names += [item["name"] for item in task["loop"]]
                 dest = task[module]["dest"]
-                assert dest.endswith("/{{ item.name }}") and "{{ inventory_hostname }}" in dest
+                assert dest.endswith("/{{ fleet_run_id }}.{{ item.name }}") and \
+                    "{{ inventory_hostname }}" in dest
     assert sorted(names) == sorted(fleet.FILES)
     fetch = next(t for t in suite_play["tasks"] if "ansible.builtin.fetch" in t)
     assert fetch["ansible.builtin.fetch"]["flat"] is True  # no host path below the host's directory
     run = next(t for t in suite_play["tasks"] if "ansible.builtin.command" in t)
     assert run["failed_when"] is False  # the suite's exit status is recorded, not a task failure
+    summary = next(t for t in plays[1]["tasks"] if "ansible.builtin.command" in t)
+    assert "'--run-id', fleet_run_id" in summary["ansible.builtin.command"]["argv"]
 
 
 def test_the_playbook_is_valid_ansible():
@@ -223,7 +263,7 @@ def test_the_playbook_fetches_no_link_and_nothing_from_a_directory_others_may_wr
     secret = tmp_path / "root-only-secret"
     secret.write_text("pty-acceptance-fleet-secret-5e1f\n")
     secret.chmod(0o600)
-    stem = "pty-acceptance-fleet-RUN"
+    stem = fleet.report_name(RUN).removesuffix(".xml")
     reports = {h: tmp_path / f"reports-{h}" for h in ("linked", "shared")}
     for d in reports.values():
         d.mkdir(mode=0o755)
@@ -241,22 +281,22 @@ def test_the_playbook_fetches_no_link_and_nothing_from_a_directory_others_may_wr
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
     # the summary command is the playbook's default: the checkout's .venv/bin/pty-acceptance
     (tmp_path / "extra.json").write_text(json.dumps({
-        "fleet_run_id": "RUN", "fleet_out": str(out), "fleet_hosts": sorted(reports) + ["gone"]}))
+        "fleet_run_id": RUN, "fleet_out": str(out), "fleet_hosts": sorted(reports) + ["gone"]}))
     for h in [*reports, "gone"]:
         (out / h).mkdir(parents=True)
     for h in reports:  # what the skipped tasks would have recorded: a run that claims READY
-        (out / h / fleet.EXIT_STATUS).write_text("0\n")
-        (out / h / fleet.OUTPUT).write_text(f"READY: marker written {MARKER}\n")
-        (out / h / fleet.ERRORS).write_text("\n")
+        at(out / h, fleet.EXIT_STATUS).write_text("0\n")
+        at(out / h, fleet.OUTPUT).write_text(f"READY: marker written {MARKER}\n")
+        at(out / h, fleet.ERRORS).write_text("\n")
     res = subprocess.run([playbook, "-i", str(tmp_path / "hosts.yml"), "-e", f"@{tmp_path / 'extra.json'}",
                           "--start-at-task", "The report directory and the files in it (not following links)",
                           str(PLAYBOOK)], capture_output=True, text=True, timeout=300,
                          stdin=subprocess.DEVNULL, env=dict(os.environ, ANSIBLE_NOCOLOR="1"))
     log = res.stdout + res.stderr
     assert res.returncode != 0, log
-    recorded = sorted([fleet.EXIT_STATUS, fleet.OUTPUT, fleet.ERRORS])
+    recorded = sorted(fleet.file_name(RUN, n) for n in [fleet.EXIT_STATUS, fleet.OUTPUT, fleet.ERRORS])
     assert sorted(p.name for p in (out / "linked").iterdir()) == sorted(
-        recorded + ["verdict.html", "verdict.intoto.json"]), log
+        recorded + [fleet.file_name(RUN, fleet.HTML), fleet.file_name(RUN, fleet.STATEMENT)]), log
     assert sorted(p.name for p in (out / "shared").iterdir()) == recorded, log
     for f in out.rglob("*"):
         assert not f.is_file() or b"5e1f" not in f.read_bytes(), f

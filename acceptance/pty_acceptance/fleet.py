@@ -1,12 +1,18 @@
-"""`pty-acceptance fleet-summary DIR HOST...`: one line per host of a fleet
-run (fleet/pty-acceptance.yml) from what came back to the control node.
+"""`pty-acceptance fleet-summary DIR --run-id ID HOST...`: one line per host
+of a fleet run (fleet/pty-acceptance.yml) from what came back to the control
+node.
 
     <host>: READY: marker written <path>
     <host>: NOT READY: <n> blockers: <IDs>[; <what disagreed>]
     <host>: UNREACHABLE/ERROR: <why>
 
 DIR/<host>/ holds the files the playbook wrote or fetched under names it
-chose itself (FILES); nothing else there is read. Every byte of them came
+chose itself: `<run id>.<role>` for each role of FILES; nothing else there is
+read. A file of an earlier run into the same DIR (`-e fleet_out=DIR`) carries
+that run's id and is never read: a host that did not answer this time did not
+report, whatever it left last time. The Statement must name this run's JUnit
+report (`pty-acceptance-fleet-<run id>.xml`, the name the playbook gave it on
+the host) with the SHA-256 of the JUnit that came back. Every byte of them came
 from the host, which may be hostile (SUITE-4): files are opened without
 following links and up to a size, a name that is not a plain file name is
 not used as one, and every printed line goes through terminal.escape.
@@ -43,6 +49,7 @@ SUMMARY = "summary.txt"
 MAX_BYTES = 64 << 20
 
 PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+RUN_ID = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9]{1,5}$")  # the playbook's fleet_run_id
 READY_LINE = re.compile(r"^READY: marker written \S+$")
 NOT_READY_LINE = re.compile(r"^NOT READY: \d+ blockers: [A-Z]+-\d+(?: [A-Z]+-\d+)*$")
 
@@ -92,7 +99,17 @@ def last_line(output: bytes) -> str:
     return lines[-1].strip(" \t\r") if lines else ""
 
 
-def judge(root: int, host: str) -> HostLine:
+def file_name(run_id: str, role: str) -> str:
+    """Where the playbook puts a role's file of run `run_id` in DIR/<host>/."""
+    return f"{run_id}.{role}"
+
+
+def report_name(run_id: str) -> str:
+    """The JUnit report's name on the host (the playbook's fleet_stem + .xml)."""
+    return f"pty-acceptance-fleet-{run_id}.xml"
+
+
+def judge(root: int, host: str, run_id: str) -> HostLine:
     """The line for one host; root is an open descriptor of DIR."""
     if not PLAIN_NAME.match(host):
         return HostLine(host, ERROR, "not a plain host name: nothing read for it")
@@ -108,15 +125,15 @@ def judge(root: int, host: str) -> HostLine:
         got = {}
         for name in FILES:
             try:
-                got[name] = read_file(d, name)
+                got[name] = read_file(d, file_name(run_id, name))
             except OSError as e:
                 return HostLine(host, ERROR, f"{name}: {e.strerror or e}")
     finally:
         os.close(d)
-    return _judge_files(host, got)
+    return _judge_files(host, got, run_id)
 
 
-def _judge_files(host: str, got: dict[str, bytes | None]) -> HostLine:
+def _judge_files(host: str, got: dict[str, bytes | None], run_id: str) -> HostLine:
     if got[EXIT_STATUS] is None:
         return HostLine(host, ERROR, "did not report (no exit status came back)")
     status = got[EXIT_STATUS].decode("ascii", errors="replace").strip()
@@ -129,7 +146,7 @@ def _judge_files(host: str, got: dict[str, bytes | None]) -> HostLine:
             v = verdict.from_junit(reports.parse(got[JUNIT], JUNIT))
         except (reports.ReportError, verdict.VerdictError) as e:
             junit_problem = f"the JUnit report: {e}"
-    result = _statement_result(got[STATEMENT], got[JUNIT])
+    result = _statement_result(got[STATEMENT], got[JUNIT], report_name(run_id))
     if v is None:
         if NOT_READY_LINE.match(said):
             return HostLine(host, NOT_READY, f"{said[len('NOT READY: '):]}; {junit_problem}")
@@ -157,27 +174,32 @@ def _judge_files(host: str, got: dict[str, bytes | None]) -> HostLine:
     return HostLine(host, NOT_READY, text + ("; " + ", ".join(disagree) if disagree else ""))
 
 
-def _statement_result(data: bytes | None, junit: bytes | None) -> str:
+def _statement_result(data: bytes | None, junit: bytes | None, name: str) -> str:
     """PASSED or FAILED, or why neither: the Statement must name this JUnit
-    report (its SHA-256 among the configuration's digests)."""
+    report, by this run's report name and with its SHA-256."""
     if data is None:
         return "missing (no Statement came back)"
     try:
         st = json.loads(data)
         result = st["predicate"]["result"]
-        digests = {c["digest"]["sha256"] for c in st["predicate"]["configuration"]}
+        named = {c["name"]: c["digest"]["sha256"] for c in st["predicate"]["configuration"]}
     except (ValueError, TypeError, KeyError) as e:
         return f"unreadable ({type(e).__name__})"
-    if junit is not None and hashlib.sha256(junit).hexdigest() not in digests:
+    if name not in named:
+        return f"about another run's report (it does not name {name})"
+    if junit is not None and hashlib.sha256(junit).hexdigest() != named[name]:
         return "about another JUnit report (its SHA-256 is not this one's)"
     return result if result in ("PASSED", "FAILED") else "neither PASSED nor FAILED"
 
 
-def summarize(directory: str, hosts: list[str]) -> tuple[list[HostLine], int]:
+def summarize(directory: str, hosts: list[str], run_id: str) -> tuple[list[HostLine], int]:
     """(one line per host, exit status: 0 only when every host is READY)."""
+    if not RUN_ID.match(run_id):
+        raise ValueError(f"--run-id {run_id!r}: expected the playbook's run id "
+                         "(YYYYMMDDTHHMMSSZ-N)")
     root = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        lines = [judge(root, h) for h in dict.fromkeys(hosts)]
+        lines = [judge(root, h, run_id) for h in dict.fromkeys(hosts)]
     finally:
         os.close(root)
     ok = bool(lines) and all(line.state == READY for line in lines)
