@@ -15,6 +15,6 @@ if _lib not in sys.path:
     sys.path.insert(0, _lib)
 
 from pty_acceptance.startup import (  # noqa: E402,F401 - this conftest's own hooks
-    pytest_addoption, pytest_cmdline_main, pytest_configure, pytest_unconfigure)
+    pytest_addoption, pytest_cmdline_main, pytest_configure, pytest_report_header, pytest_unconfigure)
 
 pytest_plugins = ["pty_acceptance.plugin", "pytester"]

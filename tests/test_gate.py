@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pty_acceptance import marker
+from pty_acceptance import marker, nodeids
 from pty_acceptance.requirements import CATALOGUE, ENFORCED_BY_GATE
 
 from conftest import REPO, FakeBus
@@ -29,6 +29,10 @@ def test_other():
     pass
 """
 
+# what the fixture project's checked-in node-id list says (nodeids.FILE)
+LISTED = {"acceptance/test_all.py::test_everything": tuple(ALL_IDS),
+          "acceptance/test_all.py::test_other": ("OWN-1",)}
+
 
 @pytest.fixture
 def project(pytester, target, supervisor, safe_dir):
@@ -42,6 +46,7 @@ def project(pytester, target, supervisor, safe_dir):
         f"| All | `acceptance/test_all.py` | {ids} | built |\n")
     (pytester.path / "acceptance").mkdir()
     (pytester.path / "acceptance/test_all.py").write_text(PASSING)
+    (pytester.path / nodeids.FILE).write_text(nodeids.render(LISTED))
     return pytester
 
 
@@ -471,3 +476,85 @@ def test_the_report_is_never_written_through_a_link_or_over_a_file(project, targ
     assert_refused(res, target, "SUITE-2")
     assert victim.read_text() == "keep me\n"
     assert os.path.islink(planted) if kind == "symlink" else planted.read_text() == "keep me\n"
+
+
+# -- SUITE-3, round two: what the interpreter or the configuration can take away
+
+def _refused_because(res, target, text, *ids):
+    assert_refused(res, target, "SUITE-3", *ids)
+    assert any(text in line for line in res.outlines), "\n".join(res.outlines[-30:])
+
+
+def test_python_optimised_is_refused(project, target, monkeypatch):
+    """-O strips every assert pytest did not rewrite (the library's): never READY."""
+    monkeypatch.setenv("PYTHONOPTIMIZE", "1")
+    _refused_because(run(project, target, subprocess=True), target, "optimisation level 1")
+
+
+def test_plain_assertions_are_refused(project, target):
+    _refused_because(run(project, target, "--assert=plain"), target, "--assert=plain")
+
+
+def test_an_ini_override_that_drops_a_test_is_refused_under_its_ids(project, target):
+    """-o python_functions keeps every ID covered by test_everything but drops
+    test_other: the missing test blocks under its own IDs (OWN-1)."""
+    res = run(project, target, "-o", "python_functions=test_e*")
+    _refused_because(res, target, "not collected: test_other", "OWN-1")
+    assert any("-o/--override-ini" in line for line in res.outlines)
+
+
+def test_another_ini_file_is_refused(project, target, safe_dir):
+    (project.path / "other.ini").write_text("[pytest]\npython_functions = test_e*\n"
+                                            f"pty_acceptance_run_dir = {safe_dir}/run\n")
+    res = run(project, target, "-c", "other.ini")
+    _refused_because(res, target, "-c other.ini", "OWN-1")
+
+
+def test_another_rootdir_is_refused(project, target):
+    """Above the checkout the root conftest still loads: the gate refuses. Below
+    it the root conftest is not loaded at all: pytest stops at the suite's
+    unknown options and nothing runs (no marker either way)."""
+    res = run(project, target, "--rootdir", str(project.path.parent))
+    _refused_because(res, target, "--rootdir")
+    (project.path / "elsewhere").mkdir()
+    res = run(project, target, "--rootdir", str(project.path / "elsewhere"))
+    assert res.ret != 0 and not os.path.lexists(target.marker)
+
+
+def test_a_plugin_named_on_the_command_line_is_refused(project, target):
+    (project.path / "narrowing_plugin.py").write_text("")
+    project.syspathinsert()
+    res = run(project, target, "-p", "narrowing_plugin")
+    _refused_because(res, target, "-p loads plugins")
+
+
+def test_a_test_the_list_does_not_name_is_refused(project, target):
+    _module(project, "@pytest.mark.requirement('OWN-1')\ndef test_new():\n    pass\n")
+    _refused_because(run(project, target), target, "does not list")
+
+
+def test_changed_requirement_ids_are_refused(project, target):
+    (project.path / "acceptance/test_all.py").write_text(
+        PASSING.replace('@pytest.mark.requirement("OWN-1")', '@pytest.mark.requirement("OWN-2")'))
+    _refused_because(run(project, target), target, "requirement IDs changed")
+
+
+@pytest.mark.parametrize("damage", ["absent", "malformed"])
+def test_an_unusable_node_id_list_is_refused(project, target, damage):
+    listed = project.path / nodeids.FILE
+    if damage == "absent":
+        listed.unlink()
+    else:
+        listed.write_text("acceptance/test_all.py::test_everything\n")
+    _refused_because(run(project, target), target, "the checkout's list of tests")
+
+
+def test_another_marker_path_still_removes_the_inventorys_marker(project, target, safe_dir):
+    """MARK-4: --marker X removes the inventory's marker of an earlier READY run too."""
+    m = _stale(target)
+    other = safe_dir / "other/pty-supervisor-verified"
+    _module(project, "@pytest.mark.requirement('OWN-2')\ndef test_fails():\n    assert False\n")
+    res = run(project, target, "--marker", str(other))
+    assert_refused(res, target, "OWN-2")
+    assert not os.path.lexists(m) and not os.path.lexists(other)
+    assert any(f"removed an existing marker (regular file) at {m}" in l for l in res.outlines)

@@ -30,6 +30,19 @@ def run_dir(safe_dir: Path) -> str:
     return f"{safe_dir}/run"  # what the project fixture's ini names
 
 
+def default_sigint() -> None:
+    """A child's SIGINT back to the default: a shell's `cmd &` starts this
+    test run with SIGINT ignored, every child inherits that, and Python then
+    installs no KeyboardInterrupt handler: a SIGINT sent to the run under
+    test would do nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def popen(argv: list[str], **kw) -> subprocess.Popen:
+    """A child that SIGINT reaches, whatever this process inherited."""
+    return subprocess.Popen(argv, preexec_fn=default_sigint, **kw)
+
+
 def wait_line(p: subprocess.Popen, want: bytes, deadline_s: float = DEADLINE_S) -> bytes:
     """Read p's stdout until a line containing `want`; fail at the deadline."""
     seen = b""
@@ -100,14 +113,28 @@ def test_waits(held):
 """
 
 
+@pytest.fixture(params=["default", "ignored"])
+def inherited_sigint(request):
+    """This test process's own SIGINT disposition while it starts a child: as
+    run in the foreground, and as a shell's `cmd &` leaves it (ignored)."""
+    before = signal.getsignal(signal.SIGINT)
+    if request.param == "ignored":
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield request.param
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_a_signalled_run_tears_down_and_writes_no_marker(project, target, safe_dir, sig, tmp_path):
+def test_a_signalled_run_tears_down_and_writes_no_marker(project, target, safe_dir, sig, tmp_path,
+                                                         inherited_sigint):
     (project.path / "acceptance/test_wait.py").write_text(SIGTERM_MODULE)
     torn = tmp_path / "torn-down"
-    p = subprocess.Popen([sys.executable, "-m", "pytest", "-s", "acceptance/", "--inventory",
-                          str(target.inventory)], cwd=project.path, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                         env=dict(os.environ, TORN_DOWN=str(torn), PYTHONUNBUFFERED="1"))
+    p = popen([sys.executable, "-m", "pytest", "-s", "acceptance/", "--inventory",
+               str(target.inventory)], cwd=project.path, stdout=subprocess.PIPE,
+              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+              env=dict(os.environ, TORN_DOWN=str(torn), PYTHONUNBUFFERED="1"))
     try:
         seen = wait_line(p, b"STARTED")
         p.send_signal(sig)
@@ -124,6 +151,21 @@ def test_a_signalled_run_tears_down_and_writes_no_marker(project, target, safe_d
     assert torn.read_text() == "yes\n", "the fixture was not torn down"
     assert not os.path.lexists(target.marker)
     rundir.acquire(run_dir(safe_dir)).release()  # the lock went with the run
+
+
+def test_a_run_started_with_sigint_ignored_says_so(project, target):
+    """SUITE-5 cannot hold for Ctrl-C when SIGINT is ignored (a background
+    job): the run says so at its start, and in the report."""
+    res = project.runpytest_subprocess("acceptance/", "--inventory", str(target.inventory))
+    assert not any("SIGINT is ignored" in l for l in res.outlines)
+    p = subprocess.run([sys.executable, "-m", "pytest", "acceptance/", "--inventory", str(target.inventory)],
+                       cwd=project.path, capture_output=True, text=True, timeout=DEADLINE_S,
+                       stdin=subprocess.DEVNULL,
+                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    said = [l for l in p.stdout.splitlines() if "SIGINT is ignored" in l]
+    assert said and said[0].startswith("SUITE-5: SIGINT is ignored"), p.stdout[-3000:]
+    head = p.stdout.split("collected", 1)[0]
+    assert "SIGINT is ignored" in head, "not said at the start"
 
 
 STANDIN = """
@@ -220,9 +262,9 @@ lifecycle.run_endings(Sessions(), [Stuck("stuck", "true", None)], lambda *a: Non
 """
 
 
-def test_an_interrupt_is_not_held_up_by_worker_threads():
-    p = subprocess.Popen([sys.executable, "-c", STUCK_ENDINGS.format(lib=str(REPO / "acceptance"))],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+def test_an_interrupt_is_not_held_up_by_worker_threads(inherited_sigint):
+    p = popen([sys.executable, "-c", STUCK_ENDINGS.format(lib=str(REPO / "acceptance"))],
+              stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
     try:
         wait_line(p, b"DRIVING")
         p.send_signal(signal.SIGINT)

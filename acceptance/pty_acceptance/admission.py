@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from . import protocol as p
 from .bus import Systemd
+from .marks import fail
 from .peer import ChildAgent, DisposableUnit, open_cwd
 from .systemd import ANY_SESSION
 from .unitwatch import UnitWatch
@@ -60,19 +61,22 @@ class AuthAttempt:
 
 def assert_refused(ids, a: AuthAttempt, created, evidence, allow_connect_error=False):
     """ERROR AUTH (or, where allowed, a refused connect), nothing started, no new session
-    unit (created() -> the session units created meanwhile). Messages start with `ids`."""
+    unit (created() -> the session units created meanwhile). Messages start with `ids`.
+    Fails through marks.fail, never a bare assert (python -O would strip it: SUITE-3)."""
     evidence("attempt", a.describe())
     new = created()
     evidence("new session units", sorted(new))
-    assert not a.started(), (f"{ids}: expected ERROR AUTH, the supervisor accepted: {a.describe()}; "
-                             f"session units created: {sorted(new) or 'none'}")
-    assert not new, f"{ids}: a rejected attempt left session units {sorted(new)}: {a.describe()}"
+    if a.started():
+        fail(f"{ids}: expected ERROR AUTH, the supervisor accepted: {a.describe()}; "
+             f"session units created: {sorted(new) or 'none'}")
+    if new:
+        fail(f"{ids}: a rejected attempt left session units {sorted(new)}: {a.describe()}")
     if a.connect_error and allow_connect_error:
         return
-    assert a.error_code() == p.Code.AUTH, \
-        f"{ids}: expected ERROR AUTH ({int(p.Code.AUTH)}), the host answered: {a.describe()}"
-    assert a.closed in ("eof", "reset"), \
-        f"{ids}: the connection was not closed after ERROR AUTH: {a.describe()}"
+    if a.error_code() != p.Code.AUTH:
+        fail(f"{ids}: expected ERROR AUTH ({int(p.Code.AUTH)}), the host answered: {a.describe()}")
+    if a.closed not in ("eof", "reset"):
+        fail(f"{ids}: the connection was not closed after ERROR AUTH: {a.describe()}")
 
 
 def watch_sessions() -> UnitWatch:

@@ -9,7 +9,8 @@
     pty-acceptance report FILE.xml [--checklist ROOT-ACCEPTANCE.md] [--out-dir DIR]
                           [--sign-key PATH [--sign-tool openssl|ssh-keygen|gpg]]
     pty-acceptance verify-statement ENVELOPE --pubkey FILE [--sign-tool openssl|ssh-keygen|gpg]
-    pty-acceptance fleet-summary DIR HOST...
+    pty-acceptance fleet-summary DIR --run-id ID HOST...
+    pty-acceptance node-ids [--write]
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import re
 import sys
 from pathlib import Path
 
-from . import bundle, checklist, fleet, inventory, manifest, marker, reports, signing, verdict
+from . import bundle, checklist, fleet, inventory, manifest, marker, nodeids, reports, signing, verdict
 from .terminal import escape
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -194,14 +195,46 @@ def cmd_fleet_summary(a: argparse.Namespace) -> int:
     """One line per host of a fleet run (fleet/pty-acceptance.yml); 0 only
     when every host is READY."""
     try:
-        lines, status = fleet.summarize(a.directory, a.hosts)
+        lines, status = fleet.summarize(a.directory, a.hosts, a.run_id)
         fleet.write_summary(a.directory, lines)
+    except ValueError as e:
+        print(escape(f"fleet-summary: {e}"), file=sys.stderr)
+        return 2
     except OSError as e:
         print(escape(f"fleet-summary: {a.directory}: {e.strerror or e}"), file=sys.stderr)
         return 2
     for line in lines:
         print(line)
     return status
+
+
+def cmd_node_ids(a: argparse.Namespace) -> int:
+    """SUITE-3: the checkout's acceptance tests by node id, against the
+    checked-in list (nodeids.py); --write makes the list anew."""
+    try:
+        found = nodeids.collect(PROJECT)
+    except nodeids.NodeIdsError as e:
+        print(escape(f"node-ids: {e}"), file=sys.stderr)
+        return 2
+    target = PROJECT / nodeids.FILE
+    if a.write:
+        target.write_text(nodeids.render(found), encoding="utf-8")
+        print(escape(f"node-ids: {len(found)} tests written to {target}"))
+        return 0
+    try:
+        listed = nodeids.load(PROJECT)
+    except nodeids.NodeIdsError as e:
+        print(escape(f"node-ids: {e}"))
+        return 1
+    missing, extra, changed = nodeids.differences(listed, found)
+    lines = [f"listed, not collected: {n}" for tests in missing.values() for n in tests]
+    lines += [f"collected, not listed: {n}" for n in extra] + [f"IDs differ: {c}" for c in changed]
+    for line in lines:
+        print(escape(line))
+    print(escape(f"node-ids: {len(found)} collected, {len(listed)} listed, "
+                 + ("the list matches" if not lines else f"{len(lines)} differences: "
+                    "run pty-acceptance node-ids --write and review the change")))
+    return 1 if lines else 0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -267,8 +300,14 @@ def parser() -> argparse.ArgumentParser:
     fs = sub.add_parser("fleet-summary", help="one line per host of a fleet run "
                         "(fleet/pty-acceptance.yml); exit 0 only when every host is READY")
     fs.add_argument("directory", metavar="DIR", help="the run's directory: DIR/<host>/ per host")
+    fs.add_argument("--run-id", required=True, metavar="ID",
+                    help="the playbook's run id: only DIR/<host>/<ID>.* files are read")
     fs.add_argument("hosts", nargs="+", metavar="HOST", help="every host the run was for")
     fs.set_defaults(func=cmd_fleet_summary)
+    ni = sub.add_parser("node-ids", help=f"check {nodeids.FILE} (every acceptance test by node id, "
+                        "SUITE-3) against what the checkout collects; exit 0 when it matches")
+    ni.add_argument("--write", action="store_true", help="write the list anew from the checkout")
+    ni.set_defaults(func=cmd_node_ids)
     return p
 
 

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from . import bundle, hostfs, manifest, marker, reports, running, signing, startup, terminal, verdict, waivers
+from . import (bundle, hostfs, manifest, marker, nodeids, reports, running, runshape, signing, startup,
+               terminal, verdict, waivers)
 from .checklist import Section
 from .inventory import Inventory
 from .marks import check_requirement_marks, requirement_ids
@@ -61,6 +62,8 @@ class GateState:
     hostname: str
     args: list[Path]
     removal: str = ""
+    expected: dict[str, tuple[str, ...]] = field(default_factory=dict)  # nodeids.FILE: nodeid -> IDs
+    nodeids_error: str | None = None
     start_hashes: dict[str, str] = field(default_factory=dict)
     start_errors: list[str] = field(default_factory=list)
     items: dict[str, tuple[str, ...]] = field(default_factory=dict)  # nodeid -> IDs
@@ -130,6 +133,26 @@ def run_shape_blockers(config: pytest.Config, state: GateState) -> list[Blocker]
         out.append(Blocker(("SUITE-3",), "the session was interrupted"))
     for err in state.collect_errors:
         out.append(Blocker(("SUITE-3",), f"collection error in {err}"))
+    return out
+
+
+def nodeid_blockers(state: GateState) -> list[Blocker]:
+    """SUITE-3: every test the checkout lists (nodeids.FILE) was collected,
+    with the requirement IDs listed for it, and nothing else was. A missing
+    test blocks under its own IDs, one line per module."""
+    if state.nodeids_error:
+        return [Blocker(("SUITE-3",), f"the checkout's list of tests: {state.nodeids_error}")]
+    missing, extra, changed = nodeids.differences(state.expected, state.items)
+    out = []
+    for module, tests in missing.items():
+        ids = tuple(sorted({i for n in tests for i in state.expected[n]}, key=sort_key))
+        names = ", ".join(n.split("::", 1)[1] for n in tests[:8]) + (", ..." if len(tests) > 8 else "")
+        out.append(Blocker(ids, f"{module}: {len(tests)} of its tests in {nodeids.FILE} were not "
+                           f"collected: {names}"))
+    if extra:
+        out.append(Blocker(("SUITE-3",), f"{len(extra)} tests collected that {nodeids.FILE} does not "
+                           f"list (pty-acceptance node-ids --write after a review), e.g. {extra[0]}"))
+    out += [Blocker(("SUITE-3",), f"requirement IDs changed: {c}") for c in changed[:8]]
     return out
 
 
@@ -247,6 +270,7 @@ def blockers(config: pytest.Config, state: GateState, exitstatus: int) -> list[B
     if "could not remove" in state.removal:
         out.append(Blocker(("MARK-4",), state.removal))
     out += run_shape_blockers(config, state)
+    out += [Blocker(("SUITE-3",), why) for why in runshape.problems(config)]
     from _pytest.junitxml import xml_key
 
     if config.stash.get(xml_key, None) is None:
@@ -254,6 +278,7 @@ def blockers(config: pytest.Config, state: GateState, exitstatus: int) -> list[B
     if exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         out.append(Blocker(("SUITE-3",), f"pytest ended with status {int(exitstatus)}"))
     out += module_blockers(state)
+    out += nodeid_blockers(state)
     out += duplicate_blockers(state)
     out += outcome_blockers(state)
     if not state.items:
@@ -332,6 +357,8 @@ class Gate:
         st.start_hashes, st.start_errors = hash_binaries(st.inventory)
         self._global("MARK-4", st.removal)
         self._global("SUITE-5", self.cleaned())
+        if startup.sigint_ignored():
+            self._global("sigint", startup.SIGINT_IGNORED)
         self._global("inventory", f"{st.inventory.file} host {st.inventory.host}")
         self._global("hostname", st.hostname)
         self._global("SCOPE-4", "host acceptance only: this report says whether this host "
@@ -562,6 +589,7 @@ class Gate:
         st = self.state
         lines = [f"inventory: {st.inventory.file} (host {st.inventory.host}); marker: {st.marker}",
                  f"MARK-4: {st.removal}", f"SUITE-5: {self.cleaned()}"]
+        lines += [startup.SIGINT_IGNORED] if startup.sigint_ignored() else []
         lines += [f"BLOCKER [{' '.join(b.ids)}] {b.reason}" for b in st.result or []]
         lines += st.matrix
         lines += [f"bundle: {path}" for path in st.bundle_files]

@@ -111,7 +111,7 @@ class Checker:
 
 def of_run(config: pytest.Config, report_path: str) -> tuple[list[Own], list[str]]:
     """(what this run trusts, subtrees not walked) for a pytest session."""
-    root = str(config.rootpath)
+    root = str(startup.project_root(config))
     if report_path:
         report_dir = os.path.dirname(report_path)
     else:

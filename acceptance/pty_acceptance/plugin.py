@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from . import checklist, gate, inventory, owntree, reports, signing, startup, terminal
+from . import checklist, gate, inventory, nodeids, owntree, reports, signing, startup, terminal
 from .marks import fail, requirement_ids
 from .requirements import BY_ID
 
@@ -29,7 +29,7 @@ class RegistrationFailed(Exception):
 
 
 def _gate_state(config: pytest.Config) -> gate.GateState:
-    root = Path(config.rootpath)
+    root = startup.project_root(config)
     acceptance = startup.acceptance_dir(config)
     try:
         inv = inventory.load(startup.inventory_file(config))
@@ -37,18 +37,24 @@ def _gate_state(config: pytest.Config) -> gate.GateState:
         raise RegistrationFailed(f"inventory: {e}") from None
     removed, removal = config.stash[startup.REMOVAL]
     path = config.getoption("--marker") or inv.marker
-    if path != removed:  # the inventory names another marker than the one removed first
-        removal += "; " + startup.remove_marker(path)
+    for other in dict.fromkeys([path, inv.marker]):
+        if other not in removed:  # the validated inventory names another marker than was read first
+            removal += "; " + startup.remove_marker(other)
     report_path, private = _junit_paths(config, root, inv.host)
     try:
         sections = checklist.load(root / "ROOT-ACCEPTANCE.md")
         checklist_error = None
     except checklist.ChecklistError as e:
         sections, checklist_error = [], str(e)
+    try:
+        expected, nodeids_error = nodeids.load(root), None
+    except nodeids.NodeIdsError as e:
+        expected, nodeids_error = {}, str(e)
     return gate.GateState(
         root=root, acceptance=acceptance, inventory=inv, marker=path,
         write_marker=not config.getoption("--no-marker"),
         sections=sections, checklist_error=checklist_error,
+        expected=expected, nodeids_error=nodeids_error,
         hostname=socket.gethostname(), args=startup.acceptance_args(config, acceptance),
         removal=removal, report_path=report_path, report_private_dir=private,
         waivers_file=_waivers_file(config), signer=_signer(config))

@@ -14,8 +14,8 @@ acceptance/:
 - turns SIGTERM into the same orderly teardown as SIGINT (KeyboardInterrupt:
   fixtures torn down, the gate blocks the marker as "interrupted");
 - removes the marker in pytest_cmdline_main, before any pytest_configure,
-  so before the inventory is loaded: at `--marker`, else where the
-  inventory file names it, else at the default path;
+  so before the inventory is loaded: where the inventory file names it (else
+  at the default path), and at `--marker` too when that is another path;
 - ends at the last pytest_configure, NOT READY with the reason, when no
   gate got registered (the plugin disabled, or its registration failed).
 
@@ -34,10 +34,10 @@ from pathlib import Path
 
 import pytest
 
-from . import inventory, marker, rundir, terminal
+from . import inventory, marker, nodeids, rundir, terminal
 
 GATE = "pty-acceptance-gate"  # the name plugin.py registers the gate under
-REMOVAL = pytest.StashKey[tuple[str, str]]()  # (marker path, what happened)
+REMOVAL = pytest.StashKey[tuple[tuple[str, ...], str]]()  # (marker paths, what happened)
 LOCK = pytest.StashKey["rundir.Lock"]()
 CLEANED = pytest.StashKey[list]()  # what the start-up removed of an earlier run
 SIGTERM_BEFORE = pytest.StashKey[object]()
@@ -77,19 +77,31 @@ def acceptance_args(config: pytest.Config, acceptance: Path) -> list[Path]:
     return hits
 
 
+def project_root(config: pytest.Config) -> Path:
+    """The checkout: the directory of the conftest.py that carries these hooks
+    (the project's root conftest), whatever --rootdir says; pytest's rootpath
+    when no such conftest is registered. runshape.py blocks a run whose
+    rootpath is not this directory (SUITE-3)."""
+    for name, plugin in config.pluginmanager.list_name_plugin():
+        if getattr(plugin, "pytest_cmdline_main", None) is pytest_cmdline_main \
+                and str(name).endswith("/conftest.py"):
+            return Path(name).parent.resolve()
+    return Path(config.rootpath).resolve()
+
+
 def acceptance_dir(config: pytest.Config) -> Path:
-    return (Path(config.rootpath) / "acceptance").resolve()
+    return project_root(config) / "acceptance"
 
 
 def is_acceptance_run(config: pytest.Config) -> bool:
     if hasattr(config, "workerinput") or getattr(config.option, "help", False) \
-            or getattr(config.option, "version", False):
+            or getattr(config.option, "version", False) or nodeids.listing(config):
         return False
     return bool(acceptance_args(config, acceptance_dir(config)))
 
 
 def inventory_file(config: pytest.Config) -> str:
-    return config.getoption("--inventory") or str(Path(config.rootpath) / "inventories" / "target.yml")
+    return config.getoption("--inventory") or str(project_root(config) / "inventories" / "target.yml")
 
 
 def remove_marker(path: str) -> str:
@@ -100,9 +112,40 @@ def remove_marker(path: str) -> str:
         return f"could not remove the marker at {path}: {e}"
 
 
+def marker_paths(config: pytest.Config) -> list[str]:
+    """Every marker a run must remove first (MARK-4): the inventory's (where
+    the inventory file names one, else the default path) and, with --marker,
+    that one too: a run with another --marker never keeps the inventory's
+    marker from an earlier READY run."""
+    named = inventory.marker_named(inventory_file(config)) or marker.DEFAULT_PATH
+    return list(dict.fromkeys(p for p in (config.getoption("--marker"), named) if p))
+
+
+def remove_markers(paths: list[str]) -> tuple[tuple[str, ...], str]:
+    """(the paths looked at, what happened at each, in words)."""
+    said = [remove_marker(p) for p in paths]
+    return tuple(paths), "; ".join(said)
+
+
 def not_ready(config: pytest.Config, reason: str) -> str:
     removal = config.stash.get(REMOVAL, ("", "the marker was not looked at"))[1]
     return terminal.escape(f"NOT READY: {reason} (MARK-4: {removal})")
+
+
+SIGINT_IGNORED = ("SUITE-5: SIGINT is ignored by this run (started as a background job, `cmd &`?): "
+                  "Ctrl-C or kill -INT cannot interrupt it; SIGTERM still ends it NOT READY after "
+                  "its teardown")
+
+
+def sigint_ignored() -> bool:
+    """Python installs its KeyboardInterrupt handler only when SIGINT was not
+    ignored at start; a shell's `cmd &` starts a job with SIGINT ignored."""
+    return signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """Said first, before any test: what this run cannot honour (SUITE-5)."""
+    return [SIGINT_IGNORED] if is_acceptance_run(config) and sigint_ignored() else []
 
 
 def _terminated(signum, frame):
@@ -158,9 +201,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     if is_acceptance_run(config):
         problem = take_lock(config)
         config.stash[SIGTERM_BEFORE] = signal.signal(signal.SIGTERM, _terminated)
-        path = (config.getoption("--marker") or inventory.marker_named(inventory_file(config))
-                or marker.DEFAULT_PATH)
-        config.stash[REMOVAL] = (path, remove_marker(path))
+        config.stash[REMOVAL] = remove_markers(marker_paths(config))
         if problem:
             raise pytest.UsageError(not_ready(config, problem))
 
