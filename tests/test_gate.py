@@ -50,6 +50,23 @@ def project(pytester, target, supervisor, safe_dir):
     return pytester
 
 
+RELIST = ("import sys; from pathlib import Path; from pty_acceptance import nodeids; "
+          "r = Path(sys.argv[1]); sys.stdout.write(nodeids.render(nodeids.collect(r, r / 'tox.ini')))")
+
+
+def relist(project) -> None:
+    """The project's node-id list anew from what it collects now, as
+    `pty-acceptance node-ids --write` makes the checkout's (a separate process:
+    the collection imports the project's test modules)."""
+    import subprocess as sp
+    import sys
+
+    done = sp.run([sys.executable, "-c", RELIST, str(project.path)], capture_output=True, text=True,
+                  cwd=project.path, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (project.path / nodeids.FILE).write_text(done.stdout)
+
+
 def run(project, target, *args, path="acceptance/", subprocess=False):
     runner = project.runpytest_subprocess if subprocess else project.runpytest
     return runner(path, "--inventory", str(target.inventory), *args)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pty_acceptance import owntree
+from pty_acceptance import nodeids, owntree
 from pty_acceptance.requirements import CATALOGUE, ENFORCED_BY_GATE
 
 from conftest import REPO
@@ -117,6 +117,9 @@ def _project(base: Path) -> Path:
         "| Section | Module | Requirements | State |\n|---|---|---|---|\n"
         f"| All | `acceptance/test_all.py` | {', '.join(ids)} | built |\n"
         "| Itself | `acceptance/test_suite_itself.py` | SUITE-4 | built |\n")
+    itself = {n: i for n, i in nodeids.load(REPO).items() if n.startswith("acceptance/test_suite_itself.py::")}
+    (p / nodeids.FILE).write_text(nodeids.render({"acceptance/test_all.py::test_everything": tuple(ids),
+                                                  **itself}))
     (p / "acceptance/conftest.py").write_text(FAKE_SUPERVISOR_UNIT)
     # The package the run imports and the virtualenv it runs in are part of the
     # tree it checks: a copy of the package here, and a virtualenv below `base`

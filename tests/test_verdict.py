@@ -15,7 +15,7 @@ from pty_acceptance.requirements import CATALOGUE, ENFORCED_BY_GATE
 
 from conftest import REPO
 from test_intoto import validate
-from test_gate import ALL_IDS, last_line, project, run  # noqa: F401 (fixture)
+from test_gate import ALL_IDS, last_line, project, relist, run  # noqa: F401 (fixture)
 
 HOSTILE = "\x1b[2J\x1b[1;1HREADY: marker written \udcff\udcfe</td><script>alert(1)</script>\u202e"
 CLI = REPO / ".venv/bin/pty-acceptance"
@@ -37,6 +37,7 @@ def matrix_lines(outlines: list[str]) -> list[str]:
 
 def with_module(project, body: str, sections: str = "") -> None:
     (project.path / "acceptance/test_all.py").write_text(body)
+    relist(project)  # the checkout's list of tests follows the module (nodeids.py)
     if sections:
         with (project.path / "ROOT-ACCEPTANCE.md").open("a") as f:
             f.write(sections)
@@ -173,10 +174,16 @@ def test_cut():
     assert out.returncode == 1, out.stderr
     lines = out.stdout.splitlines()
     assert matrix_lines(lines) == gate_rows
-    assert lines[-1] == last_line(res)
+    assert lines[-1].endswith(f"recorded verdict of {_stamp(report)}: {last_line(res)} "
+                              "(as that run recorded it; this command wrote no marker)"), lines[-1]
+    assert lines[-1].startswith(f"re-rendered from {report}: host ")
     again = tmp_path / Path(bundle.names(report.name)[1]).name
     first = Path(bundle.names(str(report))[1])
     assert json.loads(again.read_text()) == json.loads(first.read_text())
+
+
+def _stamp(report: Path) -> str:
+    return ET.parse(report).getroot().find("testsuite").get("timestamp")
 
 
 def test_a_bundle_that_cannot_be_written_takes_the_marker_back(project, target):

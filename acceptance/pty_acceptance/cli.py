@@ -157,8 +157,17 @@ def cmd_report(a: argparse.Namespace) -> int:
         print(escape(line))
     for target in written:
         print(escape(f"bundle: {target}"))
-    print(escape(made.verdict.last_line))
+    print(escape(rerendered_line(made.verdict, a.junit)))
     return 0 if made.verdict.ready else 1
+
+
+def rerendered_line(v: verdict.Verdict, junit: str) -> str:
+    """The report command's last line: whose verdict it re-renders, recorded
+    when, and that this command wrote no marker (off the host there is none)."""
+    host = v.hostname or "(host not recorded)"
+    when = v.timestamp or "(time not recorded)"
+    return (f"re-rendered from {junit}: host {host}'s recorded verdict of {when}: {v.last_line} "
+            "(as that run recorded it; this command wrote no marker)")
 
 
 def cmd_verify_statement(a: argparse.Namespace) -> int:

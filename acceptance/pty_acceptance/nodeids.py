@@ -100,7 +100,7 @@ def listing(config) -> bool:
     return any(isinstance(p, Lister) for p in config.pluginmanager.get_plugins())
 
 
-def collect(root: Path) -> dict[str, tuple[str, ...]]:
+def collect(root: Path, inifile: Path | None = None) -> dict[str, tuple[str, ...]]:
     """What the checkout's acceptance/ collects, with each test's requirement
     IDs, in this process: the project's own configuration and conftests, as a
     run loads them (Testinfra's `host` parametrization depends on them), with
@@ -112,7 +112,7 @@ def collect(root: Path) -> dict[str, tuple[str, ...]]:
 
     rec = Lister()
     args = ["--collect-only", "-q", "-p", "no:cacheprovider",
-            "--rootdir", str(root), "-c", str(root / "pyproject.toml"), str(root / "acceptance")]
+            "--rootdir", str(root), "-c", str(inifile or root / "pyproject.toml"), str(root / "acceptance")]
     said = io.StringIO()
     with contextlib.redirect_stdout(said):
         status = pytest.main(args, plugins=[rec])
