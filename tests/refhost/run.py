@@ -74,13 +74,15 @@ def prepare(repo_root: pathlib.Path) -> pathlib.Path:
 
 
 def new_machine(repo_root: pathlib.Path, tree: pathlib.Path, name: str, out: pathlib.Path,
-                before: list[pathlib.Path] = (), after: list[pathlib.Path] = ()) -> Machine:
+                before: list[pathlib.Path] = (), after: list[pathlib.Path] = (),
+                binds: list[tuple[str, str, bool]] = ()) -> Machine:
     """A reference host (not booted yet) with the repo at GUEST_SRC (read-only) and a
-    scratch directory at GUEST_OUT holding the before-/after-suite scripts."""
+    scratch directory at GUEST_OUT holding the before-/after-suite scripts; `binds`
+    (host path, guest path, read-only) are added."""
     scratch = WORK_ROOT / name / "out"  # in the machine's work dir: removed with it
     m = Machine(tree, name=name, console_log=out / "console.log",
                 binds=[(str(repo_root), GUEST_SRC, True), (str(scratch), GUEST_OUT, False),
-                       *npmdist.binds()])
+                       *npmdist.binds(), *binds])
     try:
         scratch.mkdir(parents=True)
         for i, s in enumerate(before):
