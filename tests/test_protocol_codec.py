@@ -97,3 +97,26 @@ def test_descriptor_passing_and_ctrunc_detection():
             os.close(fd)
         a.close()
         b.close()
+
+
+# -- the first exchange: does the supervisor speak this framing at all?
+def test_a_hello_ok_or_an_error_is_the_contracts_framing():
+    assert p.handshake_problem(p.encode(p.T.HELLO_OK, bytes(16))) is None
+    assert p.handshake_problem(p.encode(p.T.ERROR, b"\x00\x01no")) is None
+    assert p.handshake_problem(b"") is None  # closed without a word: not a framing question
+
+
+@pytest.mark.parametrize("reply, why", [
+    (struct.pack("<BI", 0x81, 16) + bytes(16), "frame type 0x00 not allowed"),       # type first, little-endian
+    (struct.pack("<IB", 16, 0x81) + bytes(16), "exceeds its bound 16"),              # little-endian length
+    (b'{"ok": true, "invocation": "x"}\n', "not allowed in this direction"),        # a JSON line
+    (p.encode(p.T.HELLO_OK, bytes(8)), "not a 16-byte InvocationID"),
+    (p.encode(p.T.EXIT, bytes(8)), "not HELLO_OK or ERROR"),
+])
+def test_another_framing_is_named(reply, why):
+    assert why in (p.handshake_problem(reply) or "")
+
+
+def test_shown_bytes_are_bounded_hex():
+    assert p.shown(b"\x81\x10") == "81 10"
+    assert p.shown(bytes(100)).endswith("(+36 bytes)") and p.shown(bytes(100)).count("00") == 64

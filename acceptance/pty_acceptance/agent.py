@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import protocol as p  # noqa: E402  (the copy staged beside this file)
 
 HELPER_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+RAW_KEPT = 4096  # bytes of the supervisor's first answer kept for the suite
 
 
 class Agent:
@@ -253,23 +254,27 @@ class Agent:
 
 
 def read_frame(sock, timeout):
-    """One frame from the supervisor (bounded), as JSON-safe fields; EOF is None."""
+    """One frame from the supervisor (bounded), as JSON-safe fields; EOF is None.
+    "raw": the first bytes received (hex, at most RAW_KEPT), for the suite's
+    judgement of the wire format (protocol.handshake_problem)."""
     sock.settimeout(timeout)
     dec = p.Decoder(p.FROM_SUPERVISOR)
+    raw = b""
     while True:
         try:
             data = sock.recv(65536)
         except (ConnectionResetError, socket.timeout) as e:
-            return {"closed": type(e).__name__}
+            return {"closed": type(e).__name__, "raw": raw.hex()}
         if not data:
-            return {"closed": "eof"}
+            return {"closed": "eof", "raw": raw.hex()}
+        raw = (raw + data)[:RAW_KEPT]
         try:
             frames = dec.feed(data)
         except p.ProtocolError as e:
-            return {"bad": str(e)}
+            return {"bad": str(e), "raw": raw.hex()}
         if frames:
             f = frames[0]
-            return {"type": f.type, "name": f.name, "payload": f.payload.hex()}
+            return {"type": f.type, "name": f.name, "payload": f.payload.hex(), "raw": raw.hex()}
 
 
 def classify(socks, window, answers):

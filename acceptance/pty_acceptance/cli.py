@@ -11,6 +11,7 @@
     pty-acceptance verify-statement ENVELOPE --pubkey FILE [--sign-tool openssl|ssh-keygen|gpg]
     pty-acceptance fleet-summary DIR --run-id ID HOST...
     pty-acceptance node-ids [--write]
+    pty-acceptance preflight [--inventory FILE]
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import re
 import sys
 from pathlib import Path
 
-from . import bundle, checklist, fleet, inventory, manifest, marker, nodeids, reports, signing, verdict
+from . import (bundle, checklist, fleet, inventory, manifest, marker, nodeids, preflight, reports,
+               signing, verdict)
 from .terminal import escape
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -246,6 +248,19 @@ def cmd_node_ids(a: argparse.Namespace) -> int:
     return 1 if lines else 0
 
 
+def cmd_preflight(a: argparse.Namespace) -> int:
+    """Is this a host the suite can judge? Read-only, what a run checks first."""
+    found = preflight.check(a.inventory or str(DEFAULT_INVENTORY))
+    for f in found.findings:
+        print(escape(f.line()))
+    if found.cause:
+        print(escape(f"PREFLIGHT FAILED: {len(found.failed)} of {len(found.findings)} checks: "
+                     f"first {found.cause}"))
+        return 1
+    print(f"PREFLIGHT OK: {len(found.findings)} checks")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pty-acceptance")
     sub = p.add_subparsers(dest="command", required=True)
@@ -317,6 +332,10 @@ def parser() -> argparse.ArgumentParser:
                         "SUITE-3) against what the checkout collects; exit 0 when it matches")
     ni.add_argument("--write", action="store_true", help="write the list anew from the checkout")
     ni.set_defaults(func=cmd_node_ids)
+    pf = sub.add_parser("preflight", help="read-only, in seconds: is this a host the suite can judge "
+                        "(systemd, the bus, the inventory, what it names, the host programs)?")
+    pf.add_argument("--inventory", default=None, help="default inventories/target.yml")
+    pf.set_defaults(func=cmd_preflight)
     return p
 
 

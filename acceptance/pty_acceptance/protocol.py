@@ -173,6 +173,40 @@ class Decoder:
         return out
 
 
+# ------------------------------------------------------------------ the first exchange
+HANDSHAKE_SHOWN = 64  # bytes of a reply shown when it does not parse
+
+
+def handshake_problem(reply: bytes, closed: str | None = None) -> str | None:
+    """Whether the supervisor's answer to HELLO is in this format: exactly one
+    frame, HELLO_OK with a 16-byte InvocationID or ERROR with a code, and
+    nothing after it but the end of the stream. None when it is; otherwise
+    what does not fit, in words. A reply that stops early (the supervisor
+    closed without a word, or is still silent) is not judged here."""
+    if not reply:
+        return None
+    try:
+        frames = Decoder(FROM_SUPERVISOR).feed(reply)
+    except ProtocolError as e:
+        return str(e)
+    if not frames:
+        return None if closed is None else f"the stream ended inside a frame ({closed})"
+    first = frames[0]
+    if first.type == T.HELLO_OK and len(first.payload) != BOUNDS[T.HELLO_OK]:
+        return f"HELLO_OK carries {len(first.payload)} bytes, not a 16-byte InvocationID"
+    if first.type not in (T.HELLO_OK, T.ERROR):
+        return f"HELLO was answered with {first.name}, not HELLO_OK or ERROR"
+    if first.type == T.ERROR:
+        parse_error(first)
+    return None
+
+
+def shown(data: bytes, limit: int = HANDSHAKE_SHOWN) -> str:
+    """Bytes from the wire, for a message: hex, at most `limit` bytes, and how many more."""
+    more = len(data) - limit
+    return data[:limit].hex(" ") + (f" (+{more} bytes)" if more > 0 else "")
+
+
 # ------------------------------------------------------------------ sockets
 def send_frame(sock: socket.socket, frame: bytes, fds: list[int] = ()) -> None:
     """Send one frame; `fds` go as one SCM_RIGHTS message with its first byte."""

@@ -27,6 +27,8 @@ comments allowed), read once at start. Unknown words are logged and ignored.
   exit-status-zero           report every session end as EXIT (0, 0)
   session-killmode-process   KillMode=process for session units (descendants outlive a stop)
   session-private-network    PrivateNetwork=yes for session units (no loopback to the servers)
+  other-framing              every frame to the peer as u8 type + u32 little-endian length (a
+                             supervisor that read PROTOCOL.md otherwise: HELLO_OK is not ours)
 
 Not a fault (the bench's what-if, `pty-acceptance bench --what-if WORD`; the
 suite must still pass with it, and the fault catalogue never names it):
@@ -673,6 +675,8 @@ def b64(b):
 
 
 def frame(t, payload=b''):
+    if 'other-framing' in FAULTS:  # another reading of PROTOCOL.md: type first, little-endian length
+        return struct.pack('<BI', t, len(payload)) + payload
     return struct.pack('>IB', len(payload), t) + payload
 
 

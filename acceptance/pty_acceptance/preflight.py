@@ -1,0 +1,201 @@
+"""Is this a host the suite can judge at all? Read-only, in seconds, before any
+module (issue 22; SUITE-3: what could not be checked never passes).
+
+A run on a machine that is not a target host (no systemd as PID 1, no system
+bus, an inventory that does not load, a supervisor that is not installed)
+would otherwise fail every module in its own words, a hundred times over. The
+preflight finds the first such cause, the gate reports it once, first and
+last, and the tests that depend on it are not run (gate.py groups them by
+module): nothing passes, nothing is hidden.
+
+Checks, in order (a later one needs the earlier ones):
+1. systemd is PID 1 (`/proc/1/comm`, `/run/systemd/system`);
+2. the system bus answers (systemd's Manager over D-Bus);
+3. the inventory loads, every pin filled (`inventory.load`: a `FILL-IN`
+   placeholder names its requirement);
+4. what the inventory names exists: the supervisor unit loaded and active,
+   the slice loaded, no unit file for the peer (the suite starts its own
+   under that name), the candidate unit file, the three binaries, the socket,
+   the runtime, server.env, bun and the harness, the service user and group,
+   the build user;
+5. every host program the suite runs, by absolute path (`programs.py`): it
+   lists them, it never installs one.
+
+Every check only reads (lstat, /proc, D-Bus properties); none follows a link
+in a place the service user can write.
+"""
+
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+import stat
+from dataclasses import dataclass
+
+from . import hostfs, inventory, programs
+
+# Host programs every run needs, by name (programs.path finds them in the
+# system directories): systemd's tools, strace (HELPER, RUNTIME-2), the
+# interpreter the peer agent and the probes run in, script(1) (the contract's
+# launcher), the shell and coreutils the sessions run, and what Testinfra's
+# `host` runs (id, getent, ss).
+# `host` runs (id, getent, ss). Names are looked up in the system directories;
+# absolute paths are where the suite (or the contract's launcher) names them.
+PROGRAMS = ("systemctl", "systemd-analyze", "strace", "id", "getent", "ss", "/usr/bin/python3",
+            "/usr/bin/script", "/bin/sh", "/bin/sleep", "/bin/cat", "/bin/true", "/bin/echo")
+
+
+@dataclass(frozen=True)
+class Finding:
+    what: str
+    ok: bool
+    detail: str
+
+    def line(self) -> str:
+        return f"{'ok' if self.ok else 'FAILED'}  {self.what}: {self.detail}"
+
+
+@dataclass
+class Result:
+    findings: list[Finding]
+    inventory: inventory.Inventory | None = None
+
+    @property
+    def failed(self) -> list[Finding]:
+        return [f for f in self.findings if not f.ok]
+
+    @property
+    def cause(self) -> str | None:
+        """The first failed check, in words (None: every check passed)."""
+        bad = self.failed
+        return f"{bad[0].what}: {bad[0].detail}" if bad else None
+
+
+def _pid1() -> Finding:
+    try:
+        comm = hostfs.read_file("/proc/1/comm", 256).decode("ascii", "replace").strip()
+    except OSError as e:
+        return Finding("systemd", False, f"/proc/1/comm cannot be read ({e.strerror or e})")
+    booted = os.path.isdir("/run/systemd/system") and not os.path.islink("/run/systemd/system")
+    if comm != "systemd" or not booted:
+        return Finding("systemd", False, f"PID 1 is {comm!r}, not systemd"
+                       + ("" if booted else ", and /run/systemd/system does not exist")
+                       + ": this is not a target host (run the suite on the host it accepts)")
+    return Finding("systemd", True, "PID 1 is systemd")
+
+
+def _bus() -> tuple[Finding, object | None]:
+    from .bus import BusError, Systemd
+
+    try:
+        bus = Systemd.connect()
+        bus.call("GetDefaultTarget")
+    except (OSError, BusError) as e:
+        return Finding("system bus", False, f"systemd does not answer on the system bus ({e})"), None
+    return Finding("system bus", True, "systemd answers"), bus
+
+
+def _unit(bus, name: str, role: str, want_active: bool) -> Finding:
+    from .bus import BusError
+
+    try:
+        props = bus.properties(name)
+    except BusError as e:
+        return Finding(f"unit {name}", False, f"cannot be read ({e})")
+    if props is None or props.get("LoadState") != "loaded":
+        state = "not loaded" if props is None else f"LoadState={props.get('LoadState')}"
+        return Finding(f"unit {name}", False, f"the {role} is {state}: is it installed?")
+    if want_active and props.get("ActiveState") != "active":
+        return Finding(f"unit {name}", False, f"the {role} is {props.get('ActiveState')}/"
+                       f"{props.get('SubState')}, not active: start it before the run")
+    return Finding(f"unit {name}", True, f"the {role}, {props.get('ActiveState')}")
+
+
+def _no_peer(bus, name: str) -> Finding:
+    from .bus import BusError
+
+    try:
+        props = bus.properties(name)
+    except BusError as e:
+        return Finding(f"unit {name}", False, f"cannot be read ({e})")
+    if props and props.get("FragmentPath"):
+        return Finding(f"unit {name}", False, f"the peer has a unit file ({props.get('FragmentPath')}): "
+                       "the suite starts its own disposable peer under that name, before the cutover")
+    return Finding(f"unit {name}", True, "no unit file: the suite's disposable peer can use the name")
+
+
+def _node(path: str, what: str, test, kind: str) -> Finding:
+    node = hostfs.Node.at(path)
+    if not node.exists:
+        return Finding(what, False, f"{path} does not exist")
+    if not test(node.st.st_mode):
+        return Finding(what, False, f"{path} is a {hostfs.kind_of(node.st.st_mode)}, expected a {kind}")
+    return Finding(what, True, path)
+
+
+def _file(path: str, what: str) -> Finding:
+    return _node(path, what, stat.S_ISREG, "regular file")
+
+
+def _account(name: str, what: str, db) -> Finding:
+    try:
+        db(name)
+    except KeyError:
+        return Finding(what, False, f"{name!r} does not exist on this host")
+    return Finding(what, True, name)
+
+
+def programs_needed(inv: inventory.Inventory | None) -> list[tuple[str, str]]:
+    """(path, what for) of every host program the suite runs."""
+    out = [(n if n.startswith("/") else programs.path(n), n) for n in PROGRAMS]
+    if inv is not None:
+        out += [(inv.build["go"], "build.go (BUILD-1)"), (inv.plugin["bun"], "plugin.bun (PLUGIN-1)")]
+    return out
+
+
+def _inventory_findings(bus, inv: inventory.Inventory) -> list[Finding]:
+    units = inv.units
+    out = [_unit(bus, units["supervisor"], "supervisor", True), _unit(bus, units["slice"], "session slice", False),
+           _no_peer(bus, units["peer"]), _file(units["candidate_file"], "the candidate unit file")]
+    out += [_file(b.path, f"binary {b.role}") for b in inv.binaries_list]
+    out.append(_node(inv.socket, "the supervisor socket", stat.S_ISSOCK, "socket"))
+    out += [_file(inv.runtime["binary"], "runtime.binary"), _file(inv.cutover["server_env"], "server.env"),
+            _file(inv.plugin["harness"], "plugin.harness")]
+    out += [_account(inv.service_user, "the service user", pwd.getpwnam),
+            _account(inv.service_group, "the service group", grp.getgrnam),
+            _account(inv.build["user"], "build.user", pwd.getpwnam)]
+    return out
+
+
+def check(inventory_file: str) -> Result:
+    """Every check in order; stops where a later check cannot be made."""
+    found = [_pid1()]
+    bus = None
+    if found[-1].ok:
+        bus_finding, bus = _bus()
+        found.append(bus_finding)
+    try:
+        inv = inventory.load(inventory_file)
+        found.append(Finding("inventory", True, f"{inventory_file} loads, every pin filled"))
+    except inventory.InventoryError as e:
+        inv = None
+        found.append(Finding("inventory", False, str(e)))
+    try:
+        if inv is not None and bus is not None:
+            found += _inventory_findings(bus, inv)
+    finally:
+        if bus is not None:
+            bus.close()
+    found += [_program(path, why) for path, why in programs_needed(inv)]
+    return Result(found, inv)
+
+
+def _program(path: str, why: str) -> Finding:
+    """An executable file at `path` (a link in a system directory, /bin/sh ->
+    dash, is how Debian installs some: it is executed, never judged for ownership
+    here; OWN-1 judges the suite's binaries)."""
+    if os.path.isfile(path) and os.access(path, os.X_OK):
+        return Finding(f"program {why}", True, path)
+    return Finding(f"program {why}", False, f"{path} is not an executable file: the suite needs "
+                   "it and never installs it")
