@@ -10,7 +10,6 @@ import select
 import signal
 import socket
 import subprocess
-import tempfile
 import sys
 import time
 from pathlib import Path
@@ -305,4 +304,6 @@ def test_an_interrupt_during_a_units_start_leaves_nothing(monkeypatch):
     assert bus.calls == [("start", "opencode-v2.service"), ("stop", "opencode-v2.service")]
     assert not bus.running
     assert unit.stage is None and unit.agent is None
-    assert not list(Path(tempfile.gettempdir()).glob("pty-acceptance-agent-*")), "the staged agent was left"
+    from pty_acceptance import scratch
+
+    assert not list(Path(scratch.root().path).glob("pty-acceptance-agent-*")), "the staged agent was left"

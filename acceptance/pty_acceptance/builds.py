@@ -6,7 +6,9 @@ The source tree belongs to the service user (SUITE-4). Root copies it by
 descriptor walk: openat with O_NOFOLLOW on every component, only directories
 and regular files (a link, FIFO, socket or device is a BuildError naming the
 path and its kind), each copy created O_EXCL and handed to the build user by
-descriptor. Go runs with an environment built here, never inherited, and with
+descriptor. The build directories are made in the run's scratch area
+(scratch.py: the build user cannot rename them or put a FIFO in their place)
+and removed by descriptor. Go runs with an environment built here, never inherited, and with
 GOWORK=off and GOENV=off: a go.work in a parent directory (/tmp) or a go env
 file cannot steer either build. The artifacts are read back the same way.
 """
@@ -16,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import os
 import pwd
-import shutil
 import stat
 import subprocess
 import tempfile
@@ -24,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import hostfs
+from . import hostfs, scratch
 from .inventory import Inventory
 
 BUILD_ENV = {"CGO_ENABLED": "0", "GOOS": "linux", "GOARCH": "amd64"}
@@ -209,7 +210,7 @@ def build_sets(inv: Inventory, acct, labels) -> list[BuildSet]:
     sets: list[BuildSet] = []
     try:
         for label in labels:
-            sets.append(BuildSet(label, tempfile.mkdtemp(prefix=f"pty-acceptance-build-{label}-")))
+            sets.append(BuildSet(label, scratch.make(f"pty-acceptance-build-{label}-")))
             copy_source(inv.build["source_dir"], sets[-1].directory, acct)
         isolation = " ".join(f"{k}={v}" for k, v in ISOLATION_ENV.items())
         for b in inv.binaries_list:
@@ -237,7 +238,7 @@ def build_sets(inv: Inventory, acct, labels) -> list[BuildSet]:
                 bs.artifacts[b.role] = _artifact(out)
     except BaseException:
         for bs in sets:
-            shutil.rmtree(bs.directory, ignore_errors=True)
+            scratch.remove(bs.directory)
         raise
     return sets
 
@@ -260,5 +261,5 @@ def reproduce(inv: Inventory) -> Reproduction:
         raise BuildError(f"{inv.build['go']} version failed: {ver.stderr.decode(errors='replace')}")
     sets = build_sets(inv, acct, ("a", "b"))
     for s in sets:
-        shutil.rmtree(s.directory, ignore_errors=True)
+        scratch.remove(s.directory)
     return Reproduction(acct.pw_name, ver.stdout.decode().strip(), go_sum_sha, sets)

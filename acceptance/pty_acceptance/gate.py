@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from . import bundle, hostfs, manifest, marker, reports, running, signing, startup, terminal, verdict, waivers
+from . import bundle, hostfs, manifest, marker, reports, running, scratch, signing, startup, terminal, verdict, waivers
 from .checklist import Section
 from .inventory import Inventory
 from .marks import check_requirement_marks, requirement_ids
@@ -256,6 +256,8 @@ def blockers(config: pytest.Config, state: GateState, exitstatus: int) -> list[B
     out += module_blockers(state)
     out += duplicate_blockers(state)
     out += outcome_blockers(state)
+    out += [Blocker(("SUITE-1", "SUITE-4"), f"a directory the run made and handed out was not removed: {u}")
+            for u in scratch.unfinished()]
     if not state.items:
         out.append(Blocker(("SUITE-3",), "no acceptance test was collected"))
     out += coverage_blockers(state)
