@@ -4,7 +4,7 @@ A workspace handed to the service user used to be a directory of its own in
 sticky /tmp: the user could rename it and put a FIFO in its place, and root's
 cleanup (shutil.rmtree opens the path O_RDONLY) blocked forever. A SIGKILLed
 run left such directories forever (only root-owned ones were removed at the
-next start). Now every such directory lives under a root-owned 0711 scratch
+next start). Now every such directory lives under a root-owned 0755 scratch
 root recorded in the run directory: the user cannot rename it, root removes
 it by descriptor, and the next run removes what a killed one left.
 
@@ -115,7 +115,7 @@ def test_a_workspace_its_user_swaps_for_a_fifo_is_still_removed_at_once(safe_dir
     assert os.listdir(safe_dir / "run") == [], "the scratch area's record was left"
 
 
-def test_the_scratch_root_is_roots_0711_and_recorded_until_it_is_removed(safe_dir, monkeypatch):
+def test_the_scratch_root_is_roots_0755_and_recorded_until_it_is_removed(safe_dir, monkeypatch):
     tmp = private_tmp(safe_dir)
     monkeypatch.setattr(rundir, "_current", str(safe_dir / "run"))
     monkeypatch.setattr(scratch, "_root", None)
@@ -123,7 +123,7 @@ def test_the_scratch_root_is_roots_0711_and_recorded_until_it_is_removed(safe_di
     d = scratch.make("pty-acceptance-x-", owner=(NOBODY, NOBODY))
     root = os.path.dirname(d)
     st = os.lstat(root)
-    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, 0, 0o711)
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, 0, 0o755)
     assert os.path.dirname(root) == str(tmp) and os.path.basename(root).startswith(scratch.PREFIX)
     (record,) = [n for n in os.listdir(safe_dir / "run") if rundir.SCRATCH_RECORD.match(n)]
     assert f'"path": "{root}"' in (safe_dir / "run" / record).read_text()

@@ -280,7 +280,7 @@ def open_cwd(path: str) -> int:
 @contextlib.contextmanager
 def workspace(user: str, prefix: str):
     """A fresh 0700 directory of the service user for a session's cwd: made by
-    root in the run's scratch area (whose root-owned 0711 parent the user
+    root in the run's scratch area (whose root-owned parent the user
     cannot rename in), handed over through its descriptor (never by path),
     removed by descriptor afterwards (SUITE-4). Yields (its path, reached
     without a link: as strace and /proc show it, (st_dev, st_ino))."""

@@ -15,7 +15,7 @@ holds:
   (root, who made it, and the user it is then given to).
 - ``pty-acceptance-<tag>-runtime.env``: the root-only copy of the runtime's
   environment files (handoff.py).
-- ``scratch-<hex>.json``: the run's scratch area (scratch.py: the 0711
+- ``scratch-<hex>.json``: the run's scratch area (scratch.py: the root-owned
   directory in /tmp that holds every temporary directory the run makes, the
   service user's workspaces and build directories among them): its path,
   device and inode, from the moment it exists until the run has removed it.

@@ -1,15 +1,18 @@
-"""The run's one scratch area, under a root-owned 0711 parent (SUITE-4, SUITE-5).
+"""The run's one scratch area, under a root-owned parent no one else may write (SUITE-4, SUITE-5).
 
 Every temporary directory the suite makes (the workspaces and build
 directories it hands to the service user, the agent's staged copy, trace
 directories, the JUnit writer's private directory, test modules' own) is made
 inside one directory per run, ``<tmp>/pty-acceptance-run-XXXXXXXX``: made by
-mkdtemp, reached from "/" without a link, set root:root 0711 on its
-descriptor. The user may pass through it but not rename, replace or add an
-entry there, so a directory the suite made stays the one it made: in sticky
-/tmp itself the owner of a directory (the user, once it is handed over) may
-rename it and put a FIFO or a link in its place, and a cleanup by name would
-then block on the FIFO or follow the link. Directories are made with mkdirat
+mkdtemp, reached from "/" without a link, set root:root 0755 on its
+descriptor. The user may pass through it and list it but not rename, replace
+or add an entry there, so a directory the suite made stays the one it made
+(0755, not 0711: a session unit with PrivateTmp= sees its working directory
+outside its own /tmp, and getcwd() then finds its path by reading each parent
+directory, which 0711 refuses). In sticky /tmp itself the owner of a
+directory (the user, once it is handed over) may rename it and put a FIFO or
+a link in its place, and a cleanup by name would then block on the FIFO or
+follow the link. Directories are made with mkdirat
 in the scratch root's descriptor, handed over (fchown, fchmod) on their own
 descriptor and removed by descriptor (hostfs.remove_tree_at), never reopened
 by name.
@@ -37,7 +40,7 @@ from dataclasses import dataclass
 from . import hostfs, rundir, terminal
 
 PREFIX = "pty-acceptance-run-"
-MODE = 0o711
+MODE = 0o755
 
 
 class ScratchError(OSError):
