@@ -45,7 +45,7 @@ def candidates():
                 continue
             if os.path.basename(cwd).startswith("pty-acceptance-"):
                 found.add(cwd)
-    return {p for p in found if mine(p)}
+    return {p for p in found if mine(p) and ".swapped-" not in p}  # not what it moved away itself
 
 
 n = 0
