@@ -103,10 +103,12 @@ def test_waits(held):
 def test_a_signalled_run_tears_down_and_writes_no_marker(project, target, safe_dir, sig, tmp_path):
     (project.path / "acceptance/test_wait.py").write_text(SIGTERM_MODULE)
     torn = tmp_path / "torn-down"
+    tmp = safe_dir / "tmp"  # the run's temporary directory: its scratch area goes with the teardown
+    tmp.mkdir(mode=0o1777)
     p = subprocess.Popen([sys.executable, "-m", "pytest", "-s", "acceptance/", "--inventory",
                           str(target.inventory)], cwd=project.path, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                         env=dict(os.environ, TORN_DOWN=str(torn), PYTHONUNBUFFERED="1"))
+                         env=dict(os.environ, TORN_DOWN=str(torn), PYTHONUNBUFFERED="1", TMPDIR=str(tmp)))
     try:
         seen = wait_line(p, b"STARTED")
         p.send_signal(sig)
@@ -122,6 +124,7 @@ def test_a_signalled_run_tears_down_and_writes_no_marker(project, target, safe_d
     assert "the session was interrupted" in text
     assert torn.read_text() == "yes\n", "the fixture was not torn down"
     assert not os.path.lexists(target.marker)
+    assert os.listdir(tmp) == [] and os.listdir(run_dir(safe_dir)) == ["lock"], "the scratch area was left"
     rundir.acquire(run_dir(safe_dir)).release()  # the lock went with the run
 
 
