@@ -64,7 +64,7 @@ def test_installed_binary_equals_the_reproduced_build(inv, reproduction, role, e
     b = {x.role: x for x in inv.binaries_list}[role]
     built = reproduction.sets[0].artifacts[role]
     try:
-        installed = hostfs.read_nofollow(b.path, 1 << 30)
+        installed = hostfs.read_file(b.path, inv.limit("artifact_bytes"))
     except OSError as e:
         pytest.fail(f"BUILD-3: cannot read {b.path}: {e}", pytrace=False)
     evidence("installed", f"{hashlib.sha256(installed).hexdigest()}  {b.path}")
@@ -77,7 +77,7 @@ def test_installed_binary_equals_the_reproduced_build(inv, reproduction, role, e
 @pytest.mark.requirement("SCOPE-1")
 def test_source_manifest_is_the_claimed_manifest(inv, evidence):
     try:
-        digest, listing = manifest.compute(inv.pilot_root, inv.code_root)
+        digest, listing = manifest.compute(inv.pilot_root, inv.code_root, inv.tree_bounds())
     except manifest.ManifestError as e:
         pytest.fail(f"SCOPE-1: the source manifest cannot be computed: {e}", pytrace=False)
     evidence("listing", listing)

@@ -36,13 +36,12 @@ descriptor map or the session's processes.
 
 import os
 import stat
-import tempfile
 import time
 
 import pytest
 
 from pty_acceptance import helpertrace as ht
-from pty_acceptance import hostfs, observe
+from pty_acceptance import hostfs, observe, scratch
 from pty_acceptance import protocol as p
 from pty_acceptance.lifecycle import poll
 from pty_acceptance.session import RawSession
@@ -203,7 +202,7 @@ def test_helper_keeps_received_descriptors_from_any_exec(traced, evidence):
 def test_supervisor_holds_the_received_descriptor_close_on_exec(inv, bus, module_peer, evidence):
     supervisor = inv.units["supervisor"]
     baseline = observe.supervisor_descriptors(bus, supervisor)
-    with tempfile.TemporaryDirectory(prefix="pty-acceptance-received-") as d:
+    with scratch.directory("pty-acceptance-received-") as d:
         want = os.stat(d)
         raw = RawSession(module_peer, inv.socket).open()
         try:
@@ -277,8 +276,7 @@ def _foreign_descriptors(procs, cat: int) -> tuple[dict, list[str]]:
 @pytest.mark.requirement("HELPER-4")
 def test_session_processes_inherit_no_foreign_descriptor(inv, bus, module_peer, evidence):
     cat_exe = os.path.realpath("/bin/cat")
-    with tempfile.TemporaryDirectory(prefix="pty-acceptance-cwd-") as d:
-        os.chmod(d, 0o755)
+    with scratch.directory("pty-acceptance-cwd-", mode=0o755) as d:
         raw = RawSession(module_peer, inv.socket).open()
         try:
             raw.sock.settimeout(10)

@@ -13,12 +13,10 @@ SCOPE-4  the report states host acceptance and says it is not source approval.
 
 import os
 import re
-import shutil
-import tempfile
 
 import pytest
 
-from pty_acceptance import hostfs, marker
+from pty_acceptance import hostfs, marker, scratch
 from pty_acceptance.marks import requirement_ids
 from pty_acceptance.plugin import STATE
 
@@ -50,12 +48,8 @@ def test_the_marker_directory_chain_is_root_controlled(gate_state, evidence):
 @pytest.fixture
 def scratch_root():
     """A private root-owned tree standing in for / (removed afterwards)."""
-    d = tempfile.mkdtemp(prefix="pty-acceptance-marker-")
-    os.chmod(d, 0o755)
-    try:
+    with scratch.directory("pty-acceptance-marker-", mode=0o755) as d:
         yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
 
 
 BAD = [  # (name, how the good content is spoiled, expected rule)

@@ -55,7 +55,7 @@ def test_binary_lives_in_a_root_controlled_libexec(inv, role, evidence):
 def test_binary_hash_is_the_claimed_hash(inv, role, evidence):
     b = _binary(inv, role)
     try:
-        actual = hostfs.sha256_nofollow(b.path)
+        actual = hostfs.sha256_nofollow(b.path, inv.limit("artifact_bytes"))
     except OSError as e:
         pytest.fail(f"SCOPE-2: cannot hash {b.path}: {e}", pytrace=False)
     evidence("sha256", f"{actual}  {b.path}")

@@ -24,6 +24,7 @@ import tempfile
 import pytest
 
 from pty_acceptance import hostfs, smoke
+from pty_acceptance import scratch
 from pty_acceptance.peer import workspace
 from pty_acceptance.terminal import escape
 
@@ -106,17 +107,16 @@ def fresh_helper(reproduced):
     made, why = reproduced
     if made is None:
         pytest.fail(f"PLUGIN-1: no freshly built helper: BUILD-1 could not build: {why}", pytrace=False)
-    d = tempfile.mkdtemp(prefix="pty-acceptance-fresh-helper-")
+    d = scratch.make("pty-acceptance-fresh-helper-", mode=0o755)
     try:
         dfd = hostfs.open_dir(d)
         try:
-            os.fchmod(dfd, 0o755)
             hostfs.create_at(dfd, FRESH_CLIENT, made.sets[0].artifacts["client"], 0o755)
         finally:
             os.close(dfd)
         yield os.path.join(d, FRESH_CLIENT), made.sets[0].sha256("client")
     finally:
-        shutil.rmtree(d, ignore_errors=True)
+        scratch.remove(d)
 
 
 @pytest.mark.requirement("PLUGIN-1")

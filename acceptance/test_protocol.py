@@ -59,7 +59,6 @@ import re
 import secrets
 import struct
 import subprocess
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -67,6 +66,7 @@ import pytest
 from pty_acceptance import helpertrace as ht
 from pty_acceptance import observe
 from pty_acceptance import protocol as p
+from pty_acceptance import scratch
 from pty_acceptance.bus import SERVICE_IFACE
 from pty_acceptance.session import RawSession, SessionError
 from pty_acceptance.systemd import ANY_SESSION
@@ -436,8 +436,7 @@ def _launch(inv, args: list[str], workdir: str, env: dict) -> tuple[int, bytes]:
 
 @pytest.fixture(scope="module")
 def workdir():
-    with tempfile.TemporaryDirectory(prefix="pty-acceptance-launch-") as d:
-        os.chmod(d, 0o755)
+    with scratch.directory("pty-acceptance-launch-", mode=0o755) as d:
         yield d
 
 
@@ -476,8 +475,7 @@ def test_launcher_runs_canonical_arguments_in_the_passed_directory(inv, workdir,
 def live(inv, bus, module_peer):
     """A live session running cat: its ExecStart, processes and descriptors."""
     argv = ["/bin/sh", "-c", "exec cat", "with space", "quote'\"$x", "new\nline", ""]
-    with tempfile.TemporaryDirectory(prefix="pty-acceptance-live-") as d:
-        os.chmod(d, 0o755)
+    with scratch.directory("pty-acceptance-live-", mode=0o755) as d:
         raw = _open(module_peer, inv)
         try:
             raw.start(argv, cwd=d)

@@ -34,6 +34,7 @@ import signal
 
 import pytest
 
+from pty_acceptance import lifecycle
 from pty_acceptance import livesession as live
 from pty_acceptance import sessionunit
 from pty_acceptance import protocol as p
@@ -310,9 +311,11 @@ def _kill_main(inv, bus, unit, rid):
     main_pid, cg = session_processes(bus, unit, rid)
     try:
         live.wait_for_command(cg, [b"cat"], SESSION_S)
-        os.kill(main_pid, signal.SIGKILL)
+        why = lifecycle.kill_inside(main_pid, None, cg)  # only while it is in the vouched unit
     except (TimeoutError, OSError) as e:
-        fail(f"{rid}: cannot SIGKILL the main process {main_pid} of {unit}: {e}")
+        why = str(e)
+    if why:
+        fail(f"{rid}: cannot SIGKILL the main process {main_pid} of {unit}: {why}")
     return main_pid
 
 

@@ -24,7 +24,7 @@ from pty_acceptance import hostfs, runtime
 def identity(inv):
     """The runtime binary's identity, or the reason it could not be read."""
     try:
-        return runtime.identify(inv.runtime["binary"])
+        return runtime.identify(inv.runtime["binary"], limit=inv.limit("runtime_bytes"))
     except runtime.RuntimeError_ as e:
         return str(e)
 

@@ -43,15 +43,13 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import shutil
-import tempfile
 from dataclasses import dataclass
 
 import pytest
 
 from pty_acceptance import analyze, cgroups
 from pty_acceptance import livesession as live
-from pty_acceptance import standin, terminal
+from pty_acceptance import hostfs, scratch, standin, terminal
 from pty_acceptance.bus import SERVICE_IFACE, BusError
 from pty_acceptance.marks import fail
 from pty_acceptance.peer import PeerError
@@ -111,14 +109,14 @@ def _standins(stack, inv, uid, gid):
 
 
 def _cwd(stack):
-    d = tempfile.mkdtemp(prefix="pty-acceptance-cwd-")
-    stack.callback(shutil.rmtree, d, True)
-    os.chmod(d, 0o755)
+    d = stack.enter_context(scratch.directory("pty-acceptance-cwd-", mode=0o755))
     token = secrets.token_hex(16)
-    with open(os.path.join(d, "token"), "w") as f:
-        f.write(token)
-    os.chmod(os.path.join(d, "token"), 0o644)
-    return os.path.realpath(d), token
+    dfd = hostfs.open_dir(d)
+    try:
+        hostfs.create_at(dfd, "token", token.encode(), 0o644)
+    finally:
+        os.close(dfd)
+    return d, token
 
 
 @pytest.fixture(scope="module")

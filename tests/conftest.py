@@ -28,6 +28,28 @@ def _need_root():
         pytest.exit("the suite's own tests need root (they write root-owned marker trees)", 4)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_run_dir(_need_root):
+    """The library's run directory (the scratch area's record, stand-in
+    ledgers) is a private one for the suite's own tests, never the host's
+    /run/pty-acceptance; the scratch area a library call made goes at the end."""
+    from pty_acceptance import hostfs, rundir, scratch
+
+    d = tempfile.mkdtemp(prefix="pty-acc-tests-", dir="/run")
+    before = rundir.current()
+    rundir.use(os.path.join(d, "run"))
+    try:
+        yield
+    finally:
+        scratch.finish()
+        rundir.use(before)
+        parent = hostfs.open_dir("/run")
+        try:
+            hostfs.remove_tree_at(parent, os.path.basename(d), d)
+        finally:
+            os.close(parent)
+
+
 @pytest.fixture
 def safe_dir():
     """A fresh directory under /run: every directory above it is root-owned

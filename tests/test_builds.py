@@ -8,15 +8,13 @@ writes its environment and working directory where `-o` points."""
 import hashlib
 import os
 import pwd
-import shutil
 import stat
-import tempfile
 from pathlib import Path
 
 import pytest
 import yaml
 
-from pty_acceptance import builds, inventory
+from pty_acceptance import builds, inventory, scratch
 
 FAKE_GO = """#!/bin/sh
 if [ "$1" = version ]; then echo "go version go1.0-standin linux/amd64"; exit 0; fi
@@ -54,7 +52,7 @@ def build(target, safe_dir):
 
     yield run
     for d in made:
-        shutil.rmtree(d, ignore_errors=True)
+        scratch.remove(d)
 
 
 @pytest.fixture
@@ -189,7 +187,7 @@ def test_the_two_builds_of_each_binary_run_side_by_side(build, rendezvous):
 def test_a_failing_build_fails_both_and_leaves_no_directory(build, rendezvous):
     rdv, go = rendezvous
     go.write_text(RENDEZVOUS_GO)
-    tmp = tempfile.gettempdir()
+    tmp = scratch.root().path  # where the build directories are made
     before = set(os.listdir(tmp))
     with pytest.raises(builds.BuildError, match=r"build b of \w+ failed \(9\): stand-in failure of b"):
         build(env={"STANDIN_RDV": str(rdv), "STANDIN_FAIL": "b"}, both=True)

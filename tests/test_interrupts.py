@@ -10,7 +10,6 @@ import select
 import signal
 import socket
 import subprocess
-import tempfile
 import sys
 import time
 from pathlib import Path
@@ -131,10 +130,12 @@ def test_a_signalled_run_tears_down_and_writes_no_marker(project, target, safe_d
                                                          inherited_sigint):
     (project.path / "acceptance/test_wait.py").write_text(SIGTERM_MODULE)
     torn = tmp_path / "torn-down"
+    tmp = safe_dir / "tmp"  # the run's temporary directory: its scratch area goes with the teardown
+    tmp.mkdir(mode=0o1777)
     p = popen([sys.executable, "-m", "pytest", "-s", "acceptance/", "--inventory",
                str(target.inventory)], cwd=project.path, stdout=subprocess.PIPE,
               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-              env=dict(os.environ, TORN_DOWN=str(torn), PYTHONUNBUFFERED="1"))
+              env=dict(os.environ, TORN_DOWN=str(torn), PYTHONUNBUFFERED="1", TMPDIR=str(tmp)))
     try:
         seen = wait_line(p, b"STARTED")
         p.send_signal(sig)
@@ -150,6 +151,7 @@ def test_a_signalled_run_tears_down_and_writes_no_marker(project, target, safe_d
     assert "the session was interrupted" in text
     assert torn.read_text() == "yes\n", "the fixture was not torn down"
     assert not os.path.lexists(target.marker)
+    assert os.listdir(tmp) == [] and os.listdir(run_dir(safe_dir)) == ["lock"], "the scratch area was left"
     rundir.acquire(run_dir(safe_dir)).release()  # the lock went with the run
 
 
@@ -347,4 +349,6 @@ def test_an_interrupt_during_a_units_start_leaves_nothing(monkeypatch):
     assert bus.calls == [("start", "opencode-v2.service"), ("stop", "opencode-v2.service")]
     assert not bus.running
     assert unit.stage is None and unit.agent is None
-    assert not list(Path(tempfile.gettempdir()).glob("pty-acceptance-agent-*")), "the staged agent was left"
+    from pty_acceptance import scratch
+
+    assert not list(Path(scratch.root().path).glob("pty-acceptance-agent-*")), "the staged agent was left"

@@ -7,10 +7,9 @@ import json
 import pytest
 
 from conftest import REPO
-from tests.mutants import catalogue
+from tests.mutants import catalogue, run as mutants_run
 from tests.mutants.run import _leaks, run_mutants
-
-pytestmark = [pytest.mark.refhost]
+from tests.refhost.run import AFTER_SUITE, EXIT_TIMED_OUT
 
 
 def test_catalogue_is_well_formed():
@@ -41,6 +40,51 @@ def test_a_planted_secret_or_its_hash_anywhere_in_the_output_is_a_leak(tmp_path)
     assert all(f.secret for f in catalogue.FAULTS if f.id.endswith("-root-secret"))
 
 
+JUNIT = """<?xml version="1.0"?><testsuites><testsuite>{props}
+<testcase classname="acceptance.test_x" name="test_a"><properties>
+<property name="requirement" value="OWN-1"/></properties>{failure}</testcase></testsuite></testsuites>"""
+
+
+def _fake_run(status=0, failing=False, marker=True, after_status=0, secret_in=None):
+    """run_reference as a withstood fault's run would leave its output directory."""
+    def fake(repo, *, before_suite, after_suite, out_dir, suite_paths, quiet, suite_timeout):
+        assert suite_timeout == 900 and suite_paths == ["acceptance/"]
+        out_dir.mkdir(parents=True)
+        if status != EXIT_TIMED_OUT:
+            (out_dir / "reports").mkdir()
+            (out_dir / "reports/acceptance-reference-1.xml").write_text(JUNIT.format(
+                props="<properties/>", failure='<failure message="OWN-1: no"/>' if failing else ""))
+        if marker:
+            (out_dir / "pty-supervisor-verified").write_text("marker\n")
+        (out_dir / AFTER_SUITE).write_text(f"0 {after_status}\nthe log\n")
+        if secret_in:
+            (out_dir / secret_in).write_text(catalogue.SWAP_SECRET)
+        return status
+    return fake
+
+
+@pytest.mark.parametrize("run, control_marker, killed, note", [
+    (dict(), True, True, None),
+    (dict(status=EXIT_TIMED_OUT, marker=False), True, False, "still running 900 s later"),
+    (dict(failing=True, marker=False), True, False, None),
+    (dict(marker=False), True, False, "the verdict differs from the control's"),
+    (dict(after_status=1), True, False, "the attack achieved something"),
+    (dict(secret_in="journal.log"), True, False, "the root-only secret or its SHA-256 is in journal.log"),
+    (dict(marker=False), False, True, None),  # a host whose control is NOT READY: the same verdict
+])
+def test_a_withstood_fault_is_killed_only_by_ending_as_the_control_with_nothing_achieved(
+        tmp_path, monkeypatch, run, control_marker, killed, note):
+    fault = catalogue.BY_ID["user-swaps-temp-dirs-for-fifos"]
+    monkeypatch.setattr(mutants_run, "run_reference", _fake_run(**run))
+    row = mutants_run.run_one(REPO, tmp_path / "out", fault)
+    mutants_run.withstood(row, {"marker": control_marker})
+    assert row["killed"] is killed, row
+    if note:
+        assert note in row["note"], row
+    assert row["kill"] == "withstood"
+
+
+@pytest.mark.refhost
 def test_ci_subset_is_killed_and_the_control_passes():
     status = run_mutants(REPO, only=catalogue.CI_SUBSET, jobs=2)
     rows = json.loads((REPO / "reports/mutants/latest/kill-table.json").read_text())

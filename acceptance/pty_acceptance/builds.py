@@ -6,7 +6,12 @@ The source tree belongs to the service user (SUITE-4). Root copies it by
 descriptor walk: openat with O_NOFOLLOW on every component, only directories
 and regular files (a link, FIFO, socket or device is a BuildError naming the
 path and its kind), each copy created O_EXCL and handed to the build user by
-descriptor. Go runs with an environment built here, never inherited, and with
+descriptor; the copy is bounded (the inventory's limits.file_bytes per file,
+tree_bytes and tree_entries per copy, each file's size taken from fstat
+before it is read), so a tree of huge or sparse files cannot fill /tmp as
+root. The build directories are made in the run's scratch area (scratch.py:
+the build user cannot rename them or put a FIFO in their place) and removed
+by descriptor. Go runs with an environment built here, never inherited, and with
 GOWORK=off and GOENV=off: a go.work in a parent directory (/tmp) or a go env
 file cannot steer either build. The artifacts are read back the same way.
 """
@@ -16,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import os
 import pwd
-import shutil
 import stat
 import subprocess
 import tempfile
@@ -24,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import hostfs
+from . import hostfs, scratch
 from .inventory import Inventory
 
 BUILD_ENV = {"CGO_ENABLED": "0", "GOOS": "linux", "GOARCH": "amd64"}
@@ -37,7 +41,6 @@ DEFAULT_ENV = {"GOPROXY": "off", "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readon
 # (a go.work above it, a go env file) takes part in a build.
 ISOLATION_ENV = {"GOWORK": "off", "GOENV": "off"}
 TIMEOUT_S = 600
-ARTIFACT_LIMIT = 1 << 30
 
 
 class BuildError(Exception):
@@ -89,8 +92,9 @@ def _give(fd: int, acct, mode: int) -> None:
     os.fchmod(fd, mode)
 
 
-def _copy_file(src_fd: int, dst_dir: int, name: str, acct, mode: int) -> None:
-    data = hostfs.read_fd(src_fd, ARTIFACT_LIMIT, name)
+def _copy_file(src_fd: int, dst_dir: int, name: str, where: str, acct, mode: int,
+               tally: hostfs.Tally) -> None:
+    data = hostfs.read_fd(tally.checked(src_fd, where), tally.bounds.file, where)
     hostfs.create_at(dst_dir, name, data, mode, owner=(acct.pw_uid, acct.pw_gid))
 
 
@@ -100,18 +104,18 @@ def _new_dir(parent: int, name: str) -> int:
     return hostfs.open_dir_at(parent, name, name)
 
 
-def _copy_tree(src: int, dst: int, where: str, acct) -> None:
+def _copy_tree(src: int, dst: int, where: str, acct, tally: hostfs.Tally) -> None:
     """Copy directory `src` into `dst`: directories and regular files only."""
-    for name in sorted(os.listdir(src)):
+    for name in sorted(tally.names(src, where)):
         here = os.path.join(where, name)
         st = os.stat(name, dir_fd=src, follow_symlinks=False)
         if stat.S_ISREG(st.st_mode):
-            _copy_file(hostfs.open_file_at(src, name, here), dst, name, acct,
-                       stat.S_IMODE(st.st_mode) & 0o755)
+            _copy_file(hostfs.open_file_at(src, name, here), dst, name, here, acct,
+                       stat.S_IMODE(st.st_mode) & 0o755, tally)
         elif stat.S_ISDIR(st.st_mode):
             sub = hostfs.open_dir_at(src, name, here)
             try:
-                _copy_dir(sub, dst, name, here, acct)
+                _copy_dir(sub, dst, name, here, acct, tally)
             finally:
                 os.close(sub)
         else:
@@ -119,22 +123,24 @@ def _copy_tree(src: int, dst: int, where: str, acct) -> None:
                              "copied only as directories and regular files")
 
 
-def _copy_dir(src: int, parent: int, name: str, where: str, acct) -> None:
+def _copy_dir(src: int, parent: int, name: str, where: str, acct, tally: hostfs.Tally) -> None:
     out = _new_dir(parent, name)
     try:
-        _copy_tree(src, out, where, acct)
+        _copy_tree(src, out, where, acct, tally)
         _give(out, acct, 0o755)
     finally:
         os.close(out)
 
 
-def copy_source(source_dir: str, work: str, acct) -> str:
-    """`work`/src: a copy of `source_dir` owned by the build user; returns its path."""
+def copy_source(source_dir: str, work: str, acct,
+                bounds: hostfs.TreeBounds = hostfs.TreeBounds()) -> str:
+    """`work`/src: a copy of `source_dir` owned by the build user, within
+    `bounds` (the inventory's tree_bounds()); returns its path."""
     wfd = hostfs.open_dir(work)
     try:
         sfd = hostfs.open_dir(source_dir)
         try:
-            _copy_dir(sfd, wfd, "src", source_dir, acct)
+            _copy_dir(sfd, wfd, "src", source_dir, acct, hostfs.Tally(bounds, f"the build source {source_dir}"))
         finally:
             os.close(sfd)
         for sub in ("gocache", "gopath", "tmp", "out"):
@@ -162,10 +168,11 @@ def _env(inv: Inventory, home: str) -> dict[str, str]:
     return env
 
 
-def _artifact(path: str) -> bytes:
-    """A build output, read as root from the build user's directory: no link followed."""
+def _artifact(path: str, limit: hostfs.Limit) -> bytes:
+    """A build output, read as root from the build user's directory: no link
+    followed, at most `limit` (limits.artifact_bytes)."""
     try:
-        return hostfs.read_file(path, ARTIFACT_LIMIT)
+        return hostfs.read_file(path, limit)
     except OSError as e:
         raise BuildError(f"the built artifact cannot be read safely: {e.strerror or e}") from None
 
@@ -209,8 +216,8 @@ def build_sets(inv: Inventory, acct, labels) -> list[BuildSet]:
     sets: list[BuildSet] = []
     try:
         for label in labels:
-            sets.append(BuildSet(label, tempfile.mkdtemp(prefix=f"pty-acceptance-build-{label}-")))
-            copy_source(inv.build["source_dir"], sets[-1].directory, acct)
+            sets.append(BuildSet(label, scratch.make(f"pty-acceptance-build-{label}-")))
+            copy_source(inv.build["source_dir"], sets[-1].directory, acct, inv.tree_bounds())
         isolation = " ".join(f"{k}={v}" for k, v in ISOLATION_ENV.items())
         for b in inv.binaries_list:
             jobs = []
@@ -234,10 +241,10 @@ def build_sets(inv: Inventory, acct, labels) -> list[BuildSet]:
                         job[2].wait()
                     job[3].close()
             for bs, out, _proc, _err in jobs:
-                bs.artifacts[b.role] = _artifact(out)
+                bs.artifacts[b.role] = _artifact(out, inv.limit("artifact_bytes"))
     except BaseException:
         for bs in sets:
-            shutil.rmtree(bs.directory, ignore_errors=True)
+            scratch.remove(bs.directory)
         raise
     return sets
 
@@ -250,7 +257,7 @@ def reproduce(inv: Inventory) -> Reproduction:
     acct = _account(inv.build["user"])
     go_sum = str(Path(inv.build["source_dir"]) / "go.sum")
     try:
-        go_sum_sha = hostfs.sha256_file(go_sum)
+        go_sum_sha = hostfs.sha256_file(go_sum, inv.limit("file_bytes"))
     except hostfs.Refused as e:
         raise BuildError(str(e)) from None
     except OSError as e:
@@ -260,5 +267,5 @@ def reproduce(inv: Inventory) -> Reproduction:
         raise BuildError(f"{inv.build['go']} version failed: {ver.stderr.decode(errors='replace')}")
     sets = build_sets(inv, acct, ("a", "b"))
     for s in sets:
-        shutil.rmtree(s.directory, ignore_errors=True)
+        scratch.remove(s.directory)
     return Reproduction(acct.pw_name, ver.stdout.decode().strip(), go_sum_sha, sets)

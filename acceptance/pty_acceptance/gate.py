@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from . import (bundle, hostfs, manifest, marker, nodeids, reports, running, runshape, signing, startup,
-               terminal, verdict, waivers)
+from . import (bundle, hostfs, manifest, marker, nodeids, reports, running, runshape, scratch, signing,
+               startup, terminal, verdict, waivers)
 from .checklist import Section
 from .inventory import Inventory
 from .marks import check_requirement_marks, requirement_ids
@@ -93,7 +93,7 @@ def hash_binaries(inv: Inventory) -> tuple[dict[str, str], list[str]]:
     hashes, errors = {}, []
     for b in inv.binaries_list:
         try:
-            hashes[b.path] = hostfs.sha256_nofollow(b.path)
+            hashes[b.path] = hostfs.sha256_nofollow(b.path, inv.limit("artifact_bytes"))
         except OSError as e:
             errors.append(f"{b.path}: {e.strerror or e}")
     return hashes, errors
@@ -103,14 +103,14 @@ def hash_runtime(inv: Inventory) -> str:
     """Evidence for the verdict bundle (the in-toto subject): "<sha256>  <path>"
     of the runtime binary, or why it could not be read. RUNTIME-1 judges it.
     It lies in the service user's tree: reached from / without following a
-    link in any component (SUITE-4)."""
-    return file_digest(inv.runtime["binary"])
+    link in any component, read only up to limits.runtime_bytes (SUITE-4)."""
+    return file_digest(inv.runtime["binary"], inv.limit("runtime_bytes"))
 
 
-def file_digest(path: str | Path) -> str:
+def file_digest(path: str | Path, limit: hostfs.Limit | None = None) -> str:
     """"<sha256>  <path>" of a file the bundle names, never through a link."""
     try:
-        return f"{hostfs.sha256_fd(hostfs.open_file(os.path.abspath(path)))}  {path}"
+        return f"{hostfs.sha256_file(os.path.abspath(path), limit)}  {path}"
     except OSError as e:
         return f"not readable: {path}: {e.strerror or e}"
 
@@ -240,7 +240,7 @@ def content_blockers(state: GateState) -> list[Blocker]:
                                f"inventory claims {b.sha256}"))
     out += running_blockers(inv)
     try:
-        digest, _ = manifest.compute(inv.pilot_root, inv.code_root)
+        digest, _ = manifest.compute(inv.pilot_root, inv.code_root, inv.tree_bounds())
         if digest != inv.source_manifest_sha256:
             out.append(Blocker(("SCOPE-1", "MARK-3"), f"source manifest is {digest}, "
                                f"inventory claims {inv.source_manifest_sha256}"))
@@ -281,6 +281,8 @@ def blockers(config: pytest.Config, state: GateState, exitstatus: int) -> list[B
     out += nodeid_blockers(state)
     out += duplicate_blockers(state)
     out += outcome_blockers(state)
+    out += [Blocker(("SUITE-1", "SUITE-4"), f"a directory the run made and handed out was not removed: {u}")
+            for u in scratch.unfinished()]
     if not state.items:
         out.append(Blocker(("SUITE-3",), "no acceptance test was collected"))
     out += coverage_blockers(state)

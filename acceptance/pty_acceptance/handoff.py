@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from . import hostfs, lifecycle, observe, opencode_api, programs, runtime, rundir, serverenv
+from . import hostfs, lifecycle, observe, opencode_api, programs, runtime, rundir, scratch, serverenv
 from .bus import SERVICE_IFACE, BusError, Systemd
 from .cgroups import cgroup_pids, unit_pids
 from .isolation import connections_to, exe_identity, socket_file_id, unix_sockets
@@ -241,7 +241,7 @@ class Tracer:
         except OSError:
             self.text = ""
         finally:
-            shutil.rmtree(self.workdir, ignore_errors=True)
+            scratch.remove(self.workdir)
         return self.text
 
 
@@ -261,7 +261,7 @@ def attach(pid: int) -> Tracer:
     strace = programs.path("strace")
     if not os.path.isfile(strace):
         raise HandoffError(f"{strace} is not installed: the helper hand-off cannot be observed")
-    work = tempfile.mkdtemp(prefix="pty-acceptance-trace-")  # root 0700
+    work = scratch.make("pty-acceptance-trace-")  # root 0700
     out = os.path.join(work, "trace")
     proc = subprocess.Popen([strace, "-f", "-qq", "-yy", "-s", str(TRACE_STRINGS), "-e", "signal=none",
                              "-e", "trace=execve,sendmsg", "-o", out, "-p", str(pid)],

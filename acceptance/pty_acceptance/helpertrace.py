@@ -29,18 +29,16 @@ from __future__ import annotations
 import os
 import re
 import select
-import shutil
 import signal
 import socket
 import struct
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 
 import psutil
 
-from . import observe, programs
+from . import observe, programs, scratch
 from . import protocol as p
 from .peer import DisposableUnit, open_cwd
 from .session import MAX_OUTPUT, RawSession
@@ -418,7 +416,7 @@ def run_traced(peer: DisposableUnit, socket_path: str, helper: str, service_user
     written before the helper starts and then closed."""
     strace = strace_path()
     run = TracedRun(helper=helper, argv=argv, runtime_s=runtime_s, stdin=stdin)
-    tmp = tempfile.mkdtemp(prefix="pty-acceptance-trace-")
+    tmp = scratch.make("pty-acceptance-trace-")  # root 0700
     trace_file = os.path.join(tmp, "helper.trace")
     raw = RawSession(peer, socket_path).open()
     sock = raw.sock
@@ -473,7 +471,7 @@ def run_traced(peer: DisposableUnit, socket_path: str, helper: str, service_user
         if dirfd >= 0:
             os.close(dirfd)
         raw.close()
-        shutil.rmtree(tmp, ignore_errors=True)
+        scratch.remove(tmp)
 
 
 def _tail(tmp: str) -> str:

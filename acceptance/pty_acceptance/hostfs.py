@@ -12,7 +12,7 @@ import errno
 import hashlib
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Callable
 
@@ -105,16 +105,17 @@ def under(root: str, path: str) -> str:
     return str(PurePosixPath(root) / PurePosixPath(path).relative_to("/"))
 
 
-def sha256_nofollow(path: str) -> str:
+def sha256_nofollow(path: str, limit: "int | Limit" = None) -> str:
     """SHA-256 of a regular file opened without following a final symlink."""
     fd = os.open(path, READ_FLAGS)
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise OSError(f"{path} is not a regular file")
-    return sha256_fd(fd)
+    return sha256_fd(fd, limit, path)
 
 
 def read_nofollow(path: str, limit: int) -> bytes:
+    """At most limit+1 bytes (a caller that must refuse more compares)."""
     fd = os.open(path, READ_FLAGS)
     try:
         data = b""
@@ -278,37 +279,135 @@ def open_file(path: str) -> int:
         os.close(parent)
 
 
-def read_fd(fd: int, limit: int, where: str) -> bytes:
+# ------------------------------------------------ bounded reads (SUITE-4)
+# Every read of a file the service user may write is bounded: its size is
+# taken from fstat before a byte is read (a sparse 8 TiB file is refused at
+# once, never read), then at most limit+1 bytes are read (it may grow
+# meanwhile). A refusal names the limit (an inventory key an operator may
+# raise deliberately) and the size, never the bytes.
+DEFAULT_LIMIT = 1 << 30
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Limit:
+    """A bound and the name it is set by (an inventory key)."""
+    value: int
+    name: str = "the suite's built-in limit"
+    unit: str = "bytes"
+
+    def __str__(self) -> str:
+        return f"{self.name} = {self.value} {self.unit}"
+
+
+@dataclass(frozen=True)
+class TreeBounds:
+    """What a walk over a user-writable tree may read: each file, all files
+    together, entries walked."""
+    file: Limit = Limit(32 << 20)
+    total: Limit = Limit(256 << 20)
+    entries: Limit = Limit(50_000, unit="entries")
+
+
+class Tally:
+    """A walk's running totals against its TreeBounds; TooLarge at a bound."""
+
+    def __init__(self, bounds: TreeBounds, top: str):
+        self.bounds, self.top, self.entries, self.bytes = bounds, top, 0, 0
+
+    def entry(self, where: str) -> None:
+        self.entries += 1
+        if self.entries > self.bounds.entries.value:
+            raise TooLarge(f"{self.top} holds more than {self.bounds.entries} (at {where}): not walked further")
+
+    def size(self, st: os.stat_result, where: str) -> None:
+        """A file about to be read: its own bound, then the total's."""
+        if st.st_size > self.bounds.file.value:
+            raise TooLarge(f"{where} is {st.st_size} bytes, over {self.bounds.file}: not read")
+        self.bytes += st.st_size
+        if self.bytes > self.bounds.total.value:
+            raise TooLarge(f"{self.top}: its files come to more than {self.bounds.total} "
+                           f"(at {where}): not read further")
+
+    def checked(self, fd: int, where: str) -> int:
+        """`fd` once its file fits (size from fstat, nothing read); closed on TooLarge."""
+        try:
+            self.size(os.fstat(fd), where)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def names(self, fd: int, where: str) -> list[str]:
+        """Directory `fd`'s names, each counted; at most one past the bound is listed."""
+        names = list_at(fd, self.bounds.entries.value - self.entries + 1)
+        for n in names:
+            self.entry(os.path.join(where, n))
+        return names
+
+
+def as_limit(limit: "int | Limit | None") -> Limit:
+    if limit is None:
+        return Limit(DEFAULT_LIMIT)
+    return limit if isinstance(limit, Limit) else Limit(int(limit))
+
+
+class TooLarge(Refused):
+    """A file over its size bound: not read. The message names the bound."""
+
+
+def check_size(fd: int, limit: "int | Limit | None", where: str) -> os.stat_result:
+    """fstat of `fd`; TooLarge (before anything is read) when it is over `limit`."""
+    lim = as_limit(limit)
+    st = os.fstat(fd)
+    if st.st_size > lim.value:
+        raise TooLarge(f"{where} is {st.st_size} bytes, over {lim}: not read")
+    return st
+
+
+def _grew(where: str, lim: Limit) -> TooLarge:
+    return TooLarge(f"{where} grew past {lim} while it was read")
+
+
+def read_fd(fd: int, limit: "int | Limit", where: str) -> bytes:
     """At most `limit` bytes of `fd` (closed here); more is an error that says
-    the size, never the bytes."""
+    the size and the limit, never the bytes."""
+    lim = as_limit(limit)
     try:
+        check_size(fd, lim, where)
         data = b""
-        while len(data) <= limit and (chunk := os.read(fd, limit + 1 - len(data))):
+        while len(data) <= lim.value and (chunk := os.read(fd, min(CHUNK, lim.value + 1 - len(data)))):
             data += chunk
     finally:
         os.close(fd)
-    if len(data) > limit:
-        raise Refused(f"{where} is larger than {limit} bytes")
+    if len(data) > lim.value:
+        raise _grew(where, lim)
     return data
 
 
-def read_file(path: str, limit: int) -> bytes:
+def read_file(path: str, limit: "int | Limit") -> bytes:
     return read_fd(open_file(path), limit, path)
 
 
-def sha256_fd(fd: int) -> str:
-    """SHA-256 of what `fd` holds (closed here)."""
+def sha256_fd(fd: int, limit: "int | Limit | None" = None, where: str = "the file") -> str:
+    """SHA-256 of what `fd` holds (closed here), at most `limit` bytes of it."""
+    lim = as_limit(limit)
     try:
+        check_size(fd, lim, where)
         h = hashlib.sha256()
-        while chunk := os.read(fd, 1 << 20):
+        seen = 0
+        while chunk := os.read(fd, CHUNK):
+            seen += len(chunk)
+            if seen > lim.value:
+                raise _grew(where, lim)
             h.update(chunk)
         return h.hexdigest()
     finally:
         os.close(fd)
 
 
-def sha256_file(path: str) -> str:
-    return sha256_fd(open_file(path))
+def sha256_file(path: str, limit: "int | Limit | None" = None) -> str:
+    return sha256_fd(open_file(path), limit, path)
 
 
 # ------------------------------------------------ writing by descriptor
@@ -345,3 +444,154 @@ def replace_at(dfd: int, name: str, data: bytes, mode: int, owner: tuple[int, in
         except FileNotFoundError:
             pass
         raise
+
+
+# ------------------------------------------------ removing by descriptor (SUITE-4)
+# What the suite handed to the service user is removed without ever opening an
+# entry by a name the user may have swapped: each directory is opened
+# O_DIRECTORY|O_NOFOLLOW|O_NONBLOCK relative to its parent's descriptor (a
+# FIFO, link or device there fails the open, it never blocks or is followed),
+# listed by its descriptor, every entry judged by fstatat without following;
+# what is not a directory is unlinked, never opened; a directory on another
+# filesystem (a mount point) is not entered. Bounded: depth, entries and passes
+# over a directory the user keeps filling; at a bound it stops and says what
+# is left.
+REMOVE_FLAGS = DIR_FLAGS | os.O_NONBLOCK
+REMOVE_ENTRIES = 500_000
+REMOVE_DEPTH = 64
+REMOVE_PASSES = 8
+
+
+@dataclass
+class Removal:
+    """What a removal did: entries removed, and what it left (empty: all gone)."""
+    where: str
+    removed: int = 0
+    left: list[str] = field(default_factory=list)
+    budget: int = REMOVE_ENTRIES
+
+    @property
+    def complete(self) -> bool:
+        return not self.left
+
+    def describe(self) -> str:
+        if not self.left:
+            return f"{self.where}: removed"
+        return f"{self.where}: not completely removed ({self.removed} entries were): " + "; ".join(self.left[:5]) \
+            + (f"; and {len(self.left) - 5} more" if len(self.left) > 5 else "")
+
+
+def list_at(fd: int, limit: int) -> list[str]:
+    """At most `limit` names of directory `fd` (never '.' or '..'), by descriptor."""
+    names: list[str] = []
+    if limit <= 0:
+        return names
+    with os.scandir(fd) as it:  # a dup of fd, rewound when closed
+        for entry in it:
+            names.append(entry.name)
+            if len(names) >= limit:
+                break
+    return names
+
+
+def remove_tree_at(parent: int, name: str, where: str, ident: tuple[int, int] | None = None,
+                   entries: int = REMOVE_ENTRIES, depth: int = REMOVE_DEPTH,
+                   passes: int = REMOVE_PASSES) -> Removal:
+    """Remove `name` in directory `parent` (a directory and all it holds, or
+    whatever else is there) by descriptor; `where` names it in messages. With
+    `ident` (st_dev, st_ino) only that very directory is removed: anything else
+    at that name is left alone. Never raises OSError: the Removal says what
+    was left. KeyboardInterrupt passes through."""
+    r = Removal(where, budget=entries)
+    try:
+        st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+    except FileNotFoundError:
+        return r
+    except OSError as e:
+        r.left.append(f"{where}: not looked at ({e.strerror or e})")
+        return r
+    if ident is not None and (not stat.S_ISDIR(st.st_mode) or (st.st_dev, st.st_ino) != tuple(ident)):
+        r.left.append(f"{where}: left alone, a {kind_of(st.st_mode)} of uid {st.st_uid} that is not "
+                      "the directory that was made there")
+        return r
+    if stat.S_ISDIR(st.st_mode):
+        _remove_dir(parent, name, where, st.st_dev, depth, passes, r)
+    else:
+        _unlink(parent, name, where, r)
+    return r
+
+
+def _unlink(parent: int, name: str, where: str, r: Removal) -> None:
+    r.budget -= 1
+    try:
+        os.unlink(name, dir_fd=parent)
+        r.removed += 1
+    except (FileNotFoundError, IsADirectoryError):
+        pass  # gone, or swapped for a directory since: the next pass sees it
+    except OSError as e:
+        r.left.append(f"{where}: {e.strerror or e}")
+
+
+def _remove_dir(parent: int, name: str, where: str, dev: int, depth: int, passes: int,
+                r: Removal) -> None:
+    if depth < 0:
+        r.left.append(f"{where}: past the depth bound of the removal, not entered")
+        return
+    try:
+        fd = os.open(name, REMOVE_FLAGS, dir_fd=parent)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):  # swapped for a link, FIFO, ... since
+            _unlink(parent, name, where, r)
+        else:
+            r.left.append(f"{where}: not opened ({e.strerror or e})")
+        return
+    try:
+        if os.fstat(fd).st_dev != dev:
+            r.left.append(f"{where}: another filesystem is mounted there, not entered")
+            return
+        for _ in range(passes):
+            try:
+                names = list_at(fd, r.budget)
+            except OSError as e:
+                r.left.append(f"{where}: not listed ({e.strerror or e})")
+                return
+            if not names:
+                if r.budget <= 0:
+                    r.left.append(f"{where}: the bound of {REMOVE_ENTRIES} entries was reached")
+                    return
+                try:
+                    os.rmdir(name, dir_fd=parent)
+                    r.removed += 1
+                    return
+                except FileNotFoundError:
+                    return
+                except OSError as e:
+                    if e.errno != errno.ENOTEMPTY:
+                        r.left.append(f"{where}: {e.strerror or e}")
+                        return
+                    continue  # filled again meanwhile: one more pass
+            before = (r.removed, len(r.left))
+            for n in names:
+                _remove_entry(fd, n, os.path.join(where, n), dev, depth, passes, r)
+            if r.removed == before[0] and len(r.left) > before[1]:
+                return  # nothing could be removed this pass: what is left was said
+        r.left.append(f"{where}: still not empty after {passes} passes (something keeps adding entries)")
+    finally:
+        os.close(fd)
+
+
+def _remove_entry(fd: int, n: str, where: str, dev: int, depth: int, passes: int, r: Removal) -> None:
+    try:
+        st = os.stat(n, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        r.left.append(f"{where}: not looked at ({e.strerror or e})")
+        return
+    if stat.S_ISDIR(st.st_mode):
+        r.budget -= 1
+        _remove_dir(fd, n, where, dev, depth - 1, passes, r)
+    else:
+        _unlink(fd, n, where, r)

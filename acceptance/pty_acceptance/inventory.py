@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from . import hostfs
+
 HEX40 = re.compile(r"^[0-9a-f]{40}$")
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
 ABS_PATH = re.compile(r"^/[^\0]*$")
@@ -30,6 +32,20 @@ SESSION_ENV = ("PATH", "HOME", "TERM", "LANG")  # UNIT-6: the fixed list (TARGET
 
 class InventoryError(Exception):
     """One line: ``<file>: <key>: <problem>``."""
+
+
+# SUITE-4: bounds on root's reads and copies of what the service user can
+# write; the inventory's optional `limits:` overrides them one by one. A
+# refusal names the key and its value, so that an operator raises it
+# deliberately. A real host fits the defaults: the Node SEA runtime is about
+# 120 MB, bun 107 MB, a Go source tree a few MB.
+LIMIT_DEFAULTS = {
+    "file_bytes": 32 << 20,       # one file of the pilot or code tree (manifest, go.sum, build copy)
+    "tree_bytes": 256 << 20,      # the manifest's files together; the build's source copy, each
+    "tree_entries": 50_000,       # entries walked for the manifest; copied for a build, each
+    "runtime_bytes": 512 << 20,   # the candidate's runtime binary (RUNTIME-1)
+    "artifact_bytes": 256 << 20,  # an installed binary, a build's output
+}
 
 
 # Leaves are (python type, regex or None). Dicts are nested schemas; "*" in a
@@ -109,6 +125,8 @@ SCHEMA: dict[str, Any] = {
     },
     # UNIT-6: the value of each variable of the fixed environment a session's command gets
     "session_environment": {name: _s(str, ENV_VALUE) for name in SESSION_ENV},
+    # SUITE-4 (optional): bounds on reads and copies of user-writable files (LIMIT_DEFAULTS)
+    "limits": {key: _s(int) for key in LIMIT_DEFAULTS},
 }
 REQUIRED = {
     "service_user", "service_group", "pilot_root", "code_root", "revision",
@@ -159,6 +177,16 @@ class Inventory:
     @property
     def unit_properties(self) -> dict:
         return self.vars.get("unit_properties", {})
+
+    def limit(self, key: str) -> hostfs.Limit:
+        """A bound of `limits:` (LIMIT_DEFAULTS where the inventory sets none),
+        named by its key for the message that refuses a file over it."""
+        value = self.vars.get("limits", {}).get(key, LIMIT_DEFAULTS[key])
+        return hostfs.Limit(value, f"limits.{key}", "entries" if key.endswith("_entries") else "bytes")
+
+    def tree_bounds(self) -> hostfs.TreeBounds:
+        return hostfs.TreeBounds(self.limit("file_bytes"), self.limit("tree_bytes"),
+                                 self.limit("tree_entries"))
 
 
 def _check(file: str, key: str, value: Any, schema: Any, problems: list[str]) -> None:
@@ -261,6 +289,9 @@ def load(path: str | Path) -> Inventory:
         if not _present(vars_, dotted):
             msg = f"{file}: {prefix}.{dotted}: missing required key"
             raise InventoryError(msg + _why(msg, prefix))
+    for key, value in vars_.get("limits", {}).items():
+        if value <= 0:
+            raise InventoryError(f"{file}: {prefix}.limits.{key}: {value} is not a positive bound")
     paths = [vars_["binaries"][role]["path"] for role in ARTIFACTS]
     if len(set(paths)) != len(paths):
         raise InventoryError(f"{file}: {prefix}.binaries: two artifacts share one path")

@@ -21,13 +21,12 @@ from __future__ import annotations
 import json
 import os
 import select
-import shutil
 import socket
 import stat
 import time
 from dataclasses import dataclass
 
-from . import observe, peer, runtime
+from . import observe, peer, runtime, scratch
 from .bus import SERVICE_IFACE, BusError, Systemd
 from .hostfs import read_nofollow
 from .peer import TAG_PREFIX
@@ -237,7 +236,7 @@ def run_probe(bus: Systemd, *, user: str, group: str, tag: str, target: Target,
             if started:
                 peer.stop_unit(bus, name, STOP_DEADLINE_S)
         finally:
-            shutil.rmtree(stage, ignore_errors=True)
+            scratch.remove(stage)
     if start_ticks(target.pid) != target.start_ticks:
         raise IsolationError(f"pid {target.pid} was replaced while it was probed")
     return report

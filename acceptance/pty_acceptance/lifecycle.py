@@ -8,7 +8,11 @@ create_time, so a reused pid is never taken for a survivor) and a token that
 the suite put in the session's argv, so that descendants are found even if
 they were never seen in the cgroup. A footprint is gone when the unit is no
 longer loaded, the directory no longer exists and no recorded or tagged
-process is alive.
+process is alive. The token only finds and reports: any process of the
+service user may carry it. What is left is signalled only when it is, at
+that moment, inside the cgroup of a unit the suite owns (a vouched session
+unit, or one of its own disposable units): a pidfd is taken, then its cgroup
+and start time are read, then the signal goes to the pidfd (SUITE-4).
 
 Also here: the supervisor's readiness (conftest's `supervisor_guard` brings
 it back on every path), decoy units for the orphan cleanup, and the machinery
@@ -21,12 +25,14 @@ from __future__ import annotations
 import os
 import secrets
 import select
+import signal
 import stat
 import threading
 import time
 from dataclasses import dataclass, field
 
 import psutil
+from . import cgroups, terminal
 from . import protocol as p
 from .bus import SERVICE_IFACE, BusError, Systemd
 from .cgroups import CGROUP_ROOTS, cgroup_dir, cgroup_pids
@@ -91,6 +97,38 @@ def alive(pid: int, create_time: float) -> bool:
         return proc.create_time() == create_time and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def kill_inside(pid: int, created: float | None, control_group: str) -> str | None:
+    """SIGKILL process `pid` (the one started at `created`; None: whichever
+    has the pid) only if it is now inside `control_group`, a unit the suite
+    owns: a pidfd first, then its cgroup and start time (read after the
+    cgroup: a pid reused meanwhile is caught), then pidfd_send_signal.
+    Returns why it was not signalled; None when it was, or when that process
+    is gone."""
+    if not control_group:
+        return "no cgroup of the suite's to check it against"
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return None
+    except OSError as e:
+        return f"no pidfd for it ({e.strerror or e})"
+    try:
+        try:
+            groups = cgroups.of_process(pid)
+            if created is not None and psutil.Process(pid).create_time() != created:
+                return None  # that process is gone; another has its pid
+        except (OSError, psutil.NoSuchProcess):
+            return None
+        if not cgroups.inside(groups, control_group):
+            return f"outside {control_group} (in {', '.join(groups) or 'no cgroup of systemd'})"
+        signal.pidfd_send_signal(fd, signal.SIGKILL)
+        return None
+    except ProcessLookupError:
+        return None
+    finally:
+        os.close(fd)
 
 
 # --------------------------------------------------------------- cgroups
@@ -162,18 +200,20 @@ class Footprint:
                                                          in sorted(survivors.items())))
         return left
 
-    def kill_survivors(self) -> None:
-        """SIGKILL what is left of the session (nothing left behind), pid reuse guarded."""
+    def kill_survivors(self) -> list[str]:
+        """SIGKILL what is left of the session: only processes inside its unit's
+        cgroup at that moment (kill_inside: pid reuse guarded, and a process
+        outside that carries the token is never hit). Returns the processes
+        left alone, described (escaped)."""
         procs = dict(self.procs)
         procs.update(processes_in(self.path) if self.path else {})
         procs.update(token_processes(self.token))
-        for pid, (created, _) in procs.items():
-            try:
-                proc = psutil.Process(pid)
-                if proc.create_time() == created:
-                    proc.kill()
-            except psutil.NoSuchProcess:
-                pass
+        spared = []
+        for pid, (created, line) in sorted(procs.items()):
+            why = kill_inside(pid, created, self.control_group)
+            if why:
+                spared.append(terminal.escape(f"pid {pid} {line!r}: {why}: not signalled"))
+        return spared
 
     def describe(self) -> str:
         return (f"unit={self.unit} cgroup={self.path} TimeoutStopSec={self.timeout_stop_s:g} "
@@ -365,10 +405,10 @@ class Sessions:
         deadline = max([fp.stop_bound_s() for fp in self.footprints] or [0.0])
         _, left = wait_gone(self.bus, self.footprints, deadline)
         force_stop(self.bus, list(left))
+        out = [f"{unit}: {what}" for unit, what in left.items()]
         for fp in self.footprints:
             if fp.unit in left:
-                fp.kill_survivors()
-        out = [f"{unit}: {what}" for unit, what in left.items()]
+                out += [f"{fp.unit}: {spared}" for spared in fp.kill_survivors() or []]
         for token in self.refused:
             out += end_refused(token)
         return out
@@ -376,18 +416,17 @@ class Sessions:
 
 def end_refused(token: str, deadline_s: float = STOP_GRACE_S + STOP_SLACK_S + 6) -> list[str]:
     """A session whose STARTED named a unit the suite refused: its connection is
-    closed; what carries its token (the suite's own random argv: provably the
-    suite's command) is waited for, then SIGKILLed, pid reuse guarded. No unit
-    is stopped: the unit it runs in was never vouched for."""
-    fp = Footprint(unit="(refused)", token=token)
+    closed (the supervisor ends the session); what carries its token is waited
+    for and reported, never signalled: it runs in no unit the suite vouched
+    for, and any process of the service user may carry the token (SUITE-4)."""
     end = time.monotonic() + deadline_s
     while (left := token_processes(token)) and time.monotonic() < end:
         time.sleep(POLL_S)  # poll interval
     if not left:
         return []
-    fp.procs = left
-    fp.kill_survivors()
-    return [f"refused session {token}: killed its own processes {sorted(left)}"]
+    shown = "; ".join(f"pid {pid} {line!r}" for pid, (_, line) in sorted(left.items()))
+    return [terminal.escape(f"refused session {token}: still alive {deadline_s:g} s after its connection "
+                            f"was closed, not signalled (in no unit of the suite's): {shown}")]
 
 
 @dataclass

@@ -14,13 +14,11 @@ import json
 import os
 import pwd
 import secrets
-import shutil
 import socket
 import stat
-import tempfile
 from pathlib import Path
 
-from . import protocol
+from . import hostfs, protocol, scratch
 from .bus import BusError, Systemd
 
 TAG_PREFIX = "pty-acceptance disposable"
@@ -44,14 +42,20 @@ def run_tag() -> str:
 
 
 def stage(names, prefix: str = "pty-acceptance-agent-") -> str:
-    """A root-owned 0755 directory holding 0644 copies of these library files, for the service user."""
-    d = tempfile.mkdtemp(prefix=prefix)
-    os.chmod(d, 0o755)
+    """A root-owned 0755 directory in the run's scratch area holding 0644
+    copies of these library files, for the service user; scratch.remove() it."""
+    d = scratch.make(prefix, mode=0o755)
     here = Path(__file__).resolve().parent
-    for name in names:
-        dst = os.path.join(d, name)
-        shutil.copyfile(here / name, dst)
-        os.chmod(dst, 0o644)
+    try:
+        dfd = hostfs.open_dir(d)
+        try:
+            for name in names:
+                hostfs.create_at(dfd, name, (here / name).read_bytes(), 0o644)
+        finally:
+            os.close(dfd)
+    except BaseException:
+        scratch.remove(d)
+        raise
     return d
 
 
@@ -196,7 +200,7 @@ class DisposableUnit:
                 stop_unit(self.bus, self.name)
         finally:
             if self.stage:
-                shutil.rmtree(self.stage, ignore_errors=True)
+                scratch.remove(self.stage)
                 self.stage = None
 
     def __enter__(self):
@@ -275,20 +279,14 @@ def open_cwd(path: str) -> int:
 
 @contextlib.contextmanager
 def workspace(user: str, prefix: str):
-    """A fresh 0700 directory of the service user for a session's cwd: created by
-    root with mkdtemp, handed over through its descriptor (never by path), removed
-    afterwards. Yields (the kernel's name for it, (st_dev, st_ino))."""
+    """A fresh 0700 directory of the service user for a session's cwd: made by
+    root in the run's scratch area (whose root-owned parent the user
+    cannot rename in), handed over through its descriptor (never by path),
+    removed by descriptor afterwards (SUITE-4). Yields (its path, reached
+    without a link: as strace and /proc show it, (st_dev, st_ino))."""
     acct = pwd.getpwnam(user)
-    d = tempfile.mkdtemp(prefix=prefix)
+    d, ident = scratch.made(prefix, owner=(acct.pw_uid, acct.pw_gid), mode=0o700)
     try:
-        fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        try:
-            os.fchown(fd, acct.pw_uid, acct.pw_gid)
-            os.fchmod(fd, 0o700)
-            st = os.fstat(fd)
-            shown = os.readlink(f"/proc/self/fd/{fd}")  # as strace and /proc show it
-        finally:
-            os.close(fd)
-        yield shown, (st.st_dev, st.st_ino)
+        yield d, ident
     finally:
-        shutil.rmtree(d, ignore_errors=True)
+        scratch.remove(d)

@@ -1,8 +1,8 @@
 """The JUnit report on disk (SUITE-2, SUITE-4, MARK-1).
 
 pytest's JUnit writer opens its file by path: it follows links and truncates
-whatever is there. So it writes into a private directory (mkdtemp: root's,
-mode 0700), and the gate publishes that file into the report directory
+whatever is there. So it writes into a private directory (root's, mode 0700,
+in the run's scratch area), and the gate publishes that file into the report directory
 itself: the directory reached by a descriptor walk from "/" that follows no
 link in any component, the file created O_CREAT|O_EXCL|O_NOFOLLOW, fsynced,
 then read back and parsed. The marker is written only after that (gate.py);
@@ -13,13 +13,11 @@ that says NOT READY.
 from __future__ import annotations
 
 import os
-import shutil
 import stat
-import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import PurePosixPath
 
-from . import hostfs
+from . import hostfs, scratch
 
 LIMIT = 256 << 20
 
@@ -36,7 +34,7 @@ def check_dir(path: str) -> None:
 
 def private_dir() -> str:
     """Where pytest's JUnit writer writes first."""
-    d = tempfile.mkdtemp(prefix="pty-acceptance-junit-")  # made new (mkdir), mode 0700
+    d = scratch.make("pty-acceptance-junit-")  # made new (mkdirat), mode 0700
     st = os.lstat(d)
     if not stat.S_ISDIR(st.st_mode) or stat.S_IMODE(st.st_mode) != 0o700:
         discard(d)
@@ -45,8 +43,7 @@ def private_dir() -> str:
 
 
 def discard(directory: str | None) -> None:
-    if directory:
-        shutil.rmtree(directory, ignore_errors=True)
+    scratch.remove(directory)
 
 
 def parse(data: bytes, where: str) -> ET.Element:

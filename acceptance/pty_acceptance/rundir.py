@@ -15,6 +15,10 @@ holds:
   (root, who made it, and the user it is then given to).
 - ``pty-acceptance-<tag>-runtime.env``: the root-only copy of the runtime's
   environment files (handoff.py).
+- ``scratch-<hex>.json``: the run's scratch area (scratch.py: the root-owned
+  directory in /tmp that holds every temporary directory the run makes, the
+  service user's workspaces and build directories among them): its path,
+  device and inode, from the moment it exists until the run has removed it.
 
 Why /run: a root-only tmpfs that the boot empties, so neither the lock nor a
 crashed run's ledger is a lasting write (SUITE-1: the marker and the reports
@@ -25,8 +29,8 @@ After SIGKILL nothing of the run's own teardown runs; the next run, holding
 the lock, undoes every ledger entry first (`clean_first`): it removes a
 recorded socket or directory only when lstat() still finds that same object
 (kind, device, inode, owner) at that name, removes it by its parent's
-descriptor, and never follows a link. What no longer matches is left alone
-and said.
+descriptor (a directory and what it holds by hostfs.remove_tree_at), and
+never follows a link. What no longer matches is left alone and said.
 """
 
 from __future__ import annotations
@@ -36,7 +40,6 @@ import json
 import os
 import re
 import secrets
-import shutil
 import stat
 import time
 from pathlib import PurePosixPath
@@ -46,6 +49,9 @@ from . import hostfs, terminal
 DEFAULT_DIR = "/run/pty-acceptance"
 LOCK_NAME = "lock"
 RECORD = re.compile(r"^standin-[0-9a-f]{16}\.json$")
+SCRATCH_RECORD = re.compile(r"^scratch-[0-9a-f]{16}\.json$")
+SCRATCH_NAME = re.compile(r"^pty-acceptance-run-[A-Za-z0-9_]{8}$")  # mkdtemp's names (scratch.PREFIX)
+TMP_LOOKED_AT = 1000  # pty-acceptance-* entries of /tmp clean_tmp considers
 ENV_COPY = re.compile(r"^pty-acceptance-[0-9a-f]{8}-runtime\.env$")
 RECORD_LIMIT = 65536
 TMP_PREFIX = "pty-acceptance-"  # every temporary directory the suite makes (mkdtemp prefixes)
@@ -227,28 +233,55 @@ class Ledger:
             os.close(dfd)
 
 
-def _remove(rec: dict, test, what: str) -> str:
+def record_scratch(path: str, ident: tuple[int, int]) -> str:
+    """The scratch area's record (scratch.py), written the moment it exists; its name."""
+    name = f"scratch-{secrets.token_hex(8)}.json"
+    entry = {"pid": os.getpid(), "path": path, "dev": ident[0], "ino": ident[1]}
+    dfd = open_run_dir()
+    try:
+        hostfs.replace_at(dfd, name, json.dumps(entry).encode(), 0o600, owner=(0, 0))
+    finally:
+        os.close(dfd)
+    return name
+
+
+def drop_record(run_dir: str, name: str) -> None:
+    """A record whose object is gone (the run removed it itself)."""
+    try:
+        dfd = hostfs.open_dir(run_dir)
+    except OSError:
+        return  # the run directory went with it (a test's private one)
+    try:
+        os.unlink(name, dir_fd=dfd)
+    except FileNotFoundError:
+        pass
+    finally:
+        os.close(dfd)
+
+
+def _remove(rec: dict, test, what: str) -> tuple[str, bool]:
+    """(what happened, in words; whether nothing of it is left where it was)."""
     path = rec["path"]
     parent, name = str(PurePosixPath(path).parent), PurePosixPath(path).name
     try:
         pfd = hostfs.open_dir(parent)
     except FileNotFoundError:
-        return f"{what} {path}: already gone"
+        return f"{what} {path}: already gone", True
     except OSError as e:
-        return f"{what} {path}: left alone, its directory is not reachable without a link ({e})"
+        return f"{what} {path}: left alone, its directory is not reachable without a link ({e})", True
     try:
         try:
             st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
         except FileNotFoundError:
-            return f"{what} {path}: already gone"
+            return f"{what} {path}: already gone", True
         if not _same(st, rec, test):
             return (f"{what} {path}: left alone, a {hostfs.kind_of(st.st_mode)} of uid {st.st_uid} "
-                    "that is not the one the crashed run made")
+                    "that is not the one the crashed run made"), True
         if stat.S_ISDIR(st.st_mode):
-            shutil.rmtree(name, dir_fd=pfd)
-        else:
-            os.unlink(name, dir_fd=pfd)
-        return f"{what} {path}: removed"
+            done = hostfs.remove_tree_at(pfd, name, path, ident=(st.st_dev, st.st_ino))
+            return f"{what} {done.describe()}", done.complete
+        os.unlink(name, dir_fd=pfd)
+        return f"{what} {path}: removed", True
     finally:
         os.close(pfd)
 
@@ -258,16 +291,33 @@ def undo(entry: dict) -> list[str]:
     directories deepest first."""
     done = []
     if entry.get("socket"):
-        done.append(_remove(entry["socket"], stat.S_ISSOCK, "stand-in socket"))
+        done.append(_remove(entry["socket"], stat.S_ISSOCK, "stand-in socket")[0])
     for rec in reversed(entry.get("dirs") or []):
-        done.append(_remove(rec, stat.S_ISDIR, "stand-in directory"))
+        done.append(_remove(rec, stat.S_ISDIR, "stand-in directory")[0])
     return done
+
+
+def undo_scratch(entry: dict) -> tuple[str, bool]:
+    """Remove the scratch area (scratch.py) one record names, by descriptor,
+    if lstat still finds that same root-owned directory at that name:
+    (what happened, whether nothing of it is left: else the record is kept)."""
+    rec = {"path": entry["path"], "dev": entry["dev"], "ino": entry["ino"], "uids": [0]}
+    if not isinstance(rec["path"], str) or not SCRATCH_NAME.match(PurePosixPath(rec["path"]).name):
+        return f"scratch area {rec['path']!r}: left alone, not a name the suite makes", True
+    return _remove(rec, stat.S_ISDIR, "scratch area")
+
+
+def _read_record(dfd: int, name: str) -> dict:
+    entry = json.loads(hostfs.read_fd(hostfs.open_file_at(dfd, name, name), RECORD_LIMIT, name))
+    if not isinstance(entry, dict):
+        raise TypeError(f"{type(entry).__name__}, not an object")
+    return entry
 
 
 def clean_first(path: str | None = None) -> list[str]:
     """What an earlier run left in /run (it was SIGKILLed): stand-ins undone,
-    runtime environment copies removed. Call it holding the lock. Returns
-    what happened, in words (escaped)."""
+    scratch areas removed, runtime environment copies removed. Call it
+    holding the lock. Returns what happened, in words (escaped)."""
     dfd = open_run_dir(path)
     done = []
     try:
@@ -277,16 +327,23 @@ def clean_first(path: str | None = None) -> list[str]:
             st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
             if RECORD.match(name) and stat.S_ISREG(st.st_mode):
                 try:
-                    entry = json.loads(hostfs.read_fd(hostfs.open_file_at(dfd, name, name),
-                                                      RECORD_LIMIT, name))
-                    done += undo(entry)
+                    done += undo(_read_record(dfd, name))
                 except (OSError, ValueError, KeyError, TypeError) as e:
                     done.append(f"ledger {name} unreadable ({e}): what it recorded is left")
                 os.unlink(name, dir_fd=dfd)
+            elif SCRATCH_RECORD.match(name) and stat.S_ISREG(st.st_mode):
+                gone = True
+                try:
+                    said, gone = undo_scratch(_read_record(dfd, name))
+                    done.append(said)
+                except (OSError, ValueError, KeyError, TypeError) as e:
+                    done.append(f"ledger {name} unreadable ({e}): what it recorded is left")
+                if gone:  # else kept: the next run tries again
+                    os.unlink(name, dir_fd=dfd)
             elif ENV_COPY.match(name) and stat.S_ISREG(st.st_mode):
                 os.unlink(name, dir_fd=dfd)
                 done.append(f"runtime environment copy {name}: removed")
-            elif stat.S_ISREG(st.st_mode) and name.startswith(".standin-"):
+            elif stat.S_ISREG(st.st_mode) and name.startswith((".standin-", ".scratch-")):
                 os.unlink(name, dir_fd=dfd)  # a temporary file of replace_at
             else:
                 done.append(f"{name} ({hostfs.kind_of(st.st_mode)}): not the suite's, left alone")
@@ -295,28 +352,45 @@ def clean_first(path: str | None = None) -> list[str]:
     return [terminal.escape(d) for d in done]
 
 
-def clean_tmp(tmpdir: str) -> list[str]:
-    """The temporary directories a SIGKILLed run left in `tmpdir`: named
-    pty-acceptance-*, and root-owned, so made by root (with the lock held, by
-    no other run). Removed by the directory's descriptor, links not followed.
-    What the service user owns there is never the suite's to remove."""
+def clean_tmp(tmpdir: str, keep: tuple[int, int] | None = None) -> list[str]:
+    """The temporary directories a SIGKILLed run left in `tmpdir` (a scratch
+    area whose record was lost with a reboot of /run, or what an older suite
+    made there itself): named pty-acceptance-*, and root-owned, so made by
+    root (with the lock held, by no other run). Removed by descriptor
+    (hostfs.remove_tree_at), links not followed; `keep` (device, inode) is
+    this process's own scratch area. What the service user owns there is
+    never the suite's to remove."""
     try:
         dfd = hostfs.open_dir(tmpdir)
     except OSError as e:
         return [terminal.escape(f"{tmpdir}: not looked at ({e})")]
-    done, foreign = [], 0
+    done, foreign, seen = [], 0, 0
     try:
-        for name in sorted(os.listdir(dfd)):
-            if not name.startswith(TMP_PREFIX):
+        with os.scandir(dfd) as it:
+            names = []
+            for entry in it:
+                if entry.name.startswith(TMP_PREFIX):
+                    seen += 1
+                    if len(names) < TMP_LOOKED_AT:
+                        names.append(entry.name)
+        for name in sorted(names):
+            try:
+                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            except FileNotFoundError:
                 continue
-            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            if keep is not None and (st.st_dev, st.st_ino) == tuple(keep):
+                continue
             if stat.S_ISDIR(st.st_mode) and st.st_uid == 0:
-                shutil.rmtree(name, dir_fd=dfd)
-                done.append(f"temporary directory {os.path.join(tmpdir, name)}: removed")
+                gone = hostfs.remove_tree_at(dfd, name, os.path.join(tmpdir, name),
+                                             ident=(st.st_dev, st.st_ino))
+                done.append(f"temporary directory {gone.describe()}")
             else:
                 foreign += 1
     finally:
         os.close(dfd)
     if foreign:
         done.append(f"{foreign} other {TMP_PREFIX}* entries in {tmpdir}: not root's directories, left alone")
+    if seen > len(names):
+        done.append(f"{seen - len(names)} more {TMP_PREFIX}* entries in {tmpdir}: not looked at "
+                    f"(at most {TMP_LOOKED_AT} are)")
     return [terminal.escape(d) for d in done]

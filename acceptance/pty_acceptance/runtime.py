@@ -30,6 +30,8 @@ import re
 import stat
 from dataclasses import dataclass, field
 
+from . import hostfs
+
 SENTINEL = b"NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2"
 RELEASE_PREFIX = b"https://nodejs.org/download/release/"
 CHUNK = 1 << 20
@@ -94,8 +96,11 @@ class RuntimeError_(Exception):
     """The binary could not be read as a regular file without following links."""
 
 
-def identify(path: str, chunk: int = CHUNK) -> Identity:
-    """Stream the file once: hash, fuse sentinel(s), release-URL versions."""
+def identify(path: str, chunk: int = CHUNK, limit: hostfs.Limit | int | None = None) -> Identity:
+    """Stream the file once: hash, fuse sentinel(s), release-URL versions.
+    At most `limit` bytes (the inventory's limits.runtime_bytes): its size is
+    taken from fstat first, a larger file is refused unread (SUITE-4)."""
+    lim = hostfs.as_limit(limit)
     try:
         lst = os.lstat(path)
     except OSError as e:
@@ -112,6 +117,8 @@ def identify(path: str, chunk: int = CHUNK) -> Identity:
         st = os.fstat(fd)
         if (st.st_dev, st.st_ino) != (lst.st_dev, lst.st_ino) or not stat.S_ISREG(st.st_mode):
             raise RuntimeError_(f"{path} changed between lstat and open")
+        if st.st_size > lim.value:
+            raise RuntimeError_(f"{path} is {st.st_size} bytes, over {lim}: not read")
         h = hashlib.sha256()
         states: list[str] = []
         offsets: list[int] = []
@@ -126,6 +133,8 @@ def identify(path: str, chunk: int = CHUNK) -> Identity:
             if data:
                 h.update(data)
                 size += len(data)
+                if size > lim.value:
+                    raise RuntimeError_(f"{path} grew past {lim} while it was read")
                 buf += data
             else:
                 eof = True

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import socket
 import stat
 
@@ -92,7 +91,7 @@ def standin_listener(path: str, uid: int = 0, gid: int = 0, mode: int = 0o666,
         raise StandinError(str(e)) from None
     if not parts:
         raise StandinError(f"{path}: no socket name")
-    made: list[tuple[int, str, tuple[int, int]]] = []  # (parent fd, name, inode)
+    made: list[tuple[int, str, str, tuple[int, int]]] = []  # (parent fd, name, path, inode)
     sock = None
     bound: tuple[int, int] | None = None
     ledger = rundir.Ledger().open()
@@ -107,7 +106,7 @@ def standin_listener(path: str, uid: int = 0, gid: int = 0, mode: int = 0o666,
                 except FileNotFoundError:
                     nfd = _made_dir(fd, part, where, (dir_uid, dir_gid), dir_mode)
                     st = os.fstat(nfd)
-                    made.append((os.dup(fd), part, (st.st_dev, st.st_ino)))
+                    made.append((os.dup(fd), part, where, (st.st_dev, st.st_ino)))
                     ledger.made_dir(where, (st.st_dev, st.st_ino), dir_uid)
             except hostfs.Refused as e:
                 raise StandinError(f"{e}; not followed") from None
@@ -130,8 +129,7 @@ def standin_listener(path: str, uid: int = 0, gid: int = 0, mode: int = 0o666,
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(parts[-1], dir_fd=fd)
         os.close(fd)
-        for parent, name, ident in reversed(made):
-            if _same(parent, name, ident):
-                shutil.rmtree(name, ignore_errors=True, dir_fd=parent)
+        for parent, name, where, ident in reversed(made):
+            hostfs.remove_tree_at(parent, name, where, ident=ident)  # only that very directory
             os.close(parent)
         ledger.close()

@@ -10,7 +10,10 @@ acceptance/:
 - takes the run lock (rundir.py) first of all: a second run fails at once,
   NOT READY, naming the first, and touches nothing (SUITE-5);
 - removes, holding the lock, what a SIGKILLed run left: its stand-in
-  sockets and runtime environment copies under /run, its disposable units;
+  sockets and runtime environment copies under /run, its scratch area in
+  /tmp (scratch.py: the workspaces and build directories it handed to the
+  service user), its disposable units; at the end of the run, before the
+  lock goes, the run's own scratch area is removed;
 - turns SIGTERM into the same orderly teardown as SIGINT (KeyboardInterrupt:
   fixtures torn down, the gate blocks the marker as "interrupted");
 - removes the marker in pytest_cmdline_main, before any pytest_configure,
@@ -29,18 +32,20 @@ none of them.
 from __future__ import annotations
 
 import signal
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from . import inventory, marker, nodeids, rundir, terminal
+from . import inventory, marker, nodeids, rundir, scratch, terminal
 
 GATE = "pty-acceptance-gate"  # the name plugin.py registers the gate under
 REMOVAL = pytest.StashKey[tuple[tuple[str, ...], str]]()  # (marker paths, what happened)
 LOCK = pytest.StashKey["rundir.Lock"]()
 CLEANED = pytest.StashKey[list]()  # what the start-up removed of an earlier run
 SIGTERM_BEFORE = pytest.StashKey[object]()
+RUN_DIR_BEFORE = pytest.StashKey[str]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -157,10 +162,12 @@ def take_lock(config: pytest.Config) -> str | None:
     run cannot go on (the marker is then still removed), or raises
     UsageError when another run holds the lock (it is left alone)."""
     path = config.getini("pty_acceptance_run_dir") or rundir.DEFAULT_DIR
+    config.stash[RUN_DIR_BEFORE] = rundir.current()
     rundir.use(path)
     try:
         config.stash[LOCK] = rundir.acquire(path)
     except rundir.Busy as e:
+        _give_back(config)
         raise pytest.UsageError(terminal.escape(
             f"NOT READY: SUITE-5: {e}; two runs never overlap, this one did nothing")) from None
     except (rundir.RunDirError, OSError) as e:
@@ -169,7 +176,7 @@ def take_lock(config: pytest.Config) -> str | None:
     try:
         cleaned += rundir.clean_first(path)
         if path == rundir.DEFAULT_DIR:  # the host's lock: the host's temporary directory too
-            cleaned += rundir.clean_tmp(tempfile.gettempdir())
+            cleaned += rundir.clean_tmp(tempfile.gettempdir(), keep=scratch.current_ident())
     except (rundir.RunDirError, OSError) as e:
         return f"SUITE-5: what an earlier run left in {path} cannot be removed: {e}"
     cleaned += units_left()
@@ -203,18 +210,38 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         config.stash[SIGTERM_BEFORE] = signal.signal(signal.SIGTERM, _terminated)
         config.stash[REMOVAL] = remove_markers(marker_paths(config))
         if problem:
+            _give_back(config)  # no pytest_unconfigure follows a UsageError here
             raise pytest.UsageError(not_ready(config, problem))
+
+
+def _give_back(config: pytest.Config) -> None:
+    """The lock released, this process's run directory as it was (in-process runs)."""
+    lock = config.stash.get(LOCK, None)
+    if lock is not None:
+        lock.release()
+        config.stash[LOCK] = None
+    if RUN_DIR_BEFORE in config.stash:
+        rundir.use(config.stash[RUN_DIR_BEFORE])
+        del config.stash[RUN_DIR_BEFORE]
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """After the gate's verdict and marker: the lock goes last."""
+    """After the gate's verdict and marker: the scratch area is removed, the
+    lock goes last. What could not be removed is said on stderr (the verdict
+    stays the last line) and its record is kept for the next run."""
     if SIGTERM_BEFORE in config.stash:
         signal.signal(signal.SIGTERM, config.stash[SIGTERM_BEFORE])
         del config.stash[SIGTERM_BEFORE]
     lock = config.stash.get(LOCK, None)
     if lock is not None:
-        lock.release()
+        try:
+            left = scratch.finish()
+        except OSError as e:
+            left = [terminal.escape(f"the scratch area was not removed: {e}")]
+        for line in left:
+            print(f"SUITE-5: {line}; the next run removes it", file=sys.stderr)
+    _give_back(config)
 
 
 @pytest.hookimpl(trylast=True)

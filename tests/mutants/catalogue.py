@@ -47,7 +47,11 @@ class Fault:
     planted_marker: str = ""
     # "tests": caught when a test carrying a must_fail ID fails. "marker-removed":
     # a planted marker is caught when the gate reports removing it (MARK-4).
+    # "withstood": an attack the suite must shrug off: caught when the run ends
+    # within deadline_s with a report, fails nothing the control does not, gives
+    # the control's verdict, and the `after` check passes (the attack achieved nothing).
     kill: str = "tests"
+    deadline_s: float | None = None  # the suite is stopped after this long (None: no bound)
 
     @property
     def must_fail(self) -> tuple[str, ...]:
@@ -413,6 +417,28 @@ FAULTS += [
           f"cd {PILOT}/config/opencode && rm tsconfig.json && mkfifo -m 0644 tsconfig.json && "
           "chown byk:byk tsconfig.json",
           modules=_m("builds"), expect=("SCOPE-1",)),
+]
+
+
+# SUITE-4, SUITE-5: the service user against root's temporary directories (issue 21 item 11)
+SWAP_SECRET = "pty-acceptance-swap-secret-4e1f27"
+SWAPS_WITHSTOOD = """systemctl stop pty-fault-swapper.service || true
+echo '--- the swapper log'; cat /var/lib/pty-fault/swapper.log
+echo '--- /tmp'; ls -la /tmp
+bad=0
+grep -q '^REFUSED /tmp/pty-acceptance-run-' /var/lib/pty-fault/swapper.log || {
+    echo 'the swapper never found a workspace of the suite: the fault proved nothing'; bad=1; }
+if grep '^SWAPPED' /var/lib/pty-fault/swapper.log; then echo 'it replaced a directory the suite made'; bad=1; fi
+left=$(find /tmp -maxdepth 1 \\( -name 'pty-acceptance-*' -o -type p \\) -print)
+if [ -n "$left" ]; then echo "left in /tmp: $left"; bad=1; fi
+exit $bad"""
+FAULTS += [
+    Fault("user-swaps-temp-dirs-for-fifos", ("SUITE-4", "SUITE-5"),
+          "for the whole run the service user renames every directory of its own named pty-acceptance-* "
+          "it finds (in /tmp, or as the cwd of its processes), puts a FIFO in its place, and plants a "
+          "link to a root-only secret in the workspaces: the suite must end, READY, leaving nothing",
+          vault(SWAP_SECRET), script_file="user-swaps-temp-dirs.sh", modules=FULL, kill="withstood",
+          after=SWAPS_WITHSTOOD, secret=SWAP_SECRET, deadline_s=900),
 ]
 
 

@@ -7,7 +7,10 @@ reference host, plus one clean control run, and a kill table of the results.
     reports/mutants/latest -> <run id>
 
 Exit status 0 only when the control passes and every fault is killed by the
-requirement IDs its entry names.
+requirement IDs its entry names. A "withstood" fault (an attack the suite must
+shrug off) is killed when the run ends within its deadline with a report,
+fails nothing the control does not, gives the control's verdict and passes
+its after-suite check.
 
 The reference host has findings it truly fails on this machine kind
 (tests/refhost/findings.py). The control must fail exactly those tests; a
@@ -27,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from tests.refhost import findings
 from tests.refhost.junit import Report
-from tests.refhost.run import AFTER_SUITE, run_reference
+from tests.refhost.run import AFTER_SUITE, EXIT_TIMED_OUT, run_reference
 
 from . import catalogue
 
@@ -54,12 +57,19 @@ def run_one(repo: pathlib.Path, out: pathlib.Path, fault: catalogue.Fault | None
                 after.append(check)
         modules = list(fault.modules) if fault and fault.modules else ["acceptance/"]
         status = run_reference(repo, before_suite=scripts, after_suite=after, out_dir=out,
-                               suite_paths=modules, quiet=True)
+                               suite_paths=modules, quiet=True,
+                               suite_timeout=fault.deadline_s if fault else None)
     report = Report.find(out)
     marker = os.path.lexists(out / "pty-supervisor-verified")
     row = {"id": fault.id if fault else "control", "requirements": list(fault.breaks) if fault else [],
-           "modules": modules, "status": status, "marker": marker,
+           "modules": modules, "status": status, "marker": marker, "kill": fault.kill if fault else None,
            "seconds": round(time.monotonic() - t0, 1)}
+    if status == EXIT_TIMED_OUT:
+        row.update(killed=False, caught_by=[], unexpected=[],
+                   note=f"the suite was still running {fault.deadline_s:g} s later: stopped")
+        if (out / AFTER_SUITE).is_file():
+            row["after_suite"] = (out / AFTER_SUITE).read_text().strip()[-2000:]
+        return row
     if report is None:
         row.update(killed=False, caught_by=[], unexpected=[],
                    note=f"no JUnit report: deployment or the fault script failed (status {status})")
@@ -83,6 +93,8 @@ def run_one(repo: pathlib.Path, out: pathlib.Path, fault: catalogue.Fault | None
         row["marker_fresh"] = fresh  # the run's own marker replaced the planted one
         row["killed"] = "removed an existing marker" in removal and (not marker or fresh)
         row["caught_by"] = sorted(set(failed) | ({"MARK-4"} if row["killed"] else set()))
+    elif fault.kill == "withstood":  # the verdict is compared with the control's in run_mutants
+        row["killed"] = not failed
     else:
         row["killed"] = bool(must & set(failed)) and not marker
     if fault.after:
@@ -90,7 +102,8 @@ def run_one(repo: pathlib.Path, out: pathlib.Path, fault: catalogue.Fault | None
         row["after_suite"] = text.strip()[-2000:]
         if not text.startswith("0 0\n"):
             row["killed"] = False
-            row["note"] = "the after-suite check failed: the suite touched what it must leave alone"
+            row["note"] = ("the after-suite check failed: the attack achieved something" if fault.kill == "withstood"
+                           else "the after-suite check failed: the suite touched what it must leave alone")
     if fault.secret:
         leaks = _leaks(out, fault.secret)
         if leaks:
@@ -98,6 +111,16 @@ def run_one(repo: pathlib.Path, out: pathlib.Path, fault: catalogue.Fault | None
             row["note"] = "the root-only secret or its SHA-256 is in " + ", ".join(leaks)
     row["unexpected"] = sorted(set(failed) - must - set(fault.breaks))
     return row
+
+
+def withstood(row: dict, control: dict | None) -> None:
+    """A withstood fault's verdict must be the control's (READY with its marker on
+    a reference host without findings, when no control ran)."""
+    want = control["marker"] if control is not None else not findings.KNOWN_FINDINGS
+    if row["killed"] and row["marker"] != want:
+        row["killed"] = False
+        row["note"] = (f"the verdict differs from the control's: marker {row['marker']}, the control's "
+                       f"{want}")
 
 
 def _leaks(out: pathlib.Path, secret: str) -> list[str]:
@@ -152,9 +175,11 @@ def run_mutants(repo: pathlib.Path, *, only: list[str] = (), jobs: int = 1, cont
         if not ok:
             problems.append(f"control run failed: {c}")
     for r in rows[1 if control else 0:]:
+        if r["kill"] == "withstood":
+            withstood(r, rows[0] if control else None)
         if not r["killed"]:
             problems.append(f"{r['id']}: not killed (caught by {r['caught_by']}, marker {r['marker']})")
-        if r["marker"] and not r.get("marker_fresh"):
+        if r["marker"] and not r.get("marker_fresh") and r["kill"] != "withstood":
             problems.append(f"{r['id']}: a marker was written")
     (out / "kill-table.json").write_text(json.dumps(rows, indent=2) + "\n")
     md = table_md(rows) + f"\nwall time {round(time.monotonic() - t0, 1)} s, jobs {jobs}\n"

@@ -24,6 +24,7 @@ MARKER = "/etc/opencode/pty-supervisor-verified"
 BINARIES = [f"/usr/local/libexec/opencode-pty-{n}" for n in ("supervisor", "launcher", "client")]
 
 EXIT_SETUP_FAILED = 3
+EXIT_TIMED_OUT = 124  # the suite did not end within the caller's deadline (it was stopped)
 
 
 def new_run_id() -> str:
@@ -97,10 +98,12 @@ def new_machine(repo_root: pathlib.Path, tree: pathlib.Path, name: str, out: pat
 
 def run_reference(repo_root: pathlib.Path, *, before_suite: list[os.PathLike | str] = (),
                   after_suite: list[os.PathLike | str] = (), keep: bool = False, pytest_args: list[str] = (), out_dir: pathlib.Path | None = None,
-                  suite_paths: list[str] = ("acceptance/",), quiet: bool = False) -> int:
+                  suite_paths: list[str] = ("acceptance/",), quiet: bool = False,
+                  suite_timeout: float | None = None) -> int:
     """Boot a reference host, deploy, run the acceptance suite inside it. Returns the suite's status.
 
-    3 means deployment or a --before-suite script failed (logs are still collected).
+    3 means deployment or a --before-suite script failed (logs are still collected);
+    124 that the suite was still running `suite_timeout` seconds later and was stopped.
     after_suite scripts run inside (as root) once the suite has ended; their exit
     statuses and output go to AFTER_SUITE in the output directory ("<i> <status>"
     lines, then the output), so a caller can check what the suite must have left alone."""
@@ -123,7 +126,7 @@ def run_reference(repo_root: pathlib.Path, *, before_suite: list[os.PathLike | s
     status = EXIT_SETUP_FAILED
     try:
         m.boot()
-        status = _deploy_and_test(m, before, pytest_args, list(suite_paths), quiet)
+        status = _deploy_and_test(m, before, pytest_args, list(suite_paths), quiet, suite_timeout)
         (out / "suite-output.txt").write_bytes(getattr(m, "suite_output", b""))
         if after and status != EXIT_SETUP_FAILED:
             (out / AFTER_SUITE).write_text(_after_suite(m, after))
@@ -170,14 +173,21 @@ def deploy(m: Machine, before: list[pathlib.Path], quiet: bool) -> bool:
 
 
 def _deploy_and_test(m: Machine, before: list[pathlib.Path], pytest_args: list[str],
-                     suite_paths: list[str], quiet: bool) -> int:
+                     suite_paths: list[str], quiet: bool, suite_timeout: float | None = None) -> int:
     if not deploy(m, before, quiet):
         return EXIT_SETUP_FAILED
     argv = [GUEST_PYTHON, "-m", "pytest", "-p", "no:cacheprovider", *suite_paths,
             "--inventory", "inventories/reference.yml", "--report-dir", f"{GUEST_OUT}/reports",
             *pytest_args]
     log("suite: " + " ".join(argv))
-    r = m.run(argv, cwd=GUEST_SRC, env={"PYTHONDONTWRITEBYTECODE": "1"}, stream=not quiet)
+    try:
+        r = m.run(argv, cwd=GUEST_SRC, env={"PYTHONDONTWRITEBYTECODE": "1"}, stream=not quiet,
+                  timeout=suite_timeout)
+    except subprocess.TimeoutExpired as e:  # m.run has stopped the suite's unit
+        m.suite_output = (e.stdout or b"") + f"\n(the suite was still running {suite_timeout:g} s later: " \
+            "stopped)\n".encode()
+        log(f"suite: still running {suite_timeout:g} s later: stopped")
+        return EXIT_TIMED_OUT
     m.suite_output = r.stdout
     lines = r.stdout.decode(errors="replace").strip().splitlines()
     print(f"suite: {lines[-1] if lines else '(no output)'} (exit status {r.returncode})", file=sys.stderr)
