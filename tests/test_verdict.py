@@ -80,7 +80,12 @@ def test_a_ready_run_prints_the_matrix_and_writes_the_bundle(project, target):
     junit_desc = [c for c in st["predicate"]["configuration"] if c["name"] == report.name]
     assert junit_desc[0]["digest"]["sha256"] == hashlib.sha256(report.read_bytes()).hexdigest()
     names = {Path(c["name"]).name for c in st["predicate"]["configuration"]}
-    assert names == {report.name, "inventory.yml", "ROOT-ACCEPTANCE.md"}
+    assert names == {report.name, "inventory.yml", "ROOT-ACCEPTANCE.md", "bun", "pty-plugin-smoke.ts"}
+    # PLUGIN-1: bun and the smoke harness, by the pins PLUGIN-1 ran them under (issue 21 item 3)
+    plugin = {c["name"]: (c["digest"]["sha256"], c["annotations"]["role"])
+              for c in st["predicate"]["configuration"] if c.get("annotations", {}).get("requirement") == "PLUGIN-1"}
+    assert plugin == {"/nonexistent/bun": ("cd" * 32, "the plugin smoke bun"),
+                      "/nonexistent/pty-plugin-smoke.ts": ("ef" * 32, "the plugin smoke harness")}
     assert st["predicate"]["passedTests"] == ["acceptance/test_all.py::test_other"]
     assert st["predicate"]["warnedTests"] == ["acceptance/test_all.py::test_everything"]
     assert st["predicate"]["failedTests"] == []

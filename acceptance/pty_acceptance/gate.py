@@ -346,6 +346,9 @@ class Gate:
         for b in inv.binaries_list:
             self._global("pin", f"{b.sha256}  {b.path}")
         self._global("pin", f"{inv.runtime['sha256']}  {inv.runtime['binary']}")
+        p = inv.plugin  # PLUGIN-1 runs only these bytes (smoke.py): the Statement's configuration
+        self._global("plugin-bun-pin", f"{p['bun_sha256']}  {p['bun']}")
+        self._global("plugin-harness-pin", f"{p['harness_sha256']}  {p['harness']}")
         self._global("inventory-file", file_digest(inv.file))
         self._global("checklist-file", file_digest(st.root / "ROOT-ACCEPTANCE.md"))
         try:  # evidence only: the marker-time check (running_blockers) decides

@@ -311,6 +311,20 @@ def sha256_file(path: str) -> str:
     return sha256_fd(open_file(path))
 
 
+def sha256_fd_bounded(fd: int, limit: int, where: str) -> str:
+    """SHA-256 of what `fd` holds from offset 0, at most `limit` bytes (more is
+    Refused, naming the bound). pread: the descriptor stays open, its offset
+    unmoved, so the caller can keep it and hash the very same file again."""
+    h = hashlib.sha256()
+    done = 0
+    while chunk := os.pread(fd, min(1 << 20, limit + 1 - done), done):
+        done += len(chunk)
+        if done > limit:
+            raise Refused(f"{where} is larger than {limit} bytes")
+        h.update(chunk)
+    return h.hexdigest()
+
+
 # ------------------------------------------------ writing by descriptor
 CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 

@@ -389,6 +389,13 @@ FAULTS += [
     Fault("plugin-bun-setuid-root", ("PLUGIN-1",), "bun is set-user-ID root (and the harness's own "
           "root refusal is off): run as the service user it would run as root",
           f"printf 'allow-root\\n' > {PLUGIN_FAULTS} && chmod 4755 {BUN}", modules=_m("plugin")),
+    # -- PLUGIN-1: bun and the harness are the reviewed ones (issue 21 item 3)
+    Fault("plugin-harness-exits-zero", ("PLUGIN-1",), "the smoke harness (the service user's file) is "
+          "replaced by a script that only does process.exit(0)",
+          f"printf 'process.exit(0)\\n' > {PILOT}/pty-smoke/pty-plugin-smoke.ts", modules=_m("plugin")),
+    Fault("plugin-bun-owned-by-service-user", ("PLUGIN-1",), "bun belongs to the service user, who "
+          "could put another program in its place between its check and its run",
+          f"chown byk:byk {BUN}", modules=_m("plugin")),
 ]
 
 # -- SUITE-4: the service user points root's reads at what only root may read
@@ -449,4 +456,5 @@ CI_SUBSET = [
     "runtime-pty-in-process", "accepts-uid-while-mainpid-stopped", "plugin-list-bad-shape",
     "supervisor-runs-a-root-owned-copy",
     "plugin-harness-fails-one-run", "plugin-bun-setuid-root",
+    "plugin-harness-exits-zero", "plugin-bun-owned-by-service-user",
 ]
