@@ -96,7 +96,7 @@ def test_a_ready_run_prints_the_matrix_and_writes_the_bundle(project, target):
 def test_a_runtime_behind_a_link_is_not_hashed_through_it(project, target):
     """SUITE-4: the runtime lies in the service user's tree; a directory of
     its path made a link is not followed (the subject is the inventory's
-    claim, marked as such), and the run still ends as the gate decides."""
+    claim, marked as such), and what was not read blocks (RUNTIME-1, MARK-3)."""
     make_runtime(target)
     import yaml
     path = Path(yaml.safe_load(target.inventory.read_text())["all"]["hosts"]["fake"]["runtime"]["binary"])
@@ -104,9 +104,10 @@ def test_a_runtime_behind_a_link_is_not_hashed_through_it(project, target):
     path.parent.rename(elsewhere)
     path.parent.symlink_to(elsewhere)
     res = run(project, target)
-    assert last_line(res) == f"READY: marker written {target.marker}"
+    assert last_line(res) == "NOT READY: 2 blockers: RUNTIME-1 MARK-3", "\n".join(res.outlines[-20:])
     st = json.loads(Path(bundle.names(str(junit(project)))[1]).read_text())
     validate(st)
+    assert st["predicate"]["result"] == "FAILED"
     (runtime,) = [s for s in st["subject"] if s["name"] == str(path)]
     assert runtime["annotations"] == {"digestSource": "the inventory's claim; not read by the gate"}
     props = [p.get("value") for p in ET.parse(junit(project)).getroot().iter("property")

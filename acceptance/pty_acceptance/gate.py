@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from . import bundle, hostfs, manifest, marker, reports, running, signing, startup, terminal, verdict, waivers
+from . import bundle, hostfs, manifest, marker, reports, running, runtime, signing, startup, terminal, verdict, waivers
 from .checklist import Section
 from .inventory import Inventory
 from .marks import check_requirement_marks, requirement_ids
@@ -77,6 +77,8 @@ class GateState:
     report_path: str = ""  # the JUnit report in the report directory
     report_private_dir: str | None = None  # where pytest's JUnit writer writes it first
     marker_hashes: dict[str, str] = field(default_factory=dict)  # what content_blockers read
+    runtime_at_start: tuple[str | None, str] = (None, "not read")  # runtime_digest at session start
+    runtime_at_marker: tuple[str | None, str] = (None, "not read")  # and at marker time
     matrix: list[str] = field(default_factory=list)  # verdict.terminal_lines of the published report
     bundle_files: list[str] = field(default_factory=list)
     waivers_file: str | None = None
@@ -96,12 +98,22 @@ def hash_binaries(inv: Inventory) -> tuple[dict[str, str], list[str]]:
     return hashes, errors
 
 
-def hash_runtime(inv: Inventory) -> str:
-    """Evidence for the verdict bundle (the in-toto subject): "<sha256>  <path>"
-    of the runtime binary, or why it could not be read. RUNTIME-1 judges it.
-    It lies in the service user's tree: reached from / without following a
-    link in any component (SUITE-4)."""
-    return file_digest(inv.runtime["binary"])
+def runtime_digest(inv: Inventory) -> tuple[str | None, str]:
+    """(SHA-256 or None, "<sha256>  <path>" or why it could not be read) of the
+    runtime binary: the report's runtime-at-start/-at-marker-time (the in-toto
+    subject), judged by runtime_blockers. It lies in the service user's tree:
+    reached from / without following a link in any component (SUITE-4), read
+    by descriptor and bounded."""
+    path = inv.runtime["binary"]
+    try:
+        fd = hostfs.open_file(path)
+        try:
+            digest = hostfs.sha256_fd_bounded(fd, runtime.BINARY_LIMIT, path)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        return None, f"not readable: {path}: {e.strerror or e}"
+    return digest, f"{digest}  {path}"
 
 
 def file_digest(path: str | Path) -> str:
@@ -216,6 +228,7 @@ def content_blockers(state: GateState) -> list[Blocker]:
             out.append(Blocker(("SCOPE-2", "MARK-3"), f"{b.path} hashes to {end}, "
                                f"inventory claims {b.sha256}"))
     out += running_blockers(inv)
+    out += runtime_blockers(state)
     try:
         digest, _ = manifest.compute(inv.pilot_root, inv.code_root)
         if digest != inv.source_manifest_sha256:
@@ -223,6 +236,30 @@ def content_blockers(state: GateState) -> list[Blocker]:
                                f"inventory claims {inv.source_manifest_sha256}"))
     except manifest.ManifestError as e:
         out.append(Blocker(("SCOPE-1", "MARK-3"), f"source manifest cannot be computed: {e}"))
+    return out
+
+
+def runtime_blockers(state: GateState) -> list[Blocker]:
+    """RUNTIME-1 at write time, as SCOPE-2 for the binaries: the runtime hashes
+    to runtime.sha256 at session start and again at marker time. It lies in a
+    directory the service user owns, who can rename another file into its
+    place at any moment: what RUNTIME-1 read and RUNTIME-2 ran must still be
+    there when the marker is written."""
+    inv = state.inventory
+    state.runtime_at_marker = runtime_digest(inv)
+    pin, path = inv.runtime["sha256"], inv.runtime["binary"]
+    out = []
+    for when, (digest, said) in (("at session start", state.runtime_at_start),
+                                 ("at marker time", state.runtime_at_marker)):
+        if digest is None:
+            out.append(Blocker(("RUNTIME-1", "MARK-3"), f"{when}: the runtime is {said}"))
+        elif digest != pin:
+            out.append(Blocker(("RUNTIME-1", "MARK-3"), f"{when}: {path} hashes to {digest}, "
+                               f"the pin runtime.sha256 is {pin}"))
+    start, end = state.runtime_at_start[0], state.runtime_at_marker[0]
+    if start and end and start != end:
+        out.append(Blocker(("RUNTIME-1", "MARK-3"), f"{path} changed during the run: {start} at "
+                           f"start, {end} now"))
     return out
 
 
@@ -339,7 +376,8 @@ class Gate:
                      "independent source review's MERGE verdict")
         for path, digest in st.start_hashes.items():
             self._global("binary-at-start", f"{digest}  {path}")
-        self._global("runtime-at-start", hash_runtime(st.inventory))
+        st.runtime_at_start = runtime_digest(st.inventory)
+        self._global("runtime-at-start", st.runtime_at_start[1])
         inv = st.inventory
         self._global("pin", f"revision {inv.revision}")
         self._global("pin", f"source-manifest {inv.source_manifest_sha256}")
@@ -436,7 +474,7 @@ class Gate:
         st.result = found
         for path, digest in st.marker_hashes.items():
             self._global("binary-at-marker-time", f"{digest}  {path}")
-        self._global("runtime-at-marker-time", hash_runtime(st.inventory))
+        self._global("runtime-at-marker-time", st.runtime_at_marker[1])
         if st.waivers_file:
             self._global("waiver-file", file_digest(st.waivers_file))
         if st.signer:

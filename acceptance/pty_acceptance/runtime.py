@@ -43,6 +43,7 @@ _HOLD = 128
 READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
 
 FUSED, PLAIN, NOT_NODE = "fused", "plain", "absent"
+BINARY_LIMIT = 1 << 30  # what is hashed by descriptor elsewhere is bounded (the SEA is ~150 MB)
 
 
 @dataclass(frozen=True)
