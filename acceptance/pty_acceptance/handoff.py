@@ -223,8 +223,8 @@ def open_runtime(path: str, pin: str) -> Hashed:
     try:
         fd = hostfs.open_file(path)
     except OSError as e:
-        raise HandoffError(f"the runtime {path} cannot be opened without following a link: "
-                           f"{e.strerror or e}") from None
+        raise HandoffError(f"the runtime {path} cannot be opened (walked from / without following "
+                           f"a link): {e.strerror or e}") from None
     try:
         st = os.fstat(fd)
         digest = hostfs.sha256_fd_bounded(fd, runtime.BINARY_LIMIT, path)
