@@ -138,19 +138,5 @@ def test_server_env_is_private_and_holds_the_password(inv, env, service_uid, evi
     path, uid = inv.cutover["server_env"], service_uid
     if uid is None:
         pytest.fail(f"CUT-3: the service user {inv.service_user!r} does not exist", pytrace=False)
-    problems = []
-    if env.kind != "regular file":
-        problems.append(f"it is {'a ' + env.kind if env.kind not in ('absent', 'unreadable') else env.kind}, "
-                        "expected a regular file")
-    else:
-        if env.mode != 0o600:
-            problems.append(f"mode {env.mode:04o}, expected exactly 0600")
-        if env.uid != uid:
-            problems.append(f"owned by uid {env.uid}, expected {uid} ({inv.service_user})")
-        if env.problem:
-            problems.append(f"content not read: {env.problem}")
-        elif not env.assignments:
-            problems.append("no OPENCODE_PASSWORD= line")
-        elif not env.has_password:
-            problems.append("OPENCODE_PASSWORD= has an empty value")
+    problems = serverenv.problems(env, uid, who=f" ({inv.service_user})")
     assert not problems, f"CUT-3: {path}: " + "; ".join(problems)

@@ -6,15 +6,22 @@ PLUGIN-1 `bun <plugin.harness> <plugin.args>` passes (exit 0) ten times in a
          (plugin.plugin_dir); then once more with `<plugin.fresh_args>`, whose
          `{helper}` is the client BUILD-1 just built (written root-owned, 0755,
          into a fresh directory of its own) and `{workdir}` that run's fresh
-         directory. Every run has a deadline (plugin.deadline_s, default 120 s):
-         at the deadline its process group is killed and what was still running
-         is named. Evidence per run: exit status, duration, last output line
-         (escaped), the files it left in its directory (read by descriptor,
-         regular files only, size-bounded, escaped). A run fails PLUGIN-1 when
-         it exits non-zero, outlives its deadline, leaves a process behind or
-         changes the plugin directory's listing. No bun or no harness fails with
-         that reason; a root service user or a bun that would run with other
-         privileges (set-ID bits, file capabilities) is refused before any run.
+         directory. bun and the harness are the reviewed ones: bun must be
+         root-controlled (OWN-1's chain check) and hash to plugin.bun_sha256;
+         the harness, read once by descriptor, must hash to
+         plugin.harness_sha256, and bun runs a root-owned 0444 copy of those
+         bytes in a root-owned 0755 directory of the suite's own; both are
+         hashed again by descriptor before every run. Every run has a deadline
+         (plugin.deadline_s, default 120 s): at the deadline its process group
+         is killed and what was still running is named. Evidence per run: exit
+         status, duration, last output line (escaped), the files it left in its
+         directory (read by descriptor, regular files only, size-bounded,
+         escaped). A run fails PLUGIN-1 when it exits non-zero, outlives its
+         deadline, leaves a process behind or changes the plugin directory's
+         listing. No bun or no harness fails with that reason; a root service
+         user, a bun that would run with other privileges (set-ID bits, file
+         capabilities) or is not root's, and a bun or harness that is not the
+         pinned one are refused before any run.
 """
 
 import os
@@ -33,11 +40,22 @@ FRESH_CLIENT = "opencode-pty-client"
 
 
 @pytest.fixture(scope="module")
-def account(inv):
+def checked(inv):
     try:
         return smoke.preflight(inv)
     except smoke.Refused as e:
         pytest.fail(f"PLUGIN-1: {e}", pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def harness_copy(inv, checked):
+    """The pinned harness bytes, root-owned 0444 in a root-owned 0755 directory: what bun runs."""
+    name = os.path.basename(inv.plugin["harness"])
+    d = smoke.stage_harness(checked.harness_bytes, name)
+    try:
+        yield os.path.join(d, name)
+    finally:
+        smoke.unstage(d, name)
 
 
 def _text(b: bytes) -> str:
@@ -69,9 +87,14 @@ def _why(r: smoke.Run) -> str:
     return f"run {r.label} left processes running after it exited: {', '.join(map(escape, r.left_behind))}"
 
 
-def _runs(inv, account, evidence, labels, args_for, helper):
-    """Run the harness once per label in one fresh workspace; the first failure fails the test."""
+def _runs(inv, checked, copy, evidence, labels, args_for, helper):
+    """Run the harness once per label in one fresh workspace; the first failure fails the test.
+    Before each run bun and the harness copy are hashed again: not the pinned ones, no run."""
     p = inv.plugin
+    evidence("bun", checked.bun)
+    evidence("harness", checked.harness)
+    evidence("harness copy run by bun", f"{copy} (root-owned {smoke.COPY_MODE:04o}, directory "
+                                        f"root-owned {smoke.COPY_DIR_MODE:04o})")
     deadline = p.get("deadline_s", smoke.DEFAULT_DEADLINE_S)
     before = smoke.listing(p["plugin_dir"])
     if isinstance(before, str):
@@ -82,8 +105,12 @@ def _runs(inv, account, evidence, labels, args_for, helper):
                         pytrace=False)
         evidence("working directory", f"{workdir} (fresh, 0700, {inv.service_user})")
         for label in labels:
-            r = smoke.run(label, p["bun"], p["harness"], smoke.fill(args_for, helper, workdir),
-                          account, workdir, deadline)
+            try:
+                evidence(f"run {label} pinned", smoke.before_run(p, copy, smoke.limits(inv)))
+            except smoke.Refused as e:
+                pytest.fail(f"PLUGIN-1: before run {label}: {e}", pytrace=False)
+            r = smoke.run(label, p["bun"], copy, smoke.fill(args_for, helper, workdir),
+                          checked.account, workdir, deadline)
             _record(evidence, r)
             after = smoke.listing(p["plugin_dir"])
             changed = sorted(after ^ before) if isinstance(after, set) else [after]
@@ -93,12 +120,9 @@ def _runs(inv, account, evidence, labels, args_for, helper):
 
 
 @pytest.mark.requirement("PLUGIN-1")
-def test_harness_passes_ten_times_in_a_row(inv, account, evidence):
-    p = inv.plugin
-    evidence("bun", p["bun"])
-    evidence("harness", p["harness"])
-    _runs(inv, account, evidence, [f"{i}/{RUNS}" for i in range(1, RUNS + 1)], p["args"],
-          inv.binaries["client"]["path"])
+def test_harness_passes_ten_times_in_a_row(inv, checked, harness_copy, evidence):
+    _runs(inv, checked, harness_copy, evidence, [f"{i}/{RUNS}" for i in range(1, RUNS + 1)],
+          inv.plugin["args"], inv.binaries["client"]["path"])
 
 
 @pytest.fixture
@@ -120,7 +144,7 @@ def fresh_helper(reproduced):
 
 
 @pytest.mark.requirement("PLUGIN-1")
-def test_harness_passes_against_the_fresh_helper(inv, account, fresh_helper, evidence):
+def test_harness_passes_against_the_fresh_helper(inv, checked, harness_copy, fresh_helper, evidence):
     path, digest = fresh_helper
     evidence("fresh helper", f"{digest}  {path} (BUILD-1's build a)")
-    _runs(inv, account, evidence, ["fresh"], inv.plugin["fresh_args"], path)
+    _runs(inv, checked, harness_copy, evidence, ["fresh"], inv.plugin["fresh_args"], path)

@@ -4,8 +4,15 @@ the cwd only to the fixed helper.
 RUNTIME-2 the exact runtime binary of RUNTIME-1, run with the candidate
           unit's own command line (another port) and environment file as the
           disposable peer (`units.peer`), opens one PTY session through its
-          HTTP API (POST /api/pty). While the session lives every process on
-          the host is read:
+          HTTP API (POST /api/pty). The runtime run is the one RUNTIME-1
+          hashed: opened without following a link and hashed by descriptor
+          (runtime.sha256) before the start, MainPID's executable the very
+          file of that descriptor (device and inode), hashed again through it
+          after the session. Its environment comes only from
+          cutover.server_env after CUT-3's checks (owned by the service user
+          and group): an EnvironmentFile= naming anything else fails before
+          anything is read. While the session lives every process on the
+          host is read:
           - the session is the supervisor's (a new strict session unit) and
             its command runs in the directory the API was given;
           - the fixed helper, a child of the runtime, exec'd and sent START on
@@ -52,6 +59,8 @@ def _facts(seen, evidence, *, deleted=False) -> handoff.Observation:
     ob = seen
     if ob.command:
         evidence("candidate command", f"{ob.command.shown}, run as {' '.join(ob.command.argv)[:300]}")
+    if ob.runtime:
+        evidence("runtime run", ob.runtime.describe())
     if ob.unit:
         evidence("runtime unit", f"{ob.unit.name} MainPID {ob.unit.main_pid} {ob.unit.control_group}")
     if ob.listener:
@@ -78,6 +87,14 @@ def _helper(ob, inv) -> int:
 
 def _shown(holders) -> list[str]:
     return [f"pid {h.pid} fd {h.fd} ({h.exe}, uid {h.uid})" for h in holders]
+
+
+@pytest.mark.requirement("RUNTIME-2")
+def test_the_runtime_run_is_the_one_runtime1_hashed(inv, seen, evidence):
+    ob = _facts(seen, evidence, deleted=True)
+    pin = inv.runtime["sha256"]
+    assert ob.runtime.before == ob.runtime.after == pin, (
+        f"RUNTIME-2: {ob.runtime.describe()}; the pin runtime.sha256 is {pin}")
 
 
 @pytest.mark.requirement("RUNTIME-2")

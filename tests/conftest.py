@@ -127,6 +127,10 @@ def make_target(base: Path) -> FakeTarget:
     (code / ".git/HEAD").write_text("ref: refs/heads/main\n")
     (code / ".git/refs/heads/main").write_text(revision + "\n")
     digest = coreutils_manifest(pilot, code)
+    # the runtime (RUNTIME-1): the gate hashes it at start and at marker time against its pin
+    runtime = code / "packages/cli/dist-v2-pilot-final/cli-node-linux-x64/bin/opencode2-node"
+    runtime.parent.mkdir(parents=True)
+    runtime.write_bytes(b"a stand-in runtime\n")
     sha = {}
     import hashlib
     for b in binaries:
@@ -144,14 +148,15 @@ def make_target(base: Path) -> FakeTarget:
         "socket": "/run/opencode-pty/supervisor.sock",
         "marker": marker,
         "ports": {"production": 4096, "candidate": 14102},
-        "runtime": {"binary": str(code / "packages/cli/dist-v2-pilot-final/cli-node-linux-x64/bin/opencode2-node"),
-                    "node_version": "v26.4.0", "sha256": "ab" * 32},
+        "runtime": {"binary": str(runtime), "node_version": "v26.4.0",
+                    "sha256": hashlib.sha256(runtime.read_bytes()).hexdigest()},
         "supervisor_exec": {"path": binaries[0], "argv": [binaries[0]]},
         "cutover": {"production_health": "/", "candidate_health": "/api/health",
                     "candidate_ui": ["/"], "plugins": ["followup", "local-pty"],
                     "server_env": str(pilot / "server.env"), "directory": str(pilot)},
         "isolation": {"session_workspace_writable": True, "session_network": True},
-        "plugin": {"bun": "/nonexistent/bun", "harness": "/nonexistent/pty-plugin-smoke.ts",
+        "plugin": {"bun": "/nonexistent/bun", "bun_sha256": "cd" * 32,
+                   "harness": "/nonexistent/pty-plugin-smoke.ts", "harness_sha256": "ef" * 32,
                    "plugin_dir": "/nonexistent/plugins", "args": [], "fresh_args": ["--helper", "{helper}"]},
         "session_environment": {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/home/byk",
                                 "TERM": "xterm-256color", "LANG": "C.UTF-8"},

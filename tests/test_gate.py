@@ -2,6 +2,7 @@
 complete, passing, unnarrowed run as root with unchanged content; never after
 any other run shape, and an earlier marker is always removed."""
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -192,6 +193,42 @@ def test_binary_swapped_during_the_run_blocks(project, target):
     res = run(project, target)
     assert_refused(res, target, "SCOPE-2", "MARK-3")
     assert any("changed during the run" in l for l in res.outlines)
+
+
+def _runtime(target) -> Path:
+    import yaml
+    return Path(yaml.safe_load(target.inventory.read_text())["all"]["hosts"]["fake"]["runtime"]["binary"])
+
+
+def test_runtime_swapped_during_the_run_blocks(project, target):
+    """RUNTIME-1 and MARK-3, as SCOPE-2 for the binaries: the runtime lies in a
+    directory the service user owns, who can rename another file into its place
+    after RUNTIME-1 read it (issue 21 item 4)."""
+    runtime = _runtime(target)
+    _module(project, f"@pytest.mark.requirement('OWN-2')\ndef test_swap():\n"
+                     f"    open({str(runtime)!r} + '.new', 'wb').write(b'another runtime')\n"
+                     f"    import os; os.rename({str(runtime)!r} + '.new', {str(runtime)!r})\n")
+    res = run(project, target)
+    assert_refused(res, target, "RUNTIME-1", "MARK-3")
+    other = hashlib.sha256(b"another runtime").hexdigest()
+    assert any(f"[RUNTIME-1 MARK-3] {runtime} changed during the run: " in l and l.endswith(f"{other} now")
+               for l in res.outlines), "\n".join(res.outlines[-20:])
+    assert any(f"[RUNTIME-1 MARK-3] at marker time: {runtime} hashes to {other}, the pin runtime.sha256 is "
+               in l for l in res.outlines), "\n".join(res.outlines[-20:])
+
+
+@pytest.mark.parametrize("change", ["other bytes", "absent"])
+def test_runtime_not_the_pinned_one_at_session_start_blocks(project, target, change):
+    runtime = _runtime(target)
+    if change == "absent":
+        runtime.unlink()
+    else:
+        runtime.write_bytes(b"not the approved SEA\n")
+    res = run(project, target)
+    assert_refused(res, target, "RUNTIME-1", "MARK-3")
+    want = "is not readable" if change == "absent" else "hashes to"
+    assert any(f"[RUNTIME-1 MARK-3] at session start: " in l and want in l for l in res.outlines), \
+        "\n".join(res.outlines[-20:])
 
 
 def test_binary_differs_from_inventory_blocks(project, target):

@@ -1,9 +1,18 @@
 """pty_acceptance.handoff's readings (RUNTIME-2) without a host: the candidate
 unit's command line and the strace lines of the helper hand-off."""
 
+import hashlib
+import os
+import pwd
+import subprocess
+
 import pytest
 
-from pty_acceptance import handoff
+from pty_acceptance import handoff, hostfs
+
+LIMIT = hostfs.Limit(1 << 30, "limits.runtime_bytes")
+
+NOBODY = pwd.getpwnam("nobody")
 
 UNIT = """[Unit]
 Description=candidate
@@ -68,3 +77,131 @@ def test_a_go_helper_sends_from_a_thread_and_strace_pads_the_tid():
         'cmsg_data=[4</tmp/w>]}], msg_controllen=24, msg_flags=0}, 0) = 50\n')
     assert trace.of({809, 811}) == (["/usr/local/libexec/opencode-pty-client"],
                                     [(3, 70840, 71757, [(4, "/tmp/w")])])
+
+
+# ------------------------------------------------------------------ the runtime's environment
+SERVER_ENV = "/home/byk/server.env"
+ROOT_SECRET = "pty-acceptance-handoff-root-only-7f3e"
+
+
+def test_every_environment_file_must_be_server_env():
+    """Issue 21 item 9: only cutover.server_env gives the runtime its
+    environment; anything else fails naming the path, escaped and bounded."""
+    handoff.environment_only_from([(SERVER_ENV, False)], SERVER_ENV)
+    handoff.environment_only_from([(SERVER_ENV, True)], SERVER_ENV)  # "-" or not
+    with pytest.raises(handoff.HandoffError) as e:
+        handoff.environment_only_from([(SERVER_ENV, False), ("/root/vault/secret", False),
+                                       ("/home/byk/x\x1b[2J" + "y" * 300, True)], SERVER_ENV)
+    msg = str(e.value)
+    assert "'/root/vault/secret'" in msg and "\\x1b[2J" in msg and "\x1b" not in msg
+    assert "y" * 185 in msg and "y" * 186 not in msg and "nothing was read" in msg  # 200 characters
+    with pytest.raises(handoff.HandoffError, match="no EnvironmentFile=: expected exactly"):
+        handoff.environment_only_from([], SERVER_ENV)
+
+
+@pytest.fixture
+def envdir(safe_dir, monkeypatch):
+    """A root-only file beside a server.env the service user (nobody) owns, and
+    the run directory the root-only copy goes to."""
+    from pty_acceptance import rundir
+    monkeypatch.setattr(rundir, "_current", str(safe_dir / "run"))
+    secret = safe_dir / "secret"
+    secret.write_text(f"ROOT_ONLY={ROOT_SECRET}\n")
+    secret.chmod(0o600)
+    env = safe_dir / "server.env"
+    env.write_text("OPENCODE_PASSWORD=pw-of-the-runtime\n")
+    env.chmod(0o600)
+    os.chown(env, NOBODY.pw_uid, NOBODY.pw_gid)
+    return secret, env
+
+
+def test_a_root_only_environment_file_is_never_read(envdir, monkeypatch):
+    secret, env = envdir
+    read = []
+    monkeypatch.setattr(handoff.serverenv, "read", lambda p: read.append(p))
+    with pytest.raises(handoff.HandoffError) as e:
+        handoff.private_environment([(str(secret), False), (str(env), False)], "0badc0de",
+                                    server_env=str(env), owner=(NOBODY.pw_uid, NOBODY.pw_gid))
+    assert str(secret) in str(e.value) and ROOT_SECRET not in str(e.value)
+    assert read == []
+
+
+def test_server_env_is_copied_only_after_cut3s_checks(envdir, safe_dir):
+    secret, env = envdir
+    owner = (NOBODY.pw_uid, NOBODY.pw_gid)
+    copy = handoff.private_environment([(str(env), True)], "0badc0de", server_env=str(env), owner=owner)
+    try:
+        st = os.lstat(copy)
+        assert (st.st_uid, st.st_mode & 0o7777) == (0, 0o600)
+        assert open(copy).read() == "OPENCODE_PASSWORD=pw-of-the-runtime\n"
+    finally:
+        os.unlink(copy)
+    for change, why in [(lambda: os.chown(env, 0, 0), f"owned by uid 0, expected {NOBODY.pw_uid}"),
+                        (lambda: os.chown(env, NOBODY.pw_uid, 0), f"group gid 0, expected {NOBODY.pw_gid}"),
+                        (lambda: env.chmod(0o644), "mode 0644, expected exactly 0600"),
+                        (lambda: env.write_text("OTHER=1\n"), "no OPENCODE_PASSWORD= line")]:
+        env.write_text("OPENCODE_PASSWORD=pw-of-the-runtime\n")
+        env.chmod(0o600)
+        os.chown(env, *owner)
+        change()
+        with pytest.raises(handoff.HandoffError, match=why):
+            handoff.private_environment([(str(env), False)], "0badc0de", server_env=str(env), owner=owner)
+    # a directory of its path made a link is not followed (the whole chain is walked, not only the file)
+    os.chown(env, *owner)
+    env.chmod(0o600)
+    env.write_text("OPENCODE_PASSWORD=pw-of-the-runtime\n")
+    (safe_dir / "link").symlink_to(safe_dir)
+    linked = str(safe_dir / "link" / "server.env")
+    with pytest.raises(handoff.HandoffError, match="link is a symlink, not a directory"):
+        handoff.private_environment([(linked, False)], "0badc0de", server_env=linked, owner=owner)
+
+
+# ------------------------------------------------------------------ the runtime it runs
+@pytest.fixture
+def sleeper(safe_dir):
+    """A stand-in runtime (a root-owned copy of sleep) and its SHA-256."""
+    path = safe_dir / "opencode2-node"
+    path.write_bytes(open("/bin/sleep", "rb").read())
+    path.chmod(0o755)
+    return str(path), hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_the_runtime_is_hashed_by_descriptor_before_the_start(sleeper, safe_dir):
+    path, pin = sleeper
+    hashed = handoff.open_runtime(path, pin, LIMIT)
+    os.close(hashed.fd)
+    assert hashed.before == pin and hashed.dev_ino == (os.stat(path).st_dev, os.stat(path).st_ino)
+    with pytest.raises(handoff.HandoffError, match=f"hashes to {pin} before the start, the pin "
+                                                   f"runtime.sha256 .* is {'ab' * 32}: not started"):
+        handoff.open_runtime(path, "ab" * 32, LIMIT)
+    (safe_dir / "bin").symlink_to(safe_dir)
+    with pytest.raises(handoff.HandoffError, match="without following a link"):
+        handoff.open_runtime(str(safe_dir / "bin" / "opencode2-node"), pin, LIMIT)
+
+
+def test_what_runs_is_judged_by_the_kept_descriptor_not_the_path(sleeper):
+    """Issue 21 item 4: the user owns the runtime's directory and can rename
+    another file into its place between RUNTIME-1's read and RUNTIME-2's
+    start; the process must execute the very file that was hashed."""
+    path, pin = sleeper
+    hashed = handoff.open_runtime(path, pin, LIMIT)
+    procs = []
+    try:
+        procs.append(subprocess.Popen([path, "30"]))
+        assert handoff.runs_hashed(procs[0].pid, hashed) is None
+        assert handoff.hash_again(procs[0].pid, hashed, pin, LIMIT) is None and hashed.after == pin
+        other = path + ".other"  # a working runtime, one byte longer, renamed into place
+        with open(other, "wb") as f:
+            f.write(open(path, "rb").read() + b"x")
+        os.chmod(other, 0o755)
+        os.rename(other, path)
+        procs.append(subprocess.Popen([path, "30"]))
+        why = handoff.runs_hashed(procs[1].pid, hashed)
+        assert why and f"not {path} as hashed before the start" in why, why
+        assert "not " + path in handoff.hash_again(procs[1].pid, hashed, pin, LIMIT)
+        assert handoff.runs_hashed(procs[0].pid, hashed) is None  # the old process runs the hashed file
+    finally:
+        os.close(hashed.fd)
+        for p in procs:
+            p.kill()
+            p.wait()

@@ -12,7 +12,8 @@ from pty_acceptance import inventory
 from conftest import REPO
 
 
-RUNTIME_PIN = "ab" * 32  # what an operator fills in for target.yml's placeholder
+RUNTIME_PIN = "ab" * 32  # what an operator fills in for target.yml's placeholders
+BUN_PIN, HARNESS_PIN = "cd" * 32, "ef" * 32
 
 
 def test_shipped_target_inventory_refuses_to_load_until_the_runtime_pin_is_filled_in():
@@ -23,6 +24,24 @@ def test_shipped_target_inventory_refuses_to_load_until_the_runtime_pin_is_fille
         inventory.load(path)
     assert str(e.value).startswith(f"{path}: all.hosts.pilot.runtime.sha256: malformed value 'FILL-IN")
     assert "RUNTIME-1" in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("filled, key", [
+    ({"runtime.sha256": RUNTIME_PIN}, "plugin.bun_sha256"),
+    ({"runtime.sha256": RUNTIME_PIN, "plugin.bun_sha256": BUN_PIN}, "plugin.harness_sha256"),
+])
+def test_shipped_target_inventory_refuses_to_load_until_the_plugin_pins_are_filled_in(tmp_path, filled, key):
+    """PLUGIN-1: bun and the harness are pinned from the review; the shipped
+    target inventory's placeholders stop every run, naming PLUGIN-1."""
+    data = yaml.safe_load((REPO / "inventories/target.yml").read_text())
+    for dotted, value in filled.items():
+        _set(data, dotted, value)
+    f = tmp_path / "target.yml"
+    f.write_text(yaml.safe_dump(data))
+    with pytest.raises(inventory.InventoryError) as e:
+        inventory.load(f)
+    assert str(e.value).startswith(f"{f}: all.hosts.pilot.{key}: malformed value 'FILL-IN"), str(e.value)
+    assert "PLUGIN-1" in str(e.value) and "never from the live host" in str(e.value)
 
 
 def test_shipped_target_inventory_loads(tmp_path):
@@ -47,6 +66,7 @@ def test_shipped_reference_inventory_loads():
 def _good():
     data = yaml.safe_load((REPO / "inventories/target.yml").read_text())
     data["all"]["hosts"]["pilot"]["runtime"]["sha256"] = RUNTIME_PIN
+    data["all"]["hosts"]["pilot"]["plugin"].update(bun_sha256=BUN_PIN, harness_sha256=HARNESS_PIN)
     return data
 
 
@@ -95,6 +115,11 @@ BAD = [
     ("missing bun", "plugin.bun", KeyError, "plugin.bun: missing required key"),
     ("missing harness", "plugin.harness", KeyError, "plugin.harness: missing required key"),
     ("relative harness", "plugin.harness", "pty-plugin-smoke.ts", "plugin.harness: malformed"),
+    ("missing bun pin", "plugin.bun_sha256", KeyError,
+     "plugin.bun_sha256: missing required key (PLUGIN-1: the SHA-256 of the bun"),
+    ("missing harness pin", "plugin.harness_sha256", KeyError,
+     "plugin.harness_sha256: missing required key (PLUGIN-1: the SHA-256 of the smoke harness"),
+    ("short harness pin", "plugin.harness_sha256", "ef" * 31, "plugin.harness_sha256: malformed value"),
     ("string for harness args", "plugin.fresh_args", "--helper {helper}", "plugin.fresh_args: expected a list"),
     ("missing session variable", "session_environment.TERM", KeyError,
      "session_environment.TERM: missing"),

@@ -65,6 +65,20 @@ def test_mode_and_kind_reported(tmp_path):
     assert serverenv.read(str(tmp_path)).kind == "directory"
 
 
+def test_a_directory_of_the_path_made_a_link_is_not_followed(tmp_path):
+    """The whole path is walked from / without following a link (issue 21
+    item 9): not only the file's own name is judged."""
+    real = tmp_path / "real"
+    real.mkdir()
+    _env(real, f"OPENCODE_PASSWORD={PW}\n")
+    (tmp_path / "pilot").symlink_to(real)
+    env = serverenv.read(str(tmp_path / "pilot" / "server.env"))
+    assert env.kind == "unreadable" and env.password is None and env.content is None
+    assert "pilot is a symlink, not a directory (not followed)" in env.problem
+    assert serverenv.problems(env, 0) == [f"it is unreadable ({env.problem}), expected a regular file"]
+    assert serverenv.read(str(tmp_path / "absent-dir" / "server.env")).kind == "absent"
+
+
 def test_fifo_is_not_opened(tmp_path):
     fifo = tmp_path / "server.env"
     os.mkfifo(fifo)

@@ -81,7 +81,12 @@ def test_a_ready_run_prints_the_matrix_and_writes_the_bundle(project, target):
     junit_desc = [c for c in st["predicate"]["configuration"] if c["name"] == report.name]
     assert junit_desc[0]["digest"]["sha256"] == hashlib.sha256(report.read_bytes()).hexdigest()
     names = {Path(c["name"]).name for c in st["predicate"]["configuration"]}
-    assert names == {report.name, "inventory.yml", "ROOT-ACCEPTANCE.md"}
+    assert names == {report.name, "inventory.yml", "ROOT-ACCEPTANCE.md", "bun", "pty-plugin-smoke.ts"}
+    # PLUGIN-1: bun and the smoke harness, by the pins PLUGIN-1 ran them under (issue 21 item 3)
+    plugin = {c["name"]: (c["digest"]["sha256"], c["annotations"]["role"])
+              for c in st["predicate"]["configuration"] if c.get("annotations", {}).get("requirement") == "PLUGIN-1"}
+    assert plugin == {"/nonexistent/bun": ("cd" * 32, "the plugin smoke bun"),
+                      "/nonexistent/pty-plugin-smoke.ts": ("ef" * 32, "the plugin smoke harness")}
     assert st["predicate"]["passedTests"] == ["acceptance/test_all.py::test_other"]
     assert st["predicate"]["warnedTests"] == ["acceptance/test_all.py::test_everything"]
     assert st["predicate"]["failedTests"] == []
@@ -92,7 +97,7 @@ def test_a_ready_run_prints_the_matrix_and_writes_the_bundle(project, target):
 def test_a_runtime_behind_a_link_is_not_hashed_through_it(project, target):
     """SUITE-4: the runtime lies in the service user's tree; a directory of
     its path made a link is not followed (the subject is the inventory's
-    claim, marked as such), and the run still ends as the gate decides."""
+    claim, marked as such), and what was not read blocks (RUNTIME-1, MARK-3)."""
     make_runtime(target)
     import yaml
     path = Path(yaml.safe_load(target.inventory.read_text())["all"]["hosts"]["fake"]["runtime"]["binary"])
@@ -100,9 +105,10 @@ def test_a_runtime_behind_a_link_is_not_hashed_through_it(project, target):
     path.parent.rename(elsewhere)
     path.parent.symlink_to(elsewhere)
     res = run(project, target)
-    assert last_line(res) == f"READY: marker written {target.marker}"
+    assert last_line(res) == "NOT READY: 2 blockers: RUNTIME-1 MARK-3", "\n".join(res.outlines[-20:])
     st = json.loads(Path(bundle.names(str(junit(project)))[1]).read_text())
     validate(st)
+    assert st["predicate"]["result"] == "FAILED"
     (runtime,) = [s for s in st["subject"] if s["name"] == str(path)]
     assert runtime["annotations"] == {"digestSource": "the inventory's claim; not read by the gate"}
     props = [p.get("value") for p in ET.parse(junit(project)).getroot().iter("property")

@@ -80,6 +80,8 @@ class GateState:
     report_path: str = ""  # the JUnit report in the report directory
     report_private_dir: str | None = None  # where pytest's JUnit writer writes it first
     marker_hashes: dict[str, str] = field(default_factory=dict)  # what content_blockers read
+    runtime_at_start: tuple[str | None, str] = (None, "not read")  # runtime_digest at session start
+    runtime_at_marker: tuple[str | None, str] = (None, "not read")  # and at marker time
     matrix: list[str] = field(default_factory=list)  # verdict.terminal_lines of the published report
     bundle_files: list[str] = field(default_factory=list)
     waivers_file: str | None = None
@@ -99,12 +101,22 @@ def hash_binaries(inv: Inventory) -> tuple[dict[str, str], list[str]]:
     return hashes, errors
 
 
-def hash_runtime(inv: Inventory) -> str:
-    """Evidence for the verdict bundle (the in-toto subject): "<sha256>  <path>"
-    of the runtime binary, or why it could not be read. RUNTIME-1 judges it.
-    It lies in the service user's tree: reached from / without following a
-    link in any component, read only up to limits.runtime_bytes (SUITE-4)."""
-    return file_digest(inv.runtime["binary"], inv.limit("runtime_bytes"))
+def runtime_digest(inv: Inventory) -> tuple[str | None, str]:
+    """(SHA-256 or None, "<sha256>  <path>" or why it could not be read) of the
+    runtime binary: the report's runtime-at-start/-at-marker-time (the in-toto
+    subject), judged by runtime_blockers. It lies in the service user's tree:
+    reached from / without following a link in any component (SUITE-4), read
+    by descriptor, at most limits.runtime_bytes."""
+    path = inv.runtime["binary"]
+    try:
+        fd = hostfs.open_file(path)
+        try:
+            digest = hostfs.sha256_fd_bounded(fd, inv.limit("runtime_bytes"), path)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        return None, f"not readable: {path}: {e.strerror or e}"
+    return digest, f"{digest}  {path}"
 
 
 def file_digest(path: str | Path, limit: hostfs.Limit | None = None) -> str:
@@ -239,6 +251,7 @@ def content_blockers(state: GateState) -> list[Blocker]:
             out.append(Blocker(("SCOPE-2", "MARK-3"), f"{b.path} hashes to {end}, "
                                f"inventory claims {b.sha256}"))
     out += running_blockers(inv)
+    out += runtime_blockers(state)
     try:
         digest, _ = manifest.compute(inv.pilot_root, inv.code_root, inv.tree_bounds())
         if digest != inv.source_manifest_sha256:
@@ -246,6 +259,30 @@ def content_blockers(state: GateState) -> list[Blocker]:
                                f"inventory claims {inv.source_manifest_sha256}"))
     except manifest.ManifestError as e:
         out.append(Blocker(("SCOPE-1", "MARK-3"), f"source manifest cannot be computed: {e}"))
+    return out
+
+
+def runtime_blockers(state: GateState) -> list[Blocker]:
+    """RUNTIME-1 at write time, as SCOPE-2 for the binaries: the runtime hashes
+    to runtime.sha256 at session start and again at marker time. It lies in a
+    directory the service user owns, who can rename another file into its
+    place at any moment: what RUNTIME-1 read and RUNTIME-2 ran must still be
+    there when the marker is written."""
+    inv = state.inventory
+    state.runtime_at_marker = runtime_digest(inv)
+    pin, path = inv.runtime["sha256"], inv.runtime["binary"]
+    out = []
+    for when, (digest, said) in (("at session start", state.runtime_at_start),
+                                 ("at marker time", state.runtime_at_marker)):
+        if digest is None:
+            out.append(Blocker(("RUNTIME-1", "MARK-3"), f"{when}: the runtime is {said}"))
+        elif digest != pin:
+            out.append(Blocker(("RUNTIME-1", "MARK-3"), f"{when}: {path} hashes to {digest}, "
+                               f"the pin runtime.sha256 is {pin}"))
+    start, end = state.runtime_at_start[0], state.runtime_at_marker[0]
+    if start and end and start != end:
+        out.append(Blocker(("RUNTIME-1", "MARK-3"), f"{path} changed during the run: {start} at "
+                           f"start, {end} now"))
     return out
 
 
@@ -368,13 +405,17 @@ class Gate:
                      "independent source review's MERGE verdict")
         for path, digest in st.start_hashes.items():
             self._global("binary-at-start", f"{digest}  {path}")
-        self._global("runtime-at-start", hash_runtime(st.inventory))
+        st.runtime_at_start = runtime_digest(st.inventory)
+        self._global("runtime-at-start", st.runtime_at_start[1])
         inv = st.inventory
         self._global("pin", f"revision {inv.revision}")
         self._global("pin", f"source-manifest {inv.source_manifest_sha256}")
         for b in inv.binaries_list:
             self._global("pin", f"{b.sha256}  {b.path}")
         self._global("pin", f"{inv.runtime['sha256']}  {inv.runtime['binary']}")
+        p = inv.plugin  # PLUGIN-1 runs only these bytes (smoke.py): the Statement's configuration
+        self._global("plugin-bun-pin", f"{p['bun_sha256']}  {p['bun']}")
+        self._global("plugin-harness-pin", f"{p['harness_sha256']}  {p['harness']}")
         self._global("inventory-file", file_digest(inv.file))
         self._global("checklist-file", file_digest(st.root / "ROOT-ACCEPTANCE.md"))
         try:  # evidence only: the marker-time check (running_blockers) decides
@@ -462,7 +503,7 @@ class Gate:
         st.result = found
         for path, digest in st.marker_hashes.items():
             self._global("binary-at-marker-time", f"{digest}  {path}")
-        self._global("runtime-at-marker-time", hash_runtime(st.inventory))
+        self._global("runtime-at-marker-time", st.runtime_at_marker[1])
         if st.waivers_file:
             self._global("waiver-file", file_digest(st.waivers_file))
         if st.signer:

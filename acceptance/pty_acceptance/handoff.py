@@ -7,15 +7,23 @@ The run, in order:
 1. The candidate unit file (units.candidate_file, read without following
    links) gives ExecStart= (its program must be runtime.binary, whose
    identity RUNTIME-1 proves), WorkingDirectory= and EnvironmentFile=.
-   `--port` is replaced by a free loopback port. The environment file is
-   read by the suite (lstat + O_NOFOLLOW, as CUT-3 reads server.env) and
-   handed to systemd as a root-only copy, so that PID 1 never opens a path
-   the service user controls and the password never shows in the unit's
-   properties.
-2. That command runs as the transient `units.peer` (User=/Group= the service
-   user, system.slice, the run's tag): the runtime is now the peer's MainPID.
-   The listener on the port must be that MainPID executing runtime.binary
-   before the password is sent to it.
+   `--port` is replaced by a free loopback port. Every EnvironmentFile= must
+   name cutover.server_env (the runtime's environment comes from nothing
+   else): any other path fails before anything is read. server.env must then
+   pass CUT-3's checks, read by the suite (walked from / without following a
+   link, lstat + O_NOFOLLOW, bounded), and be the service user's (uid and
+   gid); it is handed to systemd as a root-only copy, so that PID 1 never
+   opens a path the service user controls and the password never shows in
+   the unit's properties.
+2. runtime.binary is opened by the same no-follow walk and hashed by that
+   descriptor (bounded): it must be runtime.sha256, the file RUNTIME-1
+   hashed. The descriptor is kept. The command runs as the transient
+   `units.peer` (User=/Group= the service user, system.slice, the run's
+   tag): the runtime is now the peer's MainPID. The listener on the port
+   must be that MainPID, its /proc/<pid>/exe the very file of the kept
+   descriptor (st_dev, st_ino; not whatever the path names by then: the
+   user owns its directory and can rename another file in), before the
+   password is sent to it.
 3. strace (root, absolute path) attaches to every thread of the runtime and
    follows its children, recording only execve and sendmsg with descriptors
    decoded (-yy) and strings cut to 2 bytes: which child exec'd the fixed
@@ -29,14 +37,20 @@ The run, in order:
    holds the directory (stat of every /proc/<pid>/fd entry: no open, so no
    FIFO or device is ever opened), and whether the runtime or any of its
    descendants holds a terminal.
-6. DELETE /api/pty/<id>; the session must end; then the runtime unit is
-   stopped and the directory removed, on every path.
+6. DELETE /api/pty/<id>; the session must end; MainPID must still execute
+   the kept descriptor's file, which is hashed again through that descriptor
+   (the file that was hashed before the start and proven to be what runs;
+   opening /proc/<pid>/exe instead would trust that the pid is still the
+   runtime's); both hashes must be the pin. Then the runtime unit is stopped
+   and the directory removed, on every path.
 """
 
 from __future__ import annotations
 
 import contextlib
+import grp
 import os
+import pwd
 import re
 import shlex
 import shutil
@@ -54,6 +68,7 @@ from .bus import SERVICE_IFACE, BusError, Systemd
 from .cgroups import cgroup_pids, unit_pids
 from .isolation import connections_to, exe_identity, socket_file_id, unix_sockets
 from .peer import TAG_PREFIX, PeerError, refuse_foreign, stop_unit, workspace
+from .terminal import escape
 from .unitwatch import UnitWatch
 
 LISTEN_DEADLINE_S = 30.0
@@ -133,20 +148,40 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def private_environment(files: list[tuple[str, bool]], tag: str) -> str | None:
-    """A root-only copy of the environment files (read as CUT-3 reads server.env),
-    or None when there are none. The caller removes it."""
+def environment_only_from(files: list[tuple[str, bool]], server_env: str) -> None:
+    """RUNTIME-2: the runtime's environment comes only from cutover.server_env.
+    Every EnvironmentFile= must name it (a leading "-" or not); anything else
+    fails before any file is read, naming the path (escaped, bounded)."""
+    others = list(dict.fromkeys(path for path, _ in files if path != server_env))
+    if others:
+        shown = ", ".join(repr(escape(p[:200])) for p in others[:3])
+        more = f" and {len(others) - 3} more" if len(others) > 3 else ""
+        raise HandoffError(f"the candidate unit's EnvironmentFile= names {shown}{more}: the runtime's "
+                           f"environment comes only from cutover.server_env {server_env} "
+                           "(nothing was read)")
     if not files:
-        return None
-    chunks = []
-    for path, optional in files:
-        env = serverenv.read(path)
-        if env.kind == "absent" and optional:
-            continue
-        if env.kind != "regular file" or env.content is None:
-            raise HandoffError(f"EnvironmentFile {env.describe()}: not read, the runtime cannot "
-                               "be started with it")
-        chunks.append(env.content.reveal().encode("utf-8", "surrogateescape"))
+        raise HandoffError(f"the candidate unit has no EnvironmentFile=: expected exactly "
+                           f"cutover.server_env {server_env}")
+
+
+def service_ids(user: str, group: str) -> tuple[int, int]:
+    try:
+        return pwd.getpwnam(user).pw_uid, grp.getgrnam(group).gr_gid
+    except KeyError:
+        raise HandoffError(f"the service user {user!r} or group {group!r} does not exist") from None
+
+
+def private_environment(files: list[tuple[str, bool]], tag: str, *, server_env: str,
+                        owner: tuple[int, int]) -> str:
+    """A root-only copy of server.env, the one environment file allowed
+    (environment_only_from), read after CUT-3's checks and owned by `owner`
+    (the service user's uid and gid). The caller removes it."""
+    environment_only_from(files, server_env)
+    env = serverenv.read(server_env)
+    found = serverenv.problems(env, *owner)
+    if found or env.content is None:
+        raise HandoffError(f"EnvironmentFile {server_env}: " + ("; ".join(found) or "not read")
+                           + ": the runtime is not started with it")
     try:
         dfd = rundir.open_run_dir()  # root 0700; a SIGKILLed run's copy goes at the next start
     except rundir.RunDirError as e:
@@ -159,10 +194,80 @@ def private_environment(files: list[tuple[str, bool]], tag: str) -> str | None:
         os.close(dfd)
     path = os.readlink(f"/proc/self/fd/{fd}")
     try:
-        os.write(fd, b"\n".join(chunks) + b"\n")
+        os.write(fd, env.content.reveal().encode("utf-8", "surrogateescape").rstrip(b"\n") + b"\n")
     finally:
         os.close(fd)
     return path
+
+
+# ------------------------------------------------------------------ the runtime file
+@dataclass
+class Hashed:
+    """runtime.binary as RUNTIME-2 runs it: a kept descriptor, its identity and hashes."""
+    path: str
+    fd: int
+    dev_ino: tuple[int, int]
+    before: str
+    after: str | None = None
+
+    def describe(self) -> str:
+        after = self.after or "not hashed again"
+        return (f"{self.path} ({self.dev_ino[0]}:{self.dev_ino[1]}, by descriptor): {self.before} "
+                f"before the start, {after} after the session")
+
+
+def open_runtime(path: str, pin: str, limit: hostfs.Limit) -> Hashed:
+    """runtime.binary opened by the no-follow walk from / and hashed by that
+    descriptor (bounded); the pin (RUNTIME-1's) or HandoffError. The caller
+    closes `fd`."""
+    try:
+        fd = hostfs.open_file(path)
+    except OSError as e:
+        raise HandoffError(f"the runtime {path} cannot be opened (walked from / without following "
+                           f"a link): {e.strerror or e}") from None
+    try:
+        st = os.fstat(fd)
+        digest = hostfs.sha256_fd_bounded(fd, limit, path)
+    except OSError as e:
+        os.close(fd)
+        raise HandoffError(f"the runtime {path}: {e.strerror or e}") from None
+    hashed = Hashed(path, fd, (st.st_dev, st.st_ino), digest)
+    if digest != pin:
+        os.close(fd)
+        raise HandoffError(f"the runtime {path} hashes to {digest} before the start, the pin "
+                           f"runtime.sha256 (the file RUNTIME-1 hashed) is {pin}: not started")
+    return hashed
+
+
+def runs_hashed(pid: int, hashed: Hashed) -> str | None:
+    """Why `pid` does not execute the kept descriptor's file (None: it does)."""
+    try:
+        st = os.stat(f"/proc/{pid}/exe")  # the magic link resolves to the mapped file itself
+    except OSError as e:
+        return f"/proc/{pid}/exe: {e.strerror or e}"
+    if (st.st_dev, st.st_ino) != hashed.dev_ino:
+        return (f"pid {pid} executes {st.st_dev}:{st.st_ino}, not {hashed.path} as hashed before the "
+                f"start ({hashed.dev_ino[0]}:{hashed.dev_ino[1]})")
+    return None
+
+
+def hash_again(pid: int, hashed: Hashed, pin: str, limit: hostfs.Limit) -> str | None:
+    """After the session: MainPID still executes the kept descriptor's file,
+    which is hashed again through that descriptor (it is what was hashed
+    before the start and what runs; /proc/<pid>/exe would trust that the pid
+    is still the runtime's). Why not the pin, or None."""
+    why = runs_hashed(pid, hashed)
+    if why:
+        return f"after the session: {why}"
+    try:
+        hashed.after = hostfs.sha256_fd_bounded(hashed.fd, limit, hashed.path)
+    except OSError as e:
+        return f"the runtime {hashed.path} could not be hashed again: {e.strerror or e}"
+    if hashed.after != hashed.before or hashed.after != pin:
+        return (f"the runtime {hashed.path} (what MainPID {pid} executes) hashed to {hashed.before} "
+                f"before the start and to {hashed.after} after the session, by the same descriptor; "
+                f"the pin runtime.sha256 is {pin}")
+    return None
 
 
 # ------------------------------------------------------------------ the runtime unit
@@ -193,8 +298,9 @@ def runtime_properties(cmd: CandidateCommand, *, name: str, user: str, group: st
     return props
 
 
-def wait_listening(bus: Systemd, unit: RuntimeUnit, port: int, binary: str) -> runtime.Listener:
-    """Until the unit's MainPID listens on the port; it must execute `binary`."""
+def wait_listening(bus: Systemd, unit: RuntimeUnit, port: int, hashed: Hashed) -> runtime.Listener:
+    """Until the unit's MainPID listens on the port; it must execute the file
+    of the kept descriptor (`hashed`), not whatever the path names now."""
     def ready():
         props = bus.properties(unit.name, SERVICE_IFACE) or {}
         unit.main_pid = props.get("MainPID") or 0
@@ -210,9 +316,11 @@ def wait_listening(bus: Systemd, unit: RuntimeUnit, port: int, binary: str) -> r
 
     found = lifecycle.poll(ready, LISTEN_DEADLINE_S, f"the runtime {unit.name} listening on "
                            f"127.0.0.1:{port}", lambda: runtime.listener(port).describe())
-    same, why = runtime.same_file(binary, found.exe_dev_ino)
-    if not same:
-        raise HandoffError(f"MainPID {found.pid} of {unit.name} does not execute {binary}: {why}")
+    if tuple(found.exe_dev_ino or ()) != hashed.dev_ino:
+        shown = "%d:%d" % found.exe_dev_ino if found.exe_dev_ino else "an unknown file"
+        raise HandoffError(f"MainPID {found.pid} of {unit.name} executes {shown} "
+                           f"({escape(str(found.exe_link)[:200])!r}), not {hashed.path} as hashed before "
+                           f"the start ({hashed.dev_ino[0]}:{hashed.dev_ino[1]})")
     return found
 
 
@@ -407,6 +515,7 @@ class Observation:
     stage: str = "not started"
     problem: str | None = None
     command: CandidateCommand | None = None
+    runtime: Hashed | None = None
     port: int = 0
     unit: RuntimeUnit | None = None
     listener: dict = field(default_factory=dict)
@@ -499,17 +608,24 @@ def observe_session(bus: Systemd, inv, tag: str, password: str) -> Observation:
             ob.port = free_port()
             ob.command = candidate_command(text, ob.port)
             if ob.command.argv[0] != inv.runtime["binary"]:
-                return ob.fail(f"ExecStart= runs {ob.command.argv[0][:200]!r}, not the runtime binary "
-                               f"{inv.runtime['binary']}")
+                return ob.fail(f"ExecStart= runs {escape(ob.command.argv[0][:200])!r}, not the runtime "
+                               f"binary {inv.runtime['binary']}")
+            ob.stage = "checking the candidate unit's EnvironmentFile="
+            environment_only_from(ob.command.environment_files, inv.cutover["server_env"])
+            owner = service_ids(inv.service_user, inv.service_group)
+            ob.stage = "hashing the runtime RUNTIME-1 hashed"
+            ob.runtime = open_runtime(inv.runtime["binary"], inv.runtime["sha256"], inv.limit("runtime_bytes"))
+            stack.callback(os.close, ob.runtime.fd)
             ob.stage = "starting the runtime as the peer"
             refuse_foreign(bus, name)  # before anything may stop a unit of that name
             ob.unit = RuntimeUnit(name)
-            ob.unit.env_copy = private_environment(ob.command.environment_files, tag)
+            ob.unit.env_copy = private_environment(ob.command.environment_files, tag,
+                                                   server_env=inv.cutover["server_env"], owner=owner)
             stack.callback(stop_runtime, bus, ob.unit)
             bus.start_transient(name, runtime_properties(ob.command, name=name, user=inv.service_user,
                                                          group=inv.service_group, tag=tag,
                                                          env_copy=ob.unit.env_copy))
-            found = wait_listening(bus, ob.unit, ob.port, inv.runtime["binary"])
+            found = wait_listening(bus, ob.unit, ob.port, ob.runtime)
             ob.listener = found.describe()
             ob.stage = "attaching strace to the runtime"
             tracer = attach(ob.unit.main_pid)
@@ -538,6 +654,10 @@ def observe_session(bus: Systemd, inv, tag: str, password: str) -> Observation:
             took, left = lifecycle.wait_gone(bus, [ob.footprint], ob.footprint.stop_bound_s(), since=t0)
             ob.ended_in = took.get(ob.footprint.unit)
             ob.leftovers = left.get(ob.footprint.unit, [])
+            ob.stage = "hashing the running runtime again after the session"
+            why = hash_again(ob.unit.main_pid, ob.runtime, inv.runtime["sha256"], inv.limit("runtime_bytes"))
+            if why:
+                return ob.fail(why)
             ob.stage = "done"
         except (HandoffError, opencode_api.ApiError, BusError, TimeoutError, OSError,
                 lifecycle.HostReadError, ValueError, PeerError) as e:

@@ -410,6 +410,23 @@ def sha256_file(path: str, limit: "int | Limit | None" = None) -> str:
     return sha256_fd(open_file(path), limit, path)
 
 
+def sha256_fd_bounded(fd: int, limit: "int | Limit", where: str) -> str:
+    """SHA-256 of what `fd` holds from offset 0, at most `limit` bytes (over it
+    by fstat, or grown past it while read, is TooLarge, naming the bound).
+    pread: the descriptor stays open, its offset unmoved, so the caller can
+    keep it and hash the very same file again."""
+    lim = as_limit(limit)
+    check_size(fd, lim, where)
+    h = hashlib.sha256()
+    done = 0
+    while chunk := os.pread(fd, min(CHUNK, lim.value + 1 - done), done):
+        done += len(chunk)
+        if done > lim.value:
+            raise _grew(where, lim)
+        h.update(chunk)
+    return h.hexdigest()
+
+
 # ------------------------------------------------ writing by descriptor
 CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 

@@ -82,7 +82,8 @@ def render(v: Verdict, table: list[Row], title: str) -> str:
     out.append("</table>")
 
     out.append('<h2 id="hashes">Pins and hashes</h2><table><tr><th>What</th><th>Value</th></tr>')
-    for name in ("waiver", "waiver-file", "pin", "binary-at-start", "runtime-at-start", "binary-at-marker-time",
+    for name in ("waiver", "waiver-file", "pin", "plugin-bun-pin", "plugin-harness-pin",
+                 "binary-at-start", "runtime-at-start", "binary-at-marker-time",
                  "runtime-at-marker-time", "inventory-file", "checklist-file", "inventory",
                  "marker", "supervisor-at-start", "MARK-4", "SUITE-5"):
         for value in v.values(name):

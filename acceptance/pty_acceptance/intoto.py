@@ -8,7 +8,10 @@
     warnedTests    node ids that passed with a concern (CONCERN rows)
     failedTests    node ids that failed, erred or were skipped
     configuration  the inventory, the JUnit report and ROOT-ACCEPTANCE.md,
-                   each a resource descriptor with its SHA-256
+                   each a resource descriptor with its SHA-256; and bun and
+                   the smoke harness PLUGIN-1 runs, with their pins
+                   (plugin-bun-pin, plugin-harness-pin): PLUGIN-1 passes
+                   only when both hash to them before every run
 
 Built from the same Verdict as the matrix (verdict.py). Signed, when the
 operator names a key and a host tool (--sign-key), in a DSSE envelope beside
@@ -25,6 +28,8 @@ from .verdict import Verdict
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://in-toto.io/attestation/test-result/v0.1"
 MEDIA_TYPE = "application/vnd.in-toto+json"
+PLUGIN_PIN = ("the inventory's pin, from the review: PLUGIN-1 passes only when bun and the "
+              "harness copy it runs hash to it, by descriptor, before every run")
 
 
 def hashed(value: str) -> tuple[str, str] | None:
@@ -63,6 +68,11 @@ def statement(v: Verdict, junit_name: str, junit_sha256: str) -> dict:
     config.append({"name": junit_name, "digest": {"sha256": junit_sha256},
                    "mediaType": "application/xml"})
     config += _descriptors(v.values("checklist-file")) + _descriptors(v.values("waiver-file"))
+    for source, role in (("plugin-bun-pin", "bun"), ("plugin-harness-pin", "harness")):
+        for d in _descriptors(v.values(source)):
+            d["annotations"] = {"requirement": "PLUGIN-1", "role": f"the plugin smoke {role}",
+                                "digestSource": PLUGIN_PIN}
+            config.append(d)
     passed = [c.nodeid for c in v.cases if c.passed and not warned(c)]
     warn = [c.nodeid for c in v.cases if c.passed and warned(c)]
     failed = [c.nodeid for c in v.cases if not c.passed]

@@ -112,7 +112,9 @@ SCHEMA: dict[str, Any] = {
     # {helper} and {workdir} in the arguments are filled in by the suite
     "plugin": {
         "bun": _s(str, ABS_PATH),
+        "bun_sha256": _s(str, HEX64),      # the reviewed bun (from the review), required
         "harness": _s(str, ABS_PATH),
+        "harness_sha256": _s(str, HEX64),  # the reviewed harness (from the review), required
         "plugin_dir": _s(str, ABS_PATH),   # the auto-discovered plugin directory
         "args": ListOf(str, min_len=0),        # the ten runs
         "fresh_args": ListOf(str, min_len=0),  # the run against the fresh helper
@@ -141,6 +143,7 @@ REQUIRED = {
     "cutover.candidate_ui", "cutover.plugins", "cutover.server_env", "cutover.directory",
     "isolation", "isolation.session_workspace_writable", "isolation.session_network",
     "plugin", "plugin.bun", "plugin.harness", "plugin.plugin_dir", "plugin.args", "plugin.fresh_args",
+    "plugin.bun_sha256", "plugin.harness_sha256",
     "session_environment",
 } | {f"session_environment.{name}" for name in SESSION_ENV} | {f"binaries.{a}.{k}" for a in ARTIFACTS for k in _BINARY}
 
@@ -234,6 +237,10 @@ def _present(vars_: dict, dotted: str) -> bool:
 WHY = {
     "runtime.sha256": " (RUNTIME-1: the SHA-256 of the exact Node 26.4 SEA runtime.binary the "
                       "review approved; no pin, no runtime gate)",
+    "plugin.bun_sha256": " (PLUGIN-1: the SHA-256 of the bun the review ran the smoke harness "
+                         "under, from the review's record, never from the live host)",
+    "plugin.harness_sha256": " (PLUGIN-1: the SHA-256 of the smoke harness the review ran, from "
+                             "the review's record, never from the live host)",
 }
 
 

@@ -1,7 +1,10 @@
-"""server.env, read safely (CUT-3) and used for the candidate's Basic auth.
+"""server.env, read safely (CUT-3) and used for the candidate's Basic auth
+and, as the runtime's only environment, by RUNTIME-2.
 
-The file is judged by lstat (a symlink is itself the finding) and read through
-an O_NOFOLLOW descriptor whose fstat must be the same regular file, at most
+The path is walked from / without following a link in any component
+(hostfs: a directory of the path made a link is itself the finding); the file
+is judged by lstat (a symlink is itself the finding) and read through an
+O_NOFOLLOW descriptor whose fstat must be the same regular file, at most
 MAX_SIZE bytes. Lines are read the way systemd's EnvironmentFile= reads the
 simple cases: blank lines and lines starting with ``#`` or ``;`` are ignored,
 leading whitespace is dropped, the last assignment of a key wins, a value
@@ -18,6 +21,8 @@ import errno
 import os
 import stat
 from dataclasses import dataclass, field
+
+from . import hostfs
 
 KEY = "OPENCODE_PASSWORD"
 MAX_SIZE = 64 * 1024
@@ -109,9 +114,26 @@ def parse(data: bytes) -> tuple[int, Secret | None, str | None]:
 
 
 def read(path: str) -> ServerEnv:
-    """lstat, then O_NOFOLLOW read of the same regular file, bounded."""
+    """Its directory walked from / (no link followed), then lstat of the file
+    and an O_NOFOLLOW read of the same regular file, bounded."""
+    parent, name = os.path.split(path)
     try:
-        lst = os.lstat(path)
+        dfd = hostfs.open_dir(parent or "/")
+    except FileNotFoundError:
+        return ServerEnv(path, "absent")
+    except hostfs.Refused as e:
+        return ServerEnv(path, "unreadable", problem=f"{e} (not followed)")
+    except OSError as e:
+        return ServerEnv(path, "unreadable", problem=f"{parent}: {e.strerror or e}")
+    try:
+        return _read_at(dfd, name, path)
+    finally:
+        os.close(dfd)
+
+
+def _read_at(dfd: int, name: str, path: str) -> ServerEnv:
+    try:
+        lst = os.stat(name, dir_fd=dfd, follow_symlinks=False)
     except FileNotFoundError:
         return ServerEnv(path, "absent")
     except OSError as e:
@@ -123,7 +145,7 @@ def read(path: str) -> ServerEnv:
     if lst.st_size > MAX_SIZE:
         return ServerEnv(**base, problem=f"larger than {MAX_SIZE} bytes, not read")
     try:
-        fd = os.open(path, READ_FLAGS)
+        fd = os.open(name, READ_FLAGS, dir_fd=dfd)
     except OSError as e:
         why = "a symlink appeared" if e.errno == errno.ELOOP else e.strerror
         return ServerEnv(**base, problem=f"open: {why}")
@@ -151,3 +173,27 @@ def read(path: str) -> ServerEnv:
     return ServerEnv(**base, assignments=count, has_password=bool(secret), problem=problem,
                      password=secret if secret else None,
                      content=Secret(data.decode("utf-8", "surrogateescape")))
+
+
+def problems(env: ServerEnv, uid: int, gid: int | None = None, who: str = "") -> list[str]:
+    """CUT-3's findings on server.env (never its content): a regular file, mode
+    exactly 0600, owned by `uid` (and group `gid` when given), holding a
+    non-empty OPENCODE_PASSWORD=."""
+    if env.kind != "regular file":
+        kind = env.kind if env.kind in ("absent", "unreadable") else "a " + env.kind
+        why = f" ({env.problem})" if env.kind == "unreadable" and env.problem else ""
+        return [f"it is {kind}{why}, expected a regular file"]
+    out = []
+    if env.mode != 0o600:
+        out.append(f"mode {env.mode:04o}, expected exactly 0600")
+    if env.uid != uid:
+        out.append(f"owned by uid {env.uid}, expected {uid}{who}")
+    if gid is not None and env.gid != gid:
+        out.append(f"group gid {env.gid}, expected {gid}")
+    if env.problem:
+        out.append(f"content not read: {env.problem}")
+    elif not env.assignments:
+        out.append("no OPENCODE_PASSWORD= line")
+    elif not env.has_password:
+        out.append("OPENCODE_PASSWORD= has an empty value")
+    return out

@@ -77,6 +77,13 @@ def vault(secret: str) -> str:
 # 40 hex digits: what a ref file holds, so a followed link would even read as a revision
 GIT_SECRET = "5ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7"
 TREE_SECRET = "pty-acceptance-vault-secret-9c1d0b"
+ENV_SECRET = "PTY_ACC_ROOT_ONLY=pty-acceptance-env-vault-4be1d7"  # an EnvironmentFile= line
+RUNTIME = f"{CODE}/packages/cli/dist-v2-pilot-final/cli-node-linux-x64/bin/opencode2-node"
+# the runtime swap happened and was undone: the runtime is the deployed one again
+RUNTIME_RESTORED = ("grep -x swapped /home/byk/.runtime-swapper-state && "
+                    "grep -x restored /home/byk/.runtime-swapper-state && "
+                    f"[ \"$(sha256sum < {RUNTIME} | cut -c1-64)\" = "
+                    "\"$(sed -n 's/^runtime_sha256=//p' /etc/opencode-reference/deploy.env)\" ]")
 
 
 def _m(*names: str) -> tuple[str, ...]:
@@ -398,6 +405,31 @@ FAULTS += [
     Fault("plugin-bun-setuid-root", ("PLUGIN-1",), "bun is set-user-ID root (and the harness's own "
           "root refusal is off): run as the service user it would run as root",
           f"printf 'allow-root\\n' > {PLUGIN_FAULTS} && chmod 4755 {BUN}", modules=_m("plugin")),
+    # -- PLUGIN-1: bun and the harness are the reviewed ones (issue 21 item 3)
+    Fault("plugin-harness-exits-zero", ("PLUGIN-1",), "the smoke harness (the service user's file) is "
+          "replaced by a script that only does process.exit(0)",
+          f"printf 'process.exit(0)\\n' > {PILOT}/pty-smoke/pty-plugin-smoke.ts", modules=_m("plugin")),
+    Fault("plugin-bun-owned-by-service-user", ("PLUGIN-1",), "bun belongs to the service user, who "
+          "could put another program in its place between its check and its run",
+          f"chown byk:byk {BUN}", modules=_m("plugin")),
+    # -- RUNTIME-2: the runtime it runs is the one RUNTIME-1 hashed (issue 21 item 4)
+    Fault("runtime-swapped-before-handoff", ("RUNTIME-2",), "the service user renames a working "
+          "runtime one byte longer into runtime.binary's place right after RUNTIME-1 read it, and puts "
+          "the original back once RUNTIME-2 let go of it",
+          script_file="runtime-swapped-before-handoff.sh", modules=_m("runtime", "runtime_handoff"),
+          after=RUNTIME_RESTORED),
+    # -- RUNTIME-2: its environment comes only from server.env (issue 21 item 9)
+    Fault("candidate-env-file-root-secret", ("RUNTIME-2",), "the candidate unit (the service user's "
+          "file) adds an EnvironmentFile= naming a root-only file, and one of its own whose "
+          "NODE_OPTIONS makes the runtime write its environment to the user's file",
+          vault(ENV_SECRET) + f" && printf 'NODE_OPTIONS=--require=/home/byk/dump-env.js\\n' > {PILOT}/fault.env"
+          " && printf 'require(\"fs\").writeFileSync(\"/home/byk/stolen-env\", JSON.stringify(process.env))\\n'"
+          " > /home/byk/dump-env.js && chown byk:byk /home/byk/dump-env.js"
+          f" {PILOT}/fault.env && sed -i 's|^EnvironmentFile=.*|&\\nEnvironmentFile={VAULT}\\n"
+          f"EnvironmentFile={PILOT}/fault.env|' {PILOT}/opencode-v2.service"
+          f" && chown byk:byk {PILOT}/opencode-v2.service",
+          modules=_m("runtime_handoff"), secret=ENV_SECRET,
+          after=f"! grep -qs '{ENV_SECRET.split('=', 1)[1]}' /home/byk/stolen-env"),
 ]
 
 # -- SUITE-4: the service user points root's reads at what only root may read
@@ -480,4 +512,6 @@ CI_SUBSET = [
     "runtime-pty-in-process", "accepts-uid-while-mainpid-stopped", "plugin-list-bad-shape",
     "supervisor-runs-a-root-owned-copy",
     "plugin-harness-fails-one-run", "plugin-bun-setuid-root",
+    "plugin-harness-exits-zero", "plugin-bun-owned-by-service-user",
+    "runtime-swapped-before-handoff", "candidate-env-file-root-secret",
 ]

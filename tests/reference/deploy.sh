@@ -278,6 +278,12 @@ check source_manifest_sha256 "$(inv_value source_manifest_sha256)" "$MANIFEST"
 	got=$(sha256sum "$RUNTIME" | cut -d' ' -f1)
 	printf 'runtime_sha256=%s\n' "$got"
 	check runtime.sha256 "$(inv_value sha256)" "$got"
+	got=$(sha256sum "$BUN" | cut -d' ' -f1)
+	printf 'bun_sha256=%s\n' "$got"
+	check plugin.bun_sha256 "$(inv_value bun_sha256)" "$got"
+	got=$(sha256sum "$PILOT/pty-smoke/pty-plugin-smoke.ts" | cut -d' ' -f1)
+	printf 'harness_sha256=%s\n' "$got"
+	check plugin.harness_sha256 "$(inv_value harness_sha256)" "$got"
 	printf 'opencode_from=%s\n' "$OPENCODE_SRC"
 	printf 'build_ms=%s\nsupervisor_start_ms=%s\nservers_start_ms=%s\nproduction_wait_ms=%s\ntotal_ms=%s\n' "$TB" "$TS" "$TC" "$TP" "$(( $(now_ms) - T0 ))"
 } >"$DBG/deploy.env"

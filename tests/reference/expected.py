@@ -7,7 +7,9 @@ tests/reference/src/supervisor (outside any git work tree, so Go stamps no VCS
 data) with the BUILD-1 command and checks that the two sets are identical;
 computes the source manifest exactly as deploy.sh does, but from the repo's
 files under the deployed absolute paths; makes the code tree's one commit the
-way deploy.sh does and reads its revision. --write updates the values in
+way deploy.sh does and reads its revision; hashes the bun deploy.sh installs
+(npm @oven/bun-linux-x64, tests/refhost/npmdist.py's cache) and the smoke
+harness (PLUGIN-1's pins). --write updates the values in
 inventories/reference.yml in place. Needs /usr/bin/go (bookworm golang-go)
 and git. Imports nothing from acceptance/.
 """
@@ -24,6 +26,7 @@ import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from refhost import nodedist  # noqa: E402  (the harness's SEA build: same bytes deploy.sh installs)
+from refhost import npmdist  # noqa: E402  (bun, pinned and integrity-checked: same bytes deploy.sh installs)
 
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -104,11 +107,13 @@ def main() -> int:
         rev = revision(tmp)
     text, msha = manifest()
     sea = nodedist.sea_sha256(HERE / "src/candidate/server.js")
+    bun = hashlib.sha256(npmdist.ensure(npmdist.pin("@oven/bun-linux-x64")).read_bytes()).hexdigest()
+    harness = hashlib.sha256((HERE / "tree/pilot/pty-smoke/pty-plugin-smoke.ts").read_bytes()).hexdigest()
     go = subprocess.run(["go", "version"], capture_output=True, text=True).stdout.strip()
     print(go)
     print(text, end="")
     print(f"revision={rev}\nsource_manifest_sha256={msha}")
-    print(f"runtime: {sea}")
+    print(f"runtime: {sea}\nbun: {bun}\nharness: {harness}")
     for n in BINS:
         print(f"{n}: {a[n]}" + ("" if a[n] == b[n] else f" DIFFERS from second build {b[n]}"))
     if a != b:
@@ -121,6 +126,8 @@ def main() -> int:
         for n in BINS:
             s = re.sub(rf'({n}: {{path: [^,]*, sha256: ")[0-9a-f]*(")', rf"\g<1>{a[n]}\2", s)
         s = re.sub(r'(\n *sha256: ")[0-9a-f]*(")', rf"\g<1>{sea}\2", s)
+        s = re.sub(r'(\n *bun_sha256: ")[0-9a-f]*(")', rf"\g<1>{bun}\2", s)
+        s = re.sub(r'(\n *harness_sha256: ")[0-9a-f]*(")', rf"\g<1>{harness}\2", s)
         INV.write_text(s)
         print(f"updated {INV}")
     return 0

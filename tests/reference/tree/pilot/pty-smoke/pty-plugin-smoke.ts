@@ -12,6 +12,11 @@
 //                (smoke-supervisor.py, on a socket in a fresh 0700 directory
 //                of the cwd); without it the plugin's default socket is used
 //
+// It names the deployed pilot tree by absolute path (the plugin it imports,
+// the plugin directory, smoke-supervisor.py), never relative to itself: the
+// suite runs a root-owned copy of these bytes from a directory of its own
+// (PLUGIN-1), so nothing beside the copy is there.
+//
 // It refuses (exit 3) to run as root (real or effective uid 0) or from inside
 // the plugin directory, and from a cwd that is not its own 0700 directory.
 // Checks: permissions, source identity, transport framing, helper transfer,
@@ -31,14 +36,15 @@ import fs from "node:fs"
 import path from "node:path"
 import crypto from "node:crypto"
 import { dlopen, FFIType, ptr } from "bun:ffi"
-import { LocalPtyPlugin } from "../config/opencode/plugins/pty"
+import { LocalPtyPlugin } from "/home/byk/.local/share/opencode-v2-pilot/config/opencode/plugins/pty"
 import {
   BOUNDS, DATA, DATA_MAX, EXIT, FrameDecoder, HELLO, HELLO_OK, PRELISTEN_MAX, TransportError,
   WRITE_MAX, encodeFrame, hello, closeFd, utf8Chunks, HELPER, SOCKET, type Session,
-} from "../config/opencode/plugins/pty-transport"
+} from "/home/byk/.local/share/opencode-v2-pilot/config/opencode/plugins/pty-transport"
 
-const PLUGIN_DIR = path.resolve(import.meta.dir, "../config/opencode/plugins")
-const SUPERVISOR = path.join(import.meta.dir, "smoke-supervisor.py")
+const PILOT = "/home/byk/.local/share/opencode-v2-pilot" // the deployed pilot tree (deploy.sh)
+const PLUGIN_DIR = path.join(PILOT, "config/opencode/plugins")
+const SUPERVISOR = path.join(PILOT, "pty-smoke/smoke-supervisor.py")
 const PYTHON = "/usr/bin/python3"
 const FAULTS_FILE = "/etc/opencode-reference/plugin-faults"
 const STOP_BOUND_MS = 6000
