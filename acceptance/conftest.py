@@ -11,9 +11,10 @@ import pytest
 import testinfra
 
 from pty_acceptance import admission, builds, lifecycle, programs
+from pty_acceptance import protocol
 from pty_acceptance import peer as peer_mod
 from pty_acceptance.bus import BusError, Systemd
-from pty_acceptance.marks import fail
+from pty_acceptance.marks import fail, not_run
 from pty_acceptance.session import HelperSession, RawSession
 from pty_acceptance.sessionunit import Owner
 
@@ -70,7 +71,35 @@ def run_tag():
     return peer_mod.run_tag()
 
 
-def _started_peer(inv, bus, run_tag, node):
+@pytest.fixture(scope="session")
+def wire_format(inv, bus, run_tag):
+    """TARGET-CONTRACT section 4, tried first: a disposable peer's HELLO and the
+    supervisor's answer in the contract's framing (protocol.handshake_problem).
+    None when it is (or when the peer cannot be started at all: the peer's own
+    tests say why); otherwise the one cause every session-driven test reports
+    instead of failing in its own words (marks.not_run)."""
+    try:
+        unit = peer_mod.start_peer(bus, inv, run_tag)
+    except peer_mod.PeerError:
+        return None
+    try:
+        frame, _ = admission.timed_hello(unit, inv.socket)
+    except (peer_mod.PeerError, OSError):
+        return None
+    finally:
+        unit.stop()
+    reply = bytes.fromhex(frame.get("raw", ""))
+    problem = protocol.handshake_problem(reply, frame.get("closed"))
+    if problem is None:
+        return None
+    return (f"wire format: the supervisor at {inv.socket} does not speak the suite's wire format "
+            f"(TARGET-CONTRACT section 4): sent {protocol.shown(protocol.encode(protocol.T.HELLO))}, "
+            f"got {protocol.shown(reply)}: {problem}")
+
+
+def _started_peer(inv, bus, run_tag, node, wire=None):
+    if wire:
+        not_run(wire)
     try:
         return peer_mod.start_peer(bus, inv, run_tag)
     except peer_mod.ForeignUnit as e:
@@ -80,25 +109,27 @@ def _started_peer(inv, bus, run_tag, node):
 
 
 @pytest.fixture
-def peer(request, inv, bus, run_tag):
+def peer(request, inv, bus, run_tag, wire_format):
     """The disposable peer service, started fresh for one test."""
-    unit = _started_peer(inv, bus, run_tag, request.node)
+    unit = _started_peer(inv, bus, run_tag, request.node, wire_format)
     yield unit
     unit.stop()
 
 
 @pytest.fixture(scope="module")
-def module_peer(request, inv, bus, run_tag):
+def module_peer(request, inv, bus, run_tag, wire_format):
     """The disposable peer for a whole module (one opencode-v2.service at a
     time: a module that uses it uses no per-test `peer`)."""
-    unit = _started_peer(inv, bus, run_tag, request.node)
+    unit = _started_peer(inv, bus, run_tag, request.node, wire_format)
     yield unit
     unit.stop()
 
 
 @pytest.fixture
-def units(bus, run_tag):
+def units(bus, run_tag, wire_format):
     """units(name=..., user=..., group=..., **kw) -> a started DisposableUnit, stopped after the test."""
+    if wire_format:
+        not_run(wire_format)
     made = []
 
     def make(name, user, group, **kw):

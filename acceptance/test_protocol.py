@@ -57,7 +57,6 @@ import base64
 import os
 import re
 import secrets
-import struct
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
@@ -127,6 +126,17 @@ def _rejected(raw: RawSession) -> dict:
     out = _to_end(raw)
     return {"unit": out.unit, "error": out.error, "closed": out.closed,
             "frames": [f.name for f in out.frames]}
+
+
+@pytest.mark.requirement("PROTO-3")
+def test_hello_is_answered_in_the_contracts_framing(wire_format, inv, evidence):
+    """The first exchange of the run (conftest's wire_format): a supervisor
+    that answers in another framing fails here, once, with what it sent; the
+    session-driven tests then say "not run: wire format" instead of failing
+    in their own words."""
+    evidence("first HELLO", wire_format or f"answered in the contract's framing at {inv.socket}")
+    if wire_format:
+        pytest.fail(f"PROTO-3: {wire_format.removeprefix('wire format: ')}", pytrace=False)
 
 
 @pytest.mark.requirement("PROTO-1")
@@ -212,11 +222,6 @@ def test_a_65536_byte_write_becomes_two_32768_byte_frames(traced, evidence):
 
 
 # ------------------------------------------------------------------ PROTO-3
-def _payload_with(argc: int, items: list[bytes], tail: bytes = b"") -> bytes:
-    head = struct.pack(">IHHH", 60, 24, 80, argc)
-    return head + b"".join(struct.pack(">I", len(a)) + a for a in items) + tail
-
-
 def _start(argv):
     return lambda raw: raw.start(list(argv))
 
@@ -261,10 +266,9 @@ PRE_START = {
     "START without a descriptor": _with_dirs(0),
     "START with two descriptors": _with_dirs(2),
     "MSG_CTRUNC (253 descriptors)": _with_dirs(253),
-    "argc larger than the arguments": _start_payload(_payload_with(3, [TRUE.encode(), b"x"])),
-    "argument length past the payload": _start_payload(
-        _payload_with(1, []) + struct.pack(">I", 64) + TRUE.encode()),
-    "bytes after the last argument": _start_payload(_payload_with(1, [TRUE.encode()], b"zz")),
+    "argc larger than the arguments": _start_payload(p.start_fields(3, [TRUE.encode(), b"x"])),
+    "argument length past the payload": _start_payload(p.start_fields(1, [], p.u32(64) + TRUE.encode())),
+    "bytes after the last argument": _start_payload(p.start_fields(1, [TRUE.encode()], b"zz")),
     "HELLO_OK (0x81) sent to the supervisor": _frame(p.T.HELLO_OK, bytes(16)),
     "EXIT (0x84) sent to the supervisor": _frame(p.T.EXIT, bytes(8)),
     "unknown frame type 0x07": _frame(0x07),

@@ -38,13 +38,15 @@ after the listener is proven to be that unit's MainPID running runtime.binary.
 import pytest
 
 from pty_acceptance import handoff, serverenv
-from pty_acceptance.marks import fail
+from pty_acceptance.marks import fail, not_run
 
 
 
 @pytest.fixture(scope="module")
-def seen(inv, bus, run_tag):
+def seen(inv, bus, run_tag, wire_format):
     """One observed session (handoff.Observation), run once for the module."""
+    if wire_format:
+        not_run(wire_format)
     env = serverenv.read(inv.cutover["server_env"])
     if env.password is None:
         return f"no password to authenticate to the runtime: {env.describe()}"

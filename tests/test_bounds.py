@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 import pytest
 import yaml
 
-from pty_acceptance import builds, inventory, manifest, runtime, scratch
+from pty_acceptance import builds, inventory, manifest, reports, runtime, scratch
 
 from test_gate import assert_refused, last_line, project, run  # noqa: F401
 from test_hostfs import TIB, in_child, sparse
@@ -32,7 +32,7 @@ def _limits(target, **limits) -> inventory.Inventory:
 def _props(project, name):
     (report,) = (project.path / "reports").glob("acceptance-fake-*.xml")
     root = ET.parse(report).getroot()
-    return [p.get("value") for p in root.find("./testsuite/properties") if p.get("name") == name]
+    return [p.get("value") for p in root.find("./testsuite/properties") if reports.base_name(p.get("name")) == name]
 
 
 def test_a_sparse_8_tib_manifest_file_ends_the_run_at_once_naming_the_limit(project, target):

@@ -45,10 +45,11 @@ def _run(tmp_path, prod_port, cand_port, env_file, extra=(), runtime=RUNTIME):
     reports = tmp_path / "reports"
     done = subprocess.run([sys.executable, "-m", "pytest", "acceptance/test_cutover.py",
                            "--inventory", str(inv), "--no-marker", "--report-dir", str(reports),
-                           "-p", "no:cacheprovider", "-rA",
+                           "-p", "no:cacheprovider", "-p", "fakehost", "-rA",
                            "-o", f"pty_acceptance_run_dir={RUN_DIR['path']}", *extra],
                           cwd=REPO, capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL)
+                          stdin=subprocess.DEVNULL,
+                          env=dict(os.environ, PYTHONPATH=str(REPO / "tests")))
     (xml,) = reports.glob("acceptance-standin-*.xml")
     text = xml.read_text()
     cases = {c.get("name"): (c.find("failure") is None and c.find("error") is None, c)

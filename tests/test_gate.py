@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pty_acceptance import marker, nodeids
+from pty_acceptance import marker, nodeids, preflight, reports
 from pty_acceptance.requirements import CATALOGUE, ENFORCED_BY_GATE
 
 from conftest import REPO, FakeBus
@@ -35,8 +35,15 @@ LISTED = {"acceptance/test_all.py::test_everything": tuple(ALL_IDS),
           "acceptance/test_all.py::test_other": ("OWN-1",)}
 
 
+# The fixture project's host is a fake target on this machine, not a systemd
+# host: its preflight finds nothing wrong with the host (preflight.py's own
+# tests check the host checks), for in-process and separate-process runs alike.
+FAKE_HOST = ("from pty_acceptance import preflight\n"
+             "preflight.host_findings = lambda inv: []  # the suite's own tests: a fake target\n")
+
+
 @pytest.fixture
-def project(pytester, target, supervisor, safe_dir):
+def project(pytester, target, supervisor, safe_dir, monkeypatch):
     # its own run directory (the run lock): the real /run/pty-acceptance is the host's
     pytester.makeini("[pytest]\njunit_family = xunit1\naddopts = -p no:cacheprovider\n"
                      f"pty_acceptance_run_dir = {safe_dir}/run\n")
@@ -46,6 +53,8 @@ def project(pytester, target, supervisor, safe_dir):
         "| Section | Module | Requirements | State |\n|---|---|---|---|\n"
         f"| All | `acceptance/test_all.py` | {ids} | built |\n")
     (pytester.path / "acceptance").mkdir()
+    monkeypatch.setattr(preflight, "host_findings", lambda inv: [])
+    (pytester.path / "acceptance/conftest.py").write_text(FAKE_HOST)
     (pytester.path / "acceptance/test_all.py").write_text(PASSING)
     (pytester.path / nodeids.FILE).write_text(nodeids.render(LISTED))
     return pytester
@@ -429,13 +438,22 @@ def _said_not_ready(res) -> str:
 
 
 def test_an_inventory_that_fails_to_load_still_removes_the_marker(project, target):
+    """Issue 22: the run goes on NOT READY with the preflight's cause first and
+    last, every test not run, and a JUnit report that leads with the cause."""
     m = _stale(target)
     text = target.inventory.read_text()
     target.inventory.write_text(text.replace("    revision:", "    revisionx:"))
     res = run(project, target)
     assert res.ret != 0 and not os.path.lexists(m)
-    line = _said_not_ready(res)
-    assert "revision" in line and "removed an existing marker" in line, line
+    lines = [l for l in res.outlines if l.strip()]
+    assert lines[-2].startswith("NOT READY: preflight: inventory: ") and "revision" in lines[-2], lines[-2]
+    assert lines[-1].startswith("NOT READY: ")
+    head = res.outlines[:res.outlines.index(next(l for l in res.outlines if l.startswith("collected")))]
+    assert any(l.startswith("NOT READY: preflight: inventory: ") for l in head), head
+    assert any("MARK-4: removed an existing marker" in l for l in res.outlines)
+    props = _gate_props(_report(project))
+    assert list(props)[0] == "preflight" and "revisionx: unknown key" in props["preflight"][0]
+    assert props["gate"] == ["NOT READY"]
 
 
 def test_an_inventory_that_names_no_marker_removes_the_default_one(project, target, monkeypatch, safe_dir):
@@ -446,7 +464,8 @@ def test_an_inventory_that_names_no_marker_removes_the_default_one(project, targ
     target.inventory.write_text("all: [not, an, inventory\n")
     res = run(project, target)
     assert res.ret != 0 and not os.path.lexists(default)
-    assert "inventory" in _said_not_ready(res)
+    assert "inventory" in [l for l in res.outlines if l.startswith("NOT READY: ")][0]
+    assert _report(project).find("testsuite") is not None  # every run leaves its JUnit
 
 
 def test_the_gate_plugin_disabled_still_removes_the_marker(project, target):
@@ -474,7 +493,7 @@ def test_the_plugin_refuses_to_run_without_the_start_up_hooks(project, target):
 
 # ------------------------------ MARK-1/SUITE-2: the report first, then the marker
 def _report(project) -> ET.Element:
-    found = list((project.path / "reports").glob("acceptance-fake-*.xml"))
+    found = list((project.path / "reports").glob("acceptance-*.xml"))  # -fake-: the inventory's host
     assert len(found) == 1, found
     return ET.parse(found[0]).getroot()
 
@@ -482,7 +501,7 @@ def _report(project) -> ET.Element:
 def _gate_props(root) -> dict:
     props = {}
     for p in root.find("./testsuite/properties"):
-        props.setdefault(p.get("name"), []).append(p.get("value"))
+        props.setdefault(reports.base_name(p.get("name")), []).append(p.get("value"))
     return props
 
 

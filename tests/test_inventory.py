@@ -1,7 +1,9 @@
 """Inventory loading: the shipped inventories load; every kind of bad value is
 one line naming the file and the key, and pytest stops with status 4."""
 
+import os
 import subprocess
+import xml.etree.ElementTree as ET
 import sys
 
 import pytest
@@ -162,14 +164,21 @@ def test_missing_file(tmp_path):
     assert str(e.value) == f"{tmp_path / 'nope.yml'}: (file): no such file"
 
 
-def test_pytest_stops_with_usage_error_before_any_test(tmp_path, safe_dir):
+def test_an_inventory_that_does_not_load_runs_nothing_and_says_why_first_and_last(tmp_path, safe_dir):
+    """Issue 22: not a usage error any more: the preflight names the inventory's
+    problem, no test runs, the JUnit report is written and leads with it."""
     f = tmp_path / "inv.yml"
     f.write_text(yaml.safe_dump(_set(_good(), "revision", "xyz")))
     done = subprocess.run([sys.executable, "-m", "pytest", "acceptance/", "--inventory", str(f),
-                           "--report-dir", str(tmp_path / "r"),
+                           "--report-dir", str(tmp_path / "r"), "-p", "fakehost",
                            "-o", f"pty_acceptance_run_dir={safe_dir}/run"],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 4, done.stdout + done.stderr
-    errors = [l for l in done.stderr.splitlines() if "inventory" in l]
-    assert errors and f"{f}: all.hosts.pilot.revision: malformed value" in errors[0]
-    assert "passed" not in done.stdout and "failed" not in done.stdout
+                          cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=str(REPO / "tests")))
+    lines = [l for l in done.stdout.splitlines() if l.strip()]
+    assert done.returncode != 0, done.stdout + done.stderr
+    said = f"NOT READY: preflight: inventory: {f}: all.hosts.pilot.revision: malformed value"
+    assert lines[-2].startswith(said) and lines[-1].startswith("NOT READY: "), lines[-3:]
+    assert "passed" not in done.stdout and " failed" not in done.stdout
+    (report,) = (tmp_path / "r").glob("acceptance-*.xml")
+    first = ET.parse(report).getroot().find("./testsuite/properties/property")
+    assert first.get("name") == "preflight" and "revision: malformed value" in first.get("value")

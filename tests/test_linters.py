@@ -35,3 +35,28 @@ def test_the_node_id_list_matches_the_checkout():
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "the list matches" in res.stdout
+
+
+# -- the wire format lives in protocol.py alone (TARGET-CONTRACT section 4): the
+# day the real PROTOCOL.md arrives, one module changes
+STRUCT_CALLS = {"pack", "unpack", "pack_into", "unpack_from", "Struct", "calcsize", "iter_unpack"}
+
+
+def wire_encodings(source: str) -> list[int]:
+    """Lines that pack or unpack with a big-endian (network order) struct format."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in STRUCT_CALLS and node.args \
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str) \
+                and node.args[0].value[:1] in (">", "!"):
+            found.append(node.lineno)
+    return found
+
+
+def test_nothing_but_protocol_py_encodes_frames():
+    found = {str(p.relative_to(REPO)): lines
+             for p in sorted([*LIB.glob("*.py"), *(REPO / "acceptance").glob("*.py")])
+             if p.name != "protocol.py" and (lines := wire_encodings(p.read_text()))}
+    assert not found, f"wire-format encoding outside acceptance/pty_acceptance/protocol.py: {found}"
+    assert wire_encodings((LIB / "protocol.py").read_text()), "the finder finds protocol.py's own"

@@ -138,7 +138,9 @@ def _project(base: Path) -> Path:
 # here systemd is a fake that names a process running the target's supervisor.
 FAKE_SUPERVISOR_UNIT = """
 import os
-from pty_acceptance import running
+from pty_acceptance import preflight, running
+
+preflight.host_findings = lambda inv: []  # a fake target, not a systemd host
 
 
 class FakeBus:

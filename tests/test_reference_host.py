@@ -12,7 +12,7 @@ import pytest
 
 from pty_acceptance import checklist
 
-from conftest import REPO
+from conftest import REPO, assert_junit_readers_accept
 from tests.refhost import findings
 from tests.refhost.interrupts import run_matrix
 from tests.refhost.run import new_run_id
@@ -102,6 +102,8 @@ def test_good_reference_host_passes_every_module_that_exists(tmp_path):
     for b in ("supervisor", "launcher", "client"):
         assert (run_dir / f"usr/local/libexec/opencode-pty-{b}").is_file()
     assert_read_only(run_dir)
+    (junit,) = (run_dir / "reports").glob("acceptance-*.xml")
+    assert_junit_readers_accept(junit)  # a real host's report, as third-party readers take it
 
 
 def test_group_writable_client_fails_own_1_and_leaves_no_marker(tmp_path):

@@ -6,12 +6,13 @@
     pty-acceptance reference [--before-suite SCRIPT]... [--after-suite SCRIPT]... [--keep] [-- PYTEST-ARGS]
     pty-acceptance mutants [--only ID]... [--jobs N]
     pty-acceptance bench [--runs N] [--warmup N] [--repeats N] [--rev REV] [--what-if WORD] | --table FILE.json
-    pty-acceptance report FILE.xml [--checklist ROOT-ACCEPTANCE.md] [--out-dir DIR]
+    pty-acceptance report FILE.xml [--checklist ROOT-ACCEPTANCE.md] [--out-dir DIR] [--strict-junit]
                           [--sign-key PATH [--sign-tool openssl|ssh-keygen|gpg]]
     pty-acceptance verify-statement ENVELOPE --pubkey FILE [--sign-tool openssl|ssh-keygen|gpg]
     pty-acceptance fleet-summary DIR --run-id ID HOST...
     pty-acceptance node-ids [--write]
     pty-acceptance preflight [--inventory FILE]
+    pty-acceptance inventory check [--inventory FILE]
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ import re
 import sys
 from pathlib import Path
 
-from . import (bundle, checklist, fleet, inventory, manifest, marker, nodeids, preflight, reports,
-               signing, verdict)
+from . import (bundle, checklist, fleet, inventory, invcheck, manifest, marker, nodeids, preflight,
+               reports, signing, verdict)
 from .terminal import escape
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -129,7 +130,7 @@ def cmd_report(a: argparse.Namespace) -> int:
         print(escape(f"report: {e}"), file=sys.stderr)
         return 2
     try:
-        made, _ = bundle.from_file(a.junit, sections)
+        made, junit_bytes = bundle.from_file(a.junit, sections)
     except (OSError, reports.ReportError, verdict.VerdictError) as e:
         print(escape(f"report: {a.junit}: {e}"), file=sys.stderr)
         return 2
@@ -148,7 +149,11 @@ def cmd_report(a: argparse.Namespace) -> int:
             return 2
     out = Path(a.out_dir)
     written = []
-    for path, data in bundle.files(Path(a.junit).name, made):
+    files = list(bundle.files(Path(a.junit).name, made))
+    if a.strict_junit:
+        strict_name = Path(a.junit).name.removesuffix(".xml") + ".strict.xml"
+        files.append((strict_name, reports.strict(junit_bytes)))
+    for path, data in files:
         target = out / Path(path).name
         if target.resolve() == Path(a.junit).resolve():
             print(escape(f"report: refusing to overwrite {target}"), file=sys.stderr)
@@ -261,6 +266,18 @@ def cmd_preflight(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_inventory_check(a: argparse.Namespace) -> int:
+    """Every fact the inventory states that can be read without a run, against
+    this host (invcheck.py); 0 only when all of them match."""
+    lines = invcheck.check(invcheck.path_of(a.inventory, DEFAULT_INVENTORY))
+    for line in lines:
+        print(escape(str(line)))
+    bad = invcheck.failed(lines)
+    print(escape(f"inventory check: {len(lines)} facts, "
+                 + (f"{len(bad)} do not match (differs, missing, FILL-IN, invalid)" if bad else "all match")))
+    return 1 if bad else 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pty-acceptance")
     sub = p.add_subparsers(dest="command", required=True)
@@ -307,6 +324,9 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--checklist", default=str(PROJECT / "ROOT-ACCEPTANCE.md"),
                     help="the ROOT-ACCEPTANCE.md whose sections the matrix lists")
     rp.add_argument("--out-dir", default=".", help="where the HTML and the Statement go")
+    rp.add_argument("--strict-junit", action="store_true",
+                    help="also write <stem>.strict.xml: the report in the strict JUnit form "
+                         "(junit-10.xsd: each case's requirement IDs and evidence in its system-out)")
     rp.add_argument("--sign-key", default=None, metavar="PATH",
                     help="also write <stem>.intoto.dsse.json: the Statement signed with this key "
                          "(yours or root's alone: the OWN-1 chain check)")
@@ -336,6 +356,11 @@ def parser() -> argparse.ArgumentParser:
                         "(systemd, the bus, the inventory, what it names, the host programs)?")
     pf.add_argument("--inventory", default=None, help="default inventories/target.yml")
     pf.set_defaults(func=cmd_preflight)
+    ic = sub.add_parser("inventory", help="inventory check: every fact the inventory states that can "
+                        "be read without a run, compared with this host, one line each")
+    ic.add_argument("action", choices=["check"])
+    ic.add_argument("--inventory", default=None, help="default inventories/target.yml")
+    ic.set_defaults(func=cmd_inventory_check)
     return p
 
 

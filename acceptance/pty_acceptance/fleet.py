@@ -161,7 +161,7 @@ def _judge_files(host: str, got: dict[str, bytes | None], run_id: str) -> HostLi
         disagree.append(f"exit status {status}")
     if status == "0" and not v.ready:
         disagree.append("exit status 0")
-    if result != ("PASSED" if v.ready else "FAILED"):
+    if result not in (("PASSED", "WARNED") if v.ready else ("FAILED",)):  # intoto.result
         disagree.append(f"the Statement's result is {result}")
     if got[HTML] is None:
         disagree.append("no HTML report came back")
@@ -189,7 +189,7 @@ def _statement_result(data: bytes | None, junit: bytes | None, name: str) -> str
         return f"about another run's report (it does not name {name})"
     if junit is not None and hashlib.sha256(junit).hexdigest() != named[name]:
         return "about another JUnit report (its SHA-256 is not this one's)"
-    return result if result in ("PASSED", "FAILED") else "neither PASSED nor FAILED"
+    return result if result in ("PASSED", "WARNED", "FAILED") else "neither PASSED, WARNED nor FAILED"
 
 
 def summarize(directory: str, hosts: list[str], run_id: str) -> tuple[list[HostLine], int]:

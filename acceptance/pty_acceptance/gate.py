@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from . import (bundle, hostfs, manifest, marker, nodeids, reports, running, runshape, scratch, signing,
-               startup, terminal, verdict, waivers)
+from . import (bundle, hostfs, manifest, marker, nodeids, preflight, reports, running, runshape, scratch,
+               signing, startup, terminal, verdict, waivers)
 from .checklist import Section
 from .inventory import Inventory
+from . import marks
 from .marks import check_requirement_marks, requirement_ids
 from .requirements import BY_ID, CATALOGUE, CONCERN, ENFORCED_BY_GATE, sort_key
 
@@ -54,7 +55,7 @@ class Blocker:
 class GateState:
     root: Path
     acceptance: Path
-    inventory: Inventory
+    inventory: Inventory | None  # None: it did not load (the preflight's cause says why)
     marker: str
     write_marker: bool
     sections: list[Section]
@@ -62,6 +63,9 @@ class GateState:
     hostname: str
     args: list[Path]
     removal: str = ""
+    preflight: "preflight.Result | None" = None
+    inventory_file: str = ""
+    not_run: dict[str, str] = field(default_factory=dict)  # nodeid -> why it did not run (marks.not_run)
     expected: dict[str, tuple[str, ...]] = field(default_factory=dict)  # nodeids.FILE: nodeid -> IDs
     nodeids_error: str | None = None
     start_hashes: dict[str, str] = field(default_factory=dict)
@@ -200,9 +204,44 @@ def duplicate_blockers(state: GateState) -> list[Blocker]:
     return out
 
 
+def preflight_cause(state: GateState) -> str | None:
+    """The preflight's first failed check, in words (None: it passed)."""
+    cause = state.preflight.cause if state.preflight is not None else None
+    return f"preflight: {cause}" if cause else None
+
+
+def not_run_blockers(state: GateState) -> list[Blocker]:
+    """Tests that could not run for one shared cause (marks.not_run, or the
+    preflight), one blocker per cause first, then one per module under the
+    IDs of its tests: the cause is said once, not once per test."""
+    causes: dict[str, dict[str, list[str]]] = {}
+    for nodeid, cause in state.not_run.items():
+        causes.setdefault(cause, {}).setdefault(nodeid.split("::", 1)[0], []).append(nodeid)
+    out = []
+    for cause, modules in causes.items():
+        n = sum(len(t) for t in modules.values())
+        if cause != preflight_cause(state):  # the preflight's own blocker leads already
+            out.append(Blocker(("SUITE-3",), f"{cause} ({n} tests in {len(modules)} modules not run)"))
+    for cause, modules in causes.items():
+        for module, tests in modules.items():
+            ids = tuple(sorted({i for n in tests for i in state.items.get(n, ())}, key=sort_key))
+            out.append(Blocker(ids or ("SUITE-3",), f"{module}: {len(tests)} tests not run: "
+                               f"{cause_label(cause)} (above)"))
+    return out
+
+
+def cause_label(cause: str) -> str:
+    """A cause's name, for the lines that refer back to it: "preflight:
+    systemd", "wire format"."""
+    parts = cause.split(": ")
+    return ": ".join(parts[:2] if parts[0] == "preflight" else parts[:1])
+
+
 def outcome_blockers(state: GateState) -> list[Blocker]:
     out = []
     for nodeid, ids in state.items.items():
+        if nodeid in state.not_run:
+            continue  # not_run_blockers: grouped by their cause
         phases = state.outcomes.get(nodeid, {})
         bad = {ph: o for ph, o in phases.items() if o != "passed"}
         if "call" not in phases and not bad:
@@ -301,6 +340,11 @@ def running_blockers(inv: Inventory) -> list[Blocker]:
 
 
 def blockers(config: pytest.Config, state: GateState, exitstatus: int) -> list[Blocker]:
+    """Everything that keeps the marker away. First what kept tests from
+    running at all (the preflight's cause, then every shared cause of tests
+    not run), so that an operator reads the cause before its consequences."""
+    cause = preflight_cause(state)
+    lead = ([Blocker(("SUITE-3",), cause)] if cause else []) + not_run_blockers(state)
     out = []
     if os.geteuid() != 0:
         out.append(Blocker(("MARK-1",), f"not running as root (euid {os.geteuid()})"))
@@ -312,7 +356,8 @@ def blockers(config: pytest.Config, state: GateState, exitstatus: int) -> list[B
 
     if config.stash.get(xml_key, None) is None:
         out.append(Blocker(("SUITE-2",), "no JUnit report is being written (junitxml disabled?)"))
-    if exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+    if exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) and \
+            not (cause and exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED):
         out.append(Blocker(("SUITE-3",), f"pytest ended with status {int(exitstatus)}"))
     out += module_blockers(state)
     out += nodeid_blockers(state)
@@ -322,11 +367,12 @@ def blockers(config: pytest.Config, state: GateState, exitstatus: int) -> list[B
             for u in scratch.unfinished()]
     if not state.items:
         out.append(Blocker(("SUITE-3",), "no acceptance test was collected"))
-    out += coverage_blockers(state)
-    out += content_blockers(state)
+    if not cause:  # after a failed preflight nothing ran: coverage and content add only noise
+        out += coverage_blockers(state)
+        out += content_blockers(state)
     out += signing_blockers(state)
-    out += waiver_blockers(state, out)
-    return out
+    out += waiver_blockers(state, lead + out)
+    return lead + out
 
 
 def signing_blockers(state: GateState) -> list[Blocker]:
@@ -377,13 +423,17 @@ class Gate:
     def __init__(self, config: pytest.Config, state: GateState):
         self.config = config
         self.state = state
+        self.withheld: list[pytest.Item] = []  # not run: the preflight failed for them
+        self.property_names: dict[str, int] = {}  # suite-level property names used so far
 
     def _global(self, name: str, value: str) -> None:
+        """A suite-level property of the JUnit report; a repeated name is
+        numbered (reports.property_name: `pin`, `pin.2`, ...)."""
         from _pytest.junitxml import xml_key  # the JUnit writer pytest already runs
 
         xml = self.config.stash.get(xml_key, None)
         if xml is not None:
-            xml.add_global_property(name, value)
+            xml.add_global_property(reports.property_name(name, self.property_names), value)
 
     def cleaned(self) -> str:
         """What the start-up removed of an earlier, killed run (startup.take_lock)."""
@@ -391,11 +441,32 @@ class Gate:
         return "at start, " + ("; ".join(done) if done else "nothing left by an earlier run")
 
     # -- start
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        """The preflight's verdict, before any test (and its first cause, once)."""
+        found = self.state.preflight
+        if found is None:
+            return []
+        bad = found.failed
+        if not bad:
+            return [f"preflight: passed ({len(found.findings)} checks)"]
+        head = f"NOT READY: {preflight_cause(self.state)}" if found.cause else \
+            f"preflight: {len(bad)} checks failed: their tests will not run"
+        return [terminal.escape(head)] + [terminal.escape(f"  preflight {f.line()}") for f in bad]
+
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         st = self.state  # the marker was removed before the gate existed (startup.py)
-        st.start_hashes, st.start_errors = hash_binaries(st.inventory)
+        found = st.preflight
+        if found is not None:  # first in the report: an operator reads the cause before the rest
+            bad = found.failed
+            self._global("preflight", bad[0].cause if bad else f"passed ({len(found.findings)} checks)")
+            for f in bad[1:]:
+                self._global("preflight", f.cause)
         self._global("MARK-4", st.removal)
         self._global("SUITE-5", self.cleaned())
+        if st.inventory is None:
+            self._global("inventory", f"{st.inventory_file}: did not load")
+            return
+        st.start_hashes, st.start_errors = hash_binaries(st.inventory)
         if startup.sigint_ignored():
             self._global("sigint", startup.SIGINT_IGNORED)
         self._global("inventory", f"{st.inventory.file} host {st.inventory.host}")
@@ -437,20 +508,57 @@ class Gate:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, session, config, items) -> None:
         check_requirement_marks(items, self.state.acceptance)
+        self._withhold(items)
+
+    def _withhold(self, items) -> None:
+        """Tests the preflight says cannot run here are not run: recorded as
+        collected, each with its cause (not_run_blockers groups them)."""
+        st = self.state
+        if st.preflight is None or not st.preflight.failed:
+            return
+        kept = []
+        for item in items:
+            why = st.preflight.withheld(tuple(requirement_ids(item)))
+            if why is None:
+                kept.append(item)
+                continue
+            self._record(item)
+            st.not_run[item.nodeid] = f"preflight: {why}"
+            self.withheld.append(item)
+        items[:] = kept
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtestloop(self, session):
+        """Each test withheld by the preflight is reported (JUnit, terminal) as
+        not run, with its requirement IDs: skipped at setup, the cause named
+        by module, so that pytest's summary says it once per module."""
+        for item in self.withheld:
+            where = (str(item.path), 0, f"not run: {cause_label(self.state.not_run[item.nodeid])} "
+                                        "(the preflight's cause, above)")
+            for when, outcome, longrepr in (("setup", "skipped", where), ("teardown", "passed", None)):
+                item.ihook.pytest_runtest_logreport(report=pytest.TestReport(
+                    item.nodeid, item.location, {k: 1 for k in item.keywords}, outcome, longrepr, when,
+                    user_properties=list(item.user_properties)))
+        return (yield)
+
+    def _record(self, item) -> None:
+        st = self.state
+        path = Path(item.path).resolve()
+        if st.acceptance not in path.parents:
+            st.outside.append(item.nodeid)
+            return
+        st.collected[item.nodeid] = st.collected.get(item.nodeid, 0) + 1
+        st.items[item.nodeid] = tuple(requirement_ids(item))
+        st.modules[item.nodeid] = str(path.relative_to(st.root.resolve()))
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        st = self.state
         for item in session.items:
-            path = Path(item.path).resolve()
-            if st.acceptance not in path.parents:
-                st.outside.append(item.nodeid)
-                continue
-            st.collected[item.nodeid] = st.collected.get(item.nodeid, 0) + 1
-            st.items[item.nodeid] = tuple(requirement_ids(item))
-            st.modules[item.nodeid] = str(path.relative_to(st.root.resolve()))
+            self._record(item)
 
     # -- running
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.failed and (why := marks.not_run_cause(report.longreprtext)):
+            self.state.not_run.setdefault(report.nodeid, why)
         outcome = report.outcome
         if hasattr(report, "wasxfail"):
             outcome = "xfailed" if report.skipped else "xpassed"
@@ -623,14 +731,18 @@ class Gate:
         if not st.result:
             return [terminal.escape(f"READY: marker written {st.marker}")]
         ids = sorted({i for b in st.result for i in b.ids}, key=sort_key)
-        return [terminal.escape(f"NOT READY: {len(st.result)} blockers: {' '.join(ids)}")]
+        last = terminal.escape(f"NOT READY: {len(st.result)} blockers: {' '.join(ids)}")
+        cause = preflight_cause(st) or next(iter(st.not_run.values()), None)
+        return ([terminal.escape(f"NOT READY: {cause}")] if cause else []) + [last]
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter) -> None:
         """Every line here may carry host text (file names, error texts): each
         goes through terminal.escape (SUITE-4)."""
         st = self.state
-        lines = [f"inventory: {st.inventory.file} (host {st.inventory.host}); marker: {st.marker}",
+        inv = (f"{st.inventory.file} (host {st.inventory.host})" if st.inventory is not None
+               else f"{st.inventory_file} (did not load)")
+        lines = [f"inventory: {inv}; marker: {st.marker}",
                  f"MARK-4: {st.removal}", f"SUITE-5: {self.cleaned()}"]
         lines += [startup.SIGINT_IGNORED] if startup.sigint_ignored() else []
         lines += [f"BLOCKER [{' '.join(b.ids)}] {b.reason}" for b in st.result or []]

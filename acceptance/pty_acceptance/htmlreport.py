@@ -3,7 +3,9 @@ network (a Content-Security-Policy forbids both), every host-derived string
 through terminal.escape (control characters become visible \\xNN) and then
 html.escape, so that evidence can never become markup.
 
-Layout: the gate's verdict and blockers; the matrix by section, each ID a
+Layout: the gate's verdict (READY's last line, or NOT READY and the count),
+the first causes of what did not pass, grouped (one line per cause with its
+count and the tests under it), the blockers; the matrix by section, each ID a
 cell coloured by its outcome in that section and linking to the ID's entry;
 the inventory's pins and the hashes read at start and at marker time; one
 entry per catalogue ID listing its test cases; one entry per test case with
@@ -13,10 +15,11 @@ its evidence, concerns and failure text.
 from __future__ import annotations
 
 import html
+import re
 
 from . import terminal
 from .requirements import BY_ID, CATALOGUE, CONCERN
-from .verdict import ACKNOWLEDGED, MUST_FIX, PASS, Row, Verdict
+from .verdict import ACKNOWLEDGED, MUST_FIX, PASS, Case, Row, Verdict
 
 STYLE = """
 body{font-family:sans-serif;margin:1.5em;color:#111}
@@ -48,17 +51,61 @@ def id_status(row: Row, i: str, waived: dict[str, str]) -> str:
     return PASS
 
 
+_WRAPPED = re.compile(r'^failed on (?:setup|teardown) with "(?P<m>.*)"$')
+CAUSES_SHOWN = 5
+
+
+def cause_of(c: Case) -> str:
+    """What a case that did not pass says first, without pytest's wrapping."""
+    first = c.failure.split("\n", 1)[0].strip()
+    m = _WRAPPED.match(first)
+    return (m.group("m") if m else first).removeprefix("Failed: ")
+
+
+def first_causes(v: Verdict) -> list[tuple[str, list[Case]]]:
+    """Why cases did not pass, grouped by what they say first: every cause
+    shared by several cases, and every "not run" cause, most cases first
+    ("setup failed: the system bus is not reachable" x105 is one line). A
+    preflight's cause is its full text (the report's `preflight` property)."""
+    groups: dict[str, list[Case]] = {}
+    for c in v.cases:
+        if not c.passed:
+            groups.setdefault(cause_of(c), []).append(c)
+    full = (v.values("preflight") or [""])[0]
+    out = []
+    for cause, cases in sorted(groups.items(), key=lambda g: -len(g[1])):
+        if len(cases) > 1 or cause.startswith("not run: "):
+            shown = f"not run: preflight: {full}" if cause.startswith("not run: preflight") and full else cause
+            out.append((shown, cases))
+    return out[:CAUSES_SHOWN]
+
+
 def render(v: Verdict, table: list[Row], title: str) -> str:
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
            f"<title>{text(title)}</title><style>{STYLE}</style></head><body>",
            f"<h1>{text(title)}</h1>"]
     word = "READY" if v.ready else "NOT READY"
+    headline = v.last_line if v.ready else f"NOT READY: {len(v.blockers)} blockers"
     out.append(f'<p class="verdict {"PASS" if v.ready else "MUST-FIX"}" id="verdict">'
-               f"{text(v.last_line)}</p>")
+               f"{text(headline)}</p>")
     out.append(f"<p>Gate: <b>{word}</b>. Host {text(v.hostname)}, report time {text(v.timestamp)}. "
                "This is host acceptance only (SCOPE-4): it never stands in for the source "
                "review's verdict.</p>")
+    causes = first_causes(v)
+    if causes:
+        out.append('<h2 id="causes">First causes</h2><ul>')
+        for cause, cases in causes:
+            modules: dict[str, list[Case]] = {}
+            for c in cases:
+                modules.setdefault(c.module, []).append(c)
+            listed = "".join(f"<li><code>{text(m)}</code>: {len(cs)}: "
+                             + ", ".join(text(c.nodeid.split("::", 1)[-1]) for c in cs) + "</li>"
+                             for m, cs in modules.items())
+            out.append(f'<li class="MUST-FIX">{text(cause)} <b>x{len(cases)}</b>'
+                       f"<details><summary>the {len(cases)} tests, by module</summary><ul>{listed}"
+                       "</ul></details></li>")
+        out.append("</ul>")
     if v.blockers:
         out.append('<h2 id="blockers">Blockers</h2><ul>')
         out += [f"<li>{text(b)}</li>" for b in v.blockers]

@@ -53,6 +53,16 @@ def warned(case) -> bool:
     return bool(case.concerns) or any(BY_ID.get(i) and BY_ID[i].severity == CONCERN for i in case.ids)
 
 
+def result(ready: bool, warned: list[str]) -> str:
+    """The test-result predicate's word for the run: FAILED unless READY (the
+    marker written); READY with any CONCERN row (warnedTests) is WARNED, never
+    PASSED; PASSED only when READY with nothing recorded as a concern. A policy
+    that accepts READY accepts PASSED and WARNED, and reads warnedTests."""
+    if not ready:
+        return "FAILED"
+    return "WARNED" if warned else "PASSED"
+
+
 def statement(v: Verdict, junit_name: str, junit_sha256: str) -> dict:
     subjects = _descriptors(v.values("binary-at-marker-time") + v.values("runtime-at-marker-time"))
     seen = {s["name"] for s in subjects}
@@ -81,7 +91,7 @@ def statement(v: Verdict, junit_name: str, junit_sha256: str) -> dict:
         "subject": subjects,
         "predicateType": PREDICATE_TYPE,
         "predicate": {
-            "result": "PASSED" if v.ready else "FAILED",
+            "result": result(v.ready, warn),
             "configuration": config,
             "passedTests": passed,
             "warnedTests": warn,

@@ -224,13 +224,21 @@ def _check(file: str, key: str, value: Any, schema: Any, problems: list[str]) ->
         problems.append(f"{file}: {key}: malformed value {value!r} (must match {rx.pattern})")
 
 
-def _present(vars_: dict, dotted: str) -> bool:
+_ABSENT = object()
+
+
+def value_at(vars_: dict, dotted: str, default: Any = None) -> Any:
+    """The value at a dotted key ("plugin.bun"), `default` when it is not there."""
     node: Any = vars_
     for part in dotted.split("."):
         if not isinstance(node, dict) or part not in node:
-            return False
+            return default
         node = node[part]
-    return True
+    return node
+
+
+def _present(vars_: dict, dotted: str) -> bool:
+    return value_at(vars_, dotted, _ABSENT) is not _ABSENT
 
 
 # Why a key matters, appended to a problem with it: the operator fills these in.

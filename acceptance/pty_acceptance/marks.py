@@ -46,3 +46,21 @@ def fail(text: str, node: pytest.Item | pytest.Collector | None = None):
     if node is not None:
         text = f"{' '.join(requirement_ids(node)) or 'SUITE-3'}: {text}"
     pytest.fail(text, pytrace=False)
+
+
+NOT_RUN = "not run: "
+
+
+def not_run(cause: str):
+    """Fail a test (or its fixture) that cannot run for a cause it shares with
+    others (the supervisor speaks another wire format, ...): the gate reports
+    the cause once, and one line per module (gate.not_run_blockers)."""
+    pytest.fail(NOT_RUN + cause, pytrace=False)
+
+
+def not_run_cause(text: str) -> str | None:
+    """The shared cause a failure's text names (not_run), or None."""
+    first = (text or "").strip().splitlines()[:1]
+    if first and first[0].startswith(NOT_RUN):
+        return first[0][len(NOT_RUN):][:500]
+    return None

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from . import checklist, gate, inventory, nodeids, owntree, reports, signing, startup, terminal
-from .marks import fail, requirement_ids
+from . import checklist, gate, inventory, nodeids, owntree, preflight, reports, signing, startup, terminal
+from .marks import fail, not_run, requirement_ids
 from .requirements import BY_ID
 
 STATE = pytest.StashKey["gate.GateState"]()
@@ -31,16 +31,16 @@ class RegistrationFailed(Exception):
 def _gate_state(config: pytest.Config) -> gate.GateState:
     root = startup.project_root(config)
     acceptance = startup.acceptance_dir(config)
-    try:
-        inv = inventory.load(startup.inventory_file(config))
-    except inventory.InventoryError as e:
-        raise RegistrationFailed(f"inventory: {e}") from None
+    inventory_file = startup.inventory_file(config)
+    found = preflight.check(inventory_file)  # read-only, first; an inventory that fails is its cause
+    inv = found.inventory
     removed, removal = config.stash[startup.REMOVAL]
-    path = config.getoption("--marker") or inv.marker
-    for other in dict.fromkeys([path, inv.marker]):
+    named = [inv.marker] if inv is not None else []
+    path = config.getoption("--marker") or (inv.marker if inv is not None else removed[-1])
+    for other in dict.fromkeys([path, *named]):
         if other not in removed:  # the validated inventory names another marker than was read first
             removal += "; " + startup.remove_marker(other)
-    report_path, private = _junit_paths(config, root, inv.host)
+    report_path, private = _junit_paths(config, root, inv.host if inv is not None else socket.gethostname())
     try:
         sections = checklist.load(root / "ROOT-ACCEPTANCE.md")
         checklist_error = None
@@ -51,7 +51,8 @@ def _gate_state(config: pytest.Config) -> gate.GateState:
     except nodeids.NodeIdsError as e:
         expected, nodeids_error = {}, str(e)
     return gate.GateState(
-        root=root, acceptance=acceptance, inventory=inv, marker=path,
+        root=root, acceptance=acceptance, inventory=inv, marker=path, preflight=found,
+        inventory_file=inventory_file,
         write_marker=not config.getoption("--no-marker"),
         sections=sections, checklist_error=checklist_error,
         expected=expected, nodeids_error=nodeids_error,
@@ -127,12 +128,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="session")
-def inv(pytestconfig: pytest.Config) -> inventory.Inventory:
+def inv(pytestconfig: pytest.Config) -> "inventory.Inventory":
     """The validated inventory of the host under test."""
     state = pytestconfig.stash.get(STATE, None)
     if state is None:
         fail("SUITE-3: the acceptance plugin is not active for this session "
              "(run pytest on acceptance/)")
+    if state.inventory is None:
+        not_run(gate.preflight_cause(state) or "preflight: the inventory did not load")
     return state.inventory
 
 

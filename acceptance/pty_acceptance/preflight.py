@@ -51,9 +51,18 @@ class Finding:
     what: str
     ok: bool
     detail: str
+    needed_by: tuple[str, ...] = ()  # requirement IDs whose tests need it; (): every test
 
     def line(self) -> str:
         return f"{'ok' if self.ok else 'FAILED'}  {self.what}: {self.detail}"
+
+    @property
+    def cause(self) -> str:
+        return f"{self.what}: {self.detail}"
+
+    def withholds(self, ids: tuple[str, ...]) -> bool:
+        """A test naming `ids` cannot run while this check fails."""
+        return not self.ok and (not self.needed_by or bool(set(ids) & set(self.needed_by)))
 
 
 @dataclass
@@ -67,9 +76,14 @@ class Result:
 
     @property
     def cause(self) -> str | None:
-        """The first failed check, in words (None: every check passed)."""
-        bad = self.failed
-        return f"{bad[0].what}: {bad[0].detail}" if bad else None
+        """The first failed check that keeps every test from running, in words
+        (None: there is none; other failed checks withhold only their tests)."""
+        bad = [f for f in self.failed if not f.needed_by]
+        return bad[0].cause if bad else None
+
+    def withheld(self, ids: tuple[str, ...]) -> str | None:
+        """Why a test naming `ids` cannot run (the first failed check it needs), or None."""
+        return next((f.cause for f in self.findings if f.withholds(ids)), None)
 
 
 def _pid1() -> Finding:
@@ -134,68 +148,89 @@ def _node(path: str, what: str, test, kind: str) -> Finding:
     return Finding(what, True, path)
 
 
-def _file(path: str, what: str) -> Finding:
-    return _node(path, what, stat.S_ISREG, "regular file")
+def _file(path: str, what: str, needed_by: tuple[str, ...] = ()) -> Finding:
+    f = _node(path, what, stat.S_ISREG, "regular file")
+    return Finding(f.what, f.ok, f.detail, needed_by)
 
 
-def _account(name: str, what: str, db) -> Finding:
+def _account(name: str, what: str, db, needed_by: tuple[str, ...] = ()) -> Finding:
     try:
         db(name)
     except KeyError:
-        return Finding(what, False, f"{name!r} does not exist on this host")
-    return Finding(what, True, name)
+        return Finding(what, False, f"{name!r} does not exist on this host", needed_by)
+    return Finding(what, True, name, needed_by)
 
 
-def programs_needed(inv: inventory.Inventory | None) -> list[tuple[str, str]]:
-    """(path, what for) of every host program the suite runs."""
-    out = [(n if n.startswith("/") else programs.path(n), n) for n in PROGRAMS]
+# What a check's failure withholds beyond itself (requirement IDs); a check
+# not named here is needed by every test.
+BUILD = ("BUILD-1", "BUILD-2", "BUILD-3", "PLUGIN-1")
+RUNTIME = ("RUNTIME-1", "RUNTIME-2")
+HELPER = ("HELPER-1", "HELPER-2", "HELPER-3", "HELPER-4", "HELPER-5", "RUNTIME-2")
+NEEDED_BY = {"systemd-analyze": ("CUT-4", "UNIT-9"), "strace": HELPER}
+
+
+def programs_needed(inv: inventory.Inventory | None) -> list[tuple[str, str, tuple[str, ...]]]:
+    """(path, what for, the IDs whose tests need it; () every test) of every
+    host program the suite runs."""
+    out = [(n if n.startswith("/") else programs.path(n), n, NEEDED_BY.get(n, ())) for n in PROGRAMS]
     if inv is not None:
-        out += [(inv.build["go"], "build.go (BUILD-1)"), (inv.plugin["bun"], "plugin.bun (PLUGIN-1)")]
+        out += [(inv.build["go"], "build.go (BUILD-1)", BUILD),
+                (inv.plugin["bun"], "plugin.bun (PLUGIN-1)", ("PLUGIN-1",))]
     return out
 
 
 def _inventory_findings(bus, inv: inventory.Inventory) -> list[Finding]:
     units = inv.units
     out = [_unit(bus, units["supervisor"], "supervisor", True), _unit(bus, units["slice"], "session slice", False),
-           _no_peer(bus, units["peer"]), _file(units["candidate_file"], "the candidate unit file")]
+           _no_peer(bus, units["peer"]),
+           _file(units["candidate_file"], "the candidate unit file", RUNTIME + ("CUT-4",))]
     out += [_file(b.path, f"binary {b.role}") for b in inv.binaries_list]
     out.append(_node(inv.socket, "the supervisor socket", stat.S_ISSOCK, "socket"))
-    out += [_file(inv.runtime["binary"], "runtime.binary"), _file(inv.cutover["server_env"], "server.env"),
-            _file(inv.plugin["harness"], "plugin.harness")]
+    out += [_file(inv.runtime["binary"], "runtime.binary", RUNTIME),
+            _file(inv.cutover["server_env"], "server.env", ("CUT-2", "CUT-3", "RUNTIME-2")),
+            _file(inv.plugin["harness"], "plugin.harness", ("PLUGIN-1",))]
     out += [_account(inv.service_user, "the service user", pwd.getpwnam),
             _account(inv.service_group, "the service group", grp.getgrnam),
-            _account(inv.build["user"], "build.user", pwd.getpwnam)]
+            _account(inv.build["user"], "build.user", pwd.getpwnam, BUILD)]
     return out
 
 
-def check(inventory_file: str) -> Result:
-    """Every check in order; stops where a later check cannot be made."""
+def host_findings(inv: inventory.Inventory | None) -> list[Finding]:
+    """The checks of the host itself, in order (systemd, the bus, what the
+    inventory names, the programs); those that need a failed one are left out."""
     found = [_pid1()]
     bus = None
     if found[-1].ok:
         bus_finding, bus = _bus()
         found.append(bus_finding)
     try:
-        inv = inventory.load(inventory_file)
-        found.append(Finding("inventory", True, f"{inventory_file} loads, every pin filled"))
-    except inventory.InventoryError as e:
-        inv = None
-        found.append(Finding("inventory", False, str(e)))
-    try:
         if inv is not None and bus is not None:
             found += _inventory_findings(bus, inv)
     finally:
         if bus is not None:
             bus.close()
-    found += [_program(path, why) for path, why in programs_needed(inv)]
-    return Result(found, inv)
+    found += [_program(path, why, needed) for path, why, needed in programs_needed(inv)]
+    return found
 
 
-def _program(path: str, why: str) -> Finding:
+def check(inventory_file: str) -> Result:
+    """Every check: systemd and the bus, the inventory, then what it names and
+    the programs."""
+    try:
+        inv = inventory.load(inventory_file)
+        loaded = Finding("inventory", True, f"{inventory_file} loads, every pin filled")
+    except inventory.InventoryError as e:
+        inv, loaded = None, Finding("inventory", False, str(e))
+    host = host_findings(inv)
+    first = [f for f in host if f.what in ("systemd", "system bus")]
+    return Result(first + [loaded] + [f for f in host if f not in first], inv)
+
+
+def _program(path: str, why: str, needed_by: tuple[str, ...] = ()) -> Finding:
     """An executable file at `path` (a link in a system directory, /bin/sh ->
     dash, is how Debian installs some: it is executed, never judged for ownership
     here; OWN-1 judges the suite's binaries)."""
     if os.path.isfile(path) and os.access(path, os.X_OK):
-        return Finding(f"program {why}", True, path)
+        return Finding(f"program {why}", True, path, needed_by)
     return Finding(f"program {why}", False, f"{path} is not an executable file: the suite needs "
-                   "it and never installs it")
+                   "it and never installs it", needed_by)

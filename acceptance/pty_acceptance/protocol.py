@@ -100,9 +100,19 @@ def encode(type_: int, payload: bytes = b"", *, check: bool = True) -> bytes:
 def start_payload(argv: list[bytes | str], runtime_s: int, rows: int = 24, cols: int = 80) -> bytes:
     """START: u32 runtime, u16 rows, u16 cols, u16 argc, then argc x (u32 len + bytes)."""
     items = [a.encode() if isinstance(a, str) else a for a in argv]
-    out = [struct.pack(">IHHH", runtime_s, rows, cols, len(items))]
-    out += [struct.pack(">I", len(a)) + a for a in items]
-    return b"".join(out)
+    return start_fields(len(items), items, runtime_s=runtime_s, rows=rows, cols=cols)
+
+
+def start_fields(argc: int, items: list[bytes], tail: bytes = b"", *, runtime_s: int = 60,
+                 rows: int = 24, cols: int = 80) -> bytes:
+    """A START payload field by field; argc need not match the items and `tail`
+    follows them (malformed STARTs for PROTO-3)."""
+    return struct.pack(">IHHH", runtime_s, rows, cols, argc) + b"".join(u32(len(a)) + a for a in items) + tail
+
+
+def u32(n: int) -> bytes:
+    """A length field as the format writes it."""
+    return struct.pack(">I", n)
 
 
 def data_frames(data: bytes, *, size: int = LIMITS.data_bytes) -> list[bytes]:

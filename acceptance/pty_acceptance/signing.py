@@ -109,12 +109,20 @@ def _who(owner: int) -> str:
     return "root" if owner == 0 else f"root or uid {owner}"
 
 
+def where_a_key_may_live(owner: int = 0) -> str:
+    """Said with every refused key: where one passes the check."""
+    return (f"a key may live where only {_who(owner)} can reach it: owned by {_who(owner)}, chmod 600, "
+            "in a directory of root's that no one else may write, e.g. /etc/opencode/keys (0700) "
+            "or /root; not under /tmp or a home directory others own")
+
+
 def open_key(path: str, owner: int = 0) -> int:
     """A descriptor of the key file, after the chain check; judged again by
     fstat on the descriptor itself."""
     found = key_problems(path, owner)
     if found:
-        raise SignError("SUITE-4", f"signing key {path} fails the OWN-1 chain check: {found[0]}")
+        raise SignError("SUITE-4", f"signing key {path} fails the OWN-1 chain check: {found[0]} "
+                        f"({where_a_key_may_live(owner)})")
     try:
         fd = hostfs.open_file(path)
     except OSError as e:
@@ -134,7 +142,7 @@ def preflight(signer: Signer, owner: int = 0) -> list[SignError]:
     found = key_problems(signer.key, owner)
     if found:
         out.append(SignError("SUITE-4", f"signing key {signer.key} fails the OWN-1 chain check: "
-                             + "; ".join(found)))
+                             + "; ".join(found) + f" ({where_a_key_may_live(owner)})"))
     for name in _programs(signer.tool):
         if not os.path.isfile(programs.path(name)):
             out.append(SignError("SUITE-2", f"--sign-tool {signer.tool}: {programs.path(name)} "

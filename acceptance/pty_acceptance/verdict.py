@@ -25,6 +25,7 @@ import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
+from . import reports
 from .checklist import Section
 from .requirements import BY_ID, CONCERN, ENFORCED_BY_GATE, sort_key
 
@@ -122,7 +123,8 @@ def from_junit(root: ET.Element) -> Verdict:
     suite = root.find("./testsuite")
     if suite is None:
         raise VerdictError("not a JUnit report (no testsuite)")
-    props = [(p.get("name", ""), p.get("value", "")) for p in suite.findall("./properties/property")]
+    props = [(reports.base_name(p.get("name", "")), p.get("value", ""))
+             for p in suite.findall("./properties/property")]
     cases, seen = [], {}
     for c in suite.findall("./testcase"):
         nodeid, module = _nodeid(c)

@@ -51,6 +51,8 @@ class Fault:
     # within deadline_s with a report, fails nothing the control does not, gives
     # the control's verdict, and the `after` check passes (the attack achieved nothing).
     kill: str = "tests"
+    # text the report's first blocker must hold: the one cause an operator reads first
+    first_cause: str = ""
     deadline_s: float | None = None  # the suite is stopped after this long (None: no bound)
 
     @property
@@ -233,6 +235,11 @@ FAULTS += [
           script_file="sup-two-fds.sh", modules=FULL),
     Fault("no-header-bound", ("PROTO-3",), "frame lengths are not checked at the header",
           script_file="sup-no-bound.sh", modules=_m("protocol")),
+    Fault("supervisor-other-framing", ("PROTO-3",), "the supervisor answers in another framing (type "
+          "first, little-endian length): one wire-format cause first, the session tests not run",
+          supervisor=("other-framing",), modules=FULL,
+          first_cause="wire format: the supervisor at /run/opencode-pty/supervisor.sock does not speak "
+                      "the suite's wire format (TARGET-CONTRACT section 4)"),
     Fault("lenient-launcher", ("PROTO-4",), "the launcher accepts padded, non-canonical base64",
           script_file="launcher-lenient.sh", modules=_m("protocol")),
     Fault("launcher-drops-script-f", ("PROTO-4",), "the launcher runs script(1) without -f",

@@ -104,6 +104,12 @@ def run_one(repo: pathlib.Path, out: pathlib.Path, fault: catalogue.Fault | None
             row["killed"] = False
             row["note"] = ("the after-suite check failed: the attack achieved something" if fault.kill == "withstood"
                            else "the after-suite check failed: the suite touched what it must leave alone")
+    if fault.first_cause:
+        first = (report.prop("blocker") or [""])[0]
+        row["first_blocker"] = first[:300]
+        if fault.first_cause not in first:
+            row["killed"] = False
+            row["note"] = f"the first blocker is not the fault's cause ({fault.first_cause!r})"
     if fault.secret:
         leaks = _leaks(out, fault.secret)
         if leaks:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pathlib
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
@@ -37,7 +38,9 @@ class Report:
             cases.append(Case(f"{c.get('classname')}::{c.get('name')}", bad[0].tag if bad else "passed",
                               reqs, message))
         props = root.find("./testsuite/properties")
-        glob = [(p.get("name"), p.get("value")) for p in props] if props is not None else []
+        # suite-level names are unique in the report (blocker, blocker.2, ...): the base name
+        glob = [(re.sub(r"\.[0-9]+$", "", p.get("name")), p.get("value"))
+                for p in props] if props is not None else []
         return cls(cases, glob)
 
     def failed(self) -> list[Case]:
