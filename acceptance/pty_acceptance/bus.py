@@ -85,9 +85,12 @@ class Systemd:
                 return None
             raise
 
-    def properties(self, name: str, iface: str = UNIT_IFACE) -> dict | None:
-        """GetAll of a loaded unit, values unwrapped; None if it is not loaded."""
-        path = self.unit_path(name)
+    def properties(self, name: str, iface: str = UNIT_IFACE, load: bool = False) -> dict | None:
+        """GetAll of a loaded unit, values unwrapped; None if it is not loaded.
+        With `load`, a unit that nothing holds in memory yet (a slice no unit
+        uses, a unit file never started) is loaded from disk first, as
+        `systemctl show` does: its LoadState then says whether it exists."""
+        path = self.call("LoadUnit", "s", (name,))[0] if load else self.unit_path(name)
         if path is None:
             return None
         addr = DBusAddress(path, bus_name=SYSTEMD.bus_name, interface=iface)

@@ -114,7 +114,7 @@ def _unit(bus, name: str, role: str, want_active: bool) -> Finding:
     from .bus import BusError
 
     try:
-        props = bus.properties(name)
+        props = bus.properties(name, load=True)  # a slice no unit uses yet is not in memory
     except BusError as e:
         return Finding(f"unit {name}", False, f"cannot be read ({e})")
     if props is None or props.get("LoadState") != "loaded":
@@ -130,7 +130,7 @@ def _no_peer(bus, name: str) -> Finding:
     from .bus import BusError
 
     try:
-        props = bus.properties(name)
+        props = bus.properties(name, load=True)  # a unit file that nothing loaded yet counts too
     except BusError as e:
         return Finding(f"unit {name}", False, f"cannot be read ({e})")
     if props and props.get("FragmentPath"):

@@ -235,6 +235,10 @@ FAULTS += [
           script_file="sup-two-fds.sh", modules=FULL),
     Fault("no-header-bound", ("PROTO-3",), "frame lengths are not checked at the header",
           script_file="sup-no-bound.sh", modules=_m("protocol")),
+    Fault("supervisor-stopped", ("SCOPE-2",), "the supervisor is not running: the preflight says so "
+          "once, first and last, and no test runs", "systemctl stop opencode-pty-supervisor.service",
+          modules=FULL, first_cause="preflight: unit opencode-pty-supervisor.service: the supervisor is "
+                                    "inactive/dead, not active"),
     Fault("supervisor-other-framing", ("PROTO-3",), "the supervisor answers in another framing (type "
           "first, little-endian length): one wire-format cause first, the session tests not run",
           supervisor=("other-framing",), modules=FULL,
