@@ -525,4 +525,5 @@ CI_SUBSET = [
     "plugin-harness-fails-one-run", "plugin-bun-setuid-root",
     "plugin-harness-exits-zero", "plugin-bun-owned-by-service-user",
     "runtime-swapped-before-handoff", "candidate-env-file-root-secret",
+    "session-device-allow-drop-in", "supervisor-stopped", "supervisor-other-framing",
 ]
