@@ -60,3 +60,9 @@ def test_nothing_but_protocol_py_encodes_frames():
              if p.name != "protocol.py" and (lines := wire_encodings(p.read_text()))}
     assert not found, f"wire-format encoding outside acceptance/pty_acceptance/protocol.py: {found}"
     assert wire_encodings((LIB / "protocol.py").read_text()), "the finder finds protocol.py's own"
+
+
+def test_the_acceptance_conftest_has_no_assert_statement():
+    """The fixtures' own checks fail through marks.fail like the library's."""
+    found = asserts_in((REPO / "acceptance" / "conftest.py").read_text())
+    assert not found, f"assert statements in acceptance/conftest.py: lines {found}"
