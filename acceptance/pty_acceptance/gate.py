@@ -597,8 +597,9 @@ class Gate:
             self._bundle(ahead if st.written else None)
         else:
             st.matrix = ["no requirement matrix: the JUnit report was not published"]
-        if st.result and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        withheld_all = self.withheld and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED
+        if st.result and (session.exitstatus == pytest.ExitCode.OK or withheld_all):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # NOT READY: 1, as any failed run
         return result
 
     def _decide(self, session: pytest.Session, exitstatus) -> None:
