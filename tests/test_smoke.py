@@ -190,3 +190,11 @@ def test_fill_and_inside():
     assert smoke.fill(["--helper", "{helper}", "--dir={workdir}/x"], "/h", "/w") == ["--helper", "/h", "--dir=/w/x"]
     assert smoke.inside("/p/plugins/x", "/p/plugins") and smoke.inside("/p/plugins", "/p/plugins/")
     assert not smoke.inside("/p/plugins-x", "/p/plugins")
+
+
+def test_a_directory_the_user_fills_is_listed_within_a_bound(tmp_path, monkeypatch):
+    monkeypatch.setattr(smoke, "NAMES_LISTED", 5)
+    for i in range(8):
+        (tmp_path / f"f{i}").write_text("x")
+    assert "holds more than 5 names" in smoke.listing(str(tmp_path))
+    assert len(smoke.read_results(str(tmp_path))) <= 5

@@ -53,11 +53,9 @@ import os
 import pwd
 import re
 import shlex
-import shutil
 import socket
 import stat
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 

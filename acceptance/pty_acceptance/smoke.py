@@ -44,6 +44,7 @@ DEFAULT_DEADLINE_S = 120
 OUTPUT_KEPT = 64 * 1024
 RESULT_LIMIT = 256 * 1024
 RESULT_FILES = 64
+NAMES_LISTED = 10_000  # names read from a directory the user can fill (its workspace, the plugin directory)
 TERM = "dumb"
 PATH = "/usr/bin:/bin"
 PLACEHOLDER = re.compile(r"\{(helper|workdir)\}")
@@ -325,7 +326,7 @@ def read_results(workdir: str) -> dict[str, bytes | str]:
     out: dict[str, bytes | str] = {}
     dfd = hostfs.open_dir(workdir)
     try:
-        for name in sorted(os.listdir(dfd))[:RESULT_FILES]:
+        for name in sorted(hostfs.list_at(dfd, NAMES_LISTED))[:RESULT_FILES]:
             where = os.path.join(workdir, name)
             try:
                 out[name] = hostfs.read_fd(hostfs.open_file_at(dfd, name, where), RESULT_LIMIT, where)
@@ -345,9 +346,12 @@ def listing(directory: str) -> set[str] | str:
     except (hostfs.Refused, OSError) as e:
         return f"cannot list {directory}: {e}"
     try:
-        return set(os.listdir(dfd))
+        names = hostfs.list_at(dfd, NAMES_LISTED + 1)
     finally:
         os.close(dfd)
+    if len(names) > NAMES_LISTED:
+        return f"{directory} holds more than {NAMES_LISTED} names: not compared"
+    return set(names)
 
 
 def inside(path: str, directory: str) -> bool:
