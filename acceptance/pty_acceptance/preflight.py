@@ -17,7 +17,8 @@ Checks, in order (a later one needs the earlier ones):
    the slice loaded, no unit file for the peer (the suite starts its own
    under that name), the candidate unit file, the three binaries, the socket,
    the runtime, server.env, bun and the harness, the service user and group,
-   the build user;
+   the build user (that a file is there; what it is, a link, a FIFO, a
+   group-writable file, is its own requirement's to judge, in its words);
 5. every host program the suite runs, by absolute path (`programs.py`): it
    lists them, it never installs one.
 
@@ -30,7 +31,6 @@ from __future__ import annotations
 import grp
 import os
 import pwd
-import stat
 from dataclasses import dataclass
 
 from . import hostfs, inventory, programs
@@ -139,18 +139,15 @@ def _no_peer(bus, name: str) -> Finding:
     return Finding(f"unit {name}", True, "no unit file: the suite's disposable peer can use the name")
 
 
-def _node(path: str, what: str, test, kind: str) -> Finding:
+def _exists(path: str, what: str, needed_by: tuple[str, ...] = ()) -> Finding:
+    """`path` is there (lstat). What it is (a link, a FIFO, a group-writable
+    file...) is its own requirement's to judge (OWN-1, SCOPE-2, CUT-3, ...),
+    with that requirement's words: the preflight only asks whether there is
+    anything to judge."""
     node = hostfs.Node.at(path)
     if not node.exists:
-        return Finding(what, False, f"{path} does not exist")
-    if not test(node.st.st_mode):
-        return Finding(what, False, f"{path} is a {hostfs.kind_of(node.st.st_mode)}, expected a {kind}")
-    return Finding(what, True, path)
-
-
-def _file(path: str, what: str, needed_by: tuple[str, ...] = ()) -> Finding:
-    f = _node(path, what, stat.S_ISREG, "regular file")
-    return Finding(f.what, f.ok, f.detail, needed_by)
+        return Finding(what, False, f"{path} does not exist", needed_by)
+    return Finding(what, True, f"{path} ({node.kind})", needed_by)
 
 
 def _account(name: str, what: str, db, needed_by: tuple[str, ...] = ()) -> Finding:
@@ -183,12 +180,12 @@ def _inventory_findings(bus, inv: inventory.Inventory) -> list[Finding]:
     units = inv.units
     out = [_unit(bus, units["supervisor"], "supervisor", True), _unit(bus, units["slice"], "session slice", False),
            _no_peer(bus, units["peer"]),
-           _file(units["candidate_file"], "the candidate unit file", RUNTIME + ("CUT-4",))]
-    out += [_file(b.path, f"binary {b.role}") for b in inv.binaries_list]
-    out.append(_node(inv.socket, "the supervisor socket", stat.S_ISSOCK, "socket"))
-    out += [_file(inv.runtime["binary"], "runtime.binary", RUNTIME),
-            _file(inv.cutover["server_env"], "server.env", ("CUT-2", "CUT-3", "RUNTIME-2")),
-            _file(inv.plugin["harness"], "plugin.harness", ("PLUGIN-1",))]
+           _exists(units["candidate_file"], "the candidate unit file", RUNTIME + ("CUT-4",))]
+    out += [_exists(b.path, f"binary {b.role}") for b in inv.binaries_list]
+    out.append(_exists(inv.socket, "the supervisor socket"))
+    out += [_exists(inv.runtime["binary"], "runtime.binary", RUNTIME),
+            _exists(inv.cutover["server_env"], "server.env", ("CUT-2", "CUT-3", "RUNTIME-2")),
+            _exists(inv.plugin["harness"], "plugin.harness", ("PLUGIN-1",))]
     out += [_account(inv.service_user, "the service user", pwd.getpwnam),
             _account(inv.service_group, "the service group", grp.getgrnam),
             _account(inv.build["user"], "build.user", pwd.getpwnam, BUILD)]
