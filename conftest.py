@@ -4,8 +4,8 @@ tests under acceptance/.
 
 The start-up hooks (the suite's options, the marker's removal before anything
 else, NOT READY when no gate got registered) are this conftest's own, not the
-plugin's, so that `-p no:pty_acceptance.plugin` cannot keep a stale marker
-(pty_acceptance/startup.py)."""
+plugin's, so that `-p no:pty_acceptance.gate.plugin` cannot keep a stale marker
+(pty_acceptance/gate/startup.py)."""
 
 import sys
 from pathlib import Path
@@ -14,7 +14,7 @@ _lib = str(Path(__file__).resolve().parent / "acceptance")
 if _lib not in sys.path:
     sys.path.insert(0, _lib)
 
-from pty_acceptance.startup import (  # noqa: E402,F401 - this conftest's own hooks
+from pty_acceptance.gate.startup import (  # noqa: E402,F401 - this conftest's own hooks
     pytest_addoption, pytest_cmdline_main, pytest_configure, pytest_report_header, pytest_unconfigure)
 
-pytest_plugins = ["pty_acceptance.plugin", "pytester"]
+pytest_plugins = ["pty_acceptance.gate.plugin", "pytester"]

@@ -10,13 +10,15 @@ path; leftovers of a crashed run are stopped when the next run starts.
 import pytest
 import testinfra
 
-from pty_acceptance import admission, builds, lifecycle, programs
-from pty_acceptance import protocol
-from pty_acceptance import peer as peer_mod
-from pty_acceptance.bus import BusError, Systemd
-from pty_acceptance.marks import fail, not_run
-from pty_acceptance.session import HelperSession, RawSession
-from pty_acceptance.sessionunit import Owner
+from pty_acceptance.host import programs
+from pty_acceptance.provenance import builds
+from pty_acceptance.supervisor import admission, lifecycle
+from pty_acceptance.supervisor import protocol
+from pty_acceptance.supervisor import peer as peer_mod
+from pty_acceptance.host.bus import BusError, Systemd
+from pty_acceptance.gate.marks import fail, not_run
+from pty_acceptance.supervisor.session import HelperSession, RawSession
+from pty_acceptance.supervisor.sessionunit import Owner
 
 
 @pytest.fixture(scope="session")

@@ -15,8 +15,9 @@ import hashlib
 
 import pytest
 
-from pty_acceptance import gitrev, hostfs, manifest
-from pty_acceptance.inventory import ARTIFACTS
+from pty_acceptance.host import hostfs
+from pty_acceptance.provenance import gitrev, manifest
+from pty_acceptance.spec.inventory import ARTIFACTS
 
 
 @pytest.fixture(scope="module")

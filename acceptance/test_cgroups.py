@@ -21,8 +21,8 @@ import signal
 
 import pytest
 
-from pty_acceptance import protocol as p
-from pty_acceptance.lifecycle import Ending, poll, run_endings, token_processes
+from pty_acceptance.supervisor import protocol as p
+from pty_acceptance.supervisor.lifecycle import Ending, poll, run_endings, token_processes
 
 DESCENDANTS = {  # tag digit -> how it escapes
     "1": "setsid sleep 300.{t}1 &",

@@ -31,13 +31,13 @@ import time
 
 import pytest
 
-from pty_acceptance import isolation
-from pty_acceptance import protocol as p
-from pty_acceptance.cgroups import cgroup_dir
-from pty_acceptance.lifecycle import (
+from pty_acceptance.supervisor import isolation
+from pty_acceptance.supervisor import protocol as p
+from pty_acceptance.host.cgroups import cgroup_dir
+from pty_acceptance.supervisor.lifecycle import (
     Drain, Ending, fill_input, new_token, poll, run_endings, tagged_sh, token_processes, wait_gone,
     wait_stalled, wait_supervisor_ready)
-from pty_acceptance.unitwatch import UnitWatch
+from pty_acceptance.host.unitwatch import UnitWatch
 
 CAPACITY = 16
 CONC2_NOT_PROVOKED = (

@@ -24,13 +24,14 @@ the suite identified first (SUITE-4): the one process on ports.candidate runs
 runtime.binary (same device and inode) with all uids the service user's;
 anything else fails the candidate's tests and is never sent a credential.
 Nothing is written on the host. The API as we read it lives in
-pty_acceptance/opencode_api.py only.
+pty_acceptance/candidate/opencode_api.py only.
 """
 
 
 import pytest
 
-from pty_acceptance import opencode_api, runtime, serverenv
+from pty_acceptance.candidate import opencode_api, serverenv
+from pty_acceptance.provenance import runtime
 
 
 @pytest.fixture(scope="module")

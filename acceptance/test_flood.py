@@ -25,13 +25,14 @@ import time
 import psutil
 import pytest
 
-from pty_acceptance import admission, cgroups, lifecycle
-from pty_acceptance import protocol as p
-from pty_acceptance.bus import SERVICE_IFACE
-from pty_acceptance.lifecycle import Drain, Sessions
-from pty_acceptance.peer import DisposableUnit, PeerError
-from pty_acceptance.session import RawSession, SessionError
-from pty_acceptance.sessionunit import Owner
+from pty_acceptance.host import cgroups
+from pty_acceptance.supervisor import admission, lifecycle
+from pty_acceptance.supervisor import protocol as p
+from pty_acceptance.host.bus import SERVICE_IFACE
+from pty_acceptance.supervisor.lifecycle import Drain, Sessions
+from pty_acceptance.supervisor.peer import DisposableUnit, PeerError
+from pty_acceptance.supervisor.session import RawSession, SessionError
+from pty_acceptance.supervisor.sessionunit import Owner
 
 FLOOD_CONNECTIONS = 400
 JUNK_EVERY = 3               # every third flood connection sends junk instead of staying silent

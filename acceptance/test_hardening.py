@@ -14,9 +14,9 @@ UNIT-9  (CONCERN) the supervisor's `systemd-analyze security` exposure is
 
 import pytest
 
-from pty_acceptance import analyze
-from pty_acceptance.bus import SERVICE_IFACE, BusError
-from pty_acceptance.systemd import show_or_fail
+from pty_acceptance.host import analyze
+from pty_acceptance.host.bus import SERVICE_IFACE, BusError
+from pty_acceptance.host.systemd import show_or_fail
 
 
 def _fragment(name):

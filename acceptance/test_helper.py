@@ -1,7 +1,7 @@
 """The fixed helper's invariant, observed in a real session.
 
 One session runs through the installed helper under strace (see
-pty_acceptance/helpertrace.py for how it is started: exactly as the peer
+pty_acceptance/supervisor/helpertrace.py for how it is started: exactly as the peer
 starts it, fds 0-4, with strace as root in front and `-u` to the service
 user). 65,536 bytes of input are queued before it starts; the session's
 command reads them and says GOT-ALL. Its argv carries a path
@@ -40,11 +40,11 @@ import time
 
 import pytest
 
-from pty_acceptance import helpertrace as ht
-from pty_acceptance import hostfs, observe, scratch
-from pty_acceptance import protocol as p
-from pty_acceptance.lifecycle import poll
-from pty_acceptance.session import RawSession
+from pty_acceptance.supervisor import helpertrace as ht
+from pty_acceptance.host import hostfs, observe, scratch
+from pty_acceptance.supervisor import protocol as p
+from pty_acceptance.supervisor.lifecycle import poll
+from pty_acceptance.supervisor.session import RawSession
 
 CALLER_PATH = "/etc/pty-acceptance-caller-path"  # never created: only its absence from the trace matters
 INPUT = ht.lines_of(1024)  # 65,536 bytes, 64-byte lines (the PTY is in canonical mode)

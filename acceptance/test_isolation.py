@@ -49,12 +49,14 @@ from dataclasses import dataclass
 
 import pytest
 
-from pty_acceptance import cgroups, isolation, runtime
-from pty_acceptance import livesession as live
-from pty_acceptance.bus import BusError
-from pty_acceptance.marks import fail
-from pty_acceptance.peer import PeerError, workspace
-from pty_acceptance.session import HelperSession, SessionError
+from pty_acceptance.host import cgroups, proc
+from pty_acceptance.provenance import runtime
+from pty_acceptance.supervisor import isolation
+from pty_acceptance.supervisor import livesession as live
+from pty_acceptance.host.bus import BusError
+from pty_acceptance.gate.marks import fail
+from pty_acceptance.supervisor.peer import PeerError, workspace
+from pty_acceptance.supervisor.session import HelperSession, SessionError
 
 SESSION_DEADLINE_S = 30
 CONNECT_TIMEOUT_S = 3
@@ -235,7 +237,7 @@ def test_only_the_helper_holds_supervisor_connections(inv, bus, module_peer, evi
     helper = inv.binaries["client"]["path"]
 
     def is_helper(pid):
-        link, dev_ino = isolation.exe_identity(pid)
+        link, dev_ino = proc.exe_identity(pid)
         return runtime.same_file(helper, dev_ino)[0], link
 
     with contextlib.ExitStack() as stack:

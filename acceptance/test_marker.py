@@ -16,9 +16,10 @@ import re
 
 import pytest
 
-from pty_acceptance import hostfs, marker, scratch
-from pty_acceptance.marks import requirement_ids
-from pty_acceptance.plugin import STATE
+from pty_acceptance.gate import marker
+from pty_acceptance.host import hostfs, scratch
+from pty_acceptance.gate.marks import requirement_ids
+from pty_acceptance.gate.plugin import STATE
 
 
 @pytest.fixture

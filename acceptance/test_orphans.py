@@ -20,9 +20,9 @@ import time
 
 import pytest
 
-from pty_acceptance.lifecycle import (
+from pty_acceptance.supervisor.lifecycle import (
     Decoy, Footprint, new_token, poll, strict_session_name, tagged_sh, wait_gone, wait_supervisor_ready)
-from pty_acceptance.systemd import STRICT_SESSION, SystemdError, show_or_fail, units_matching
+from pty_acceptance.host.systemd import STRICT_SESSION, SystemdError, show_or_fail, units_matching
 
 
 @pytest.mark.requirement("ORPHAN-1")

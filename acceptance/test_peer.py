@@ -21,10 +21,10 @@ PEER-5  refused with ERROR AUTH and nothing started: a child of the peer
 
 import pytest
 
-from pty_acceptance import admission
-from pty_acceptance import protocol as p
-from pty_acceptance.admission import AuthAttempt, assert_refused
-from pty_acceptance.bus import BusError
+from pty_acceptance.supervisor import admission
+from pty_acceptance.supervisor import protocol as p
+from pty_acceptance.supervisor.admission import AuthAttempt, assert_refused
+from pty_acceptance.host.bus import BusError
 
 OTHER_USER = "nobody"
 OTHER_GROUP = "nogroup"

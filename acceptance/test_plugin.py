@@ -30,10 +30,11 @@ import tempfile
 
 import pytest
 
-from pty_acceptance import hostfs, smoke
-from pty_acceptance import scratch
-from pty_acceptance.peer import workspace
-from pty_acceptance.terminal import escape
+from pty_acceptance.candidate import smoke
+from pty_acceptance.host import hostfs
+from pty_acceptance.host import scratch
+from pty_acceptance.supervisor.peer import workspace
+from pty_acceptance.host.terminal import escape
 
 RUNS = 10
 FRESH_CLIENT = "opencode-pty-client"

@@ -39,14 +39,14 @@ import time
 
 import pytest
 
-from pty_acceptance import admission, isolation, lifecycle
-from pty_acceptance.admission import assert_refused
-from pty_acceptance.bus import SERVICE_IFACE, BusError
-from pty_acceptance.lifecycle import Footprint, HostReadError
-from pty_acceptance.marks import fail
-from pty_acceptance.peer import PeerError
-from pty_acceptance.session import HelperSession, SessionError
-from pty_acceptance.sessionunit import Owner
+from pty_acceptance.supervisor import admission, isolation, lifecycle
+from pty_acceptance.supervisor.admission import assert_refused
+from pty_acceptance.host.bus import SERVICE_IFACE, BusError
+from pty_acceptance.supervisor.lifecycle import Footprint, HostReadError
+from pty_acceptance.gate.marks import fail
+from pty_acceptance.supervisor.peer import PeerError
+from pty_acceptance.supervisor.session import HelperSession, SessionError
+from pty_acceptance.supervisor.sessionunit import Owner
 
 SIGNAL_DEADLINE_S = 5   # a signal has taken effect (stopped, exited, resumed) within this
 SESSION_DEADLINE_S = 10  # the live session's unit and command are there within this

@@ -22,7 +22,7 @@ PROTO-1 each limit at the limit is accepted (STARTED) and one past it is
 PROTO-2 a 65,536-byte write into the real helper's stdin reaches the
         supervisor as two DATA frames of 32,768 bytes. Observed as the bytes
         the helper wrote on its socket (strace of the helper, every write in
-        full, see pty_acceptance/helpertrace.py) decoded into frames; the
+        full, see pty_acceptance/supervisor/helpertrace.py) decoded into frames; the
         session's command reading all 1,024 lines shows they arrived.
 PROTO-3 each malformed message is ERROR PROTOCOL, then the connection is
         closed, no unit appears and no supervisor descriptor is left: bad
@@ -62,14 +62,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from pty_acceptance import helpertrace as ht
-from pty_acceptance import observe
-from pty_acceptance import protocol as p
-from pty_acceptance import scratch
-from pty_acceptance.bus import SERVICE_IFACE
-from pty_acceptance.session import RawSession, SessionError
-from pty_acceptance.systemd import ANY_SESSION
-from pty_acceptance.unitwatch import UnitWatch, watch_problems
+from pty_acceptance.supervisor import helpertrace as ht
+from pty_acceptance.host import observe
+from pty_acceptance.supervisor import protocol as p
+from pty_acceptance.host import scratch
+from pty_acceptance.host.bus import SERVICE_IFACE
+from pty_acceptance.supervisor.session import RawSession, SessionError
+from pty_acceptance.host.systemd import ANY_SESSION
+from pty_acceptance.host.unitwatch import UnitWatch, watch_problems
 
 L = p.LIMITS
 TRUE = "/bin/true"

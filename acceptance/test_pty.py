@@ -34,14 +34,14 @@ import signal
 
 import pytest
 
-from pty_acceptance import lifecycle
-from pty_acceptance import livesession as live
-from pty_acceptance import sessionunit
-from pty_acceptance import protocol as p
-from pty_acceptance.bus import SERVICE_IFACE, BusError
-from pty_acceptance.marks import fail
-from pty_acceptance.peer import PeerError
-from pty_acceptance.session import HelperSession, RawSession, SessionError
+from pty_acceptance.supervisor import lifecycle
+from pty_acceptance.supervisor import livesession as live
+from pty_acceptance.supervisor import sessionunit
+from pty_acceptance.supervisor import protocol as p
+from pty_acceptance.host.bus import SERVICE_IFACE, BusError
+from pty_acceptance.gate.marks import fail
+from pty_acceptance.supervisor.peer import PeerError
+from pty_acceptance.supervisor.session import HelperSession, RawSession, SessionError
 
 INNER = b"/bin/sh -i -c 'exec /proc/self/fd/3 --exec'"
 SCRIPT_ARGV = [b"script", b"-q", b"-e", b"-f", b"-c", INNER, b"/dev/null"]

@@ -17,7 +17,8 @@ import time
 
 import pytest
 
-from pty_acceptance import hostfs, runtime
+from pty_acceptance.host import hostfs
+from pty_acceptance.provenance import runtime
 
 
 @pytest.fixture(scope="module")

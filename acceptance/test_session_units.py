@@ -47,14 +47,14 @@ from dataclasses import dataclass
 
 import pytest
 
-from pty_acceptance import analyze, cgroups
-from pty_acceptance import livesession as live
-from pty_acceptance import hostfs, scratch, standin, terminal
-from pty_acceptance.bus import SERVICE_IFACE, BusError
-from pty_acceptance.marks import fail
-from pty_acceptance.peer import PeerError
-from pty_acceptance.session import RawSession, SessionError
-from pty_acceptance.systemd import STRICT_SESSION, show_or_fail
+from pty_acceptance.host import analyze, cgroups
+from pty_acceptance.supervisor import livesession as live
+from pty_acceptance.host import hostfs, scratch, standin, terminal
+from pty_acceptance.host.bus import SERVICE_IFACE, BusError
+from pty_acceptance.gate.marks import fail
+from pty_acceptance.supervisor.peer import PeerError
+from pty_acceptance.supervisor.session import RawSession, SessionError
+from pty_acceptance.host.systemd import STRICT_SESSION, show_or_fail
 
 SYSTEM_BUS = "/run/dbus/system_bus_socket"
 DOCKER = "/run/docker.sock"

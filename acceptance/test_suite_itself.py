@@ -13,8 +13,9 @@ SUITE-4 the suite's checkout, the virtualenv and interpreter running it, the
 
 import pytest
 
-from pty_acceptance import hostfs, owntree
-from pty_acceptance.plugin import STATE
+from pty_acceptance.gate import owntree
+from pty_acceptance.host import hostfs
+from pty_acceptance.gate.plugin import STATE
 
 
 @pytest.mark.requirement("SUITE-4")

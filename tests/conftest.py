@@ -33,7 +33,7 @@ def _private_run_dir(_need_root):
     """The library's run directory (the scratch area's record, stand-in
     ledgers) is a private one for the suite's own tests, never the host's
     /run/pty-acceptance; the scratch area a library call made goes at the end."""
-    from pty_acceptance import hostfs, rundir, scratch
+    from pty_acceptance.host import hostfs, rundir, scratch
 
     d = tempfile.mkdtemp(prefix="pty-acc-tests-", dir="/run")
     before = rundir.current()
@@ -191,7 +191,7 @@ class FakeBus:
 def supervisor(target, monkeypatch):
     """A process running the target's supervisor binary, reported as the
     supervisor unit's MainPID; start(path) runs another program as MainPID."""
-    from pty_acceptance import running
+    from pty_acceptance.provenance import running
 
     procs = []
 

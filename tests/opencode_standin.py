@@ -1,5 +1,5 @@
 """A stand-in opencode server answering the API exactly as
-pty_acceptance/opencode_api.py reads it (upstream opencode v2's shapes:
+pty_acceptance/candidate/opencode_api.py reads it (upstream opencode v2's shapes:
 location[directory] on /api/* requests, {location, data} envelopes), for the
 suite's own tests.
 

@@ -14,7 +14,10 @@ import xml.etree.ElementTree as ET
 import pytest
 import yaml
 
-from pty_acceptance import builds, inventory, manifest, reports, runtime, scratch
+from pty_acceptance.host import scratch
+from pty_acceptance.provenance import builds, manifest, runtime
+from pty_acceptance.report import reports
+from pty_acceptance.spec import inventory
 
 from test_gate import assert_refused, last_line, project, run  # noqa: F401
 from test_hostfs import TIB, in_child, sparse
@@ -60,7 +63,8 @@ def test_a_sparse_8_tib_runtime_is_evidence_of_its_limit_not_hours_of_hashing(pr
 def test_runtime_identify_refuses_a_sparse_8_tib_binary_unread(safe_dir):
     big = sparse(safe_dir / "opencode2-node")
     r = in_child(f"""
-from pty_acceptance import runtime, hostfs
+from pty_acceptance.host import hostfs
+from pty_acceptance.provenance import runtime
 try:
     runtime.identify({str(big)!r}, limit=hostfs.Limit(512 << 20, "limits.runtime_bytes"))
 except runtime.RuntimeError_ as e:

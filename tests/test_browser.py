@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from pty_acceptance import bundle, checklist
-from pty_acceptance.requirements import CATALOGUE
+from pty_acceptance.report import bundle
+from pty_acceptance.spec import checklist
+from pty_acceptance.spec.requirements import CATALOGUE
 
 from conftest import REPO
 

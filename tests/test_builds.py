@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pty_acceptance import builds, inventory, scratch
+from pty_acceptance.host import scratch
+from pty_acceptance.provenance import builds
+from pty_acceptance.spec import inventory
 
 FAKE_GO = """#!/bin/sh
 if [ "$1" = version ]; then echo "go version go1.0-standin linux/amd64"; exit 0; fi

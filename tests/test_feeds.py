@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from pty_acceptance import feeds
+from pty_acceptance.provenance import feeds
 
 
 def test_named_paths_from_the_service_properties():

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pty_acceptance import fleet, intoto
+from pty_acceptance.report import fleet, intoto
 
 from conftest import REPO
 from tests.mutants import catalogue

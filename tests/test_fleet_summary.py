@@ -1,4 +1,4 @@
-"""`pty-acceptance fleet-summary` (pty_acceptance/fleet.py): one line per host
+"""`pty-acceptance fleet-summary` (pty_acceptance/report/fleet.py): one line per host
 from what a fleet run fetched back; READY only when the exit status, the
 JUnit verdict, the Statement and the suite's last line agree; a host that
 did not report is not ready; whatever came from a host is escaped and never
@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pty_acceptance import bundle, checklist, fleet
+from pty_acceptance.report import bundle, fleet
+from pty_acceptance.spec import checklist
 
 from conftest import REPO
 

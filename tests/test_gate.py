@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pty_acceptance import marker, nodeids, preflight, reports
-from pty_acceptance.requirements import CATALOGUE, ENFORCED_BY_GATE
+from pty_acceptance.gate import marker, nodeids, preflight
+from pty_acceptance.report import reports
+from pty_acceptance.spec.requirements import CATALOGUE, ENFORCED_BY_GATE
 
 from conftest import REPO, FakeBus
 
@@ -38,7 +39,7 @@ LISTED = {"acceptance/test_all.py::test_everything": tuple(ALL_IDS),
 # The fixture project's host is a fake target on this machine, not a systemd
 # host: its preflight finds nothing wrong with the host (preflight.py's own
 # tests check the host checks), for in-process and separate-process runs alike.
-FAKE_HOST = ("from pty_acceptance import preflight\n"
+FAKE_HOST = ("from pty_acceptance.gate import preflight\n"
              "preflight.host_findings = lambda inv: []  # the suite's own tests: a fake target\n")
 
 
@@ -60,7 +61,7 @@ def project(pytester, target, supervisor, safe_dir, monkeypatch):
     return pytester
 
 
-RELIST = ("import sys; from pathlib import Path; from pty_acceptance import nodeids; "
+RELIST = ("import sys; from pathlib import Path; from pty_acceptance.gate import nodeids; "
           "r = Path(sys.argv[1]); sys.stdout.write(nodeids.render(nodeids.collect(r, r / 'tox.ini')))")
 
 
@@ -191,7 +192,7 @@ def test_missing_checklist_blocks(project, target):
 
 
 def test_not_root_blocks(project, target, monkeypatch):
-    from pty_acceptance import gate
+    from pty_acceptance.gate import gate
     monkeypatch.setattr(gate.os, "geteuid", lambda: 1000)
     assert_refused(run(project, target), target, "MARK-1")
 
@@ -472,7 +473,7 @@ def test_the_gate_plugin_disabled_still_removes_the_marker(project, target):
     """-p no: blocks the plugin, not the root conftest's start-up hooks: the
     marker goes, and the run ends NOT READY (a separate pytest process)."""
     m = _stale(target)
-    res = run(project, target, "-p", "no:pty_acceptance.plugin", subprocess=True)
+    res = run(project, target, "-p", "no:pty_acceptance.gate.plugin", subprocess=True)
     assert res.ret != 0 and not os.path.lexists(m)
     assert "marker gate is not registered" in _said_not_ready(res)
 
@@ -486,7 +487,7 @@ def test_a_failed_registration_is_fatal_and_not_ready(project, target):
 
 
 def test_the_plugin_refuses_to_run_without_the_start_up_hooks(project, target):
-    (project.path / "conftest.py").write_text('pytest_plugins = ["pty_acceptance.plugin"]\n')
+    (project.path / "conftest.py").write_text('pytest_plugins = ["pty_acceptance.gate.plugin"]\n')
     res = project.runpytest("acceptance/")
     assert res.ret != 0 and "start-up hooks did not run" in _said_not_ready(res)
 
@@ -506,7 +507,7 @@ def _gate_props(root) -> dict:
 
 
 def test_the_marker_is_written_only_after_the_report_is_on_disk_and_parses(project, target, monkeypatch):
-    from pty_acceptance import gate
+    from pty_acceptance.gate import gate
 
     seen = []
     real_write = marker.write

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from pty_acceptance import gitrev
+from pty_acceptance.provenance import gitrev
 
 SECRET = "5ec2e75ec2e75ec2e75ec2e75ec2e75ec2e75ec2"  # a commit-shaped secret: the worst case
 TOKEN = "TOPSECRET-root-only-bytes"

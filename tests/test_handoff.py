@@ -1,4 +1,4 @@
-"""pty_acceptance.handoff's readings (RUNTIME-2) without a host: the candidate
+"""pty_acceptance.candidate.handoff's readings (RUNTIME-2) without a host: the candidate
 unit's command line and the strace lines of the helper hand-off."""
 
 import hashlib
@@ -8,7 +8,8 @@ import subprocess
 
 import pytest
 
-from pty_acceptance import handoff, hostfs
+from pty_acceptance.candidate import handoff
+from pty_acceptance.host import hostfs
 
 LIMIT = hostfs.Limit(1 << 30, "limits.runtime_bytes")
 
@@ -103,7 +104,7 @@ def test_every_environment_file_must_be_server_env():
 def envdir(safe_dir, monkeypatch):
     """A root-only file beside a server.env the service user (nobody) owns, and
     the run directory the root-only copy goes to."""
-    from pty_acceptance import rundir
+    from pty_acceptance.host import rundir
     monkeypatch.setattr(rundir, "_current", str(safe_dir / "run"))
     secret = safe_dir / "secret"
     secret.write_text(f"ROOT_ONLY={ROOT_SECRET}\n")

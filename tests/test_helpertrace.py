@@ -1,8 +1,8 @@
 """The strace reader of helpertrace on its own: lines shaped as strace 6.1
 prints them with -f -v -xx (taken from a reference-host run)."""
 
-from pty_acceptance import helpertrace as ht
-from pty_acceptance import protocol as p
+from pty_acceptance.supervisor import helpertrace as ht
+from pty_acceptance.supervisor import protocol as p
 
 
 def hx(b: bytes) -> str:

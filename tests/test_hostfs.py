@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from pty_acceptance import hostfs
+from pty_acceptance.host import hostfs
 
 CHILD_DEADLINE_S = 60  # generous on a shared machine; each case takes well under a second
 TIB = 1 << 40
@@ -82,7 +82,7 @@ def test_a_fifo_where_a_directory_was_is_unlinked_never_opened(safe_dir):
     os.mkfifo(safe_dir / "top/sub/inner-fifo")
     os.mkfifo(safe_dir / "fifo-at-top")
     r = in_child(f"""
-from pty_acceptance import hostfs
+from pty_acceptance.host import hostfs
 import os
 fd = hostfs.open_dir({str(safe_dir)!r})
 for name in ("top", "fifo-at-top"):
@@ -99,7 +99,7 @@ def test_directories_swapped_for_fifos_while_the_removal_runs_never_hang_it(safe
     every directory in it renamed and a FIFO put in its place, over and over."""
     r = in_child(f"""
 import os, threading
-from pty_acceptance import hostfs
+from pty_acceptance.host import hostfs
 base = {str(safe_dir)!r}
 top = os.path.join(base, "top")
 for i in range(40):

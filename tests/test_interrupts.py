@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from pty_acceptance import rundir
+from pty_acceptance.host import rundir
 
 from conftest import REPO
 from test_gate import PASSING, assert_refused, expectation, last_line, project, run  # noqa: F401
-from pty_acceptance import marker
+from pty_acceptance.gate import marker
 
 DEADLINE_S = 60  # generous: the machine may be shared; a pass takes about 2 s
 
@@ -173,7 +173,7 @@ def test_a_run_started_with_sigint_ignored_says_so(project, target):
 STANDIN = """
 import sys, threading
 sys.path.insert(0, {lib!r})
-from pty_acceptance import rundir, standin
+from pty_acceptance.host import rundir, standin
 rundir.use({run!r})
 with standin.standin_listener({path!r}, dir_mode=0o755):
     print("UP", flush=True)
@@ -227,7 +227,7 @@ def test_a_stand_in_replaced_since_is_left_alone_and_not_followed(project, targe
 
 def test_a_live_stand_in_is_recorded_and_the_record_goes_with_it(safe_dir, monkeypatch):
     monkeypatch.setattr(rundir, "_current", run_dir(safe_dir))
-    from pty_acceptance import standin
+    from pty_acceptance.host import standin
 
     path = str(safe_dir / "x/s.sock")
     with standin.standin_listener(path) as (_, created):
@@ -242,7 +242,7 @@ def test_a_live_stand_in_is_recorded_and_the_record_goes_with_it(safe_dir, monke
 STUCK_ENDINGS = """
 import sys, threading
 sys.path.insert(0, {lib!r})
-from pty_acceptance import lifecycle
+from pty_acceptance.supervisor import lifecycle
 
 class Stuck(lifecycle.Ending):
     def run(self):
@@ -336,7 +336,7 @@ def test_an_interrupt_during_a_units_start_leaves_nothing(monkeypatch):
     is starting (its unit started, the agent not yet answering) must leave
     neither the unit nor the agent's staged copy (the reference host's CI run
     20261204T004239Z: opencode-v2.service and /tmp/pty-acceptance-agent-* left)."""
-    from pty_acceptance import peer
+    from pty_acceptance.supervisor import peer
 
     def interrupted(self, op, **kw):
         raise KeyboardInterrupt("signal SIGINT")
@@ -349,6 +349,6 @@ def test_an_interrupt_during_a_units_start_leaves_nothing(monkeypatch):
     assert bus.calls == [("start", "opencode-v2.service"), ("stop", "opencode-v2.service")]
     assert not bus.running
     assert unit.stage is None and unit.agent is None
-    from pty_acceptance import scratch
+    from pty_acceptance.host import scratch
 
     assert not list(Path(scratch.root().path).glob("pty-acceptance-agent-*")), "the staged agent was left"

@@ -10,7 +10,8 @@ import json
 import jsonschema
 import pytest
 
-from pty_acceptance import bundle, checklist, intoto
+from pty_acceptance.report import bundle, intoto
+from pty_acceptance.spec import checklist
 
 from conftest import REPO
 

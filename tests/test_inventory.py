@@ -9,7 +9,7 @@ import sys
 import pytest
 import yaml
 
-from pty_acceptance import inventory
+from pty_acceptance.spec import inventory
 
 from conftest import REPO
 

@@ -23,10 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from pty_acceptance import isolation, observe
-from pty_acceptance.peer import TAG_PREFIX
+from pty_acceptance.host import observe
+from pty_acceptance.supervisor import isolation
+from pty_acceptance.supervisor.peer import TAG_PREFIX
 
-PROBE = Path(isolation.__file__).with_name("isoprobe.py")
+PROBE = Path(isolation.__file__).parents[1] / "probes" / "isoprobe.py"
 PYTHON = "/usr/bin/python3"
 NOBODY = 65534
 # setuid to nobody, then exec: unlike setpriv, which keeps every capability

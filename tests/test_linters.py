@@ -21,7 +21,7 @@ def asserts_in(source: str) -> list[int]:
 
 
 def test_the_library_has_no_assert_statement():
-    found = {str(p.relative_to(REPO)): lines for p in sorted(LIB.glob("*.py"))
+    found = {str(p.relative_to(REPO)): lines for p in sorted(LIB.rglob("*.py"))
              if (lines := asserts_in(p.read_text()))}
     assert not found, f"assert statements in library code (python -O strips them; raise instead): {found}"
 
@@ -56,10 +56,10 @@ def wire_encodings(source: str) -> list[int]:
 
 def test_nothing_but_protocol_py_encodes_frames():
     found = {str(p.relative_to(REPO)): lines
-             for p in sorted([*LIB.glob("*.py"), *(REPO / "acceptance").glob("*.py")])
+             for p in sorted([*LIB.rglob("*.py"), *(REPO / "acceptance").glob("*.py")])
              if p.name != "protocol.py" and (lines := wire_encodings(p.read_text()))}
-    assert not found, f"wire-format encoding outside acceptance/pty_acceptance/protocol.py: {found}"
-    assert wire_encodings((LIB / "protocol.py").read_text()), "the finder finds protocol.py's own"
+    assert not found, f"wire-format encoding outside acceptance/pty_acceptance/supervisor/protocol.py: {found}"
+    assert wire_encodings((LIB / "supervisor" / "protocol.py").read_text()), "the finder finds protocol.py's own"
 
 
 def test_the_acceptance_conftest_has_no_assert_statement():

@@ -1,7 +1,7 @@
 """UNIT-6's judgement of a session command's environment (livesession.environment_problems)."""
 import pytest
 
-from pty_acceptance import livesession as live
+from pty_acceptance.supervisor import livesession as live
 
 WANT = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/home/byk", "TERM": "xterm-256color",
         "LANG": "C.UTF-8"}

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from pty_acceptance import manifest
+from pty_acceptance.provenance import manifest
 
 from conftest import REPO, coreutils_manifest
 

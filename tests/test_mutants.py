@@ -13,7 +13,7 @@ from tests.refhost.run import AFTER_SUITE, EXIT_TIMED_OUT
 
 
 def test_catalogue_is_well_formed():
-    from pty_acceptance.requirements import BY_ID
+    from pty_acceptance.spec.requirements import BY_ID
 
     ids = [f.id for f in catalogue.FAULTS]
     assert len(ids) == len(set(ids)) and len(ids) >= 45

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from pty_acceptance import cgroups, observe, unitwatch
+from pty_acceptance.host import cgroups, observe, unitwatch
 
 BASE = {(10, 0): "/dev/null mnt_id=20 ino=5", (10, 3): "socket:[100]",
         (11, 0): "/dev/null mnt_id=20 ino=5", (11, 7): "/dev/null mnt_id=20 ino=5",

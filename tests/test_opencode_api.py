@@ -1,4 +1,4 @@
-"""pty_acceptance.opencode_api against an in-process stand-in server."""
+"""pty_acceptance.candidate.opencode_api against an in-process stand-in server."""
 
 import base64
 import json
@@ -8,7 +8,7 @@ import time
 import pytest
 
 from opencode_standin import Behaviour, StandIn
-from pty_acceptance import opencode_api as api
+from pty_acceptance.candidate import opencode_api as api
 
 PW = "s3cret-Pässword-0123456789"
 DIR = "/home/byk"

@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from pty_acceptance import protocol as p
+from pty_acceptance.supervisor import protocol as p
 
 
 def test_frame_layout_is_length_type_payload():

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pty_acceptance import checklist
+from pty_acceptance.spec import checklist
 
 from conftest import REPO, assert_junit_readers_accept
 from tests.refhost import findings

@@ -1,4 +1,4 @@
-"""pty_acceptance.runtime: static identification of the Node runtime, the
+"""pty_acceptance.provenance.runtime: static identification of the Node runtime, the
 listener lookup and the candidate unit's ExecStart, on small fake binaries."""
 
 import hashlib
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from pty_acceptance import runtime
+from pty_acceptance.provenance import runtime
 
 S = runtime.SENTINEL
 URL = b"https://nodejs.org/download/release/v26.4.0/"

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from pty_acceptance import hostfs, rundir, scratch
+from pty_acceptance.host import hostfs, rundir, scratch
 from test_gate import last_line, project, run  # noqa: F401
 
 DEADLINE_S = 30
@@ -30,7 +30,8 @@ NOBODY = 65534
 
 HOLDER = """
 import sys
-from pty_acceptance import peer, rundir
+from pty_acceptance.host import rundir
+from pty_acceptance.supervisor import peer
 rundir.use({run!r})
 with peer.workspace("nobody", "pty-acceptance-cwd-") as (d, _):
     print(d, flush=True)
@@ -181,7 +182,8 @@ def test_a_removal_that_stops_at_a_bound_blocks_the_marker(project, target, monk
     handed out stays, and the gate says so."""
     project.makepyfile(**{"acceptance/test_ws.py": """
 import pytest
-from pty_acceptance import hostfs, peer
+from pty_acceptance.host import hostfs
+from pty_acceptance.supervisor import peer
 
 @pytest.mark.requirement("OWN-2")
 def test_ws(monkeypatch):

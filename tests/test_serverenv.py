@@ -1,4 +1,4 @@
-"""pty_acceptance.serverenv: safe reading of server.env; the password never
+"""pty_acceptance.candidate.serverenv: safe reading of server.env; the password never
 leaks into evidence, reprs or messages."""
 
 import os
@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 
-from pty_acceptance import serverenv
+from pty_acceptance.candidate import serverenv
 
 PW = "hunter2-Ünïcode-9f8e7d"
 

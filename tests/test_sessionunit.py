@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from pty_acceptance import lifecycle, sessionunit
-from pty_acceptance.bus import SERVICE_IFACE, UNIT_IFACE
-from pty_acceptance.session import Outcome
+from pty_acceptance.supervisor import lifecycle, sessionunit
+from pty_acceptance.host.bus import SERVICE_IFACE, UNIT_IFACE
+from pty_acceptance.supervisor.session import Outcome
 
 OWNER = sessionunit.Owner("opencode-pty-supervisor.service", "opencode-pty.slice")
 STRICT = "opencode-pty-0123456789abcdef0123456789abcdef.service"
@@ -126,9 +126,9 @@ def test_a_vouched_session_is_still_cleaned_up(monkeypatch):
 
 def test_a_failure_naming_suite_4_is_reported_under_it(pytester):
     """The plugin adds a failure's `requirements` to its JUnit case."""
-    pytester.makeconftest("from pty_acceptance.plugin import pytest_runtest_makereport  # noqa: F401\n")
+    pytester.makeconftest("from pty_acceptance.gate.plugin import pytest_runtest_makereport  # noqa: F401\n")
     pytester.makepyfile(test_x="""
-        from pty_acceptance import sessionunit
+        from pty_acceptance.supervisor import sessionunit
 
         def test_refused():
             raise sessionunit.NotOurs("sshd.service", "is not a strict session name")

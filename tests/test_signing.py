@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pty_acceptance import bundle, checklist, signing
+from pty_acceptance.report import bundle, signing
+from pty_acceptance.spec import checklist
 
 from conftest import REPO
 from test_gate import last_line, project, run  # noqa: F401 (fixture)

@@ -1,4 +1,4 @@
-"""PLUGIN-1's runner (pty_acceptance/smoke.py) on this machine, as root:
+"""PLUGIN-1's runner (pty_acceptance/candidate/smoke.py) on this machine, as root:
 refusals before any run (bun root-controlled and pinned, the harness pinned),
 the root-owned copy bun runs, the deadline, and how the working directory is read."""
 import hashlib
@@ -10,8 +10,9 @@ import types
 
 import pytest
 
-from pty_acceptance import hostfs, smoke
-from pty_acceptance.inventory import LIMIT_DEFAULTS
+from pty_acceptance.candidate import smoke
+from pty_acceptance.host import hostfs
+from pty_acceptance.spec.inventory import LIMIT_DEFAULTS
 
 NOBODY = pwd.getpwnam("nobody")
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="runs programs as nobody: needs root")

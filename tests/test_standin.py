@@ -12,7 +12,7 @@ import stat
 
 import pytest
 
-from pty_acceptance import standin
+from pty_acceptance.host import standin
 
 
 def _mode(path: str) -> int:

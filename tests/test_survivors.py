@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from pty_acceptance import cgroups, lifecycle
+from pty_acceptance.host import cgroups
+from pty_acceptance.supervisor import lifecycle
 
 DEADLINE_S = 10
 

@@ -6,8 +6,8 @@ import subprocess
 
 import pytest
 
-from pty_acceptance import analyze, programs, systemd
-from pty_acceptance.terminal import escape
+from pty_acceptance.host import analyze, programs, systemd
+from pty_acceptance.host.terminal import escape
 
 from conftest import REPO
 

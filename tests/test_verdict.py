@@ -10,8 +10,9 @@ import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from pty_acceptance import bundle, checklist, intoto, verdict
-from pty_acceptance.requirements import CATALOGUE, ENFORCED_BY_GATE
+from pty_acceptance.report import bundle, intoto, verdict
+from pty_acceptance.spec import checklist
+from pty_acceptance.spec.requirements import CATALOGUE, ENFORCED_BY_GATE
 
 from conftest import REPO
 from test_intoto import validate

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pty_acceptance import cli, marker
+from pty_acceptance.gate import marker
+from pty_acceptance import cli
 
 from conftest import REPO
 

@@ -8,7 +8,7 @@ import json
 import os
 from pathlib import Path
 
-from pty_acceptance import bundle
+from pty_acceptance.report import bundle
 
 from test_gate import ALL_IDS, last_line, project, run  # noqa: F401 (fixture)
 from test_verdict import junit, matrix_lines, with_module

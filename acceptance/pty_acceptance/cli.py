@@ -23,9 +23,11 @@ import re
 import sys
 from pathlib import Path
 
-from . import (bundle, checklist, fleet, inventory, invcheck, manifest, marker, nodeids, preflight,
-               reports, signing, verdict)
-from .terminal import escape
+from pty_acceptance.gate import invcheck, marker, nodeids, preflight
+from pty_acceptance.provenance import manifest
+from pty_acceptance.report import bundle, fleet, reports, signing, verdict
+from pty_acceptance.spec import checklist, inventory
+from pty_acceptance.host.terminal import escape
 
 PROJECT = Path(__file__).resolve().parents[2]
 DEFAULT_INVENTORY = PROJECT / "inventories" / "target.yml"

@@ -37,7 +37,7 @@ from . import catalogue
 
 def _planned(repo: pathlib.Path) -> set[str]:
     sys.path.insert(0, str(repo / "acceptance"))
-    from pty_acceptance import checklist
+    from pty_acceptance.spec import checklist
 
     return {i for s in checklist.load(repo / "ROOT-ACCEPTANCE.md") if s.state == "planned" for i in s.ids}
 

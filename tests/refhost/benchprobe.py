@@ -14,7 +14,7 @@ prints one JSON object of measured seconds.
 - supervisor_restart: `systemctl restart` of the supervisor (Type=notify:
   returns once it is ready again);
 - build: one clean build of the three binaries as the build user, exactly as
-  BUILD-1 makes each of its two (pty_acceptance.builds.build_once: source copy,
+  BUILD-1 makes each of its two (pty_acceptance.provenance.builds.build_once: source copy,
   fresh GOCACHE/GOPATH);
 - build_cpu: the CPU seconds (user + system, the build's whole process tree)
   of that build: go build runs in parallel itself, so BUILD-1's two builds side
@@ -36,8 +36,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.getcwd(), "acceptance"))
 
-from pty_acceptance import builds, inventory  # noqa: E402
-from pty_acceptance.programs import ROOT_ENV  # noqa: E402
+from pty_acceptance.provenance import builds
+from pty_acceptance.spec import inventory# noqa: E402
+from pty_acceptance.host.programs import ROOT_ENV  # noqa: E402
 
 SYSTEMD_RUN = "/usr/bin/systemd-run"
 SYSTEMCTL = "/usr/bin/systemctl"
@@ -150,8 +151,8 @@ def plugin_runs(inv, repeats: int) -> list[float]:
     waits (a 1 s session runtime, a 1 s HELLO timeout to a mute listener...)
     are the pilot harness's, and the requirement runs it in a row: the suite
     cannot make these runs shorter or overlap them."""
-    from pty_acceptance import smoke
-    from pty_acceptance.peer import workspace
+    from pty_acceptance.candidate import smoke
+    from pty_acceptance.supervisor.peer import workspace
     p = inv.plugin
     acct = smoke.preflight(inv)
     deadline = p.get("deadline_s", smoke.DEFAULT_DEADLINE_S)

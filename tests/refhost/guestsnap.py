@@ -118,7 +118,7 @@ def tree(roots=ROOTS, excluded=NOT_COMPARED, walked=MOUNTS_WALKED, content: bool
 
 def units() -> dict:
     """unit name -> [load state, active state, sub state], from systemd over D-Bus."""
-    from pty_acceptance.bus import Systemd
+    from pty_acceptance.host.bus import Systemd
 
     bus = Systemd.connect()
     try:

@@ -1,0 +1,196 @@
+"""The content-bound readiness marker (MARK-1..4).
+
+Four newline-terminated lines:
+    revision=opencode-v2-pilot:git:<40 hex>;pty-source:sha256:<64 hex>
+    <sha256>  /usr/local/libexec/opencode-pty-supervisor
+    <sha256>  /usr/local/libexec/opencode-pty-launcher
+    <sha256>  /usr/local/libexec/opencode-pty-client
+
+`verify` is the independent reader (the seed's verify-readiness rules plus
+MARK-3); `remove` and `write` are the gate's only writes to the host.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from pty_acceptance.host import hostfs
+
+MAX_BYTES = 4096
+DEFAULT_PATH = "/etc/opencode/pty-supervisor-verified"
+DEFAULT_BINARIES = (
+    "/usr/local/libexec/opencode-pty-supervisor",
+    "/usr/local/libexec/opencode-pty-launcher",
+    "/usr/local/libexec/opencode-pty-client",
+)
+LINE1 = re.compile(rb"^revision=opencode-v2-pilot:git:([0-9a-f]{40});pty-source:sha256:([0-9a-f]{64})$")
+RECORD = re.compile(rb"^([0-9a-f]{64})  (/[^\n]+)$")
+
+
+class MarkerRefused(Exception):
+    """A marker that grants no readiness. `rule` is a short stable name."""
+
+    def __init__(self, rule: str, detail: str):
+        super().__init__(f"{rule}: {detail}")
+        self.rule = rule
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class Expectation:
+    revision: str
+    source_sha256: str
+    binaries: tuple[str, ...]  # absolute paths, in marker order
+    claimed: tuple[str, ...] = ()  # the inventory's SHA-256 per binary, when known
+
+
+def render(revision: str, source_sha256: str, records: list[tuple[str, str]]) -> bytes:
+    lines = [f"revision=opencode-v2-pilot:git:{revision};pty-source:sha256:{source_sha256}"]
+    lines += [f"{digest}  {path}" for digest, path in records]
+    return ("\n".join(lines) + "\n").encode("ascii")
+
+
+def _check_chain(path: str, root: str) -> None:
+    problems = hostfs.chain_problems(path, root)
+    if problems:
+        raise MarkerRefused("unsafe-directory", problems[0])
+
+
+def verify(marker: str, exp: Expectation, root: str = "/") -> bytes:
+    """Return the marker's bytes if it grants readiness, else raise MarkerRefused."""
+    real = hostfs.under(root, marker)
+    _check_chain(marker, root)
+    node = hostfs.Node.at(real)
+    if not node.exists:
+        raise MarkerRefused("absent", f"{real} does not exist")
+    if node.kind == "symlink":
+        raise MarkerRefused("symlink", f"{real} is a symlink to {os.readlink(real)!r}")
+    if node.kind != "regular file":
+        raise MarkerRefused("not-regular", f"{real} is a {node.kind}")
+    st = node.st
+    if (st.st_uid, st.st_gid) != (0, 0):
+        raise MarkerRefused("owner", f"{real} is owned {st.st_uid}:{st.st_gid}, not 0:0")
+    mode = stat.S_IMODE(st.st_mode)
+    if mode & 0o022:
+        raise MarkerRefused("writable", f"{real} has mode {mode:04o}: writable by group or other")
+    if mode != 0o644:
+        raise MarkerRefused("mode", f"{real} has mode {mode:04o}, not 0644")
+    if st.st_nlink != 1:
+        raise MarkerRefused("hard-link", f"{real} has {st.st_nlink} links")
+    try:
+        data = hostfs.read_nofollow(real, MAX_BYTES)
+    except OSError as e:
+        raise MarkerRefused("unreadable", f"{real}: {e}") from None
+    if len(data) > MAX_BYTES:
+        raise MarkerRefused("too-large", f"{real} is over {MAX_BYTES} bytes")
+    if not data:
+        raise MarkerRefused("empty", f"{real} is empty")
+    if b"\r" in data:
+        raise MarkerRefused("carriage-return", "the marker contains CR (CRLF line ends?)")
+    if not data.endswith(b"\n"):
+        raise MarkerRefused("no-final-newline", "the last line is not newline-terminated")
+    lines = data[:-1].split(b"\n")
+    if b"" in lines:
+        raise MarkerRefused("blank-line", f"line {lines.index(b'') + 1} is empty")
+    if len(lines) != 1 + len(exp.binaries):
+        raise MarkerRefused("line-count", f"{len(lines)} lines, expected exactly {1 + len(exp.binaries)}")
+    m = LINE1.match(lines[0])
+    if not m and LINE1.match(lines[0].lower()) and lines[0].lower() != lines[0]:
+        raise MarkerRefused("uppercase-hex", "line 1 has upper-case hex digits")
+    if not m:
+        raise MarkerRefused("malformed-revision-line", f"line 1 is {lines[0][:120]!r}")
+    if m.group(1).decode() != exp.revision:
+        raise MarkerRefused("revision-mismatch",
+                            f"marker revision {m.group(1).decode()} != expected {exp.revision}")
+    if m.group(2).decode() != exp.source_sha256:
+        raise MarkerRefused("source-mismatch",
+                            f"marker source {m.group(2).decode()} != expected {exp.source_sha256}")
+    records = []
+    for n, line in enumerate(lines[1:], start=2):
+        rm = RECORD.match(line)
+        if not rm:
+            if re.match(rb"^[0-9a-fA-F]{64} \*", line):
+                raise MarkerRefused("binary-flag", f"line {n} uses the '*' binary-mode flag")
+            if re.match(rb"^[0-9a-fA-F]{64}  /", line):
+                raise MarkerRefused("uppercase-hex", f"line {n} has upper-case hex digits")
+            raise MarkerRefused("malformed-record", f"line {n} is not '<64 lowercase hex>  <path>': {line[:120]!r}")
+        records.append((rm.group(1).decode(), rm.group(2).decode("utf-8", "replace")))
+    paths = [p for _, p in records]
+    if len(set(paths)) != len(paths):
+        raise MarkerRefused("duplicate-record", f"a path appears twice: {paths}")
+    if paths != list(exp.binaries):
+        rule = "wrong-order" if sorted(paths) == sorted(exp.binaries) else "wrong-path"
+        raise MarkerRefused(rule, f"records name {paths}, expected {list(exp.binaries)}")
+    for n, ((digest, path), claim) in enumerate(zip(records, exp.claimed), start=2):
+        if digest != claim:
+            raise MarkerRefused("claim-mismatch",
+                                f"line {n}: {path} recorded as {digest}, the inventory claims {claim}")
+    for n, (digest, path) in enumerate(records, start=2):
+        actual_path = hostfs.under(root, path)
+        try:
+            actual = hostfs.sha256_nofollow(actual_path)
+        except OSError as e:
+            raise MarkerRefused("binary-unreadable", f"line {n}: {actual_path}: {e}") from None
+        if actual != digest:
+            raise MarkerRefused("binary-mismatch",
+                                f"line {n}: {actual_path} hashes to {actual}, marker says {digest}")
+    return data
+
+
+# ---------------------------------------------------------------- writing
+class UnsafeChain(Exception):
+    pass
+
+
+def _check_dir_fd(fd: int, where: str) -> None:
+    st = os.fstat(fd)
+    mode = stat.S_IMODE(st.st_mode)
+    if st.st_uid != 0 or mode & 0o022:
+        raise UnsafeChain(f"{where} is uid {st.st_uid} mode {mode:04o}: "
+                          "not root-owned or writable by group/other")
+
+
+def open_parent(path: str, create: bool, strict: bool = True) -> int:
+    """Open the marker's directory by walking from / without following links;
+    every directory must be root-owned and not group/other-writable."""
+    try:
+        return hostfs.open_dir(str(PurePosixPath(path).parent),
+                               each=_check_dir_fd if strict else None, create=create)
+    except hostfs.Refused as e:
+        raise UnsafeChain(str(e)) from None
+
+
+def remove(path: str) -> str:
+    """MARK-4: remove an existing marker (the link itself if it is one).
+    Returns what happened, in words for the report."""
+    # Not strict: a marker in a badly owned (but real) directory must still go.
+    try:
+        dfd = open_parent(path, create=False, strict=False)
+    except FileNotFoundError:
+        return f"no marker at {path} (its directory does not exist)"
+    name = PurePosixPath(path).name
+    try:
+        try:
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            return f"no marker at {path}"
+        os.unlink(name, dir_fd=dfd)
+        os.fsync(dfd)
+        kind = hostfs.Node(path, st).kind
+        return f"removed an existing marker ({kind}) at {path}"
+    finally:
+        os.close(dfd)
+
+
+def write(path: str, content: bytes) -> None:
+    """Write the marker: O_EXCL temp file, fchown 0:0, fchmod 0644, fsync,
+    rename into place, fsync the directory."""
+    dfd = open_parent(path, create=True)
+    try:
+        hostfs.replace_at(dfd, PurePosixPath(path).name, content, 0o644, owner=(0, 0))
+    finally:
+        os.close(dfd)

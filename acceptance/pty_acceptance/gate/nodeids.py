@@ -1,0 +1,122 @@
+"""The checklist's every test, by node id: `acceptance/node-ids.txt` (SUITE-3).
+
+"Each requirement has some passing test" is not enough: a run that drops one
+test of a requirement (an ini option such as `python_functions`, a stray
+conftest, a plugin) still covers the ID through its other tests. The gate
+therefore knows the full set of node ids the checkout holds, from a file in
+the checkout (root's, checked with the rest of it: owntree.py), and blocks on
+any test of it that was not collected, on any test collected that it does not
+list, and on a test whose requirement IDs differ from the listed ones.
+
+The file is generated from the checkout and checked in
+(`pty-acceptance node-ids --write`); `tests/test_linters.py` fails when it no
+longer matches what the checkout collects. One line per test:
+``<node id><TAB><ID> <ID> ...``; lines starting with ``#`` are comments.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pty_acceptance.host import hostfs
+
+FILE = "acceptance/node-ids.txt"
+LIMIT = 1 << 20
+_ID = re.compile(r"^[A-Z]+-\d+$")
+HEADER = ("# Every test of the checklist, by node id, with its requirement IDs (SUITE-3).\n"
+          "# Generated from the checkout: pty-acceptance node-ids --write. The gate blocks on\n"
+          "# a test listed here that a run did not collect, and on one it collected that is\n"
+          "# not listed.\n")
+
+
+class NodeIdsError(Exception):
+    """The node-id list cannot be read or parsed; the message says where."""
+
+
+def parse(text: str, where: str) -> dict[str, tuple[str, ...]]:
+    out: dict[str, tuple[str, ...]] = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        nodeid, sep, ids = line.partition("\t")
+        words = ids.split()
+        if not sep or "::" not in nodeid or not words or not all(_ID.match(w) for w in words):
+            raise NodeIdsError(f"{where}:{n}: expected '<node id><TAB><IDs>', got {line[:120]!r}")
+        if nodeid in out:
+            raise NodeIdsError(f"{where}:{n}: {nodeid} is listed twice")
+        out[nodeid] = tuple(words)
+    if not out:
+        raise NodeIdsError(f"{where}: lists no test")
+    return out
+
+
+def load(root: Path) -> dict[str, tuple[str, ...]]:
+    where = str(root / FILE)
+    try:
+        data = hostfs.read_file(where, LIMIT)
+    except OSError as e:
+        raise NodeIdsError(f"{where}: {e.strerror or e}") from None
+    try:
+        return parse(data.decode("utf-8"), where)
+    except UnicodeDecodeError as e:
+        raise NodeIdsError(f"{where}: not UTF-8 (byte {e.start})") from None
+
+
+def render(found: dict[str, tuple[str, ...]]) -> str:
+    return HEADER + "".join(f"{nodeid}\t{' '.join(ids)}\n" for nodeid, ids in found.items())
+
+
+def differences(expected: dict[str, tuple[str, ...]], collected: dict[str, tuple[str, ...]]
+                ) -> tuple[dict[str, list[str]], list[str], list[str]]:
+    """(module -> its listed tests that were not collected, tests collected but
+    not listed, tests whose IDs differ from the list (described))."""
+    missing: dict[str, list[str]] = {}
+    for nodeid in expected:
+        if nodeid not in collected:
+            missing.setdefault(nodeid.split("::", 1)[0], []).append(nodeid)
+    extra = [n for n in collected if n not in expected]
+    changed = [f"{n} names {' '.join(ids) or 'no ID'}, the list says {' '.join(expected[n])}"
+               for n, ids in collected.items() if n in expected and tuple(ids) != expected[n]]
+    return missing, extra, changed
+
+
+class Lister:
+    """The plugin object of a listing collection (`collect`): while one is
+    registered, the start-up hooks and the gate stay inert (startup.py), so a
+    listing takes no lock, removes no marker and reads nothing of the host."""
+
+    def __init__(self):
+        self.found: dict[str, tuple[str, ...]] = {}
+
+    def pytest_collection_finish(self, session) -> None:
+        from pty_acceptance.gate.marks import requirement_ids
+
+        self.found = {item.nodeid: tuple(requirement_ids(item)) for item in session.items}
+
+
+def listing(config) -> bool:
+    """A listing collection (`collect`) is this session."""
+    return any(isinstance(p, Lister) for p in config.pluginmanager.get_plugins())
+
+
+def collect(root: Path, inifile: Path | None = None) -> dict[str, tuple[str, ...]]:
+    """What the checkout's acceptance/ collects, with each test's requirement
+    IDs, in this process: the project's own configuration and conftests, as a
+    run loads them (Testinfra's `host` parametrization depends on them), with
+    the start-up hooks inert (Lister)."""
+    import contextlib
+    import io
+
+    import pytest
+
+    rec = Lister()
+    args = ["--collect-only", "-q", "-p", "no:cacheprovider",
+            "--rootdir", str(root), "-c", str(inifile or root / "pyproject.toml"), str(root / "acceptance")]
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said):
+        status = pytest.main(args, plugins=[rec])
+    if status != 0:
+        tail = " | ".join(said.getvalue().strip().splitlines()[-5:])
+        raise NodeIdsError(f"collecting {root / 'acceptance'} ended with status {int(status)}: {tail}")
+    return rec.found

@@ -1,0 +1,210 @@
+"""The pytest plugin: requirement markers, JUnit evidence and the fail-closed
+marker gate (MARK-1..4, SUITE-2, SUITE-3).
+
+It is active only when the session's arguments reach into ``acceptance/``;
+running the suite's own tests (``pytest tests/``) leaves the host alone. The
+options and the marker's first removal are the root conftest's
+(startup.py), so that disabling this plugin cannot keep a stale marker.
+Registering the gate either succeeds or ends the run NOT READY.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from pty_acceptance.errors import AcceptanceError
+from pty_acceptance.gate import gate, hosttext, marks, nodeids, owntree, preflight, startup
+from pty_acceptance.host import terminal
+from pty_acceptance.report import reports, signing
+from pty_acceptance.spec import checklist, inventory
+from pty_acceptance.gate.marks import fail, not_run, requirement_ids
+from pty_acceptance.spec.requirements import BY_ID
+
+STATE = pytest.StashKey["gate.GateState"]()
+
+
+class RegistrationFailed(Exception):
+    pass
+
+
+def _gate_state(config: pytest.Config) -> gate.GateState:
+    root = startup.project_root(config)
+    acceptance = startup.acceptance_dir(config)
+    inventory_file = startup.inventory_file(config)
+    found = preflight.check(inventory_file)  # read-only, first; an inventory that fails is its cause
+    inv = found.inventory
+    removed, removal = config.stash[startup.REMOVAL]
+    named = [inv.marker] if inv is not None else []
+    path = config.getoption("--marker") or (inv.marker if inv is not None else removed[-1])
+    for other in dict.fromkeys([path, *named]):
+        if other not in removed:  # the validated inventory names another marker than was read first
+            removal += "; " + startup.remove_marker(other)
+    report_path, private = _junit_paths(config, root, inv.host if inv is not None else socket.gethostname())
+    try:
+        sections = checklist.load(root / "ROOT-ACCEPTANCE.md")
+        checklist_error = None
+    except checklist.ChecklistError as e:
+        sections, checklist_error = [], str(e)
+    try:
+        expected, nodeids_error = nodeids.load(root), None
+    except nodeids.NodeIdsError as e:
+        expected, nodeids_error = {}, str(e)
+    return gate.GateState(
+        root=root, acceptance=acceptance, inventory=inv, marker=path, preflight=found,
+        inventory_file=inventory_file,
+        write_marker=not config.getoption("--no-marker"),
+        sections=sections, checklist_error=checklist_error,
+        expected=expected, nodeids_error=nodeids_error,
+        hostname=socket.gethostname(), args=startup.acceptance_args(config, acceptance),
+        removal=removal, report_path=report_path, report_private_dir=private,
+        waivers_file=_waivers_file(config), signer=_signer(config))
+
+
+def _waivers_file(config: pytest.Config) -> str | None:
+    given = config.getoption("--waivers")
+    return os.path.normpath(os.path.join(config.invocation_params.dir, given)) if given else None
+
+
+def _signer(config: pytest.Config) -> signing.Signer | None:
+    """--sign-key PATH [--sign-tool TOOL] (openssl when only a key is given)."""
+    key, tool = config.getoption("--sign-key"), config.getoption("--sign-tool")
+    if tool and tool not in signing.TOOLS:
+        raise RegistrationFailed(f"--sign-tool {tool!r}: expected one of {', '.join(signing.TOOLS)}")
+    if not key:
+        if tool:
+            raise RegistrationFailed(f"--sign-tool {tool} given without --sign-key")
+        return None
+    path = os.path.normpath(os.path.join(config.invocation_params.dir, key))
+    return signing.Signer(path, tool or signing.DEFAULT_TOOL)
+
+
+def _junit_paths(config: pytest.Config, root: Path, host: str) -> tuple[str, str | None]:
+    """(the report's path in the report directory, the private directory
+    pytest's JUnit writer is pointed at instead); reports.py publishes it."""
+    if not hasattr(config.option, "xmlpath"):  # -p no:junitxml: the gate blocks (SUITE-2)
+        return "", None
+    report_dir = os.path.join(config.invocation_params.dir,
+                              config.getoption("--report-dir") or root / "reports")
+    if config.option.xmlpath:
+        final = os.path.join(config.invocation_params.dir, config.option.xmlpath)
+    else:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        final = os.path.join(report_dir, f"acceptance-{host}-{stamp}.xml")
+    final = os.path.normpath(final)
+    for d in dict.fromkeys([os.path.normpath(report_dir), os.path.dirname(final)]):
+        try:
+            reports.check_dir(d)
+        except OSError as e:
+            raise RegistrationFailed(f"report directory {d}: {e.strerror or e}") from None
+    private = reports.private_dir()
+    config.option.xmlpath = os.path.join(private, os.path.basename(final))
+    return final, private
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "requirement(*ids): the requirement IDs (REQUIREMENTS catalogue) a test checks")
+    if not startup.is_acceptance_run(config):
+        return
+    if startup.REMOVAL not in config.stash:
+        raise pytest.UsageError("NOT READY: the suite's start-up hooks did not run (the marker was "
+                                "not removed first): run pytest from the project, whose root "
+                                "conftest.py loads this plugin")
+    state = None
+    try:
+        state = _gate_state(config)
+        config.stash[STATE] = state
+        config.stash[owntree.AT_START] = owntree.problems(*owntree.of_run(config, state.report_path))
+        config.pluginmanager.register(hosttext.HostText(), "pty-acceptance-host-text")
+        config.pluginmanager.register(gate.Gate(config, state), startup.GATE)
+    except Exception as e:  # noqa: BLE001 - any failure to register is NOT READY, never a quiet run
+        if state is not None:
+            reports.discard(state.report_private_dir)
+        reason = str(e) if isinstance(e, RegistrationFailed) else f"{type(e).__name__}: {e}"
+        raise pytest.UsageError(startup.not_ready(
+            config, f"the marker gate could not be registered: {reason}")) from None
+
+
+@pytest.fixture(scope="session")
+def inv(pytestconfig: pytest.Config) -> "inventory.Inventory":
+    """The validated inventory of the host under test."""
+    state = pytestconfig.stash.get(STATE, None)
+    if state is None:
+        fail("SUITE-3: the acceptance plugin is not active for this session "
+             "(run pytest on acceptance/)")
+    if state.inventory is None:
+        not_run(gate.preflight_cause(state) or "preflight: the inventory did not load")
+    return state.inventory
+
+
+@pytest.fixture
+def evidence(request: pytest.FixtureRequest):
+    """evidence(what, value): record a fact read from the host in the JUnit case."""
+
+    def record(what: str, value) -> None:
+        text = value if isinstance(value, str) else repr(value)
+        request.node.user_properties.append(("evidence", f"{what}: {text}"))
+
+    return record
+
+
+@pytest.fixture
+def concern(request: pytest.FixtureRequest):
+    """concern(id, text): record in the JUnit case a part of requirement `id`
+    that this test does not check (and why) as a `concern` property: reported,
+    never counted as passed. `id` must be one the test names."""
+
+    def record(req_id: str, text: str) -> None:
+        named = requirement_ids(request.node)
+        if req_id not in named:
+            raise ValueError(f"concern for {req_id}, which {request.node.name} does not name ({named})")
+        request.node.user_properties.append(("concern", f"{req_id}: {text}"))
+
+    return record
+
+
+def _as_failure(item: pytest.Item):
+    """Run one phase of a test (a hook wrapper's yield): an AcceptanceError
+    raised into it becomes the one failure marks.failure makes of it."""
+    try:
+        return (yield)
+    except AcceptanceError as e:
+        raise marks.failure(e, item) from None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    return (yield from _as_failure(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    return (yield from _as_failure(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem):
+    return (yield from _as_failure(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """A failure that names the requirement it enforces (an exception with a
+    `requirements` attribute, e.g. sessionunit.NotOurs: SUITE-4) is reported
+    under that ID too: the JUnit case gains the requirement property."""
+    report = yield
+    if call.excinfo is not None:
+        for i in getattr(call.excinfo.value, "requirements", ()):
+            if i in BY_ID and ("requirement", i) not in item.user_properties:
+                item.user_properties.append(("requirement", i))
+    return report
+
+
+def is_root() -> bool:
+    return os.geteuid() == 0

@@ -1,0 +1,48 @@
+"""`systemd-analyze verify` and `systemd-analyze security`, run as the
+unprivileged build user: reading unit definitions needs no root."""
+
+from __future__ import annotations
+
+import pwd
+import re
+import subprocess
+from dataclasses import dataclass
+
+from pty_acceptance.host import programs
+
+EXPOSURE = re.compile(r"Overall exposure level for (\S+): ([0-9.]+) (\S+)")
+
+
+@dataclass(frozen=True)
+class Result:
+    argv: list[str]
+    returncode: int
+    output: str
+
+
+def _run(user: str, argv: list[str], timeout: float = 60) -> Result:
+    try:
+        acct = pwd.getpwnam(user)
+    except KeyError:
+        return Result(argv, 1, f"user {user!r} does not exist on this host")
+    try:
+        done = subprocess.run(argv, user=acct.pw_uid, group=acct.pw_gid, extra_groups=[],
+                              env={**programs.ROOT_ENV, "HOME": "/"},
+                              cwd="/", capture_output=True, timeout=timeout, check=False,
+                              stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        return Result(argv, 127, f"{argv[0]} is not installed")
+    except subprocess.TimeoutExpired:
+        return Result(argv, 124, f"no answer within {timeout} s")
+    text = (done.stdout + done.stderr).decode("utf-8", "replace")
+    return Result(argv, done.returncode, text)
+
+
+def verify(user: str, unit_file: str) -> Result:
+    return _run(user, [programs.path("systemd-analyze"), "verify", "--", unit_file])
+
+
+def security(user: str, unit: str) -> tuple[Result, tuple[float, str] | None]:
+    res = _run(user, [programs.path("systemd-analyze"), "security", "--no-pager", "--", unit])
+    m = EXPOSURE.search(res.output)
+    return res, ((float(m.group(2)), m.group(3)) if m else None)

@@ -1,0 +1,105 @@
+"""Units as systemd reports them.
+
+Properties come from `systemctl show --all` (testinfra's systemd_properties
+drops empty values, which makes "set empty" and "unset" look alike), so
+unit properties are read here, never through Testinfra's `host.service`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import subprocess
+from dataclasses import dataclass, field
+
+from pty_acceptance.errors import Unreadable
+from pty_acceptance.host import programs
+
+STRICT_SESSION = re.compile(r"^opencode-pty-[0-9a-f]{32}\.service$")
+ANY_SESSION = re.compile(r"^opencode-pty-.*\.service$")  # any session unit, strict name or not
+SESSION_GLOB = "opencode-pty-*.service"  # the same, as systemd's pattern
+EXEC_KEYS = ("ExecCondition", "ExecStartPre", "ExecStart", "ExecStartPost",
+             "ExecReload", "ExecStop", "ExecStopPost")
+_EXEC_PATH = re.compile(r"(?:^|[{;]\s*)path=([^ ;]+)")
+
+
+class SystemdError(Unreadable):
+    pass
+
+
+def _systemctl(*args: str, timeout: float = 30) -> str:
+    argv = [programs.path("systemctl"), "--no-pager", *args]
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=timeout, check=False,
+                              env=programs.ROOT_ENV, stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise SystemdError("systemctl is not installed on this host") from None
+    except subprocess.TimeoutExpired:
+        raise SystemdError(f"{' '.join(argv)} did not answer within {timeout} s") from None
+    if done.returncode != 0:
+        err = done.stderr.decode(errors="replace").strip()
+        raise SystemdError(f"{' '.join(argv)} exited {done.returncode}: {err}")
+    return done.stdout.decode("utf-8", "replace")
+
+
+@dataclass
+class Unit:
+    """One unit's properties, every value kept (Exec* keys may repeat)."""
+
+    name: str
+    values: dict[str, list[str]] = field(default_factory=dict)
+
+    @classmethod
+    def show(cls, name: str) -> "Unit":
+        out = _systemctl("show", "--all", "--", name)
+        unit = cls(name)
+        for line in out.splitlines():
+            key, sep, value = line.partition("=")
+            if sep:
+                unit.values.setdefault(key, []).append(value)
+        if not unit.values:
+            raise SystemdError(f"systemctl show {name} printed no properties")
+        return unit
+
+    def get(self, key: str) -> str | None:
+        vals = self.values.get(key)
+        return None if vals is None else vals[-1]
+
+    def words(self, key: str) -> list[str]:
+        return (self.get(key) or "").split()
+
+    def exec_paths(self) -> dict[str, list[str]]:
+        """Every program path an Exec*= property names."""
+        out: dict[str, list[str]] = {}
+        for key in EXEC_KEYS:
+            for value in self.values.get(key, []) + self.values.get(key + "Ex", []):
+                for p in _EXEC_PATH.findall(value):
+                    out.setdefault(key, []).append(p)
+        return out
+
+    def files(self) -> list[str]:
+        """The unit file and its drop-ins, as systemd loaded them."""
+        found = [self.get("FragmentPath") or "", self.get("SourcePath") or ""]
+        found += self.words("DropInPaths")
+        return [p for p in dict.fromkeys(found) if p]
+
+
+def show_or_fail(name: str, requirement: str) -> Unit:
+    """Unit.show for a test: a host that cannot answer fails the requirement."""
+    try:
+        return Unit.show(name)
+    except SystemdError as e:
+        raise Unreadable(f"cannot read {name} from systemd: {e}", requirements=(requirement,)) from None
+
+
+def units_matching(pattern: str) -> list[str]:
+    """Names of every loaded unit (any state) matching `pattern`."""
+    out = _systemctl("list-units", "--all", "--full", "--plain", "--no-legend", "--", pattern)
+    names = []
+    for line in out.splitlines():
+        parts = line.split()
+        if parts:
+            name = parts[0].lstrip("●*").strip()
+            if fnmatch.fnmatchcase(name, pattern):
+                names.append(name)
+    return sorted(set(names))

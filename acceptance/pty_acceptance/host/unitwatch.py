@@ -1,0 +1,112 @@
+"""The one watch on systemd's UnitNew signals: which session units were
+created while it was open, so "a rejected START created no unit" is seen
+even for a unit that existed only for a moment.
+
+It has a bus connection of its own (signals never mix with another caller's
+replies). Every read is ordered after the signals systemd sent before it by a
+round trip, so nothing created earlier is missed.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import deque
+
+from jeepney import MatchRule
+from jeepney.bus_messages import message_bus
+
+from pty_acceptance.host.bus import Systemd, _unwrap
+from pty_acceptance.host.systemd import SESSION_GLOB, STRICT_SESSION
+
+POLL_MAX_S = 0.1
+
+
+class UnitWatch:
+    """Use as a context manager. `pattern` chooses the names counted (strict
+    session names by default); `exclude` names never counted (the supervisor)."""
+
+    RULE = dict(type="signal", interface="org.freedesktop.systemd1.Manager",
+                member="UnitNew", path="/org/freedesktop/systemd1")
+
+    def __init__(self, pattern: re.Pattern = STRICT_SESSION, exclude=()):
+        self.pattern, self.exclude = pattern, frozenset(exclude)
+        self.queue: deque = deque()
+        self.sd: Systemd | None = None
+        self.handle = None
+        self.seen: list[str] = []   # every counted name since open, in order, once
+        self.taken = 0              # how many of them new_units() has returned
+
+    def __enter__(self) -> "UnitWatch":
+        self.sd = Systemd.connect()
+        try:
+            conn = self.sd.conn
+            self.handle = conn.filter(MatchRule(**self.RULE), queue=self.queue)
+            rule = MatchRule(sender="org.freedesktop.systemd1", **self.RULE)
+            _unwrap("AddMatch", conn.send_and_get_reply(message_bus.AddMatch(rule), timeout=5))
+            self.sd.call("Subscribe")
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def counted(self, name: str) -> bool:
+        return bool(self.pattern.match(name)) and name not in self.exclude
+
+    def _sync(self) -> set[str]:
+        """Take every UnitNew that arrived; return the counted units loaded now."""
+        rows = self.sd.call("ListUnitsByPatterns", "asas", ([], [SESSION_GLOB]))[0]
+        while self.queue:
+            name = self.queue.popleft().body[0]
+            if self.counted(name) and name not in self.seen:
+                self.seen.append(name)
+        return {r[0] for r in rows if self.counted(r[0])}
+
+    def new_units(self) -> list[str]:
+        """Names created since the last call (since open, the first time)."""
+        self._sync()
+        new, self.taken = self.seen[self.taken:], len(self.seen)
+        return new
+
+    def sync(self) -> tuple[set[str], set[str]]:
+        """(every name created since open, the counted units loaded now)."""
+        loaded = self._sync()
+        return set(self.seen), loaded
+
+    def wait_gone(self, names: set[str], deadline_s: float) -> set[str]:
+        """Poll until none of `names` is loaded; return those still loaded at the deadline."""
+        end = time.monotonic() + deadline_s
+        delay = 0.01
+        while True:
+            left = names & self._sync()
+            if not left or time.monotonic() > end:
+                return left
+            time.sleep(delay)  # poll interval, not a wait for an outcome
+            delay = min(delay * 2, POLL_MAX_S)
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.handle.close()
+            self.handle = None
+        if self.sd is not None:
+            self.sd.close()
+            self.sd = None
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def watch_problems(created: set[str], accepted: set[str]) -> list[str]:
+    """What a UnitWatch saw around STARTs: every accepted unit must have been
+    announced (otherwise the watch was blind, and "no unit for a rejected
+    START" proves nothing), and nothing else may have been created."""
+    problems = []
+    unseen = accepted - created
+    if unseen:
+        problems.append(f"the unit watch never saw UnitNew for the accepted {sorted(unseen)}, so it "
+                        "cannot show that a rejected START created no unit")
+    extra = created - accepted
+    if extra:
+        problems.append(f"session units were created beyond the accepted ones: {sorted(extra)}")
+    return problems
+

@@ -1,0 +1,216 @@
+"""`pty-acceptance fleet-summary DIR --run-id ID HOST...`: one line per host
+of a fleet run (fleet/pty-acceptance.yml) from what came back to the control
+node.
+
+    <host>: READY: marker written <path>
+    <host>: NOT READY: <n> blockers: <IDs>[; <what disagreed>]
+    <host>: UNREACHABLE/ERROR: <why>
+
+DIR/<host>/ holds the files the playbook wrote or fetched under names it
+chose itself: `<run id>.<role>` for each role of FILES; nothing else there is
+read. A file of an earlier run into the same DIR (`-e fleet_out=DIR`) carries
+that run's id and is never read: a host that did not answer this time did not
+report, whatever it left last time. The Statement must name this run's JUnit
+report (`pty-acceptance-fleet-<run id>.xml`, the name the playbook gave it on
+the host) with the SHA-256 of the JUnit that came back. Every byte of them came
+from the host, which may be hostile (SUITE-4): files are opened without
+following links and up to a size, a name that is not a plain file name is
+not used as one, and every printed line goes through terminal.escape.
+
+READY needs all four to agree: exit status 0, the JUnit report's verdict
+(verdict.from_junit, as `pty-acceptance report` reads it), the in-toto
+Statement's result PASSED (a Statement naming that report's SHA-256) and the
+suite's own last line. A host with no
+exit status did not report; it counts as not ready, like every line but
+READY. Exit status 0 only when every host named is READY.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import re
+import stat
+from dataclasses import dataclass
+
+from pty_acceptance.report import reports, verdict
+from pty_acceptance.host.terminal import escape
+
+EXIT_STATUS = "exit-status"
+OUTPUT = "suite-output.txt"
+ERRORS = "suite-errors.txt"
+JUNIT = "junit.xml"
+HTML = "verdict.html"
+STATEMENT = "verdict.intoto.json"
+FILES = (EXIT_STATUS, OUTPUT, ERRORS, JUNIT, HTML, STATEMENT)
+SUMMARY = "summary.txt"
+MAX_BYTES = 64 << 20
+
+PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+RUN_ID = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9]{1,5}$")  # the playbook's fleet_run_id
+READY_LINE = re.compile(r"^READY: marker written \S+$")
+NOT_READY_LINE = re.compile(r"^NOT READY: \d+ blockers: [A-Z]+-\d+(?: [A-Z]+-\d+)*$")
+
+READY, NOT_READY, ERROR = "READY", "NOT READY", "UNREACHABLE/ERROR"
+
+
+@dataclass
+class HostLine:
+    host: str
+    state: str  # READY, NOT READY or UNREACHABLE/ERROR
+    text: str  # what follows "<state>: "
+
+    def __str__(self) -> str:
+        return escape(f"{self.host}: {self.state}: {self.text}")
+
+
+def read_file(directory: int, name: str) -> bytes | None:
+    """A regular file's bytes (None: absent); no link followed, no FIFO opened."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=directory)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise OSError("a symbolic link") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError("not a regular file")
+        if st.st_size > MAX_BYTES:
+            raise OSError(f"larger than {MAX_BYTES} bytes")
+        chunks, size = [], 0
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_BYTES:
+                raise OSError(f"larger than {MAX_BYTES} bytes")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def last_line(output: bytes) -> str:
+    """The last non-empty line, split at "\\n" only: a "\\r" in it stays, to be escaped."""
+    lines = [line for line in output.decode("utf-8", errors="replace").split("\n") if line.strip()]
+    return lines[-1].strip(" \t\r") if lines else ""
+
+
+def file_name(run_id: str, role: str) -> str:
+    """Where the playbook puts a role's file of run `run_id` in DIR/<host>/."""
+    return f"{run_id}.{role}"
+
+
+def report_name(run_id: str) -> str:
+    """The JUnit report's name on the host (the playbook's fleet_stem + .xml)."""
+    return f"pty-acceptance-fleet-{run_id}.xml"
+
+
+def judge(root: int, host: str, run_id: str) -> HostLine:
+    """The line for one host; root is an open descriptor of DIR."""
+    if not PLAIN_NAME.match(host):
+        return HostLine(host, ERROR, "not a plain host name: nothing read for it")
+    try:
+        d = os.open(host, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=root)
+    except FileNotFoundError:
+        return HostLine(host, ERROR, "did not report (no result came back)")
+    except OSError as e:
+        if e.errno in (errno.ENOTDIR, errno.ELOOP):
+            return HostLine(host, ERROR, "its directory is not a directory (or a symbolic link)")
+        return HostLine(host, ERROR, f"its directory: {e.strerror or e}")
+    try:
+        got = {}
+        for name in FILES:
+            try:
+                got[name] = read_file(d, file_name(run_id, name))
+            except OSError as e:
+                return HostLine(host, ERROR, f"{name}: {e.strerror or e}")
+    finally:
+        os.close(d)
+    return _judge_files(host, got, run_id)
+
+
+def _judge_files(host: str, got: dict[str, bytes | None], run_id: str) -> HostLine:
+    if got[EXIT_STATUS] is None:
+        return HostLine(host, ERROR, "did not report (no exit status came back)")
+    status = got[EXIT_STATUS].decode("ascii", errors="replace").strip()
+    said = last_line(got[OUTPUT] or b"")
+    v, junit_problem = None, None
+    if got[JUNIT] is None:
+        junit_problem = "no JUnit report came back"
+    else:
+        try:
+            v = verdict.from_junit(reports.parse(got[JUNIT], JUNIT))
+        except (reports.ReportError, verdict.VerdictError) as e:
+            junit_problem = f"the JUnit report: {e}"
+    result = _statement_result(got[STATEMENT], got[JUNIT], report_name(run_id))
+    if v is None:
+        if NOT_READY_LINE.match(said):
+            return HostLine(host, NOT_READY, f"{said[len('NOT READY: '):]}; {junit_problem}")
+        error = last_line(got[ERRORS] or b"")
+        return HostLine(host, ERROR, f"{junit_problem}; exit status {status}; "
+                                     f"the suite's last line: {said or '(none)'}"
+                                     + (f"; its last error line: {error}" if error else ""))
+    disagree = []
+    if said != v.last_line:
+        disagree.append(f"the suite's last line says {said or '(none)'}")
+    if status != "0" and v.ready:
+        disagree.append(f"exit status {status}")
+    if status == "0" and not v.ready:
+        disagree.append("exit status 0")
+    if result not in (("PASSED", "WARNED") if v.ready else ("FAILED",)):  # intoto.result
+        disagree.append(f"the Statement's result is {result}")
+    if got[HTML] is None:
+        disagree.append("no HTML report came back")
+    if v.ready:
+        if not disagree and READY_LINE.match(v.last_line):
+            return HostLine(host, READY, v.last_line[len("READY: "):])
+        return HostLine(host, ERROR, f"the JUnit report says {v.last_line} but "
+                        + ", ".join(disagree or ["its marker path is not one word"]))
+    text = v.last_line[len("NOT READY: "):]
+    return HostLine(host, NOT_READY, text + ("; " + ", ".join(disagree) if disagree else ""))
+
+
+def _statement_result(data: bytes | None, junit: bytes | None, name: str) -> str:
+    """PASSED or FAILED, or why neither: the Statement must name this JUnit
+    report, by this run's report name and with its SHA-256."""
+    if data is None:
+        return "missing (no Statement came back)"
+    try:
+        st = json.loads(data)
+        result = st["predicate"]["result"]
+        named = {c["name"]: c["digest"]["sha256"] for c in st["predicate"]["configuration"]}
+    except (ValueError, TypeError, KeyError) as e:
+        return f"unreadable ({type(e).__name__})"
+    if name not in named:
+        return f"about another run's report (it does not name {name})"
+    if junit is not None and hashlib.sha256(junit).hexdigest() != named[name]:
+        return "about another JUnit report (its SHA-256 is not this one's)"
+    return result if result in ("PASSED", "WARNED", "FAILED") else "neither PASSED, WARNED nor FAILED"
+
+
+def summarize(directory: str, hosts: list[str], run_id: str) -> tuple[list[HostLine], int]:
+    """(one line per host, exit status: 0 only when every host is READY)."""
+    if not RUN_ID.match(run_id):
+        raise ValueError(f"--run-id {run_id!r}: expected the playbook's run id "
+                         "(YYYYMMDDTHHMMSSZ-N)")
+    root = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        lines = [judge(root, h, run_id) for h in dict.fromkeys(hosts)]
+    finally:
+        os.close(root)
+    ok = bool(lines) and all(line.state == READY for line in lines)
+    return lines, 0 if ok else 1
+
+
+def write_summary(directory: str, lines: list[HostLine]) -> None:
+    """DIR/summary.txt (replaced, never followed)."""
+    path = os.path.join(directory, SUMMARY)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii", errors="backslashreplace") as f:
+        f.write("".join(f"{line}\n" for line in lines))
+    os.replace(tmp, path)

@@ -1,0 +1,166 @@
+"""The verdict as one HTML file a reviewer opens anywhere: no script, no
+network (a Content-Security-Policy forbids both), every host-derived string
+through terminal.escape (control characters become visible \\xNN) and then
+html.escape, so that evidence can never become markup.
+
+Layout: the gate's verdict (READY's last line, or NOT READY and the count),
+the first causes of what did not pass, grouped (one line per cause with its
+count and the tests under it), the blockers; the matrix by section, each ID a
+cell coloured by its outcome in that section and linking to the ID's entry;
+the inventory's pins and the hashes read at start and at marker time; one
+entry per catalogue ID listing its test cases; one entry per test case with
+its evidence, concerns and failure text.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+from pty_acceptance.host import terminal
+from pty_acceptance.spec.requirements import BY_ID, CATALOGUE, CONCERN
+from pty_acceptance.report.verdict import ACKNOWLEDGED, MUST_FIX, PASS, Case, Row, Verdict
+
+STYLE = """
+body{font-family:sans-serif;margin:1.5em;color:#111}
+table{border-collapse:collapse;margin:.5em 0}
+td,th{border:1px solid #999;padding:.25em .5em;vertical-align:top;text-align:left}
+.PASS{background:#c8f0c8}.CONCERN{background:#ffe19a}.MUST-FIX{background:#f6b0b0}
+.ACKNOWLEDGED{background:#bcd8ff}
+pre{white-space:pre-wrap;word-break:break-all;background:#f4f4f4;padding:.4em;margin:.2em 0}
+.verdict{font-size:1.3em;font-weight:bold;padding:.4em}
+code{word-break:break-all}
+"""
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'none'; form-action 'none'"
+
+
+def text(s: str) -> str:
+    """Host text as HTML text: control characters visible, markup inert."""
+    return html.escape(terminal.escape(s, keep_newlines=True), quote=True)
+
+
+def anchor(kind: str, key: str) -> str:
+    return f"{kind}-" + "".join(c if c.isalnum() or c in "-_" else f"_{ord(c):x}" for c in key)
+
+
+def id_status(row: Row, i: str, waived: dict[str, str]) -> str:
+    if i in row.failing:
+        return MUST_FIX
+    if any(c.startswith(f"{i}:") for c in row.concerns):
+        return ACKNOWLEDGED if i in waived else CONCERN
+    return PASS
+
+
+_WRAPPED = re.compile(r'^failed on (?:setup|teardown) with "(?P<m>.*)"$')
+CAUSES_SHOWN = 5
+
+
+def cause_of(c: Case) -> str:
+    """What a case that did not pass says first, without pytest's wrapping."""
+    first = c.failure.split("\n", 1)[0].strip()
+    m = _WRAPPED.match(first)
+    return (m.group("m") if m else first).removeprefix("Failed: ")
+
+
+def first_causes(v: Verdict) -> list[tuple[str, list[Case]]]:
+    """Why cases did not pass, grouped by what they say first: every cause
+    shared by several cases, and every "not run" cause, most cases first
+    ("setup failed: the system bus is not reachable" x105 is one line). A
+    preflight's cause is its full text (the report's `preflight` property)."""
+    groups: dict[str, list[Case]] = {}
+    for c in v.cases:
+        if not c.passed:
+            groups.setdefault(cause_of(c), []).append(c)
+    full = (v.values("preflight") or [""])[0]
+    out = []
+    for cause, cases in sorted(groups.items(), key=lambda g: -len(g[1])):
+        if len(cases) > 1 or cause.startswith("not run: "):
+            shown = f"not run: preflight: {full}" if cause.startswith("not run: preflight") and full else cause
+            out.append((shown, cases))
+    return out[:CAUSES_SHOWN]
+
+
+def render(v: Verdict, table: list[Row], title: str) -> str:
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+           f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+           f"<title>{text(title)}</title><style>{STYLE}</style></head><body>",
+           f"<h1>{text(title)}</h1>"]
+    word = "READY" if v.ready else "NOT READY"
+    headline = v.last_line if v.ready else f"NOT READY: {len(v.blockers)} blockers"
+    out.append(f'<p class="verdict {"PASS" if v.ready else "MUST-FIX"}" id="verdict">'
+               f"{text(headline)}</p>")
+    out.append(f"<p>Gate: <b>{word}</b>. Host {text(v.hostname)}, report time {text(v.timestamp)}. "
+               "This is host acceptance only (SCOPE-4): it never stands in for the source "
+               "review's verdict.</p>")
+    causes = first_causes(v)
+    if causes:
+        out.append('<h2 id="causes">First causes</h2><ul>')
+        for cause, cases in causes:
+            modules: dict[str, list[Case]] = {}
+            for c in cases:
+                modules.setdefault(c.module, []).append(c)
+            listed = "".join(f"<li><code>{text(m)}</code>: {len(cs)}: "
+                             + ", ".join(text(c.nodeid.split("::", 1)[-1]) for c in cs) + "</li>"
+                             for m, cs in modules.items())
+            out.append(f'<li class="MUST-FIX">{text(cause)} <b>x{len(cases)}</b>'
+                       f"<details><summary>the {len(cases)} tests, by module</summary><ul>{listed}"
+                       "</ul></details></li>")
+        out.append("</ul>")
+    if v.blockers:
+        out.append('<h2 id="blockers">Blockers</h2><ul>')
+        out += [f"<li>{text(b)}</li>" for b in v.blockers]
+        out.append("</ul>")
+
+    out.append('<h2 id="matrix">Requirement matrix</h2><table><tr><th>Section</th><th>Module</th>'
+               "<th>Outcome</th><th>Requirements</th><th>Failing</th></tr>")
+    for r in table:
+        cells = "".join(f'<td class="{id_status(r, i, v.waivers())}"><a href="#{anchor("req", i)}">{text(i)}</a></td>'
+                        for i in r.ids)
+        failing = " ".join(f'<a href="#{anchor("req", i)}">{text(i)}</a>' for i in r.failing)
+        out.append(f'<tr><td>{text(r.title)}</td><td><code>{text(r.module)}</code></td>'
+                   f'<td class="{r.status}">{r.status}</td>'
+                   f'<td><table><tr>{cells}</tr></table></td><td>{failing}</td></tr>')
+        for c in r.concerns:
+            out.append(f'<tr><td></td><td colspan="4" class="CONCERN">concern: {text(c)}</td></tr>')
+        for i in dict.fromkeys(c.split(":", 1)[0] for c in r.concerns):
+            if i in v.waivers():
+                out.append(f'<tr><td></td><td colspan="4" class="ACKNOWLEDGED">waiver: '
+                           f"{text(v.waivers()[i])}</td></tr>")
+    out.append("</table>")
+
+    out.append('<h2 id="hashes">Pins and hashes</h2><table><tr><th>What</th><th>Value</th></tr>')
+    for name in ("waiver", "waiver-file", "pin", "plugin-bun-pin", "plugin-harness-pin",
+                 "binary-at-start", "runtime-at-start", "binary-at-marker-time",
+                 "runtime-at-marker-time", "inventory-file", "checklist-file", "inventory",
+                 "marker", "supervisor-at-start", "MARK-4", "SUITE-5"):
+        for value in v.values(name):
+            out.append(f"<tr><td>{text(name)}</td><td><code>{text(value)}</code></td></tr>")
+    out.append("</table>")
+
+    index = {c.nodeid: n for n, c in enumerate(v.cases)}
+    out.append('<h2 id="requirements">Requirements</h2>')
+    for r in CATALOGUE:
+        cases = [c for c in v.cases if r.id in c.ids]
+        sev = " (CONCERN: reported, never blocking)" if r.severity == CONCERN else ""
+        out.append(f'<h3 id="{anchor("req", r.id)}">{text(r.id)}{sev}: {text(r.title)}</h3><ul>')
+        if not cases:
+            out.append("<li>no test case of this report names it</li>")
+        for c in cases:
+            out.append(f'<li class="{"PASS" if c.passed else "MUST-FIX"}">{text(c.outcome)} '
+                       f'<a href="#{anchor("case", str(index[c.nodeid]))}">{text(c.nodeid)}</a></li>')
+        out.append("</ul>")
+
+    out.append('<h2 id="cases">Test cases</h2>')
+    for n, c in enumerate(v.cases):
+        ids = " ".join(f'<a href="#{anchor("req", i)}">{text(i)}</a>' if i in BY_ID else text(i)
+                       for i in c.ids)
+        out.append(f'<h3 id="{anchor("case", str(n))}" class="{"PASS" if c.passed else "MUST-FIX"}">'
+                   f"{text(c.outcome)}: {text(c.nodeid)}</h3><p>Requirements: {ids}</p>")
+        for e in c.evidence:
+            out.append(f"<pre>evidence: {text(e)}</pre>")
+        for e in c.concerns:
+            out.append(f'<pre class="CONCERN">concern: {text(e)}</pre>')
+        if c.failure:
+            out.append(f'<pre class="MUST-FIX">{text(c.failure)}</pre>')
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,106 @@
+"""The run as an in-toto Statement (predicate: test-result v0.1).
+
+    subject        the three binaries and the runtime, each with the SHA-256
+                   the gate read at marker time (JUnit properties
+                   binary-at-marker-time, runtime-at-marker-time)
+    result         PASSED only when the marker was written, else FAILED
+    passedTests    node ids that passed and recorded no concern
+    warnedTests    node ids that passed with a concern (CONCERN rows)
+    failedTests    node ids that failed, erred or were skipped
+    configuration  the inventory, the JUnit report and ROOT-ACCEPTANCE.md,
+                   each a resource descriptor with its SHA-256; and bun and
+                   the smoke harness PLUGIN-1 runs, with their pins
+                   (plugin-bun-pin, plugin-harness-pin): PLUGIN-1 passes
+                   only when both hash to them before every run
+
+Built from the same Verdict as the matrix (verdict.py). Signed, when the
+operator names a key and a host tool (--sign-key), in a DSSE envelope beside
+it (signing.py); never by a signature made here.
+"""
+
+from __future__ import annotations
+
+import json
+
+from pty_acceptance.spec.requirements import BY_ID, CONCERN
+from pty_acceptance.report.verdict import Verdict
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PREDICATE_TYPE = "https://in-toto.io/attestation/test-result/v0.1"
+MEDIA_TYPE = "application/vnd.in-toto+json"
+PLUGIN_PIN = ("the inventory's pin, from the review: PLUGIN-1 passes only when bun and the "
+              "harness copy it runs hash to it, by descriptor, before every run")
+
+
+def hashed(value: str) -> tuple[str, str] | None:
+    """"<64 hex>  <path>" (sha256sum's line) -> (path, digest)."""
+    digest, sep, path = value.partition("  ")
+    if sep and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest):
+        return path, digest
+    return None
+
+
+def _descriptors(values: list[str]) -> list[dict]:
+    out = []
+    for v in values:
+        found = hashed(v)
+        if found:
+            out.append({"name": found[0], "digest": {"sha256": found[1]}})
+    return out
+
+
+def warned(case) -> bool:
+    return bool(case.concerns) or any(BY_ID.get(i) and BY_ID[i].severity == CONCERN for i in case.ids)
+
+
+def result(ready: bool, warned: list[str]) -> str:
+    """The test-result predicate's word for the run: FAILED unless READY (the
+    marker written); READY with any CONCERN row (warnedTests) is WARNED, never
+    PASSED; PASSED only when READY with nothing recorded as a concern. A policy
+    that accepts READY accepts PASSED and WARNED, and reads warnedTests."""
+    if not ready:
+        return "FAILED"
+    return "WARNED" if warned else "PASSED"
+
+
+def statement(v: Verdict, junit_name: str, junit_sha256: str) -> dict:
+    subjects = _descriptors(v.values("binary-at-marker-time") + v.values("runtime-at-marker-time"))
+    seen = {s["name"] for s in subjects}
+    for source, why in (("binary-at-start", "read at session start, not at marker time"),
+                        ("runtime-at-start", "read at session start, not at marker time"),
+                        ("pin", "the inventory's claim; not read by the gate")):
+        for d in _descriptors(v.values(source)):  # an older report, or unreadable at marker time
+            if d["name"] not in seen:
+                d["annotations"] = {"digestSource": why}
+                subjects.append(d)
+                seen.add(d["name"])
+    config = _descriptors(v.values("inventory-file"))
+    config.append({"name": junit_name, "digest": {"sha256": junit_sha256},
+                   "mediaType": "application/xml"})
+    config += _descriptors(v.values("checklist-file")) + _descriptors(v.values("waiver-file"))
+    for source, role in (("plugin-bun-pin", "bun"), ("plugin-harness-pin", "harness")):
+        for d in _descriptors(v.values(source)):
+            d["annotations"] = {"requirement": "PLUGIN-1", "role": f"the plugin smoke {role}",
+                                "digestSource": PLUGIN_PIN}
+            config.append(d)
+    passed = [c.nodeid for c in v.cases if c.passed and not warned(c)]
+    warn = [c.nodeid for c in v.cases if c.passed and warned(c)]
+    failed = [c.nodeid for c in v.cases if not c.passed]
+    return {
+        "_type": STATEMENT_TYPE,
+        "subject": subjects,
+        "predicateType": PREDICATE_TYPE,
+        "predicate": {
+            "result": result(v.ready, warn),
+            "configuration": config,
+            "passedTests": passed,
+            "warnedTests": warn,
+            "failedTests": failed,
+        },
+    }
+
+
+def dumps(st: dict) -> bytes:
+    """ASCII JSON: every control character and non-ASCII character of a node
+    id is a \\u escape, never a raw byte."""
+    return (json.dumps(st, indent=2, ensure_ascii=True) + "\n").encode("ascii")

@@ -1,0 +1,209 @@
+"""The verdict a reviewer reads: one row per ROOT-ACCEPTANCE.md section.
+
+One source: the JUnit report the gate published (its global properties carry
+the gate's blockers, the inventory's pins and the hashes seen at start and at
+marker time; its cases carry each test's IDs, evidence, concerns and failure
+text). `from_junit` reads it; `rows` turns it into the matrix the terminal,
+the HTML report (htmlreport.py) and the in-toto Statement (intoto.py) show.
+The gate renders the very report it published, so `pty-acceptance report
+FILE.xml` prints what the gate printed.
+
+A row is ACKNOWLEDGED when it would be CONCERN and a reviewed waiver that
+stood (waivers.py, the `waiver` property) covers every ID of its concerns.
+A row is MUST-FIX when an ID of the section is named by a blocker or a test
+of its module did not pass; CONCERN when nothing fails but a test of the
+module recorded a `concern` property or the section holds a CONCERN-severity
+ID (UNIT-9); PASS otherwise. CONCERN never changes the gate's verdict.
+
+Everything here is host text: the renderers escape it (terminal.escape,
+html.escape); this module keeps it as it was recorded.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+
+from pty_acceptance.report import reports
+from pty_acceptance.spec.checklist import Section
+from pty_acceptance.spec.requirements import BY_ID, CONCERN, ENFORCED_BY_GATE, sort_key
+
+PASS = "PASS"
+MUST_FIX = "MUST-FIX"
+ACKNOWLEDGED = "ACKNOWLEDGED"
+LEADING_IDS = re.compile(r"^((?:[A-Z]+-\d+ ?)+):")
+ID = re.compile(r"\b[A-Z]+-\d+\b")
+GATE_ROW = "The run itself (gate)"
+
+
+@dataclass
+class Case:
+    nodeid: str
+    module: str  # "acceptance/test_x.py"
+    ids: list[str]
+    outcome: str  # passed, failed, error, skipped
+    evidence: list[str] = field(default_factory=list)
+    concerns: list[str] = field(default_factory=list)  # "<ID>: text"
+    failure: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == "passed"
+
+
+@dataclass
+class Verdict:
+    ready: bool  # the marker was written
+    gate: str  # the gate's word in the report: READY / NOT READY
+    blockers: list[str]  # "<IDs>: reason"
+    cases: list[Case]
+    properties: list[tuple[str, str]]  # the report's global properties, in order
+    hostname: str = ""
+    timestamp: str = ""
+
+    def values(self, name: str) -> list[str]:
+        return [v for n, v in self.properties if n == name]
+
+    def waivers(self) -> dict[str, str]:
+        """ID -> the waiver (the `waiver` properties: waivers that stood)."""
+        return {w.split(":", 1)[0]: w for w in self.values("waiver")}
+
+    def blocker_ids(self) -> set[str]:
+        out: set[str] = set()
+        for b in self.blockers:
+            m = LEADING_IDS.match(b)
+            out.update(ID.findall(m.group(1)) if m else ["SUITE-3"])
+        return out
+
+    @property
+    def last_line(self) -> str:
+        if self.ready:
+            marker = (self.values("marker") or ["?"])[0].split(" (", 1)[0]
+            return f"READY: marker written {marker}"
+        ids = sorted(self.blocker_ids() or {"SUITE-3"}, key=sort_key)
+        return f"NOT READY: {max(len(self.blockers), 1)} blockers: {' '.join(ids)}"
+
+
+@dataclass
+class Row:
+    title: str
+    module: str
+    ids: tuple[str, ...]
+    status: str
+    failing: list[str]
+    concerns: list[str]  # "<ID>: text"
+    cases: list[Case]
+
+
+class VerdictError(Exception):
+    pass
+
+
+def _nodeid(case: ET.Element) -> tuple[str, str]:
+    classname, name = case.get("classname", ""), case.get("name", "")
+    module = case.get("file") or classname.rsplit(".", 1)[0].replace(".", "/") + ".py"
+    dotted = module[:-3].replace("/", ".") if module.endswith(".py") else module
+    rest = classname[len(dotted) + 1:] if classname.startswith(dotted + ".") else ""
+    return "::".join([module] + ([*rest.split(".")] if rest else []) + [name]), module
+
+
+def _failure(case: ET.Element) -> tuple[str, str]:
+    for tag, outcome in (("failure", "failed"), ("error", "error"), ("skipped", "skipped")):
+        found = case.findall(tag)
+        if found:
+            text = "\n".join(filter(None, (e.get("message", "") + "\n" + (e.text or "")
+                                            for e in found)))
+            return outcome, text.strip()
+    return "passed", ""
+
+
+def from_junit(root: ET.Element) -> Verdict:
+    """The verdict a JUnit report of this suite holds (reports.parse's tree)."""
+    suite = root.find("./testsuite")
+    if suite is None:
+        raise VerdictError("not a JUnit report (no testsuite)")
+    props = [(reports.base_name(p.get("name", "")), p.get("value", ""))
+             for p in suite.findall("./properties/property")]
+    cases, seen = [], {}
+    for c in suite.findall("./testcase"):
+        nodeid, module = _nodeid(c)
+        outcome, failure = _failure(c)
+        case = seen.get(nodeid)
+        if case is None:  # a case reported twice (a teardown error) keeps its worst
+            case = seen[nodeid] = Case(nodeid, module, [], outcome, failure=failure)
+            cases.append(case)
+        elif outcome != "passed":
+            case.outcome, case.failure = outcome, "\n".join(filter(None, [case.failure, failure]))
+        for p in c.findall("./properties/property"):
+            name, value = p.get("name", ""), p.get("value", "")
+            if name == "requirement" and value not in case.ids:
+                case.ids.append(value)
+            elif name == "evidence":
+                case.evidence.append(value)
+            elif name == "concern":
+                case.concerns.append(value)
+    gate = ([v for n, v in props if n == "gate"] or ["NOT READY"])[-1]
+    blockers = [v for n, v in props if n == "blocker"]
+    ready = gate == "READY" and not blockers and any(n == "marker" for n, _ in props)
+    return Verdict(ready=ready, gate=gate, blockers=blockers, cases=cases, properties=props,
+                   hostname=suite.get("hostname", ""), timestamp=suite.get("timestamp", ""))
+
+
+def _concerns(cases: list[Case], ids: tuple[str, ...]) -> list[str]:
+    out = []
+    for c in cases:
+        out += [t for t in c.concerns if t.split(":", 1)[0] in ids]
+        for i in c.ids:  # a CONCERN-severity requirement is reported, never just passed
+            if i in ids and BY_ID.get(i) and BY_ID[i].severity == CONCERN \
+                    and not any(t.startswith(f"{i}:") for t in c.concerns):
+                out += [f"{i}: {e}" for e in c.evidence] or [f"{i}: recorded by {c.nodeid}"]
+    return list(dict.fromkeys(out))
+
+
+def rows(v: Verdict, sections: list[Section]) -> list[Row]:
+    """One row per section, then the run's own duties (SUITE-1/3/5) and any
+    blocker ID no section lists."""
+    blocked = v.blocker_ids()
+    out, listed = [], set()
+    for s in sections:
+        listed.update(s.ids)
+        cases = [c for c in v.cases if c.module == s.module]
+        failing = set(s.ids) & blocked
+        for c in cases:
+            if not c.passed:
+                failing.update(c.ids or ["SUITE-3"])
+        if not cases:
+            failing.update(s.ids or ["SUITE-3"])
+        concerns = _concerns(cases, s.ids)
+        status = MUST_FIX if failing else CONCERN if concerns else PASS
+        if status == CONCERN and {c.split(":", 1)[0] for c in concerns} <= set(v.waivers()):
+            status = ACKNOWLEDGED
+        out.append(Row(s.title, s.module, s.ids, status, sorted(failing, key=sort_key),
+                       concerns, cases))
+    gate_ids = tuple(sorted(set(ENFORCED_BY_GATE) | (blocked - listed), key=sort_key))
+    modules = {s.module for s in sections}
+    stray = [c for c in v.cases if c.module not in modules]
+    failing = (blocked - listed) | {i for c in stray if not c.passed for i in (c.ids or ["SUITE-3"])}
+    if not v.ready and not blocked:
+        failing.add("SUITE-3")
+    out.append(Row(GATE_ROW, "", gate_ids, MUST_FIX if failing else PASS,
+                   sorted(failing, key=sort_key), [], stray))
+    return out
+
+
+def terminal_lines(v: Verdict, table: list[Row], width: int = 160) -> list[str]:
+    """The matrix as text lines (not yet escaped: the caller escapes each)."""
+    lines = ["requirement matrix (one row per ROOT-ACCEPTANCE.md section):"]
+    for r in table:
+        head = f"  {r.status:<9} {r.title} [{' '.join(r.ids)}]"
+        if r.failing:
+            head += f"  failing: {' '.join(r.failing)}"
+        lines.append(head)
+        for c in r.concerns:
+            lines.append("            concern " + (c if len(c) <= width else c[:width] + "..."))
+        waived = v.waivers()
+        for i in dict.fromkeys(c.split(":", 1)[0] for c in r.concerns):
+            if i in waived:
+                lines.append("            waiver " + waived[i])
+    return lines

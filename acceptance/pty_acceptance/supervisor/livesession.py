@@ -1,0 +1,278 @@
+"""A live session seen from the host (as root) and from inside.
+
+Host side: the processes of a session unit's cgroup, their /proc status and
+command lines, polled until the session's command has exec'd (a Type=exec
+unit's MainPID is the launcher, then script(1); only the command proves the
+sandbox is in place). Inside: PROBE, a python3 program run as a session's
+command that reports what the session can see and do as one JSON line, then
+waits for end of input so the host can read /proc while it lives.
+
+Not Testinfra's `host.process`: a session's processes are its cgroup's
+(cgroups.py), each judged by pid while the session lives. A peer for a whole
+module is conftest's `module_peer`; stand-in listeners: standin.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import time
+
+from pty_acceptance.supervisor import protocol as p
+from pty_acceptance.host.cgroups import cgroup_dir, cgroup_pids
+
+STATUS_LIMIT = 16384
+CMDLINE_LIMIT = 65536
+PROBE_BEGIN, PROBE_END = b"PROBE-BEGIN", b"PROBE-END"
+POLL_S = 0.01
+
+
+class LiveError(Exception):
+    pass
+
+
+def environment_problems(env: list[str], want: dict[str, str]) -> list[str]:
+    """What differs between the command's NAME=value list and the declared
+    environment: a name missing, repeated or extra, or a value not as declared."""
+    if not isinstance(env, list) or not all(isinstance(e, str) for e in env):
+        return [f"the probe's environ is not a list of strings: {str(env)[:200]!r}"]
+    seen: dict[str, list[str]] = {}
+    for entry in env:
+        name, _, value = entry.partition("=")
+        seen.setdefault(name, []).append(value)
+    problems = []
+    extra = sorted(set(seen) - set(want))
+    if extra:
+        problems.append(f"variables beyond the fixed list {sorted(want)}: {extra}")
+    for name in sorted(want):
+        values = seen.get(name, [])
+        if not values:
+            problems.append(f"{name} is not set")
+        elif len(values) > 1:
+            problems.append(f"{name} is set {len(values)} times: {values}")
+        elif values[0] != want[name]:
+            problems.append(f"{name}={values[0]!r}, the inventory declares {want[name]!r}")
+    return problems
+
+
+# ------------------------------------------------------------------ /proc
+def _read(path: str, limit: int) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(limit)
+
+
+def status(pid: int) -> dict[str, str]:
+    """/proc/<pid>/status as {field: value} (raises OSError if it is gone)."""
+    out = {}
+    for line in _read(f"/proc/{pid}/status", STATUS_LIMIT).decode("utf-8", "replace").splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            out[key] = value.strip()
+    return out
+
+
+def cmdline(pid: int) -> list[bytes]:
+    raw = _read(f"/proc/{pid}/cmdline", CMDLINE_LIMIT)
+    return raw.split(b"\0")[:-1] if raw.endswith(b"\0") else raw.split(b"\0")
+
+
+def ppid(pid: int) -> int:
+    return int(status(pid)["PPid"])
+
+
+def exe(pid: int) -> str:
+    return os.readlink(f"/proc/{pid}/exe")
+
+
+def wait_for_command(control_group: str, argv: list[bytes], deadline_s: float) -> int:
+    """Poll until a process of the cgroup runs exactly `argv`; return its pid."""
+    end = time.monotonic() + deadline_s
+    seen: dict[int, list[bytes]] = {}
+    while True:
+        path = cgroup_dir(control_group)
+        pids = cgroup_pids(path) if path else []
+        for pid in pids:
+            try:
+                seen[pid] = cmdline(pid)
+            except OSError:
+                continue
+            if seen[pid] == argv:
+                return pid
+        if time.monotonic() > end:
+            raise TimeoutError(f"no process of {control_group} ran {argv} within {deadline_s} s; "
+                               f"seen {seen}")
+        time.sleep(POLL_S)  # poll interval, not a wait for an outcome
+
+
+def session_units(bus) -> set[str]:
+    """Loaded units with a strict session name."""
+    from pty_acceptance.host.systemd import STRICT_SESSION
+    return {row[0] for row in bus.call("ListUnits")[0] if STRICT_SESSION.match(row[0])}
+
+
+def wait_for_new_session_unit(bus, before: set[str], deadline_s: float) -> str:
+    """Poll until exactly one strict session unit not in `before` is loaded."""
+    end = time.monotonic() + deadline_s
+    while True:
+        new = sorted(session_units(bus) - before)
+        if len(new) == 1:
+            return new[0]
+        if time.monotonic() > end:
+            raise TimeoutError(f"no single new session unit within {deadline_s} s: {new}")
+        time.sleep(POLL_S)  # poll interval, not a wait for an outcome
+
+
+def chain_to(pid: int, top: int, limit: int = 16) -> list[int]:
+    """pid, its parent, ... up to and including top (LiveError if top is not an ancestor)."""
+    chain = [pid]
+    while chain[-1] != top:
+        if len(chain) > limit:
+            raise LiveError(f"{top} is not an ancestor of {pid} within {limit} levels: {chain}")
+        parent = ppid(chain[-1])
+        if parent <= 1:
+            raise LiveError(f"{top} is not an ancestor of {pid}: chain {chain} reached {parent}")
+        chain.append(parent)
+    return chain
+
+
+def host_seccomp_baseline() -> int:
+    """Seccomp_filters of PID 1: what every process of this host already carries."""
+    return int(status(1).get("Seccomp_filters", "0"))
+
+
+# ------------------------------------------------------------------ probe
+PROBE = r'''
+import ctypes, errno, json, os, socket, stat, sys
+out = {"pid": os.getpid()}
+out["environ"] = [e.decode("utf-8", "replace") for e in
+                  open("/proc/self/environ", "rb").read().split(b"\0") if e]
+out["getcwd"] = os.getcwd()
+out["proc_cwd"] = os.readlink("/proc/self/cwd")
+st = os.stat(".")
+out["cwd_dev_ino"] = [st.st_dev, st.st_ino]
+try:
+    out["cwd_token"] = open(sys.argv[1]).read(256)
+except OSError as e:
+    out["cwd_token"] = "error: " + errno.errorcode.get(e.errno, str(e.errno))
+procs = {}
+for name in sorted(os.listdir("/proc")):
+    if name.isdigit():
+        try:
+            cg = open("/proc/%s/cgroup" % name).read(4096).strip()
+            uid = os.stat("/proc/" + name).st_uid
+        except OSError as e:
+            cg, uid = "error: " + errno.errorcode.get(e.errno, str(e.errno)), None
+        procs[name] = {"cgroup": cg, "uid": uid}
+out["proc_pids"] = procs
+out["proc_other"] = sorted(n for n in os.listdir("/proc") if not n.isdigit())
+out["self_cgroup"] = open("/proc/self/cgroup").read(4096).strip()
+devs = []
+for d, dirs, files in os.walk("/dev"):
+    for n in sorted(dirs + files):
+        p = os.path.join(d, n)
+        try:
+            s = os.lstat(p)
+        except OSError:
+            continue
+        kind = ("chr" if stat.S_ISCHR(s.st_mode) else "blk" if stat.S_ISBLK(s.st_mode) else
+                "lnk" if stat.S_ISLNK(s.st_mode) else "dir" if stat.S_ISDIR(s.st_mode) else
+                "sock" if stat.S_ISSOCK(s.st_mode) else "fifo" if stat.S_ISFIFO(s.st_mode) else "file")
+        devs.append([p, kind, os.major(s.st_rdev), os.minor(s.st_rdev)])
+out["dev"] = devs
+libc = ctypes.CDLL(None, use_errno=True)
+ns = {}
+for name, flag in (("CLONE_NEWUSER", 0x10000000), ("CLONE_NEWUSER|CLONE_NEWNET", 0x50000000),
+                   ("CLONE_NEWUSER|CLONE_NEWNS", 0x10020000)):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        rc = libc.unshare(flag)
+        os.write(w, json.dumps([rc, ctypes.get_errno()]).encode())
+        os._exit(0)
+    os.close(w)
+    data = os.read(r, 256)
+    os.close(r)
+    os.waitpid(pid, 0)
+    rc, err = json.loads(data or b"[null, null]")
+    ns[name] = "ok" if rc == 0 else errno.errorcode.get(err, str(err))
+out["unshare"] = ns
+fam = {}
+for name, af, kind in (("AF_NETLINK", socket.AF_NETLINK, socket.SOCK_RAW),
+                       ("AF_PACKET", socket.AF_PACKET, socket.SOCK_RAW),
+                       ("AF_UNIX", socket.AF_UNIX, socket.SOCK_STREAM)):
+    try:
+        socket.socket(af, kind).close()
+        fam[name] = "ok"
+    except OSError as e:
+        fam[name] = errno.errorcode.get(e.errno, str(e.errno))
+out["socket"] = fam
+conn = {}
+for path in sys.argv[2:]:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(2)
+    try:
+        s.connect(path)
+        conn[path] = "connected"
+    except OSError as e:
+        conn[path] = errno.errorcode.get(e.errno, str(e.errno)) if e.errno else type(e).__name__
+    finally:
+        s.close()
+out["connect"] = conn
+sys.stdout.write("PROBE-BEGIN" + json.dumps(out) + "PROBE-END\n")
+sys.stdout.flush()
+sys.stdin.read()
+'''
+
+
+def probe_argv(token_file: str, sockets: list[str]) -> list[str]:
+    return ["python3", "-I", "-c", PROBE, token_file, *sockets]
+
+
+def parse_probe(output: bytes) -> dict:
+    """The probe's JSON from a session's (hostile, bounded) output. Exactly one
+    PROBE-BEGIN..PROBE-END block: the session's terminal is the service user's
+    (/dev/pts on the host, its owner may write into it), so the user can add
+    text to the output but not take the genuine block away; a second block
+    is itself the failure, never a choice between the two (SUITE-4)."""
+    begins, ends = output.count(PROBE_BEGIN), output.count(PROBE_END)
+    if begins == 0 or ends == 0:
+        raise LiveError(f"no probe report in the session output: {output[-400:]!r}")
+    if begins != 1 or ends != 1:
+        raise LiveError(f"{begins} PROBE-BEGIN and {ends} PROBE-END markers in the session output, "
+                        "expected exactly one report: something else wrote into the session's "
+                        f"terminal ({len(output)} bytes of output, not shown)")
+    start = output.find(PROBE_BEGIN)
+    end = output.find(PROBE_END, start + 1)
+    if end < 0:
+        raise LiveError(f"the probe report ends before it begins: {output[-400:]!r}")
+    try:
+        return json.loads(output[start + len(PROBE_BEGIN):end])
+    except ValueError as e:
+        raise LiveError(f"probe report is not JSON ({e}): {output[start:start + 400]!r}") from None
+
+
+# ------------------------------------------------------------------ sockets
+def can_connect(path: str) -> str:
+    """Connect as the suite (root): 'connected' or the errno name."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(2)
+    try:
+        s.connect(path)
+        return "connected"
+    except OSError as e:
+        import errno
+        return errno.errorcode.get(e.errno, str(e.errno)) if e.errno else type(e).__name__
+    finally:
+        s.close()
+
+
+def end_by_eof(raw, deadline_s: float) -> None:
+    """End of input ends a probe session; its unit goes with it."""
+    if raw.sock is None:
+        return
+    with contextlib.suppress(OSError):
+        raw.send(p.encode(p.T.EOF))
+    with contextlib.suppress(TimeoutError, OSError):
+        raw.wait_end(deadline_s)
