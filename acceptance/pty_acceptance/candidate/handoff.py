@@ -61,6 +61,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
+from pty_acceptance.errors import Unreadable
 from pty_acceptance.candidate import opencode_api, serverenv
 from pty_acceptance.host import hostfs, observe, programs, rundir, scratch
 from pty_acceptance.provenance import runtime
@@ -91,7 +92,7 @@ _RIGHTS = re.compile(r"cmsg_type=SCM_RIGHTS, cmsg_data=\[(.*?)\]\}")
 _RIGHTS_FD = re.compile(r"^(\d+)<(.*)>$")
 
 
-class HandoffError(Exception):
+class HandoffError(Unreadable):
     pass
 
 

@@ -45,6 +45,8 @@ import time
 import urllib.parse
 from dataclasses import dataclass, field
 
+from pty_acceptance.errors import Unreadable
+
 USER = "opencode"
 MAX_BODY = 256 * 1024
 CONNECT_TIMEOUT = 2.0
@@ -62,7 +64,7 @@ PLUGIN_SHAPES = '{"id": str, "state": {"status": str}} or {"id": str, "status": 
 EXCERPT = 120
 
 
-class ApiError(Exception):
+class ApiError(Unreadable):
     """One line: ``<url>: expected <what>, got <what happened>``."""
 
     def __init__(self, url: str, expected: str, got: str):

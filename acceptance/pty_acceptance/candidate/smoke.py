@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
+from pty_acceptance import errors
 from pty_acceptance.host import hostfs, scratch
 
 DEFAULT_DEADLINE_S = 120
@@ -55,7 +56,7 @@ HARNESS_LIMIT = hostfs.Limit(32 << 20, "limits.file_bytes")
 COPY_MODE, COPY_DIR_MODE = 0o444, 0o755
 
 
-class Refused(Exception):
+class Refused(errors.Refused):
     """PLUGIN-1 cannot run the harness safely on this host; the message says why."""
 
 

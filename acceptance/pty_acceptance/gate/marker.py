@@ -18,6 +18,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from pty_acceptance.errors import Refused
 from pty_acceptance.host import hostfs
 
 MAX_BYTES = 4096
@@ -31,7 +32,7 @@ LINE1 = re.compile(rb"^revision=opencode-v2-pilot:git:([0-9a-f]{40});pty-source:
 RECORD = re.compile(rb"^([0-9a-f]{64})  (/[^\n]+)$")
 
 
-class MarkerRefused(Exception):
+class MarkerRefused(Refused):
     """A marker that grants no readiness. `rule` is a short stable name."""
 
     def __init__(self, rule: str, detail: str):
@@ -142,7 +143,7 @@ def verify(marker: str, exp: Expectation, root: str = "/") -> bytes:
 
 
 # ---------------------------------------------------------------- writing
-class UnsafeChain(Exception):
+class UnsafeChain(Refused):
     pass
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from pty_acceptance.errors import AcceptanceError
 from pty_acceptance.host import hostfs
 
 FILE = "acceptance/node-ids.txt"
@@ -30,7 +31,7 @@ HEADER = ("# Every test of the checklist, by node id, with its requirement IDs (
           "# not listed.\n")
 
 
-class NodeIdsError(Exception):
+class NodeIdsError(AcceptanceError):
     """The node-id list cannot be read or parsed; the message says where."""
 
 

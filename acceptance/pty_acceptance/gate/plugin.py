@@ -28,7 +28,7 @@ from pty_acceptance.spec.requirements import BY_ID
 STATE = pytest.StashKey["gate.GateState"]()
 
 
-class RegistrationFailed(Exception):
+class RegistrationFailed(AcceptanceError):
     pass
 
 
@@ -171,10 +171,14 @@ def concern(request: pytest.FixtureRequest):
 
 def _as_failure(item: pytest.Item):
     """Run one phase of a test (a hook wrapper's yield): an AcceptanceError
-    raised into it becomes the one failure marks.failure makes of it."""
+    raised into a test that names requirements (every acceptance test does)
+    becomes the one failure marks.failure makes of it. The suite's own tests
+    name none and keep their tracebacks."""
     try:
         return (yield)
     except AcceptanceError as e:
+        if not requirement_ids(item):
+            raise
         raise marks.failure(e, item) from None
 
 

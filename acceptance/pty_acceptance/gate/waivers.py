@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import yaml
 
+from pty_acceptance.errors import AcceptanceError
 from pty_acceptance.host import hostfs
 from pty_acceptance.spec.requirements import BY_ID
 
@@ -33,9 +34,9 @@ LIMIT = 1 << 20
 KEYS = ("id", "reason", "who", "expires")
 
 
-class WaiverError(Exception):
+class WaiverError(AcceptanceError):
     def __init__(self, rule: str, text: str):
-        super().__init__(text)
+        super().__init__(text, requirements=(rule,))
         self.rule = rule  # the requirement the problem is reported under
 
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from jeepney import DBusAddress, MessageType, Properties, new_method_call
 from jeepney.io.blocking import open_dbus_connection
 
+from pty_acceptance.errors import Unreadable
+
 SYSTEMD = DBusAddress("/org/freedesktop/systemd1", bus_name="org.freedesktop.systemd1",
                       interface="org.freedesktop.systemd1.Manager")
 UNIT_IFACE = "org.freedesktop.systemd1.Unit"
@@ -19,7 +21,7 @@ SERVICE_IFACE = "org.freedesktop.systemd1.Service"
 CALL_TIMEOUT_S = 5.0
 
 
-class BusError(Exception):
+class BusError(Unreadable):
     def __init__(self, call: str, name: str, text: str):
         super().__init__(f"{call}: {name}: {text}")
         self.name = name

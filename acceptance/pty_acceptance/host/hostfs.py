@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Callable
 
+from pty_acceptance import errors
+
 READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 FILE_FLAGS = READ_FLAGS | os.O_NOCTTY
@@ -144,7 +146,7 @@ def first_difference(a: bytes, b: bytes) -> int | None:
 # (a FIFO or a device is never opened) and again by fstat after.
 
 
-class Refused(OSError):
+class Refused(errors.Refused, OSError):
     """A path that is not read: a component is a link or not a directory, or
     the file is not a regular file. The message names the path and the kind."""
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import psutil
 
+from pty_acceptance.errors import Unreadable
 from pty_acceptance.host import cgroups
 from pty_acceptance.host.bus import SERVICE_IFACE, BusError, Systemd
 from pty_acceptance.host.hostfs import read_nofollow
@@ -91,7 +92,7 @@ def unit_procs(bus: Systemd, unit: str) -> UnitProcs:
         return UnitProcs(unit, pid, [])
 
 
-class DescriptorError(Exception):
+class DescriptorError(Unreadable):
     """The supervisor's descriptors cannot be read: nothing can be said about them."""
 
 

@@ -44,6 +44,7 @@ import stat
 import time
 from pathlib import PurePosixPath
 
+from pty_acceptance.errors import Refused
 from pty_acceptance.host import hostfs, terminal
 
 DEFAULT_DIR = "/run/pty-acceptance"
@@ -59,11 +60,11 @@ TMP_PREFIX = "pty-acceptance-"  # every temporary directory the suite makes (mkd
 _current = DEFAULT_DIR  # the run directory of this process (startup.py sets it)
 
 
-class RunDirError(Exception):
+class RunDirError(Refused):
     """The run directory cannot be used safely."""
 
 
-class Busy(Exception):
+class Busy(Refused):
     """Another run holds the lock; the message names it."""
 
 

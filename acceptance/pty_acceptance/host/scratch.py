@@ -37,13 +37,14 @@ import tempfile
 import threading
 from dataclasses import dataclass
 
+from pty_acceptance.errors import Refused
 from pty_acceptance.host import hostfs, rundir, terminal
 
 PREFIX = "pty-acceptance-run-"
 MODE = 0o755
 
 
-class ScratchError(OSError):
+class ScratchError(Refused, OSError):
     """The scratch area cannot be made or used safely."""
 
 

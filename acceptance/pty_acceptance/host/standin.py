@@ -22,12 +22,13 @@ import os
 import socket
 import stat
 
+from pty_acceptance.errors import Refused
 from pty_acceptance.host import hostfs, rundir
 
 O_PATH = getattr(os, "O_PATH", 0o10000000)
 
 
-class StandinError(Exception):
+class StandinError(Refused):
     """A stand-in could not be made safely; nothing was followed or changed."""
 
 

@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pty_acceptance.errors import Finding
 from pty_acceptance.host import hostfs, scratch
 from pty_acceptance.spec.inventory import Inventory
 
@@ -43,7 +44,7 @@ ISOLATION_ENV = {"GOWORK": "off", "GOENV": "off"}
 TIMEOUT_S = 600
 
 
-class BuildError(Exception):
+class BuildError(Finding):
     pass
 
 

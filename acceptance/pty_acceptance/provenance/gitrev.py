@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 
+from pty_acceptance.errors import Unreadable
 from pty_acceptance.host import hostfs
 
 HEX40 = re.compile(rb"^[0-9a-f]{40}$")
@@ -25,7 +26,7 @@ REF = re.compile(rb"^refs/(?:[A-Za-z0-9_-][A-Za-z0-9._-]*/)*[A-Za-z0-9_-][A-Za-z
 LIMIT = 1 << 20
 
 
-class GitError(Exception):
+class GitError(Unreadable):
     pass
 
 

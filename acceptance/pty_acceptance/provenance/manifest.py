@@ -21,6 +21,7 @@ import os
 import stat
 from pathlib import Path
 
+from pty_acceptance.errors import Unreadable
 from pty_acceptance.host import hostfs
 
 PILOT_FILES = (
@@ -38,7 +39,7 @@ PILOT_FILES = (
 CODE_FILES = ("packages/plugin/package.json", "bun.lock")
 
 
-class ManifestError(Exception):
+class ManifestError(Unreadable):
     pass
 
 

@@ -19,13 +19,14 @@ import select
 import stat
 from dataclasses import dataclass
 
+from pty_acceptance.errors import Unreadable
 from pty_acceptance.host.bus import SERVICE_IFACE, BusError, Systemd
 from pty_acceptance.host.proc import exe_identity
 
 ATTEMPTS = 3  # a MainPID that changes while it is read is read again, this often
 
 
-class RunningError(Exception):
+class RunningError(Unreadable):
     pass
 
 

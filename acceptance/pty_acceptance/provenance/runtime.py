@@ -30,6 +30,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 
+from pty_acceptance.errors import Unreadable
 from pty_acceptance.host import hostfs
 
 SENTINEL = b"NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2"
@@ -92,7 +93,7 @@ class Identity:
                 "release URL occurrences": self.version_count}
 
 
-class RuntimeError_(Exception):
+class RuntimeError_(Unreadable):
     """The binary could not be read as a regular file without following links."""
 
 

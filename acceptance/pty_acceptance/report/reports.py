@@ -18,12 +18,13 @@ import stat
 import xml.etree.ElementTree as ET
 from pathlib import PurePosixPath
 
+from pty_acceptance.errors import AcceptanceError
 from pty_acceptance.host import hostfs, scratch
 
 LIMIT = 256 << 20
 
 
-class ReportError(Exception):
+class ReportError(AcceptanceError):
     pass
 
 

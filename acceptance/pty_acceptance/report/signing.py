@@ -48,6 +48,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 
+from pty_acceptance.errors import AcceptanceError
 from pty_acceptance.host import hostfs, programs
 from pty_acceptance.report import intoto
 
@@ -61,9 +62,9 @@ ENVELOPE_LIMIT = 64 << 20
 TIMEOUT = 60  # seconds a signing or verifying tool may run
 
 
-class SignError(Exception):
+class SignError(AcceptanceError):
     def __init__(self, rule: str, text: str):
-        super().__init__(text)
+        super().__init__(text, requirements=(rule,))
         self.rule = rule  # the requirement the problem is reported under
 
 

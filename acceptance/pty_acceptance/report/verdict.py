@@ -25,6 +25,7 @@ import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
+from pty_acceptance.errors import AcceptanceError
 from pty_acceptance.report import reports
 from pty_acceptance.spec.checklist import Section
 from pty_acceptance.spec.requirements import BY_ID, CONCERN, ENFORCED_BY_GATE, sort_key
@@ -96,7 +97,7 @@ class Row:
     cases: list[Case]
 
 
-class VerdictError(Exception):
+class VerdictError(AcceptanceError):
     pass
 
 

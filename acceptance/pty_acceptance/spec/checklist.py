@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from pty_acceptance.errors import AcceptanceError
 from pty_acceptance.spec.requirements import BY_ID
 
 ROW = re.compile(r"^\|\s*([^|]+?)\s*\|\s*`(acceptance/test_[a-z0-9_]+\.py)`\s*\|\s*([^|]*?)\s*\|"
@@ -17,7 +18,7 @@ ROW = re.compile(r"^\|\s*([^|]+?)\s*\|\s*`(acceptance/test_[a-z0-9_]+\.py)`\s*\|
 ID = re.compile(r"\b[A-Z]+-\d+\b")
 
 
-class ChecklistError(Exception):
+class ChecklistError(AcceptanceError):
     pass
 
 

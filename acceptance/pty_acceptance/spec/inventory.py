@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from pty_acceptance.errors import AcceptanceError
 from pty_acceptance.host import hostfs
 
 HEX40 = re.compile(r"^[0-9a-f]{40}$")
@@ -30,7 +31,7 @@ ENV_VALUE = re.compile(r"^[^\0\n]*$")
 SESSION_ENV = ("PATH", "HOME", "TERM", "LANG")  # UNIT-6: the fixed list (TARGET-CONTRACT section 1)
 
 
-class InventoryError(Exception):
+class InventoryError(AcceptanceError):
     """One line: ``<file>: <key>: <problem>``."""
 
 

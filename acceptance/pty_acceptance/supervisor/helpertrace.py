@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
+from pty_acceptance.errors import Unreadable
 from pty_acceptance.host import observe, programs, scratch
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.supervisor.peer import DisposableUnit, open_cwd
@@ -88,7 +89,7 @@ _RESUMED = re.compile(r"^<\.\.\. ([a-z_0-9]+) resumed>(.*)$")
 _RET = re.compile(r"\)\s+=\s+(-?\d+|0x[0-9a-f]+|\?)(?:\s+(E[A-Z0-9]+))?[^)]*(?:\))?\s*$")
 
 
-class TraceError(Exception):
+class TraceError(Unreadable):
     pass
 
 

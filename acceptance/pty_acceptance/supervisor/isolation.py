@@ -26,6 +26,7 @@ import stat
 import time
 from dataclasses import dataclass
 
+from pty_acceptance.errors import Unreadable
 from pty_acceptance.host import observe, scratch
 from pty_acceptance.provenance import runtime
 from pty_acceptance.supervisor import peer
@@ -48,7 +49,7 @@ YAMA = "/proc/sys/kernel/yama/ptrace_scope"
 SS_ESTABLISHED = 1
 
 
-class IsolationError(Exception):
+class IsolationError(Unreadable):
     pass
 
 

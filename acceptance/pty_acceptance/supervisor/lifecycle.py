@@ -49,7 +49,7 @@ ENDINGS_DEADLINE_S = 120.0  # run_endings: every case driven side by side ends w
 JOIN_SLICE_S = 0.1  # run_endings: how late an interrupt that lands mid-join may be acted on
 
 
-class HostReadError(Exception):
+class HostReadError(Unreadable):
     pass
 
 

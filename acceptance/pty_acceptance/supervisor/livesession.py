@@ -20,6 +20,7 @@ import os
 import socket
 import time
 
+from pty_acceptance.errors import Unreadable
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.host.cgroups import cgroup_dir, cgroup_pids
 
@@ -29,7 +30,7 @@ PROBE_BEGIN, PROBE_END = b"PROBE-BEGIN", b"PROBE-END"
 POLL_S = 0.01
 
 
-class LiveError(Exception):
+class LiveError(Unreadable):
     pass
 
 

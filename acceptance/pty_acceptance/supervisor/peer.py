@@ -18,6 +18,7 @@ import socket
 import stat
 from pathlib import Path
 
+from pty_acceptance.errors import Unreadable
 from pty_acceptance.host import hostfs, scratch
 from pty_acceptance.supervisor import protocol
 from pty_acceptance.host.bus import BusError, Systemd
@@ -29,7 +30,7 @@ START_DEADLINE_S = 10
 STOP_DEADLINE_S = 15
 
 
-class PeerError(Exception):
+class PeerError(Unreadable):
     pass
 
 

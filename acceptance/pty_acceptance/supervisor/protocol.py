@@ -19,6 +19,8 @@ import struct
 from dataclasses import dataclass
 from enum import IntEnum
 
+from pty_acceptance.errors import Finding
+
 HEADER = struct.Struct(">IB")
 
 
@@ -69,7 +71,7 @@ BOUNDS = {
 }
 
 
-class ProtocolError(Exception):
+class ProtocolError(Finding):
     """The peer sent something the format does not allow."""
 
 

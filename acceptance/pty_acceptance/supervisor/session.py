@@ -20,6 +20,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 
+from pty_acceptance.errors import Unreadable
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.supervisor.peer import DisposableUnit, open_cwd
 
@@ -27,7 +28,7 @@ MAX_OUTPUT = 8 << 20  # what the suite keeps of one session's output
 MAX_FRAMES = 1024  # OUTPUT frames kept as frames (their bytes are in Outcome.output)
 
 
-class SessionError(Exception):
+class SessionError(Unreadable):
     pass
 
 

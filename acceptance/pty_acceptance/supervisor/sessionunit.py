@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pty_acceptance.errors import Unreadable
 from pty_acceptance.errors import Refused
 from pty_acceptance.host import terminal
 from pty_acceptance.host.bus import SERVICE_IFACE, UNIT_IFACE, BusError, Systemd
@@ -43,7 +44,7 @@ class NotOurs(Refused):
                          f"suite neither stops nor kills it")
 
 
-class NotLoaded(Exception):
+class NotLoaded(Unreadable):
     """A strict, well-bound name whose unit is not loaded (nothing to act on)."""
 
 
