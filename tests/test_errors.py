@@ -106,8 +106,8 @@ def test_every_library_error_is_an_acceptance_error():
 
     loose = []
     for m in pkgutil.walk_packages(pty_acceptance.__path__, "pty_acceptance."):
-        if ".probes" in m.name:
-            continue
+        if ".probes" in m.name or m.name == "pty_acceptance.supervisor.protocol":
+            continue  # standalone: staged beside the agent, importing nothing of the package
         mod = importlib.import_module(m.name)
         for name, obj in vars(mod).items():
             if isinstance(obj, type) and issubclass(obj, Exception) and obj.__module__ == mod.__name__ \

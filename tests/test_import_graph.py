@@ -16,6 +16,9 @@ LIB = pathlib.Path(__file__).resolve().parent.parent / "acceptance" / PACKAGE
 # the floor every layer may raise from, cli.py the command line on top.
 LAYERS = ("errors", "host", "spec", "provenance", "supervisor", "candidate", "report", "gate", "cli")
 STANDALONE = ("probes",)
+# Library modules staged beside a probe (supervisor/peer.py AGENT_FILES): they
+# run in the service user's unit as plain files and import nothing of the package.
+STAGED = ("supervisor.protocol",)
 PYTEST_LAYERS = ("gate",)
 
 
@@ -166,6 +169,15 @@ def test_imports_follow_the_layer_order():
     found = upward(graph(LIB))
     assert not found, ("imports against the layer order " + " < ".join(LAYERS)
                        + f" (probes import nothing of the package): {found}")
+
+
+def test_staged_modules_import_nothing_of_the_package():
+    g = graph(LIB)
+    found = {m: sorted(g[m]) for m in STAGED if g[m]}
+    assert not found, f"modules staged beside a probe import the package: {found}"
+    from pty_acceptance.supervisor import peer
+    staged = {".".join(p.relative_to(LIB).with_suffix("").parts) for p in peer.AGENT_FILES}
+    assert staged == {"probes.agent", *STAGED}
 
 
 def test_only_the_gate_imports_pytest():

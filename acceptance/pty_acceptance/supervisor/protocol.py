@@ -19,7 +19,6 @@ import struct
 from dataclasses import dataclass
 from enum import IntEnum
 
-from pty_acceptance.errors import Finding
 
 HEADER = struct.Struct(">IB")
 
@@ -71,8 +70,10 @@ BOUNDS = {
 }
 
 
-class ProtocolError(Finding):
-    """The peer sent something the format does not allow."""
+class ProtocolError(Exception):
+    """The peer sent something the format does not allow. A plain Exception:
+    this module is staged beside probes/agent.py and imports nothing of the
+    package (tests/test_import_graph.py)."""
 
 
 @dataclass(frozen=True)
