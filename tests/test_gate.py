@@ -192,8 +192,7 @@ def test_missing_checklist_blocks(project, target):
 
 
 def test_not_root_blocks(project, target, monkeypatch):
-    from pty_acceptance.gate import gate
-    monkeypatch.setattr(gate.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)  # what hostfacts.at_marker_time reads
     assert_refused(run(project, target), target, "MARK-1")
 
 
@@ -507,8 +506,6 @@ def _gate_props(root) -> dict:
 
 
 def test_the_marker_is_written_only_after_the_report_is_on_disk_and_parses(project, target, monkeypatch):
-    from pty_acceptance.gate import gate
-
     seen = []
     real_write = marker.write
 
@@ -517,7 +514,7 @@ def test_the_marker_is_written_only_after_the_report_is_on_disk_and_parses(proje
         seen.append(len(reports) == 1 and ET.parse(reports[0]).getroot().tag == "testsuites")
         return real_write(path, content)
 
-    monkeypatch.setattr(gate.marker, "write", write)
+    monkeypatch.setattr(marker, "write", write)  # as finish.write_marker calls it
     res = run(project, target)
     assert last_line(res) == f"READY: marker written {target.marker}", "\n".join(res.outlines[-20:])
     assert seen == [True], "the marker was written before the JUnit report existed"

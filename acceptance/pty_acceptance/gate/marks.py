@@ -72,7 +72,7 @@ NOT_RUN = "not run: "
 def not_run(cause: str):
     """Fail a test (or its fixture) that cannot run for a cause it shares with
     others (the supervisor speaks another wire format, ...): the gate reports
-    the cause once, and one line per module (gate.not_run_blockers)."""
+    the cause once, and one line per module (rules.not_run_blockers)."""
     pytest.fail(NOT_RUN + cause, pytrace=False)
 
 

@@ -18,21 +18,22 @@ from pathlib import Path
 import pytest
 
 from pty_acceptance.errors import AcceptanceError
-from pty_acceptance.gate import gate, hosttext, marks, nodeids, owntree, preflight, startup
+from pty_acceptance.gate import gate, hosttext, marks, nodeids, owntree, preflight, rules, startup
+from pty_acceptance.gate.happened import Setup, frozen
 from pty_acceptance.host import terminal
 from pty_acceptance.report import reports, signing
 from pty_acceptance.spec import checklist, inventory
 from pty_acceptance.gate.marks import fail, not_run, requirement_ids
 from pty_acceptance.spec.requirements import BY_ID
 
-STATE = pytest.StashKey["gate.GateState"]()
+STATE = pytest.StashKey[Setup]()  # what the run was set up as
 
 
 class RegistrationFailed(AcceptanceError):
     pass
 
 
-def _gate_state(config: pytest.Config) -> gate.GateState:
+def _setup(config: pytest.Config) -> Setup:
     root = startup.project_root(config)
     acceptance = startup.acceptance_dir(config)
     inventory_file = startup.inventory_file(config)
@@ -54,13 +55,13 @@ def _gate_state(config: pytest.Config) -> gate.GateState:
         expected, nodeids_error = nodeids.load(root), None
     except nodeids.NodeIdsError as e:
         expected, nodeids_error = {}, str(e)
-    return gate.GateState(
+    return Setup(
         root=root, acceptance=acceptance, inventory=inv, marker=path, preflight=found,
         inventory_file=inventory_file,
         write_marker=not config.getoption("--no-marker"),
-        sections=sections, checklist_error=checklist_error,
-        expected=expected, nodeids_error=nodeids_error,
-        hostname=socket.gethostname(), args=startup.acceptance_args(config, acceptance),
+        sections=tuple(sections), checklist_error=checklist_error,
+        expected=frozen(expected), nodeids_error=nodeids_error,
+        hostname=socket.gethostname(), args=tuple(startup.acceptance_args(config, acceptance)),
         removal=removal, report_path=report_path, report_private_dir=private,
         waivers_file=_waivers_file(config), signer=_signer(config))
 
@@ -118,7 +119,7 @@ def pytest_configure(config: pytest.Config) -> None:
                                 "conftest.py loads this plugin")
     state = None
     try:
-        state = _gate_state(config)
+        state = _setup(config)
         config.stash[STATE] = state
         config.stash[owntree.AT_START] = owntree.problems(*owntree.of_run(config, state.report_path))
         config.pluginmanager.register(hosttext.HostText(), "pty-acceptance-host-text")
@@ -139,7 +140,7 @@ def inv(pytestconfig: pytest.Config) -> "inventory.Inventory":
         fail("SUITE-3: the acceptance plugin is not active for this session "
              "(run pytest on acceptance/)")
     if state.inventory is None:
-        not_run(gate.preflight_cause(state) or "preflight: the inventory did not load")
+        not_run(rules.preflight_cause(state) or "preflight: the inventory did not load")
     return state.inventory
 
 

@@ -5,7 +5,7 @@ A run on a machine that is not a target host (no systemd as PID 1, no system
 bus, an inventory that does not load, a supervisor that is not installed)
 would otherwise fail every module in its own words, a hundred times over. The
 preflight finds the first such cause, the gate reports it once, first and
-last, and the tests that depend on it are not run (gate.py groups them by
+last, and the tests that depend on it are not run (rules.py groups them by
 module): nothing passes, nothing is hidden.
 
 Checks, in order (a later one needs the earlier ones):

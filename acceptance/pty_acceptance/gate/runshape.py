@@ -1,7 +1,7 @@
 """What the interpreter and pytest's command line may not change in a run that
 earns the marker (SUITE-3).
 
-`-k`, `-m`, `--deselect` and the other selecting options are gate.py's
+`-k`, `-m`, `--deselect` and the other selecting options are rules.py's
 NARROWING_OPTIONS; the checked-in node-id list (nodeids.py) catches any
 narrowing that reaches collection by another road. This module names the
 causes that do not show as a missing test, or that it is clearer to name

@@ -1,0 +1,111 @@
+"""What the gate reads of the host, at session start and when the marker is
+decided: the deployment's bytes and the running supervisor (SCOPE-1/2,
+RUNTIME-1), the run's user and leftovers (MARK-1, SUITE-1/4), the signing
+key and tool (--sign-key) and the waiver file. Each reading becomes a frozen
+record (happened.py); the rules (rules.py) judge it, nothing here does.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from pathlib import Path
+
+from pty_acceptance.gate import waivers
+from pty_acceptance.gate.happened import AtMarkerTime, AtStart, Content, Setup, frozen
+from pty_acceptance.host import hostfs, scratch
+from pty_acceptance.provenance import manifest, running
+from pty_acceptance.report import signing
+from pty_acceptance.spec.inventory import Inventory
+
+
+def hash_binaries(inv: Inventory) -> tuple[dict[str, str], list[str]]:
+    hashes, errors = {}, []
+    for b in inv.binaries_list:
+        try:
+            hashes[b.path] = hostfs.sha256_nofollow(b.path, inv.limit("artifact_bytes"))
+        except OSError as e:
+            errors.append(f"{b.path}: {e.strerror or e}")
+    return hashes, errors
+
+
+def runtime_digest(inv: Inventory) -> tuple[str | None, str]:
+    """(SHA-256 or None, "<sha256>  <path>" or why it could not be read) of the
+    runtime binary: the report's runtime-at-start/-at-marker-time (the in-toto
+    subject), judged by rules.runtime_blockers. It lies in the service user's
+    tree: reached from / without following a link in any component (SUITE-4),
+    read by descriptor, at most limits.runtime_bytes."""
+    path = inv.runtime["binary"]
+    try:
+        fd = hostfs.open_file(path)
+        try:
+            digest = hostfs.sha256_fd_bounded(fd, inv.limit("runtime_bytes"), path)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        return None, f"not readable: {path}: {e.strerror or e}"
+    return digest, f"{digest}  {path}"
+
+
+def file_digest(path: str | Path, limit: hostfs.Limit | None = None) -> str:
+    """"<sha256>  <path>" of a file the bundle names, never through a link."""
+    try:
+        return f"{hostfs.sha256_file(os.path.abspath(path), limit)}  {path}"
+    except OSError as e:
+        return f"not readable: {path}: {e.strerror or e}"
+
+
+def supervisor_now(inv: Inventory) -> running.Running:
+    """The running supervisor, tied (or not) to the installed binary
+    (running.py); raises running.RunningError."""
+    return running.at_marker_time(inv.units["supervisor"], inv.binaries["supervisor"]["path"])
+
+
+def at_start(setup: Setup, inv: Inventory) -> AtStart:
+    """The deployment at session start: the binaries' and the runtime's
+    hashes (judged at marker time), and evidence for the report: the inventory
+    and checklist files' digests and the running supervisor."""
+    hashes, errors = hash_binaries(inv)
+    runtime = runtime_digest(inv)
+    inventory_digest = file_digest(inv.file)
+    checklist_digest = file_digest(setup.root / "ROOT-ACCEPTANCE.md")
+    try:  # evidence only: the marker-time check (rules.running_blockers) decides
+        found = supervisor_now(inv)
+        supervisor = found.describe() + (f" PROBLEM: {found.problem}" if found.problem else "")
+    except running.RunningError as e:
+        supervisor = f"not tied to the binary: {e}"
+    return AtStart(frozen(hashes), tuple(errors), runtime, inventory_digest, checklist_digest, supervisor)
+
+
+def content(inv: Inventory) -> Content:
+    """The deployment at marker time: the binaries, the running supervisor,
+    the runtime, the source manifest recomputed (SCOPE-1/2, RUNTIME-1)."""
+    hashes, errors = hash_binaries(inv)
+    try:
+        problem = supervisor_now(inv).problem
+    except running.RunningError as e:
+        problem = str(e)
+    runtime = runtime_digest(inv)
+    try:
+        digest, error = manifest.compute(inv.pilot_root, inv.code_root, inv.tree_bounds())[0], None
+    except manifest.ManifestError as e:
+        digest, error = None, str(e)
+    return Content(frozen(hashes), tuple(errors), problem, runtime, digest, error)
+
+
+def at_marker_time(setup: Setup, read_content: bool) -> AtMarkerTime:
+    """What the host says when the marker is decided. `read_content`: false
+    after a failed preflight (nothing ran; the content is not read)."""
+    euid = os.geteuid()
+    unfinished = tuple(scratch.unfinished())
+    now = content(setup.inventory) if read_content else None
+    problems = tuple(signing.preflight(setup.signer)) if setup.signer is not None else ()
+    given, error = (), None
+    if setup.waivers_file:
+        try:
+            given = tuple(waivers.load(setup.waivers_file))
+        except waivers.WaiverError as e:
+            error = e
+    digest = file_digest(setup.waivers_file) if setup.waivers_file else None
+    today = datetime.datetime.now(datetime.timezone.utc).date()
+    return AtMarkerTime(euid, unfinished, now, problems, given, error, digest, today)

@@ -1,0 +1,195 @@
+"""The gate's rules as pure functions (gate/rules.py): given a record of what
+happened (gate/happened.py), the blockers, in order, to the letter. No pytest
+session runs here and nothing of the host is read; tests/test_gate.py runs
+the same rules in real sessions."""
+
+import dataclasses
+import datetime
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from pty_acceptance.gate import happened, preflight, rules, waivers
+from pty_acceptance.gate.happened import AtMarkerTime, AtStart, Content, Session, Setup, frozen
+from pty_acceptance.report import signing
+from pty_acceptance.spec.checklist import Section
+from pty_acceptance.spec.requirements import CATALOGUE, ENFORCED_BY_GATE
+
+ALL_IDS = tuple(r.id for r in CATALOGUE if r.id not in ENFORCED_BY_GATE)
+TEST = "acceptance/test_all.py::test_everything"
+MODULE = "acceptance/test_all.py"
+ROOT = Path("/srv/checkout")
+BINARY, RUNTIME = "/usr/local/bin/opencode-pty-supervisor", "/home/svc/opencode/runtime"
+SHA, RT, MF = "a" * 64, "b" * 64, "c" * 64
+OTHER = "d" * 64
+TODAY = datetime.date(2026, 1, 15)
+
+INV = SimpleNamespace(binaries_list=[SimpleNamespace(path=BINARY, sha256=SHA)],
+                      runtime={"sha256": RT, "binary": RUNTIME}, source_manifest_sha256=MF)
+SETUP = Setup(
+    root=ROOT, acceptance=ROOT / "acceptance", inventory=INV, inventory_file="inventories/target.yml",
+    preflight=preflight.Result([preflight.Finding("systemd", True, "PID 1 is systemd")]),
+    marker="/etc/opencode/pty-supervisor-verified", removal="no marker at the path", write_marker=True,
+    sections=(Section("All", MODULE, ALL_IDS),), checklist_error=None, expected=frozen({TEST: ALL_IDS}),
+    nodeids_error=None, hostname="pilot", args=(ROOT / "acceptance",), report_path="/srv/r.xml",
+    report_private_dir=None, waivers_file=None, signer=None)
+PASSED = frozen({"setup": "passed", "call": "passed", "teardown": "passed"})
+SESSION = Session(
+    items=frozen({TEST: ALL_IDS}), modules=frozen({TEST: MODULE}), outcomes=frozen({TEST: PASSED}),
+    reports=frozen({(TEST, p): 1 for p in PASSED}), collected=frozen({TEST: 1}), not_run=frozen({}),
+    concerns=frozen({TEST: ()}), collect_errors=(), outside=(), deselected=0, interrupted=False,
+    narrowing=(), args=("acceptance/",), shape_problems=(), junit=True, exitstatus=0)
+START = AtStart(frozen({BINARY: SHA}), (), (RT, f"{RT}  {RUNTIME}"))
+CONTENT = Content(frozen({BINARY: SHA}), (), None, (RT, f"{RT}  {RUNTIME}"), MF, None)
+NOW = AtMarkerTime(euid=0, unfinished=(), content=CONTENT, sign_problems=(), waivers=(),
+                   waiver_error=None, waivers_digest=None, today=TODAY)
+
+
+def with_(record, **changes):
+    return dataclasses.replace(record, **changes)
+
+
+def failed(phase: str) -> dict:
+    return {TEST: frozen({**PASSED, phase: "failed"})}
+
+
+def waiver(req: str, expires=TODAY) -> waivers.Waiver:
+    return waivers.Waiver(req, "reviewed", "ops", expires)
+
+
+SUITE3, S2, R1 = ("SUITE-3",), ("SCOPE-2", "MARK-3"), ("RUNTIME-1", "MARK-3")
+NO_SYSTEMD = preflight.Finding("systemd", False, "PID 1 is not systemd")
+UNCOVERED = (ALL_IDS, f"{len(ALL_IDS)} requirements have no passing test in this run")
+
+# case -> (changes to SETUP, to SESSION, to NOW, the blockers as (IDs, reason), in order)
+CASES = {
+    "a complete passing run": ({}, {}, {}, []),
+    "not root": ({}, {}, {"euid": 1000}, [(("MARK-1",), "not running as root (euid 1000)")]),
+    "--no-marker": ({"write_marker": False}, {}, {},
+                    [(("MARK-1",), "--no-marker given: the marker was not written")]),
+    "a marker that could not be removed": (
+        {"removal": "could not remove the marker at /m: EPERM"}, {}, {},
+        [(("MARK-4",), "could not remove the marker at /m: EPERM")]),
+    "-k and an interrupt": (
+        {}, {"narrowing": (("-k", "'every'"),), "interrupted": True, "exitstatus": 2}, {},
+        [(SUITE3, "run narrowed or stopped early by -k ('every')"),
+         (SUITE3, "the session was interrupted"), (SUITE3, "pytest ended with status 2")]),
+    "a node id narrower than acceptance/": (
+        {}, {"args": (f"{TEST}",)}, {}, [(SUITE3, f"paths narrower than acceptance/: {TEST}")]),
+    "no JUnit writer": ({}, {"junit": False}, {},
+                        [(("SUITE-2",), "no JUnit report is being written (junitxml disabled?)")]),
+    "a failed call": ({}, {"outcomes": frozen(failed("call"))}, {},
+                      [(ALL_IDS, f"{TEST}: call failed"), UNCOVERED]),
+    "a rerun": ({}, {"outcomes": frozen(failed("call")), "reports": frozen({(TEST, "call"): 2})}, {},
+                [(SUITE3, f"{TEST} was reported more than once (a rerun?): call 2 times (worst: failed); "
+                          "the worst outcome counts"),
+                 (ALL_IDS, f"{TEST}: call failed"), UNCOVERED]),
+    "no teardown report": ({}, {"outcomes": frozen({TEST: frozen({"setup": "passed", "call": "passed"})})},
+                           {}, [(ALL_IDS, f"{TEST} did not finish (no teardown report)"), UNCOVERED]),
+    "a listed test not collected": (
+        {"expected": frozen({TEST: ALL_IDS, f"{MODULE}::test_other": ("OWN-1",)})}, {}, {},
+        [(("OWN-1",), f"{MODULE}: 1 of its tests in acceptance/node-ids.txt were not collected: "
+                      "test_other")]),
+    "a directory left": ({}, {}, {"unfinished": ("/tmp/x: 9 entries",)},
+                         [(("SUITE-1", "SUITE-4"), "a directory the run made and handed out was not "
+                                                   "removed: /tmp/x: 9 entries")]),
+    "the runtime swapped": (
+        {}, {}, {"content": with_(CONTENT, runtime=(OTHER, f"{OTHER}  {RUNTIME}"))},
+        [(R1, f"at marker time: {RUNTIME} hashes to {OTHER}, the pin runtime.sha256 is {RT}"),
+         (R1, f"{RUNTIME} changed during the run: {RT} at start, {OTHER} now")]),
+    "a binary swapped, another supervisor running, the manifest unreadable": (
+        {}, {}, {"content": with_(CONTENT, hashes=frozen({BINARY: OTHER}), running="MainPID 7 executes x",
+                                  manifest=None, manifest_error="a FIFO")},
+        [(S2, f"{BINARY} changed during the run: {SHA} at start, {OTHER} now"),
+         (S2, f"{BINARY} hashes to {OTHER}, inventory claims {SHA}"),
+         (S2, "at marker time: MainPID 7 executes x"),
+         (("SCOPE-1", "MARK-3"), "source manifest cannot be computed: a FIFO")]),
+    "a failed preflight: its cause first, no coverage, no content": (
+        {"preflight": preflight.Result([NO_SYSTEMD])},
+        {"outcomes": frozen({}), "reports": frozen({}), "exitstatus": 5,
+         "not_run": frozen({TEST: "preflight: systemd: PID 1 is not systemd"})}, {"content": None},
+        [(SUITE3, "preflight: systemd: PID 1 is not systemd"),
+         (ALL_IDS, f"{MODULE}: 1 tests not run: preflight: systemd (above)")]),
+    "a shared cause of tests not run": (
+        {}, {"not_run": frozen({TEST: "wire format: no frame"}), "outcomes": frozen(failed("setup"))}, {},
+        [(SUITE3, "wire format: no frame (1 tests in 1 modules not run)"),
+         (ALL_IDS, f"{MODULE}: 1 tests not run: wire format (above)"), UNCOVERED]),
+    "a signing key refused": (
+        {"signer": signing.Signer("/root/k.pem")}, {},
+        {"sign_problems": (signing.SignError("SUITE-4", "bad key"),)}, [(("SUITE-4",), "bad key")]),
+    "a waiver for a failing ID": (
+        {"waivers_file": "/srv/w.yml"}, {"outcomes": frozen(failed("call"))}, {"waivers": (waiver("OWN-1"),)},
+        [(ALL_IDS, f"{TEST}: call failed"), UNCOVERED,
+         (("OWN-1",), "a waiver for OWN-1 (by ops), which is MUST-FIX in this run: a waiver acknowledges "
+                      "a CONCERN, never a failure")]),
+    "an expired waiver": (
+        {"waivers_file": "/srv/w.yml"}, {}, {"waivers": (waiver("UNIT-9", TODAY - datetime.timedelta(1)),)},
+        [(("UNIT-9",), "the waiver for UNIT-9 by ops expired on 2026-01-14")]),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_decide(case):
+    setup, session, now, want = CASES[case]
+    decision = rules.decide(with_(SETUP, **setup), with_(SESSION, **session), START, with_(NOW, **now))
+    assert [(b.ids, b.reason) for b in decision.blockers] == want
+
+
+def test_a_waiver_for_a_recorded_concern_stands():
+    concern = with_(SESSION, concerns=frozen({TEST: ("UNIT-9: exposure recorded, not judged",)}))
+    w = waiver("UNIT-9")
+    decision = rules.decide(with_(SETUP, waivers_file="/srv/w.yml"), concern, START, with_(NOW, waivers=(w,)))
+    assert decision.blockers == () and decision.waivers == (w,)
+
+
+def test_a_waiver_file_that_does_not_load_blocks_and_nothing_stands():
+    bad = waivers.WaiverError("SUITE-3", "/srv/w.yml: not YAML")
+    decision = rules.decide(with_(SETUP, waivers_file="/srv/w.yml"), SESSION, START,
+                            with_(NOW, waiver_error=bad))
+    assert [(b.ids, b.reason) for b in decision.blockers] == [(SUITE3, "/srv/w.yml: not YAML")]
+    assert decision.waivers == ()
+
+
+def test_sign_refused_follows_the_signing_preflight():
+    problem = (signing.SignError("SUITE-2", "--sign-tool gpg: /usr/bin/gpg is not installed"),)
+    assert rules.decide(SETUP, SESSION, START, with_(NOW, sign_problems=problem)).sign_refused
+    assert not rules.decide(SETUP, SESSION, START, NOW).sign_refused
+
+
+@pytest.mark.parametrize("a, b, worst", [("passed", "failed", "failed"), ("failed", "passed", "failed"),
+                                         ("skipped", "rerun", "rerun"), ("passed", "odd", "odd"),
+                                         ("xpassed", "passed", "xpassed")])
+def test_the_worst_outcome_counts(a, b, worst):
+    assert rules.worse(a, b) == worst
+
+
+@pytest.mark.parametrize("cause, label", [("preflight: systemd: PID 1 is not systemd", "preflight: systemd"),
+                                          ("wire format: no frame: 0 bytes", "wire format")])
+def test_cause_label(cause, label):
+    assert rules.cause_label(cause) == label
+
+
+def test_the_exit_codes_are_pytests():
+    assert (happened.EXIT_OK, happened.EXIT_TESTS_FAILED, happened.EXIT_NO_TESTS_COLLECTED) == \
+        (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED)
+
+
+def test_the_records_are_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        SESSION.deselected = 3
+    with pytest.raises(TypeError):
+        SESSION.items["x"] = ()
+
+
+def test_the_rules_import_no_pytest():
+    """rules, properties, hostfacts and finish run without pytest: recorder.py
+    alone reads pytest's objects."""
+    code = ("import sys, pty_acceptance.gate.rules, pty_acceptance.gate.properties, "
+            "pty_acceptance.gate.hostfacts, pty_acceptance.gate.finish; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pytest', '_pytest')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          check=True)
+    assert done.stdout.strip() == "[]"
