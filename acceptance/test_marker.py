@@ -105,7 +105,7 @@ def test_the_verifier_accepts_only_the_bound_marker(inv, scratch_root, evidence)
             marker.verify(where, exp, root=scratch_root)
             refused[name] = "ACCEPTED"
         except marker.MarkerRefused as e:
-            refused[name] = e.rule
+            refused[name] = e.reason
     evidence("refusals", refused)
     wrong = {n: got for (n, _, rule), got in zip(cases, refused.values())
              if got == "ACCEPTED" or (rule and got != rule)}

@@ -629,3 +629,18 @@ def test_another_marker_path_still_removes_the_inventorys_marker(project, target
     assert_refused(res, target, "OWN-2")
     assert not os.path.lexists(m) and not os.path.lexists(other)
     assert any(f"removed an existing marker (regular file) at {m}" in l for l in res.outlines)
+
+
+def test_a_junit_writer_that_fails_after_the_decision_is_not_ready(project, target, monkeypatch):
+    """The decision found no blocker, then pytest's JUnit writer raised: the
+    end's sequence never ran, so no marker and no READY line (MARK-1)."""
+    from _pytest import junitxml
+
+    def broken(self):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(junitxml.LogXML, "pytest_sessionfinish", broken)
+    res = run(project, target)
+    assert not os.path.lexists(target.marker), "a marker was written"
+    assert not any(l.startswith("READY") for l in res.outlines), "\n".join(res.outlines[-20:])
+    assert last_line(res) == "NOT READY: 1 blockers: MARK-1", "\n".join(res.outlines[-20:])

@@ -60,7 +60,7 @@ def cmd_verify_marker(a: argparse.Namespace) -> int:
     try:
         marker.verify(path, marker.Expectation(revision, source, binaries, claimed), root=a.root)
     except marker.MarkerRefused as e:
-        print(escape(f"REFUSED {e.rule}: {e.detail}"))
+        print(escape(f"REFUSED {e.reason}: {e.detail}"))
         return 1
     print(escape(f"OK {marker_path_shown(a.root, path)}"))
     return 0

@@ -91,7 +91,7 @@ def sign_ahead(setup: Setup) -> tuple[bundle.Bundle | None, list[Blocker]]:
         made = build(setup, [], ready=True)
         made.envelope = signing.sign(setup.signer, made.statement)
     except signing.SignError as e:
-        return None, [Blocker((e.rule,), f"the in-toto Statement was not signed: {e}")]
+        return None, [Blocker(e.requirements, f"the in-toto Statement was not signed: {e}")]
     except (OSError, reports.ReportError, verdict.VerdictError) as e:
         return None, [Blocker(("SUITE-2",), f"the in-toto Statement was not signed: {e}")]
     return made, []
@@ -105,7 +105,7 @@ def sign_after(setup: Setup, made: bundle.Bundle, may_sign: bool) -> list[Blocke
     try:
         made.envelope = signing.sign(setup.signer, made.statement)
     except signing.SignError as e:
-        return [Blocker((e.rule,), f"the in-toto Statement was not signed: {e}")]
+        return [Blocker(e.requirements, f"the in-toto Statement was not signed: {e}")]
     return []
 
 

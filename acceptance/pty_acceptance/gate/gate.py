@@ -137,8 +137,14 @@ class Gate:
         return decision
 
     def summary_lines(self) -> list[str]:
+        """The last line. READY only when the end's sequence ran and wrote the
+        marker: a decision without blockers whose end never finished (pytest's
+        JUnit writer raised after it) is NOT READY (MARK-1)."""
         if self.said is None:
             return ["NOT READY: 1 blockers: SUITE-3"]
+        if not self.said and (self.outcome is None or not self.outcome.written):
+            return ["NOT READY: the end of the run did not finish: no marker written",
+                    "NOT READY: 1 blockers: MARK-1"]
         if not self.said:
             return [terminal.escape(f"READY: marker written {self.setup.marker}")]
         ids = sorted({i for b in self.said for i in b.ids}, key=sort_key)

@@ -33,11 +33,12 @@ RECORD = re.compile(rb"^([0-9a-f]{64})  (/[^\n]+)$")
 
 
 class MarkerRefused(Refused):
-    """A marker that grants no readiness. `rule` is a short stable name."""
+    """A marker that grants no readiness. `reason` is a short stable name
+    ("absent", "symlink", ...), not a requirement ID."""
 
-    def __init__(self, rule: str, detail: str):
-        super().__init__(f"{rule}: {detail}")
-        self.rule = rule
+    def __init__(self, reason: str, detail: str):
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
         self.detail = detail
 
 

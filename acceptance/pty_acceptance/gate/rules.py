@@ -261,7 +261,7 @@ def signing_blockers(now: AtMarkerTime) -> list[Blocker]:
     (SUITE-4: root's secret, judged like the suite's own tree) or a tool that
     is not installed (SUITE-2: the signed Statement is part of what is
     attached) blocks before the marker, and nothing is signed with it."""
-    return [Blocker((e.rule,), str(e)) for e in now.sign_problems]
+    return [Blocker(e.requirements, str(e)) for e in now.sign_problems]
 
 
 def waiver_blockers(session: Session, now: AtMarkerTime,
@@ -270,7 +270,7 @@ def waiver_blockers(session: Session, now: AtMarkerTime,
     or a waiver that may not stand blocks; the rest stand, for the report.
     `found`: every other blocker (a waiver never stands for a failing ID)."""
     if now.waiver_error is not None:
-        return [Blocker((now.waiver_error.rule,), str(now.waiver_error))], ()
+        return [Blocker(now.waiver_error.requirements, str(now.waiver_error))], ()
     concern_ids = {t.split(":", 1)[0] for texts in session.concerns.values() for t in texts}
     concern_ids |= {i for ids in session.items.values() for i in ids
                     if i in BY_ID and BY_ID[i].severity == CONCERN}

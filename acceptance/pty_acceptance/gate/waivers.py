@@ -37,7 +37,6 @@ KEYS = ("id", "reason", "who", "expires")
 class WaiverError(AcceptanceError):
     def __init__(self, rule: str, text: str):
         super().__init__(text, requirements=(rule,))
-        self.rule = rule  # the requirement the problem is reported under
 
 
 @dataclass(frozen=True)

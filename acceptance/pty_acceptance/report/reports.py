@@ -5,7 +5,7 @@ whatever is there. So it writes into a private directory (root's, mode 0700,
 in the run's scratch area), and the gate publishes that file into the report directory
 itself: the directory reached by a descriptor walk from "/" that follows no
 link in any component, the file created O_CREAT|O_EXCL|O_NOFOLLOW, fsynced,
-then read back and parsed. The marker is written only after that (gate.py);
+then read back and parsed. The marker is written only after that (gate/finish.py);
 if writing the marker then fails, the published report is replaced by one
 that says NOT READY.
 """

@@ -65,7 +65,6 @@ TIMEOUT = 60  # seconds a signing or verifying tool may run
 class SignError(AcceptanceError):
     def __init__(self, rule: str, text: str):
         super().__init__(text, requirements=(rule,))
-        self.rule = rule  # the requirement the problem is reported under
 
 
 @dataclass(frozen=True)
