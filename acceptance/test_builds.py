@@ -5,7 +5,8 @@ BUILD-1 two builds as an unprivileged user, each in its own private temporary
         directory, with `CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build
         -trimpath -ldflags=-buildid=`, are byte-identical.
 BUILD-2 source revision, Go version, go.sum, the commands and every SHA-256
-        are recorded as evidence.
+        are recorded as evidence, with the build user's ids and go's package
+        (Testinfra's host.user and host.package).
 BUILD-3 the installed binaries equal the reproduced builds.
 SCOPE-1 the source manifest recomputed (review-source-hash) equals the claim.
 SCOPE-3 the candidate checkout's HEAD is the claimed revision.
@@ -42,9 +43,13 @@ def test_two_builds_are_byte_identical(reproduction, role, evidence):
 
 
 @pytest.mark.requirement("BUILD-2")
-def test_build_evidence_is_recorded(inv, reproduction, evidence):
+def test_build_evidence_is_recorded(inv, reproduction, host, evidence, packaged):
     evidence("build user", reproduction.user)
+    builder = host.user(reproduction.user)
+    evidence("build user (id)", f"uid {builder.uid} gid {builder.gid} groups {builder.groups}"
+             if builder.exists else "no such user now")
     evidence("go version", reproduction.go_version)
+    packaged(inv.build["go"])
     evidence("go.sum sha256", reproduction.go_sum_sha256)
     for s in reproduction.sets:
         for cmd in s.commands:
@@ -67,7 +72,7 @@ def test_build_evidence_is_recorded(inv, reproduction, evidence):
 def test_installed_binary_equals_the_reproduced_build(inv, reproduction, role, evidence):
     b = {x.role: x for x in inv.binaries_list}[role]
     built = reproduction.sets[0].artifacts[role]
-    try:
+    try:  # not host.file: Testinfra follows links
         installed = hostfs.read_file(b.path, inv.limit("artifact_bytes"))
     except OSError as e:
         fail(f"BUILD-3: cannot read {b.path}: {e}")

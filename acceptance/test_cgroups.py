@@ -41,6 +41,7 @@ SCRIPT = " ".join(DESCENDANTS.values()) + " exec sleep 300.{t}0"
 
 def _stat(pid: int) -> tuple[int, int, int]:
     """(ppid, pgrp, session) from /proc/<pid>/stat."""
+    # /proc, not host.process: Testinfra splits `ps` lines on spaces and comm, which any process sets, comes first
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return int(fields[1]), int(fields[2]), int(fields[3])

@@ -249,6 +249,7 @@ CANCEL_BOUND_S = 45.0  # the start job's 5 s D-Bus deadline, a bounded stop (at 
 def _server_side(sock) -> int | None:
     """The supervisor's socket inode of the connection `sock` is the client end of."""
     mine = os.fstat(sock.fileno()).st_ino
+    # sock_diag, not host.socket: Testinfra parses UNIX socket paths from `ss`, and the user names them
     return next((u.peer for u in isolation.unix_sockets() if u.ino == mine), None)
 
 

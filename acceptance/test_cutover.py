@@ -37,7 +37,7 @@ from pty_acceptance.gate.marks import fail
 
 @pytest.fixture(scope="module")
 def env(inv):
-    return serverenv.read(inv.cutover["server_env"])
+    return serverenv.read(inv.cutover["server_env"])  # not host.file: Testinfra follows links
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,7 @@ def _identified(inv, uid, req, evidence) -> None:
     """The candidate port's listener is the runtime binary run as the service user,
     or the test fails before any credential is sent (SUITE-4)."""
     port, binary = inv.ports["candidate"], inv.runtime["binary"]
-    found = runtime.listener(port)
+    found = runtime.listener(port)  # psutil, not host.socket: Testinfra names no owning process
     evidence("candidate listener", found.describe())
     why = found.problem
     if why is None:
@@ -74,11 +74,17 @@ def _candidate(inv, env, uid, req, evidence):
                                directory=inv.cutover["directory"])
 
 
+# Where a listener the suite reaches at 127.0.0.1 is bound (:: counts for both)
+LOOPBACK_REACHED = ("127.0.0.1", "0.0.0.0")
+
+
 @pytest.mark.requirement("CUT-1")
 def test_production_is_healthy(inv, host, evidence):
     port = inv.ports["production"]
-    listening = [s for s in host.socket.get_listening_sockets()
-                 if s.startswith("tcp://") and s.rpartition(":")[2] == str(port)]
+    # TCP sockets only: Testinfra's listing of every family also parses UNIX socket paths,
+    # which the service user names (a newline in one forges a line or breaks the parse)
+    listening = [spec for spec in (f"tcp://{a}:{port}" for a in LOOPBACK_REACHED)
+                 if host.socket(spec).is_listening]
     evidence("listening on the production port", listening)
     if not listening:
         fail(f"CUT-1: nothing listens on the production port {port}")

@@ -160,6 +160,7 @@ def test_a_fresh_peer_authenticates_right_after_a_flood(inv, bus, peer, flooder,
 # ------------------------------------------------------------------ FLOOD-4
 def supervisor_rss(bus, inv) -> tuple[int, list[int]]:
     """RSS of every process of the supervisor unit (the reference is a wrapper and its child)."""
+    # psutil, not host.process: Testinfra splits `ps` lines on spaces and comm, which any process sets, comes first
     props = bus.properties(inv.units["supervisor"], SERVICE_IFACE) or {}
     path = cgroups.cgroup_dir(props.get("ControlGroup") or "")
     pids = cgroups.cgroup_pids(path) if path else []

@@ -4,7 +4,8 @@ unit are the units the review read, and systemd accepts them.
 CUT-4   `systemd-analyze verify` passes for the supervisor service, the slice
         and the candidate unit file, without touching production; the loaded
         supervisor and slice show the properties the inventory expects
-        (`systemctl show --all`, so empty values are seen as empty), and the
+        (`systemctl show --all`, so empty values are seen as empty), are
+        running and enabled where those pin it (Testinfra's host.service), and the
         supervisor has exactly one ExecStart=, the inventory's
         supervisor_exec program and argv (read over D-Bus): a drop-in that
         runs another program or copy fails.
@@ -21,7 +22,7 @@ from pty_acceptance.gate.marks import fail
 
 
 def _fragment(name):
-    unit = show_or_fail(name, "CUT-4")
+    unit = show_or_fail(name, "CUT-4")  # not Testinfra's systemd_properties: it drops empty values
     path = unit.get("FragmentPath")
     if not (unit.get("LoadState") == "loaded" and path):
         fail(f"CUT-4: {name} is not loaded from a unit file (LoadState={unit.get('LoadState')!r})")
@@ -30,7 +31,7 @@ def _fragment(name):
 
 @pytest.mark.requirement("CUT-4")
 @pytest.mark.parametrize("role", ["supervisor", "slice", "candidate"])
-def test_systemd_analyze_verify_passes(inv, role, evidence):
+def test_systemd_analyze_verify_passes(inv, role, evidence, packaged):
     # The candidate is verified as the user it will run as (its files live in
     # that user's home); the installed units as the unprivileged build user.
     if role == "candidate":
@@ -40,14 +41,30 @@ def test_systemd_analyze_verify_passes(inv, role, evidence):
     res = analyze.verify(user, path)
     evidence("as user", user)
     evidence("command", " ".join(res.argv))
+    packaged(res.argv[0])
     evidence("output", res.output or "(none)")
     if res.returncode != 0:
         fail(f"CUT-4: systemd-analyze verify {path} exited {res.returncode}: {res.output.strip()}")
 
 
+def _running_and_enabled(service, expected) -> dict:
+    """{fact: (want, got)}: is_running where the inventory pins ActiveState, is_enabled
+    where it pins UnitFileState enabled or disabled (a static unit is neither)."""
+    state = {}
+    if "ActiveState" in expected:
+        state["running (systemctl is-active)"] = (expected["ActiveState"] == "active", service.is_running)
+    if expected.get("UnitFileState") in ("enabled", "disabled"):
+        try:
+            enabled = service.is_enabled
+        except RuntimeError as e:  # Testinfra: neither enabled nor disabled (masked, ...)
+            enabled = str(e)
+        state["enabled (systemctl is-enabled)"] = (expected["UnitFileState"] == "enabled", enabled)
+    return state
+
+
 @pytest.mark.requirement("CUT-4")
 @pytest.mark.parametrize("role", ["supervisor", "slice"])
-def test_loaded_unit_shows_the_expected_properties(inv, role, evidence):
+def test_loaded_unit_shows_the_expected_properties(inv, role, host, evidence):
     name = inv.units[role]
     expected = inv.unit_properties.get(role, {})
     if not expected:
@@ -56,6 +73,9 @@ def test_loaded_unit_shows_the_expected_properties(inv, role, evidence):
     seen = {k: unit.get(k) for k in expected}
     evidence("systemctl show --all", seen)
     wrong = {k: (v, seen[k]) for k, v in expected.items() if seen[k] != v}
+    state = _running_and_enabled(host.service(name), expected)
+    evidence("Testinfra host.service", {k: got for k, (_, got) in state.items()} or "not pinned")
+    wrong.update({k: v for k, v in state.items() if v[0] != v[1]})
     if wrong:
         fail(f"CUT-4: {name}: " + "; ".join(
             f"{k}={got!r}, expected {want!r}" for k, (want, got) in wrong.items()))
@@ -64,7 +84,7 @@ def test_loaded_unit_shows_the_expected_properties(inv, role, evidence):
 @pytest.mark.requirement("CUT-4")
 def test_supervisor_runs_the_pinned_exec_start(inv, bus, evidence):
     name, pin = inv.units["supervisor"], inv.supervisor_exec
-    try:
+    try:  # over D-Bus: program and argv as systemd holds them, not `systemctl show`'s text
         props = bus.properties(name, SERVICE_IFACE)
     except BusError as e:
         fail(f"CUT-4: cannot read {name} over D-Bus: {e}")
@@ -79,10 +99,11 @@ def test_supervisor_runs_the_pinned_exec_start(inv, bus, evidence):
 
 
 @pytest.mark.requirement("UNIT-9")
-def test_supervisor_exposure_is_recorded(inv, evidence, concern):
+def test_supervisor_exposure_is_recorded(inv, evidence, concern, packaged):
     name = inv.units["supervisor"]
     res, score = analyze.security(inv.build["user"], name)
     evidence("command", " ".join(res.argv))
+    packaged(res.argv[0])
     if score is None:
         fail(f"UNIT-9: no exposure level from systemd-analyze security {name} "
              f"(exit {res.returncode}): {res.output.strip()[-500:]}")

@@ -41,7 +41,7 @@ import time
 import pytest
 
 from pty_acceptance.supervisor import helpertrace as ht
-from pty_acceptance.host import hostfs, observe, scratch
+from pty_acceptance.host import hostfs, observe, programs, scratch
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.supervisor.lifecycle import poll
 from pty_acceptance.supervisor.session import RawSession
@@ -84,8 +84,9 @@ def _shown(calls, n=12):
 
 # ------------------------------------------------------------------ HELPER-1
 @pytest.mark.requirement("HELPER-1")
-def test_helper_makes_no_socket_and_no_connection(traced, evidence):
+def test_helper_makes_no_socket_and_no_connection(traced, evidence, packaged):
     run = _run(traced, "HELPER-1", evidence)
+    packaged(programs.path("strace"))
     calls = run.socket_calls()
     evidence("socket-family system calls", _shown(calls) or "none")
     if calls:
@@ -322,7 +323,7 @@ def test_session_processes_inherit_no_foreign_descriptor(inv, bus, module_peer, 
 def test_runtime_metadata_is_that_of_the_exact_build(traced, inv, evidence):
     run = _run(traced, "HELPER-5", evidence)
     helper = inv.binaries["client"]
-    actual = hostfs.sha256_nofollow(helper["path"])
+    actual = hostfs.sha256_nofollow(helper["path"])  # not host.file's sha256sum: Testinfra follows links
     evidence("helper sha256", f"{actual}  {helper['path']}")
     evidence("opened paths", run.opened_paths())
     if actual != helper["sha256"]:

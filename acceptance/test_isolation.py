@@ -14,9 +14,11 @@ ISO-1  The target is the one process listening on ports.candidate (the
        the supervisor socket are held by the supervisor's processes and the
        fixed helper only (sock_diag). A probe
        that did not run with exactly the target's uid and gid proves nothing
-       and fails. A probe holding any capability fails the same way. Yama,
-       the owner of /proc/<pid>/fd (root: the target is not dumpable) and
-       every probe result are recorded with each test.
+       and fails. A probe holding any capability fails the same way. Yama
+       (kernel.yama.ptrace_scope through Testinfra's host.sysctl; a kernel
+       without Yama has no such key, recorded as `absent`), the owner of
+       /proc/<pid>/fd (root: the target is not dumpable) and every probe
+       result are recorded with each test.
 ISO-3  (the rest is test_process_control.py) The same probe also tries
        kill(pid, 0) and pidfd_send_signal(0): Linux lets a process signal its
        own uid, so what they reach is recorded as evidence (availability, not
@@ -60,6 +62,7 @@ from pty_acceptance.supervisor.session import HelperSession, SessionError
 
 SESSION_DEADLINE_S = 30
 CONNECT_TIMEOUT_S = 3
+YAMA = "kernel.yama.ptrace_scope"
 
 
 
@@ -75,9 +78,23 @@ class Probed:
         return {r["vector"]: r for r in (self.report or {}).get("results", [])}
 
 
+def _yama(host) -> str:
+    """'ptrace_scope N', 'absent' (the kernel has no Yama, so no such key: a fact to
+    record, not a value), or why it could not be read."""
+    try:
+        return f"ptrace_scope {host.sysctl(YAMA)}"
+    except AssertionError as e:  # Testinfra's check_output: sysctl exited non-zero
+        if not host.file("/proc/sys/kernel/yama").exists:
+            return "absent"
+        return f"unreadable ({str(e)[:200]})"
+    except ValueError as e:  # Testinfra found no sysctl command
+        return f"unreadable ({e})"
+
+
 @pytest.fixture(scope="module")
 def target(inv):
-    """The process on ports.candidate, or why there is none."""
+    """The process on ports.candidate, or why there is none (psutil, not
+    host.socket: Testinfra's socket names no owning process)."""
     try:
         return isolation.find_target(inv.ports["candidate"])
     except isolation.IsolationError as e:
@@ -93,11 +110,11 @@ def _target_or_fail(target, evidence, ids="ISO-1") -> isolation.Target:
 
 
 @pytest.fixture(scope="module")
-def probed(inv, bus, run_tag, target):
+def probed(inv, host, bus, run_tag, target):
     """The probe's report against the target, run once for the module."""
     if isinstance(target, str):
         return target
-    state = isolation.yama()
+    state = _yama(host)
     try:
         report = isolation.run_probe(bus, user=inv.service_user, group=inv.service_group,
                                      tag=run_tag, target=target)

@@ -30,7 +30,7 @@ def gate_state(pytestconfig):
 @pytest.mark.requirement("MARK-4")
 def test_an_earlier_marker_is_gone(gate_state, evidence):
     evidence("at session start", gate_state.removal)
-    node = hostfs.Node.at(gate_state.marker)
+    node = hostfs.Node.at(gate_state.marker)  # lstat, not host.file: Testinfra follows links
     evidence("now", node.describe())
     if gate_state.removal.startswith("could not"):
         fail(f"MARK-4: {gate_state.removal}")

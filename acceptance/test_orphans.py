@@ -36,7 +36,7 @@ def test_every_session_like_unit_is_strict_and_bound_to_the_supervisor(inv, evid
     evidence("loaded opencode-pty-*.service units", names or "none")
     problems = []
     for name in names:
-        unit = show_or_fail(name, "ORPHAN-1")
+        unit = show_or_fail(name, "ORPHAN-1")  # not Testinfra's systemd_properties: it drops empty values
         binds = unit.words("BindsTo")
         evidence(name, f"BindsTo={binds} ActiveState={unit.get('ActiveState')}")
         if not STRICT_SESSION.match(name):

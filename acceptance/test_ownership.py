@@ -35,7 +35,7 @@ def _binary(inv, role):
 @pytest.mark.parametrize("role", ARTIFACTS)
 def test_binary_is_a_root_owned_regular_file(inv, role, evidence):
     b = _binary(inv, role)
-    node = hostfs.Node.at(b.path)
+    node = hostfs.Node.at(b.path)  # lstat, not host.file: Testinfra follows links, and a link is itself the finding
     evidence("lstat", node.describe())
     problems = node.root_controlled_problems("regular file", root_group=True)
     if problems:
@@ -58,7 +58,7 @@ def test_binary_lives_in_a_root_controlled_libexec(inv, role, evidence):
 @pytest.mark.parametrize("role", ARTIFACTS)
 def test_binary_hash_is_the_claimed_hash(inv, role, evidence):
     b = _binary(inv, role)
-    try:
+    try:  # not host.file's sha256sum: Testinfra follows links
         actual = hostfs.sha256_nofollow(b.path, inv.limit("artifact_bytes"))
     except OSError as e:
         fail(f"SCOPE-2: cannot hash {b.path}: {e}")
@@ -70,7 +70,7 @@ def test_binary_hash_is_the_claimed_hash(inv, role, evidence):
 @pytest.mark.requirement("SCOPE-2")
 def test_running_supervisor_executes_the_installed_binary(inv, bus, evidence):
     unit, binary = inv.units["supervisor"], inv.binaries["supervisor"]["path"]
-    try:
+    try:  # /proc/<MainPID>/exe's device and inode under a pidfd: nothing Testinfra reads
         found = running.identify(bus, unit, binary)
     except running.RunningError as e:
         fail(f"SCOPE-2: {e}")
@@ -80,7 +80,7 @@ def test_running_supervisor_executes_the_installed_binary(inv, bus, evidence):
 
 
 def _unit(name):
-    unit = show_or_fail(name, "OWN-2")
+    unit = show_or_fail(name, "OWN-2")  # not Testinfra's systemd_properties: it drops empty values
     if unit.get("LoadState") != "loaded":
         fail(f"OWN-2: {name} is not loaded (LoadState={unit.get('LoadState')!r})")
     return unit
@@ -121,7 +121,7 @@ def test_every_exec_program_of_the_supervisor_is_root_controlled(inv, evidence):
 
 
 def _service(bus, name):
-    try:
+    try:  # over D-Bus: EnvironmentFiles= with its may-be-missing flag, not `systemctl show`'s text
         props = bus.properties(name, SERVICE_IFACE)
     except BusError as e:
         fail(f"OWN-2: cannot read {name} over D-Bus: {e}")

@@ -73,7 +73,7 @@ class MainPid:
 
     def state(self) -> str:
         """The /proc state letter (T: stopped), or 'exited'."""
-        try:
+        try:  # a live probe of the pidfd-held MainPID, polled: not host.process's `ps` listing
             letter = isolation.process_state(self.pid)
         except isolation.IsolationError:
             letter = EXITED

@@ -116,6 +116,7 @@ def session_processes(bus, unit, rid):
 
 # ------------------------------------------------------------------ PTY-1
 def _shell_problems(main_pid, chain):
+    # /proc, not host.process: Testinfra splits `ps` lines on spaces (argv, and comm first)
     problems = []
     if live.cmdline(main_pid) != SCRIPT_ARGV:
         problems.append(f"MainPID {main_pid} runs {live.cmdline(main_pid)}, expected {SCRIPT_ARGV}")
@@ -132,7 +133,8 @@ def _shell_problems(main_pid, chain):
 
 
 @pytest.mark.requirement("PTY-1")
-def test_inner_shell_is_the_fixed_interactive_sh(inv, bus, peer, evidence):
+def test_inner_shell_is_the_fixed_interactive_sh(inv, bus, peer, evidence, packaged):
+    packaged(SCRIPT)
     with raw(inv, peer, ["cat"], "PTY-1") as s:
         unit = s.outcome.unit
         main_pid, cg = session_processes(bus, unit, "PTY-1")

@@ -51,7 +51,7 @@ def _service_ids(host, inv):
 @pytest.mark.requirement("RUNTIME-1")
 def test_candidate_listener_runs_the_runtime_binary(inv, host, evidence):
     port, path = inv.ports["candidate"], inv.runtime["binary"]
-    found = runtime.listener(port)
+    found = runtime.listener(port)  # psutil, not host.socket: Testinfra names no owning process
     evidence("listener", found.describe())
     if found.create_time is not None:
         evidence("process start time",
@@ -116,7 +116,7 @@ def test_runtime_binary_hash_is_pinned(inv, identity, evidence):
 @pytest.mark.requirement("RUNTIME-1")
 def test_candidate_unit_execstart_runs_the_runtime_binary(inv, evidence):
     path, want = inv.units["candidate_file"], inv.runtime["binary"]
-    node = hostfs.Node.at(path)
+    node = hostfs.Node.at(path)  # lstat, not host.file: Testinfra follows links, and a link is itself the finding
     evidence("candidate unit file", node.describe())
     if node.kind != "regular file":
         fail(f"RUNTIME-1: candidate unit file {path} is {node.kind}, expected a regular file")

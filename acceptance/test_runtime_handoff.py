@@ -39,6 +39,7 @@ import pytest
 
 from pty_acceptance.candidate import handoff, serverenv
 from pty_acceptance.gate.marks import fail, not_run
+from pty_acceptance.host import programs
 
 
 
@@ -114,9 +115,10 @@ def test_the_runtime_starts_a_session_as_the_peer(seen, evidence):
 
 
 @pytest.mark.requirement("RUNTIME-2")
-def test_the_fixed_helper_received_the_connection_and_the_directory(inv, seen, evidence):
+def test_the_fixed_helper_received_the_connection_and_the_directory(inv, seen, evidence, packaged):
     ob = _facts(seen, evidence)
     helper = _helper(ob, inv)
+    packaged(programs.path("strace"))
     execs, sends = ob.trace.of(ob.threads.get(helper, {helper}))
     evidence("helper", f"pid {helper} (threads {sorted(ob.threads.get(helper, ()))}), "
                        f"parent {ob.unit.main_pid}")

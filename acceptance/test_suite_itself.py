@@ -23,7 +23,7 @@ from pty_acceptance.gate.marks import fail
 def test_the_suites_own_tree_is_root_controlled(pytestconfig, inv, evidence):
     owns, skip = owntree.of_run(pytestconfig, pytestconfig.stash[STATE].report_path)
     for own in owns:
-        evidence(own.what, hostfs.Node.at(own.path).describe())
+        evidence(own.what, hostfs.Node.at(own.path).describe())  # lstat, not host.file: it follows links
     at_start = pytestconfig.stash.get(owntree.AT_START, None)
     if at_start is None:
         fail("SUITE-4: the suite's own tree was not checked when the plugin registered")
