@@ -23,16 +23,46 @@ from pty_acceptance.supervisor.sessionunit import Owner
 
 @pytest.fixture(scope="session")
 def host():
-    """Testinfra's host (local backend): users, groups, services, listening
-    sockets, sysctls, packages. Its local backend runs every command through
-    `/bin/sh -c` and finds `id`, `getent`, `ss`... in this process's PATH, so
-    the environment is the root one (programs.ROOT_ENV, SUITE-4) while it is used."""
+    """Testinfra's host (local backend): users, groups, services (running,
+    enabled), TCP listeners, sysctls, packages. Its local backend runs every
+    command through `/bin/sh -c` and finds `id`, `getent`, `ss`... in this
+    process's PATH, so the environment is the root one (programs.ROOT_ENV,
+    SUITE-4) while it is used. Not for what the service user can shape:
+    processes (`ps` lines are split on spaces, and comm, which any process sets,
+    comes first) and UNIX sockets (`ss` prints their paths, newlines and all)."""
     with pytest.MonkeyPatch.context() as mp:
         for name in programs.SHELL_STARTUP:
             mp.delenv(name, raising=False)
         for name, value in programs.ROOT_ENV.items():
             mp.setenv(name, value)
         yield testinfra.get_host("local://")
+
+
+# The Debian/Ubuntu package of each host program a test runs, by the path it
+# runs it at. Recorded as evidence (host.package); the preflight judges the
+# program itself, and one installed by other means is not a failure.
+PACKAGES = {"/usr/bin/systemd-analyze": "systemd", "/usr/bin/strace": "strace",
+            "/usr/bin/script": "bsdutils", "/usr/bin/go": "golang-go"}
+
+
+@pytest.fixture
+def packaged(host, evidence):
+    """packaged(path): record which package, at which version, installed the
+    host program at `path` that this test runs (Testinfra's host.package)."""
+
+    def record(path: str) -> None:
+        name = PACKAGES.get(path)
+        if name is None:
+            fact = "not a program of a package the suite knows"
+        else:
+            try:
+                pkg = host.package(name)
+                fact = f"{name} {pkg.version}" if pkg.is_installed else f"{name}: not installed"
+            except (AssertionError, NotImplementedError, RuntimeError) as e:  # Testinfra: no dpkg, or it failed
+                fact = f"{name}: not read ({type(e).__name__}: {str(e)[:200]})"
+        evidence(f"package of {path}", fact)
+
+    return record
 
 
 @pytest.fixture(scope="session")

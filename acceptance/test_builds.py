@@ -5,7 +5,8 @@ BUILD-1 two builds as an unprivileged user, each in its own private temporary
         directory, with `CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build
         -trimpath -ldflags=-buildid=`, are byte-identical.
 BUILD-2 source revision, Go version, go.sum, the commands and every SHA-256
-        are recorded as evidence.
+        are recorded as evidence, with the build user's ids and go's package
+        (Testinfra's host.user and host.package).
 BUILD-3 the installed binaries equal the reproduced builds.
 SCOPE-1 the source manifest recomputed (review-source-hash) equals the claim.
 SCOPE-3 the candidate checkout's HEAD is the claimed revision.
@@ -18,13 +19,14 @@ import pytest
 from pty_acceptance.host import hostfs
 from pty_acceptance.provenance import gitrev, manifest
 from pty_acceptance.spec.inventory import ARTIFACTS
+from pty_acceptance.gate.marks import fail
 
 
 @pytest.fixture(scope="module")
 def reproduction(reproduced):
     made, why = reproduced
     if made is None:
-        pytest.fail(f"BUILD-1: the reproducible builds could not be made: {why}", pytrace=False)
+        fail(f"BUILD-1: the reproducible builds could not be made: {why}")
     return made
 
 
@@ -35,28 +37,34 @@ def test_two_builds_are_byte_identical(reproduction, role, evidence):
     evidence("build a", f"{a.sha256(role)} ({len(a.artifacts[role])} bytes) in {a.directory}")
     evidence("build b", f"{b.sha256(role)} ({len(b.artifacts[role])} bytes) in {b.directory}")
     off = hostfs.first_difference(a.artifacts[role], b.artifacts[role])
-    assert off is None, (f"BUILD-1: the {role} builds differ: {a.sha256(role)} vs "
-                         f"{b.sha256(role)}, first differing byte at offset {off}")
+    if off is not None:
+        fail(f"BUILD-1: the {role} builds differ: {a.sha256(role)} vs "
+             f"{b.sha256(role)}, first differing byte at offset {off}")
 
 
 @pytest.mark.requirement("BUILD-2")
-def test_build_evidence_is_recorded(inv, reproduction, evidence):
+def test_build_evidence_is_recorded(inv, reproduction, host, evidence, packaged):
     evidence("build user", reproduction.user)
+    builder = host.user(reproduction.user)
+    evidence("build user (id)", f"uid {builder.uid} gid {builder.gid} groups {builder.groups}"
+             if builder.exists else "no such user now")
     evidence("go version", reproduction.go_version)
+    packaged(inv.build["go"])
     evidence("go.sum sha256", reproduction.go_sum_sha256)
     for s in reproduction.sets:
         for cmd in s.commands:
             evidence(f"command {s.label}", cmd)
         for role in ARTIFACTS:
             evidence(f"sha256 {s.label}", f"{s.sha256(role)}  {role}")
-    assert reproduction.go_version.startswith("go version go"), \
-        f"BUILD-2: unexpected go version output {reproduction.go_version!r}"
+    if not reproduction.go_version.startswith("go version go"):
+        fail(f"BUILD-2: unexpected go version output {reproduction.go_version!r}")
     want = inv.build.get("go_version")
     if want:
         got = reproduction.go_version.split()[2]
-        assert got == want, f"BUILD-2: the host builds with {got}, the review used {want}"
-    assert all(len(s.commands) == len(ARTIFACTS) for s in reproduction.sets), \
-        "BUILD-2: a build set is missing a command"
+        if got != want:
+            fail(f"BUILD-2: the host builds with {got}, the review used {want}")
+    if not all(len(s.commands) == len(ARTIFACTS) for s in reproduction.sets):
+        fail("BUILD-2: a build set is missing a command")
 
 
 @pytest.mark.requirement("BUILD-3")
@@ -64,15 +72,16 @@ def test_build_evidence_is_recorded(inv, reproduction, evidence):
 def test_installed_binary_equals_the_reproduced_build(inv, reproduction, role, evidence):
     b = {x.role: x for x in inv.binaries_list}[role]
     built = reproduction.sets[0].artifacts[role]
-    try:
+    try:  # not host.file: Testinfra follows links
         installed = hostfs.read_file(b.path, inv.limit("artifact_bytes"))
     except OSError as e:
-        pytest.fail(f"BUILD-3: cannot read {b.path}: {e}", pytrace=False)
+        fail(f"BUILD-3: cannot read {b.path}: {e}")
     evidence("installed", f"{hashlib.sha256(installed).hexdigest()}  {b.path}")
     evidence("reproduced", f"{hashlib.sha256(built).hexdigest()}  {role}")
     off = hostfs.first_difference(installed, built)
-    assert off is None, (f"BUILD-3: {b.path} ({len(installed)} bytes) differs from the "
-                         f"reproduced {role} ({len(built)} bytes) from byte {off}")
+    if off is not None:
+        fail(f"BUILD-3: {b.path} ({len(installed)} bytes) differs from the "
+             f"reproduced {role} ({len(built)} bytes) from byte {off}")
 
 
 @pytest.mark.requirement("SCOPE-1")
@@ -80,11 +89,11 @@ def test_source_manifest_is_the_claimed_manifest(inv, evidence):
     try:
         digest, listing = manifest.compute(inv.pilot_root, inv.code_root, inv.tree_bounds())
     except manifest.ManifestError as e:
-        pytest.fail(f"SCOPE-1: the source manifest cannot be computed: {e}", pytrace=False)
+        fail(f"SCOPE-1: the source manifest cannot be computed: {e}")
     evidence("listing", listing)
     evidence("manifest", digest)
-    assert digest == inv.source_manifest_sha256, \
-        f"SCOPE-1: the source manifest is {digest}, the claim is {inv.source_manifest_sha256}"
+    if digest != inv.source_manifest_sha256:
+        fail(f"SCOPE-1: the source manifest is {digest}, the claim is {inv.source_manifest_sha256}")
 
 
 @pytest.mark.requirement("SCOPE-3")
@@ -92,6 +101,7 @@ def test_candidate_revision_is_the_claimed_revision(inv, evidence):
     try:
         head = gitrev.head(inv.code_root)
     except gitrev.GitError as e:
-        pytest.fail(f"SCOPE-3: cannot read the candidate's revision: {e}", pytrace=False)
+        fail(f"SCOPE-3: cannot read the candidate's revision: {e}")
     evidence("HEAD", f"{head} of {inv.code_root}")
-    assert head == inv.revision, f"SCOPE-3: {inv.code_root} is at {head}, the claim is {inv.revision}"
+    if head != inv.revision:
+        fail(f"SCOPE-3: {inv.code_root} is at {head}, the claim is {inv.revision}")

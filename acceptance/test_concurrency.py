@@ -38,6 +38,7 @@ from pty_acceptance.supervisor.lifecycle import (
     Drain, Ending, fill_input, new_token, poll, run_endings, tagged_sh, token_processes, wait_gone,
     wait_stalled, wait_supervisor_ready)
 from pty_acceptance.host.unitwatch import UnitWatch
+from pty_acceptance.gate.marks import fail
 
 CAPACITY = 16
 CONC2_NOT_PROVOKED = (
@@ -66,19 +67,21 @@ def test_sixteen_run_the_seventeenth_is_refused_and_capacity_returns(sessions, e
         seventeenth = sessions.attempt(new_token())
         evidence("17th attempt", seventeenth.text)
         after = watch.new_units()
-    assert sorted(born) == sorted(fp.unit for fp in fps), \
-        f"CONC-1: expected exactly the 16 STARTED units to be created, systemd created {born}"
-    assert seventeenth.refused_with(p.Code.CAPACITY), \
-        f"CONC-1: expected the 17th session to be refused with ERROR CAPACITY, the host did: " \
-        f"{seventeenth.text}"
-    assert not after, f"CONC-3: the refused 17th start created units {after}"
+    if sorted(born) != sorted(fp.unit for fp in fps):
+        fail(f"CONC-1: expected exactly the 16 STARTED units to be created, systemd created {born}")
+    if not seventeenth.refused_with(p.Code.CAPACITY):
+        fail(f"CONC-1: expected the 17th session to be refused with ERROR CAPACITY, the host did: "
+             f"{seventeenth.text}")
+    if after:
+        fail(f"CONC-3: the refused 17th start created units {after}")
 
     # end one: close its connection; its slot must come back once it is gone
     t0 = time.monotonic()
     live[0].close()
     took, left = wait_gone(sessions.bus, fps[:1], fps[0].stop_bound_s(), since=t0)
-    assert not left, f"CONC-3: the closed session did not end clean within " \
-                     f"{fps[0].stop_bound_s():g} s: {left}"
+    if left:
+        fail(f"CONC-3: the closed session did not end clean within "
+             f"{fps[0].stop_bound_s():g} s: {left}")
     evidence("first session gone after close", f"{took[fps[0].unit]:.2f} s")
     replacement, tries = _start_when_capacity_returns(sessions, t0)
     evidence("replacement", f"{replacement.text} after {tries} attempts, "
@@ -91,7 +94,8 @@ def test_sixteen_run_the_seventeenth_is_refused_and_capacity_returns(sessions, e
     rest = [fp for fp in sessions.footprints if fp is not fps[0]]
     took, left = wait_gone(sessions.bus, rest, max(fp.stop_bound_s() for fp in rest), since=t1)
     evidence("all others closed at once: slowest end", f"{max(took.values(), default=0):.2f} s")
-    assert not left, f"CONC-3: sessions did not end clean after their connections closed: {left}"
+    if left:
+        fail(f"CONC-3: sessions did not end clean after their connections closed: {left}")
 
 
 def _start_when_capacity_returns(sessions, since):
@@ -102,11 +106,11 @@ def _start_when_capacity_returns(sessions, since):
         got = sessions.attempt(new_token())
         if got.unit:
             return got, tries
-        assert got.refused_with(p.Code.CAPACITY), \
-            f"CONC-1: while a slot was freed, a start was refused with {got.text}"
-        assert time.monotonic() - since < CAPACITY_RETURN_S, \
-            f"CONC-1: capacity did not return within {CAPACITY_RETURN_S} s of closing a " \
-            f"session ({tries} attempts, last: {got.text})"
+        if not got.refused_with(p.Code.CAPACITY):
+            fail(f"CONC-1: while a slot was freed, a start was refused with {got.text}")
+        if time.monotonic() - since >= CAPACITY_RETURN_S:
+            fail(f"CONC-1: capacity did not return within {CAPACITY_RETURN_S} s of closing a "
+                 f"session ({tries} attempts, last: {got.text})")
 
 
 # ------------------------------------------------------------------ CONC-2
@@ -209,7 +213,8 @@ def test_every_ending_the_suite_can_cause_ends_clean(sessions, evidence, concern
     concern("CONC-3", CONC3_NOT_CHECKED)
     endings = [Ending(name, script, drive, runtime) for name, script, drive, runtime in ENDINGS]
     problems = run_endings(sessions, endings, evidence)
-    assert not problems, "CONC-2: " + " | ".join(problems)
+    if problems:
+        fail("CONC-2: " + " | ".join(problems))
 
 
 @pytest.mark.requirement("CONC-2", "CONC-3")
@@ -233,8 +238,9 @@ def test_stopping_the_supervisor_ends_its_sessions_clean(inv, bus, sessions, sup
     bus.call("StartUnit", "ss", (name, "replace"))
     wait_supervisor_ready(bus, name, inv.socket)
     evidence("supervisor ready again", f"{time.monotonic() - t1:.2f} s after StartUnit")
-    assert not left, f"CONC-2: expected the sessions of a stopped supervisor to end clean within " \
-                     f"{bound:.1f} s, the host still had: {left}"
+    if left:
+        fail(f"CONC-2: expected the sessions of a stopped supervisor to end clean within "
+             f"{bound:.1f} s, the host still had: {left}")
 
 
 CANCEL_BOUND_S = 45.0  # the start job's 5 s D-Bus deadline, a bounded stop (at most 30 s) and slack
@@ -243,6 +249,7 @@ CANCEL_BOUND_S = 45.0  # the start job's 5 s D-Bus deadline, a bounded stop (at 
 def _server_side(sock) -> int | None:
     """The supervisor's socket inode of the connection `sock` is the client end of."""
     mine = os.fstat(sock.fileno()).st_ino
+    # sock_diag, not host.socket: Testinfra parses UNIX socket paths from `ss`, and the user names them
     return next((u.peer for u in isolation.unix_sockets() if u.ino == mine), None)
 
 
@@ -261,14 +268,13 @@ def test_a_start_cancelled_by_disconnect_ends_clean(inv, bus, sessions, evidence
         t0 = time.monotonic()
         s.close()
         if server is None:
-            pytest.fail("CONC-2: the supervisor's end of the connection could not be found "
-                        "(sock_diag): when it is done with the cancelled start cannot be seen",
-                        pytrace=False)
+            fail("CONC-2: the supervisor's end of the connection could not be found "
+                 "(sock_diag): when it is done with the cancelled start cannot be seen")
         try:
             poll(lambda: all(u.ino != server for u in isolation.unix_sockets()), CANCEL_BOUND_S,
                  f"the supervisor closing its end socket:[{server}] of the cancelled start")
         except TimeoutError as e:
-            pytest.fail(f"CONC-2: a start cancelled by disconnect: {e}", pytrace=False)
+            fail(f"CONC-2: a start cancelled by disconnect: {e}")
         closed = time.monotonic() - t0
         born = set(watch.new_units())
 
@@ -283,9 +289,10 @@ def test_a_start_cancelled_by_disconnect_ends_clean(inv, bus, sessions, evidence
     evidence("units the cancelled start created", sorted(born) or "none")
     evidence("supervisor closed its end after", f"{closed:.2f} s")
     evidence("slice cgroup before", f"{slice_dir}: {before}")
-    assert not any(left), (f"CONC-2: a start cancelled by disconnect did not end clean within "
-                          f"{CANCEL_BOUND_S:g} s: units still loaded {left[0]}, cgroups {left[1]}, "
-                          f"processes {left[2]}")
+    if any(left):
+        fail(f"CONC-2: a start cancelled by disconnect did not end clean within "
+             f"{CANCEL_BOUND_S:g} s: units still loaded {left[0]}, cgroups {left[1]}, "
+             f"processes {left[2]}")
 
 
 def _stream_end(s) -> str:
@@ -324,9 +331,10 @@ def test_a_refused_start_creates_no_unit_and_no_cgroup(inv, bus, sessions, case,
     evidence("answer", out.describe())
     evidence("slice cgroup", f"{slice_dir}: before {before}, after {after}")
     evidence("units created", born or "none")
-    assert out.error and out.error[0] == spec["code"] and out.unit is None, \
-        f"CONC-3: expected the start ({case}) refused with ERROR {spec['code'].name}, the host " \
-        f"answered {out.describe()}"
-    assert not born, f"CONC-3: the refused start ({case}) created units {born}"
-    assert set(after) <= set(before), \
-        f"CONC-3: the refused start ({case}) left cgroups {sorted(set(after) - set(before))}"
+    if not (out.error and out.error[0] == spec["code"] and out.unit is None):
+        fail(f"CONC-3: expected the start ({case}) refused with ERROR {spec['code'].name}, the host "
+             f"answered {out.describe()}")
+    if born:
+        fail(f"CONC-3: the refused start ({case}) created units {born}")
+    if set(after) - set(before):
+        fail(f"CONC-3: the refused start ({case}) left cgroups {sorted(set(after) - set(before))}")

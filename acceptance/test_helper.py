@@ -41,10 +41,11 @@ import time
 import pytest
 
 from pty_acceptance.supervisor import helpertrace as ht
-from pty_acceptance.host import hostfs, observe, scratch
+from pty_acceptance.host import hostfs, observe, programs, scratch
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.supervisor.lifecycle import poll
 from pty_acceptance.supervisor.session import RawSession
+from pty_acceptance.gate.marks import fail
 
 CALLER_PATH = "/etc/pty-acceptance-caller-path"  # never created: only its absence from the trace matters
 INPUT = ht.lines_of(1024)  # 65,536 bytes, 64-byte lines (the PTY is in canonical mode)
@@ -66,14 +67,14 @@ def _run(traced, ids, evidence, whole=True):
     """The traced run; with whole=True it must have run to its end, since the
     test claims something about everything the helper did."""
     if isinstance(traced, str):
-        pytest.fail(f"{ids}: the helper could not be observed in a session: {traced}", pytrace=False)
+        fail(f"{ids}: the helper could not be observed in a session: {traced}")
     evidence("helper exit status", traced.status)
     evidence("session output (tail)", traced.output[-120:])
     if whole:
-        assert b"GOT-ALL" in traced.output and traced.status == 0, \
-            (f"{ids}: the traced session did not run to its end (status {traced.status}, output tail "
-             f"{traced.output[-200:]!r}; strace: {traced.strace_stderr!r}), so the trace does not "
-             "cover a whole session")
+        if not (b"GOT-ALL" in traced.output and traced.status == 0):
+            fail(f"{ids}: the traced session did not run to its end (status {traced.status}, output tail "
+                 f"{traced.output[-200:]!r}; strace: {traced.strace_stderr!r}), so the trace does not "
+                 "cover a whole session")
     return traced
 
 
@@ -83,11 +84,13 @@ def _shown(calls, n=12):
 
 # ------------------------------------------------------------------ HELPER-1
 @pytest.mark.requirement("HELPER-1")
-def test_helper_makes_no_socket_and_no_connection(traced, evidence):
+def test_helper_makes_no_socket_and_no_connection(traced, evidence, packaged):
     run = _run(traced, "HELPER-1", evidence)
+    packaged(programs.path("strace"))
     calls = run.socket_calls()
     evidence("socket-family system calls", _shown(calls) or "none")
-    assert not calls, f"HELPER-1: the helper created or connected a socket itself: {_shown(calls)}"
+    if calls:
+        fail(f"HELPER-1: the helper created or connected a socket itself: {_shown(calls)}")
 
 
 @pytest.mark.requirement("HELPER-1", "HELPER-5")
@@ -96,20 +99,22 @@ def test_helper_names_no_path_but_runtime_metadata(traced, evidence):
     evidence("paths named by the helper", run.opened_paths() or "none")
     evidence("allowed runtime metadata", sorted(ht.RUNTIME_METADATA))
     bad = run.forbidden_paths()
-    assert not bad, (f"HELPER-1: the helper resolved paths other than runtime metadata "
-                     f"(argv carried {CALLER_PATH}, cwd {run.cwd.get('path')}): " + "; ".join(bad[:12]))
+    if bad:
+        fail(f"HELPER-1: the helper resolved paths other than runtime metadata "
+             f"(argv carried {CALLER_PATH}, cwd {run.cwd.get('path')}): " + "; ".join(bad[:12]))
 
 
 # ------------------------------------------------------------------ HELPER-2
 @pytest.mark.requirement("HELPER-2")
 def test_descriptors_at_start_are_stdio_connection_and_directory(traced, inv, bus, evidence):
     run = _run(traced, "HELPER-2", evidence, whole=False)  # about the moment of START
-    assert run.frozen is not None, f"HELPER-2: {run.frozen_problem}"
+    if run.frozen is None:
+        fail(f"HELPER-2: {run.frozen_problem}")
     evidence("helper fds at START", run.frozen)
     evidence("executable at START", run.frozen_exe)
     evidence("authenticated connection", run.sock)
-    assert sorted(run.frozen) == [0, 1, 2, 3, 4], \
-        f"HELPER-2: at START the helper (pid {run.helper_pid}) holds fds {run.frozen}, expected exactly 0-4"
+    if sorted(run.frozen) != [0, 1, 2, 3, 4]:
+        fail(f"HELPER-2: at START the helper (pid {run.helper_pid}) holds fds {run.frozen}, expected exactly 0-4")
     problems = []
     if run.frozen_exe != run.helper:
         problems.append(f"the process that sent START runs {run.frozen_exe}, not {run.helper}")
@@ -129,7 +134,8 @@ def test_descriptors_at_start_are_stdio_connection_and_directory(traced, inv, bu
     for fd in (0, 1, 2):
         if observe.socket_inode(run.frozen[fd]) is None:
             problems.append(f"fd {fd} is {run.frozen[fd]}, not the stdio socket the peer gave")
-    assert not problems, "HELPER-2: " + "; ".join(problems)
+    if problems:
+        fail("HELPER-2: " + "; ".join(problems))
 
 
 @pytest.mark.requirement("HELPER-2")
@@ -137,7 +143,8 @@ def test_helper_creates_no_descriptor(traced, evidence):
     run = _run(traced, "HELPER-2", evidence)
     made = run.new_descriptors()
     evidence("descriptor-creating calls (runtime metadata excluded)", _shown(made) or "none")
-    assert not made, f"HELPER-2: the helper created descriptors beyond fds 0-4: {_shown(made)}"
+    if made:
+        fail(f"HELPER-2: the helper created descriptors beyond fds 0-4: {_shown(made)}")
 
 
 # ------------------------------------------------------------------ HELPER-3
@@ -170,7 +177,8 @@ def test_exactly_one_bounded_start_with_one_descriptor(traced, evidence):
             problems.append(f"ancillary data {types} {lists}, expected one SCM_RIGHTS with fd 4")
         if len(head) < 5 or head[4] != p.T.START:
             problems.append(f"the descriptor went with {head!r}, not with the START header")
-    assert not problems, "HELPER-3: " + "; ".join(problems)
+    if problems:
+        fail("HELPER-3: " + "; ".join(problems))
 
 
 # ------------------------------------------------------------------ HELPER-4
@@ -195,7 +203,8 @@ def test_helper_keeps_received_descriptors_from_any_exec(traced, evidence):
     evidence("fork/exec calls", _shown(spawned) or "none")
     if spawned:
         problems.append(f"the helper started a process or exec'd: {_shown(spawned)}")
-    assert not problems, "HELPER-4: " + "; ".join(problems)
+    if problems:
+        fail("HELPER-4: " + "; ".join(problems))
 
 
 @pytest.mark.requirement("HELPER-4")
@@ -220,12 +229,13 @@ def test_supervisor_holds_the_received_descriptor_close_on_exec(inv, bus, module
     evidence("supervisor descriptor for the passed directory (pid, fd), flags",
              held and (held[0], oct(held[1])))
     evidence("supervisor descriptors left after close", left or "none")
-    assert held, (f"HELPER-4: the supervisor never showed a descriptor for the directory passed with "
-                  f"a START within 5 s (processes {sorted({k[0] for k in baseline})})")
+    if not held:
+        fail(f"HELPER-4: the supervisor never showed a descriptor for the directory passed with "
+             f"a START within 5 s (processes {sorted({k[0] for k in baseline})})")
     (pid, fd), flags = held
-    assert flags & observe.O_CLOEXEC, \
-        f"HELPER-4: supervisor pid {pid} holds the received directory as fd {fd} without close-on-exec " \
-        f"(flags {oct(flags)})"
+    if not (flags & observe.O_CLOEXEC):
+        fail(f"HELPER-4: supervisor pid {pid} holds the received directory as fd {fd} without close-on-exec "
+             f"(flags {oct(flags)})")
 
 
 def _wait_held(bus, supervisor, key, deadline_s=5.0):
@@ -304,7 +314,8 @@ def test_session_processes_inherit_no_foreign_descriptor(inv, bus, module_peer, 
     evidence("session processes", described)
     evidence("their descriptors", seen)
     evidence("readings until clean", f"{len(readings)}; the first unclean one: {transient}")
-    assert not problems, f"HELPER-4: {unit}: " + "; ".join(problems) + f" (still so after {STEADY_S} s)"
+    if problems:
+        fail(f"HELPER-4: {unit}: " + "; ".join(problems) + f" (still so after {STEADY_S} s)")
 
 
 # ------------------------------------------------------------------ HELPER-5
@@ -312,13 +323,15 @@ def test_session_processes_inherit_no_foreign_descriptor(inv, bus, module_peer, 
 def test_runtime_metadata_is_that_of_the_exact_build(traced, inv, evidence):
     run = _run(traced, "HELPER-5", evidence)
     helper = inv.binaries["client"]
-    actual = hostfs.sha256_nofollow(helper["path"])
+    actual = hostfs.sha256_nofollow(helper["path"])  # not host.file's sha256sum: Testinfra follows links
     evidence("helper sha256", f"{actual}  {helper['path']}")
     evidence("opened paths", run.opened_paths())
-    assert actual == helper["sha256"], \
-        (f"HELPER-5: the traced helper {helper['path']} hashes to {actual}, not the claimed "
-         f"{helper['sha256']}: its runtime reads were not observed on the exact build")
+    if actual != helper["sha256"]:
+        fail(f"HELPER-5: the traced helper {helper['path']} hashes to {actual}, not the claimed "
+             f"{helper['sha256']}: its runtime reads were not observed on the exact build")
     extra = [x for x in run.opened_paths() if x not in ht.RUNTIME_METADATA]
-    assert not extra, f"HELPER-5: the helper opened paths outside the runtime metadata list: {extra}"
+    if extra:
+        fail(f"HELPER-5: the helper opened paths outside the runtime metadata list: {extra}")
     unclosed = run.runtime_fds_closed()
-    assert not unclosed, f"HELPER-5: runtime metadata descriptors were never closed: {unclosed}"
+    if unclosed:
+        fail(f"HELPER-5: runtime metadata descriptors were never closed: {unclosed}")

@@ -14,9 +14,11 @@ ISO-1  The target is the one process listening on ports.candidate (the
        the supervisor socket are held by the supervisor's processes and the
        fixed helper only (sock_diag). A probe
        that did not run with exactly the target's uid and gid proves nothing
-       and fails. A probe holding any capability fails the same way. Yama,
-       the owner of /proc/<pid>/fd (root: the target is not dumpable) and
-       every probe result are recorded with each test.
+       and fails. A probe holding any capability fails the same way. Yama
+       (kernel.yama.ptrace_scope through Testinfra's host.sysctl; a kernel
+       without Yama has no such key, recorded as `absent`), the owner of
+       /proc/<pid>/fd (root: the target is not dumpable) and every probe
+       result are recorded with each test.
 ISO-3  (the rest is test_process_control.py) The same probe also tries
        kill(pid, 0) and pidfd_send_signal(0): Linux lets a process signal its
        own uid, so what they reach is recorded as evidence (availability, not
@@ -60,6 +62,7 @@ from pty_acceptance.supervisor.session import HelperSession, SessionError
 
 SESSION_DEADLINE_S = 30
 CONNECT_TIMEOUT_S = 3
+YAMA = "kernel.yama.ptrace_scope"
 
 
 
@@ -75,9 +78,23 @@ class Probed:
         return {r["vector"]: r for r in (self.report or {}).get("results", [])}
 
 
+def _yama(host) -> str:
+    """'ptrace_scope N', 'absent' (the kernel has no Yama, so no such key: a fact to
+    record, not a value), or why it could not be read."""
+    try:
+        return f"ptrace_scope {host.sysctl(YAMA)}"
+    except AssertionError as e:  # Testinfra's check_output: sysctl exited non-zero
+        if not host.file("/proc/sys/kernel/yama").exists:
+            return "absent"
+        return f"unreadable ({str(e)[:200]})"
+    except ValueError as e:  # Testinfra found no sysctl command
+        return f"unreadable ({e})"
+
+
 @pytest.fixture(scope="module")
 def target(inv):
-    """The process on ports.candidate, or why there is none."""
+    """The process on ports.candidate, or why there is none (psutil, not
+    host.socket: Testinfra's socket names no owning process)."""
     try:
         return isolation.find_target(inv.ports["candidate"])
     except isolation.IsolationError as e:
@@ -93,11 +110,11 @@ def _target_or_fail(target, evidence, ids="ISO-1") -> isolation.Target:
 
 
 @pytest.fixture(scope="module")
-def probed(inv, bus, run_tag, target):
+def probed(inv, host, bus, run_tag, target):
     """The probe's report against the target, run once for the module."""
     if isinstance(target, str):
         return target
-    state = isolation.yama()
+    state = _yama(host)
     try:
         report = isolation.run_probe(bus, user=inv.service_user, group=inv.service_group,
                                      tag=run_tag, target=target)
@@ -139,9 +156,10 @@ def _results_or_fail(probed, evidence, vectors, ids="ISO-1") -> tuple[Probed, li
 def _assert_refused(probed, evidence, vectors):
     pr, rows = _results_or_fail(probed, evidence, vectors)
     worked = [r for r in rows if r["outcome"] != "refused"]
-    assert not worked, (f"ISO-1: {' and '.join(r['vector'] for r in worked)} worked against "
-                        f"{pr.target.describe()}: {'; '.join(r['detail'] for r in worked)}; "
-                        f"{pr.target.facts(pr.yama)}")
+    if worked:
+        fail(f"ISO-1: {' and '.join(r['vector'] for r in worked)} worked against "
+             f"{pr.target.describe()}: {'; '.join(r['detail'] for r in worked)}; "
+             f"{pr.target.facts(pr.yama)}")
 
 
 # ------------------------------------------------------------------ ISO-1, the probe
@@ -187,10 +205,12 @@ def test_descriptors_are_close_on_exec(target, evidence):
         fail(f"ISO-1: cannot read the descriptors of {t.describe()}: {e}")
     evidence("descriptors >= 3 checked", seen)
     evidence("without O_CLOEXEC", bad or "none")
-    assert again == t.start_ticks, f"ISO-1: pid {t.pid} was replaced while its descriptors were read"
-    assert not bad, (f"ISO-1: inheriting descriptors worked against {t.describe()}: "
-                     f"{len(bad)} of {seen} descriptors >= 3 lack O_CLOEXEC, so whatever it "
-                     f"spawns holds them: {'; '.join(bad)}")
+    if again != t.start_ticks:
+        fail(f"ISO-1: pid {t.pid} was replaced while its descriptors were read")
+    if bad:
+        fail(f"ISO-1: inheriting descriptors worked against {t.describe()}: "
+             f"{len(bad)} of {seen} descriptors >= 3 lack O_CLOEXEC, so whatever it "
+             f"spawns holds them: {'; '.join(bad)}")
 
 
 @dataclass
@@ -256,8 +276,9 @@ def test_only_the_helper_holds_supervisor_connections(inv, bus, module_peer, evi
         findings, rows = isolation.judge_holders(seen.pairs, seen.holders, supervisor=seen.supervisor,
                                                  is_helper=is_helper, own={os.getpid()})
         evidence("holders", rows)
-    assert not findings, (f"ISO-1: obtaining the supervisor connection worked: {'; '.join(findings)}"
-                          f" (the fixed helper is {helper})")
+    if findings:
+        fail(f"ISO-1: obtaining the supervisor connection worked: {'; '.join(findings)}"
+             f" (the fixed helper is {helper})")
 
 
 # ------------------------------------------------------------------ ISO-2
@@ -337,12 +358,13 @@ def test_session_workspace_access_is_as_declared(inv, reach, evidence, concern):
     evidence("create + remove a file there, from inside", got)
     evidence("declared isolation.session_workspace_writable", want)
     evidence("helper exit status", reach["status"])
-    assert not reach["leftover"], (f"ISO-2: the session could create but not remove its file in "
-                                   f"{reach['cwd_host']} ({got})")
-    assert (got == "writable") == want, (
-        f"ISO-2: a session {'could not' if want else 'could'} create and remove a file in its "
-        f"workspace {reach['cwd_host']} ({got}); the inventory declares "
-        f"session_workspace_writable: {str(want).lower()}")
+    if reach["leftover"]:
+        fail(f"ISO-2: the session could create but not remove its file in "
+             f"{reach['cwd_host']} ({got})")
+    if (got == "writable") != want:
+        fail(f"ISO-2: a session {'could not' if want else 'could'} create and remove a file in its "
+             f"workspace {reach['cwd_host']} ({got}); the inventory declares "
+             f"session_workspace_writable: {str(want).lower()}")
     concern("ISO-2", f"a live session's workspace {reach['cwd_host']} is {got} from inside "
                      "(as declared: pilot behaviour, not a sandbox)")
 
@@ -355,11 +377,11 @@ def test_session_network_access_is_as_declared(inv, reach, evidence, concern):
     evidence(f"TCP connect to 127.0.0.1:{port} from the suite (outside)", reach["outside"])
     evidence(f"TCP connect to 127.0.0.1:{port} from inside the session", got)
     evidence("declared isolation.session_network", want)
-    assert reach["outside"] == "connected", (
-        f"ISO-2: 127.0.0.1:{port} does not accept connections even from outside "
-        f"({reach['outside']}): what the session reached proves nothing")
-    assert (got == "connected") == want, (
-        f"ISO-2: a session {'could not' if want else 'could'} connect to 127.0.0.1:{port} "
-        f"({got}); the inventory declares session_network: {str(want).lower()}")
+    if reach["outside"] != "connected":
+        fail(f"ISO-2: 127.0.0.1:{port} does not accept connections even from outside "
+             f"({reach['outside']}): what the session reached proves nothing")
+    if (got == "connected") != want:
+        fail(f"ISO-2: a session {'could not' if want else 'could'} connect to 127.0.0.1:{port} "
+             f"({got}); the inventory declares session_network: {str(want).lower()}")
     concern("ISO-2", f"TCP 127.0.0.1:{port} from inside a live session: {got} "
                      "(as declared: pilot behaviour, not a sandbox)")

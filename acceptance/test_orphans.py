@@ -23,6 +23,7 @@ import pytest
 from pty_acceptance.supervisor.lifecycle import (
     Decoy, Footprint, new_token, poll, strict_session_name, tagged_sh, wait_gone, wait_supervisor_ready)
 from pty_acceptance.host.systemd import STRICT_SESSION, SystemdError, show_or_fail, units_matching
+from pty_acceptance.gate.marks import fail
 
 
 @pytest.mark.requirement("ORPHAN-1")
@@ -31,18 +32,19 @@ def test_every_session_like_unit_is_strict_and_bound_to_the_supervisor(inv, evid
     try:
         names = [n for n in units_matching("opencode-pty-*.service") if n != supervisor]
     except SystemdError as e:
-        pytest.fail(f"ORPHAN-1: cannot list units: {e}", pytrace=False)
+        fail(f"ORPHAN-1: cannot list units: {e}")
     evidence("loaded opencode-pty-*.service units", names or "none")
     problems = []
     for name in names:
-        unit = show_or_fail(name, "ORPHAN-1")
+        unit = show_or_fail(name, "ORPHAN-1")  # not Testinfra's systemd_properties: it drops empty values
         binds = unit.words("BindsTo")
         evidence(name, f"BindsTo={binds} ActiveState={unit.get('ActiveState')}")
         if not STRICT_SESSION.match(name):
             problems.append(f"{name} is not a strict session name")
         if binds != [supervisor]:
             problems.append(f"{name} has BindsTo={binds}, expected exactly [{supervisor}]")
-    assert not problems, "ORPHAN-1: " + "; ".join(problems)
+    if problems:
+        fail("ORPHAN-1: " + "; ".join(problems))
 
 
 # ------------------------------------------------------------------ dynamic part
@@ -80,15 +82,16 @@ def test_a_restart_leaves_no_old_session_and_touches_no_other_unit(inv, bus, run
     finally:
         for unit in decoys:
             unit.remove()
-    assert not left, f"ORPHAN-1: expected no session of the old supervisor invocation (nor the " \
-                     f"planted orphan {orphan.name}, strict name bound to {name}, which systemd " \
-                     f"restarts with it) once the new one is ready, the host still had: {left}"
-    assert after[lookalike.name] and after[lookalike.name]["ActiveState"] == "active", \
-        f"ORPHAN-1: {lookalike.name} (not a strict session name, bound to {name}) must never be " \
-        f"touched by the cleanup; after the restart it was {after[lookalike.name]}"
-    assert after[unbound.name] == before[unbound.name], \
-        f"ORPHAN-1: {unbound.name} (strict name, not bound to {name}) must not be cleaned; it was " \
-        f"{before[unbound.name]} before the restart and {after[unbound.name]} after"
+    if left:
+        fail(f"ORPHAN-1: expected no session of the old supervisor invocation (nor the "
+             f"planted orphan {orphan.name}, strict name bound to {name}, which systemd "
+             f"restarts with it) once the new one is ready, the host still had: {left}")
+    if not (after[lookalike.name] and after[lookalike.name]["ActiveState"] == "active"):
+        fail(f"ORPHAN-1: {lookalike.name} (not a strict session name, bound to {name}) must never be "
+             f"touched by the cleanup; after the restart it was {after[lookalike.name]}")
+    if after[unbound.name] != before[unbound.name]:
+        fail(f"ORPHAN-1: {unbound.name} (strict name, not bound to {name}) must not be cleaned; it was "
+             f"{before[unbound.name]} before the restart and {after[unbound.name]} after")
 
 
 def _active_again(unit):

@@ -35,6 +35,7 @@ from pty_acceptance.host import hostfs
 from pty_acceptance.host import scratch
 from pty_acceptance.supervisor.peer import workspace
 from pty_acceptance.host.terminal import escape
+from pty_acceptance.gate.marks import fail
 
 RUNS = 10
 FRESH_CLIENT = "opencode-pty-client"
@@ -45,7 +46,7 @@ def checked(inv):
     try:
         return smoke.preflight(inv)
     except smoke.Refused as e:
-        pytest.fail(f"PLUGIN-1: {e}", pytrace=False)
+        fail(f"PLUGIN-1: {e}")
 
 
 @pytest.fixture(scope="module")
@@ -99,25 +100,26 @@ def _runs(inv, checked, copy, evidence, labels, args_for, helper):
     deadline = p.get("deadline_s", smoke.DEFAULT_DEADLINE_S)
     before = smoke.listing(p["plugin_dir"])
     if isinstance(before, str):
-        pytest.fail(f"PLUGIN-1: the plugin directory: {before}", pytrace=False)
+        fail(f"PLUGIN-1: the plugin directory: {before}")
     with workspace(inv.service_user, "pty-acceptance-plugin-") as (workdir, _):
         if smoke.inside(workdir, p["plugin_dir"]):
-            pytest.fail(f"PLUGIN-1: the working directory {workdir} is inside the plugin directory",
-                        pytrace=False)
+            fail(f"PLUGIN-1: the working directory {workdir} is inside the plugin directory")
         evidence("working directory", f"{workdir} (fresh, 0700, {inv.service_user})")
         for label in labels:
             try:
                 evidence(f"run {label} pinned", smoke.before_run(p, copy, smoke.limits(inv)))
             except smoke.Refused as e:
-                pytest.fail(f"PLUGIN-1: before run {label}: {e}", pytrace=False)
+                fail(f"PLUGIN-1: before run {label}: {e}")
             r = smoke.run(label, p["bun"], copy, smoke.fill(args_for, helper, workdir),
                           checked.account, workdir, deadline)
             _record(evidence, r)
             after = smoke.listing(p["plugin_dir"])
             changed = sorted(after ^ before) if isinstance(after, set) else [after]
-            assert not changed, (f"PLUGIN-1: run {label} changed the plugin directory "
-                                 f"{p['plugin_dir']}: {', '.join(map(escape, changed))}")
-            assert r.passed, f"PLUGIN-1: {_why(r)}"
+            if changed:
+                fail(f"PLUGIN-1: run {label} changed the plugin directory "
+                     f"{p['plugin_dir']}: {', '.join(map(escape, changed))}")
+            if not r.passed:
+                fail(f"PLUGIN-1: {_why(r)}")
 
 
 @pytest.mark.requirement("PLUGIN-1")
@@ -131,7 +133,7 @@ def fresh_helper(reproduced):
     """BUILD-1's client, root-owned 0755 in a fresh root-owned 0755 directory."""
     made, why = reproduced
     if made is None:
-        pytest.fail(f"PLUGIN-1: no freshly built helper: BUILD-1 could not build: {why}", pytrace=False)
+        fail(f"PLUGIN-1: no freshly built helper: BUILD-1 could not build: {why}")
     d = scratch.make("pty-acceptance-fresh-helper-", mode=0o755)
     try:
         dfd = hostfs.open_dir(d)

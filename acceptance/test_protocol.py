@@ -70,6 +70,7 @@ from pty_acceptance.host.bus import SERVICE_IFACE
 from pty_acceptance.supervisor.session import RawSession, SessionError
 from pty_acceptance.host.systemd import ANY_SESSION
 from pty_acceptance.host.unitwatch import UnitWatch, watch_problems
+from pty_acceptance.gate.marks import fail
 
 L = p.LIMITS
 TRUE = "/bin/true"
@@ -136,7 +137,7 @@ def test_hello_is_answered_in_the_contracts_framing(wire_format, inv, evidence):
     in their own words."""
     evidence("first HELLO", wire_format or f"answered in the contract's framing at {inv.socket}")
     if wire_format:
-        pytest.fail(f"PROTO-3: {wire_format.removeprefix('wire format: ')}", pytrace=False)
+        fail(f"PROTO-3: {wire_format.removeprefix('wire format: ')}")
 
 
 @pytest.mark.requirement("PROTO-1")
@@ -180,7 +181,8 @@ def test_limit_accepted_at_and_rejected_past(case, inv, bus, module_peer, eviden
     problems += watch_problems(created, accepted)
     if left:
         problems.append(f"session units still loaded after {SETTLE_S} s: {sorted(left)}")
-    assert not problems, f"PROTO-1 {case}: " + "; ".join(problems)
+    if problems:
+        fail(f"PROTO-1 {case}: " + "; ".join(problems))
 
 
 def _result(future):
@@ -204,7 +206,7 @@ def traced(inv, module_peer):
 @pytest.mark.requirement("PROTO-2")
 def test_a_65536_byte_write_becomes_two_32768_byte_frames(traced, evidence):
     if isinstance(traced, str):
-        pytest.fail(f"PROTO-2: the helper could not be observed in a session: {traced}", pytrace=False)
+        fail(f"PROTO-2: the helper could not be observed in a session: {traced}")
     frames, problems = traced.frames_to_supervisor()
     data = [f for f in frames if f.type == p.T.DATA]
     evidence("helper reads of its stdin (bytes)", traced.stdin_reads())
@@ -218,7 +220,8 @@ def test_a_65536_byte_write_becomes_two_32768_byte_frames(traced, evidence):
     if b"GOT-ALL" not in traced.output or traced.status != 0:
         problems.append(f"the session did not read all 1,024 lines (status {traced.status}, "
                         f"output tail {traced.output[-120:]!r})")
-    assert not problems, "PROTO-2: " + "; ".join(problems)
+    if problems:
+        fail("PROTO-2: " + "; ".join(problems))
 
 
 # ------------------------------------------------------------------ PROTO-3
@@ -304,8 +307,8 @@ def _baseline(inv, bus) -> dict:
     try:
         return observe.supervisor_descriptors(bus, inv.units["supervisor"])
     except observe.DescriptorError as e:
-        pytest.fail(f"PROTO-3: the supervisor's descriptors cannot be read, so none left behind "
-                    f"could be seen: {e}", pytrace=False)
+        fail(f"PROTO-3: the supervisor's descriptors cannot be read, so none left behind "
+             f"could be seen: {e}")
 
 
 def _per_process(table: dict) -> dict[int, int]:
@@ -351,7 +354,8 @@ def test_malformed_message_is_rejected(case, inv, bus, module_peer, evidence):
         problems += _settle(inv, bus, watch, baseline, set())
     evidence("answer", facts)
     evidence("supervisor descriptors before (pid: count)", _per_process(baseline))
-    assert not problems, "PROTO-3: " + "; ".join(problems)
+    if problems:
+        fail("PROTO-3: " + "; ".join(problems))
 
 
 def _result_of(fn):
@@ -391,7 +395,8 @@ def test_malformed_message_after_started_is_rejected_and_stops_the_unit(inv, bus
         problems += _settle(inv, bus, watch, baseline, started)
     evidence("answers", results)
     evidence("supervisor descriptors before (pid: count)", _per_process(baseline))
-    assert not problems, "PROTO-3 after STARTED: " + "; ".join(problems)
+    if problems:
+        fail("PROTO-3 after STARTED: " + "; ".join(problems))
 
 
 # ------------------------------------------------------------------ PROTO-4
@@ -449,13 +454,14 @@ def workdir():
 def test_launcher_refuses_non_canonical_arguments(defect, inv, workdir, evidence):
     bad = NON_CANONICAL[defect]
     args = [enc("/bin/echo"), enc(TOKEN), bad]
-    assert dec(bad) is None, f"test error: {bad!r} is canonical"
+    if dec(bad) is not None:
+        fail(f"test error: {bad!r} is canonical")
     status, out = _launch(inv, args, workdir, {"PATH": "/usr/bin:/bin"})
     evidence("argv", args)
     evidence("status / output", f"{status} {out[:300]!r}")
-    assert status != 0 and TOKEN.encode() not in out, \
-        (f"PROTO-4: the launcher accepted a non-canonical argument ({defect}: {bad!r}): exit {status}, "
-         f"output {out[:200]!r}")
+    if not (status != 0 and TOKEN.encode() not in out):
+        fail(f"PROTO-4: the launcher accepted a non-canonical argument ({defect}: {bad!r}): exit {status}, "
+             f"output {out[:200]!r}")
 
 
 @pytest.mark.requirement("PROTO-4")
@@ -472,7 +478,8 @@ def test_launcher_runs_canonical_arguments_in_the_passed_directory(inv, workdir,
         problems.append(f"the command did not run in the directory of fd 2 ({workdir})")
     if canary.encode() in out:
         problems.append(f"the caller's environment reached the command ({canary})")
-    assert not problems, f"PROTO-4: {'; '.join(problems)}; output {out[:300]!r}"
+    if problems:
+        fail(f"PROTO-4: {'; '.join(problems)}; output {out[:300]!r}")
 
 
 @pytest.fixture(scope="module")
@@ -508,7 +515,7 @@ def _environ(pid: int) -> list[bytes]:
 
 def _live(live):
     if isinstance(live, str):
-        pytest.fail(f"PROTO-4: no live session to inspect: {live}", pytrace=False)
+        fail(f"PROTO-4: no live session to inspect: {live}")
     return live
 
 
@@ -518,7 +525,8 @@ def test_session_execstart_is_the_launcher_with_canonical_arguments(live, inv, e
     launcher = inv.binaries["launcher"]["path"]
     evidence("ExecStart", facts["exec_start"])
     entries = facts["exec_start"] or []
-    assert len(entries) == 1, f"PROTO-4: {facts['unit']} has {len(entries)} ExecStart entries: {entries}"
+    if len(entries) != 1:
+        fail(f"PROTO-4: {facts['unit']} has {len(entries)} ExecStart entries: {entries}")
     path, argv = entries[0][0], list(entries[0][1])
     problems = []
     if path != launcher or argv[:1] != [launcher]:
@@ -529,7 +537,8 @@ def test_session_execstart_is_the_launcher_with_canonical_arguments(live, inv, e
         problems.append(f"non-canonical launcher arguments {bad[:4]}")
     elif decoded != [a.encode() for a in facts["argv"]]:
         problems.append(f"the launcher arguments decode to {decoded}, the START argv was {facts['argv']}")
-    assert not problems, f"PROTO-4: {facts['unit']}: " + "; ".join(problems)
+    if problems:
+        fail(f"PROTO-4: {facts['unit']}: " + "; ".join(problems))
 
 
 @pytest.mark.requirement("PROTO-4")
@@ -562,4 +571,5 @@ def test_session_runs_script_with_the_fixed_inner_shell(live, evidence):
     chain = [t["pid"] for t in tree]
     if any(t["ppid"] != chain[i] for i, t in enumerate(rest)):
         problems.append(f"the processes are not one chain: {[(t['pid'], t['ppid']) for t in tree]}")
-    assert not problems, f"PROTO-4: {facts['unit']}: " + "; ".join(problems)
+    if problems:
+        fail(f"PROTO-4: {facts['unit']}: " + "; ".join(problems))

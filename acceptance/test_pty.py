@@ -116,6 +116,7 @@ def session_processes(bus, unit, rid):
 
 # ------------------------------------------------------------------ PTY-1
 def _shell_problems(main_pid, chain):
+    # /proc, not host.process: Testinfra splits `ps` lines on spaces (argv, and comm first)
     problems = []
     if live.cmdline(main_pid) != SCRIPT_ARGV:
         problems.append(f"MainPID {main_pid} runs {live.cmdline(main_pid)}, expected {SCRIPT_ARGV}")
@@ -132,7 +133,8 @@ def _shell_problems(main_pid, chain):
 
 
 @pytest.mark.requirement("PTY-1")
-def test_inner_shell_is_the_fixed_interactive_sh(inv, bus, peer, evidence):
+def test_inner_shell_is_the_fixed_interactive_sh(inv, bus, peer, evidence, packaged):
+    packaged(SCRIPT)
     with raw(inv, peer, ["cat"], "PTY-1") as s:
         unit = s.outcome.unit
         main_pid, cg = session_processes(bus, unit, "PTY-1")
@@ -148,7 +150,8 @@ def test_inner_shell_is_the_fixed_interactive_sh(inv, bus, peer, evidence):
         s.send(p.encode(p.T.EOF))
         with contextlib.suppress(TimeoutError):
             s.wait_end(SESSION_S)
-    assert not problems, f"PTY-1: {unit}: " + "; ".join(problems)
+    if problems:
+        fail(f"PTY-1: {unit}: " + "; ".join(problems))
 
 
 # ------------------------------------------------------------------ PTY-2
@@ -165,9 +168,11 @@ def test_argv_boundaries_survive_the_raw_protocol(inv, peer, evidence):
     seen = _argv_seen(out.output)
     evidence("sent", ARGS)
     evidence("the command saw", seen if seen is not None else out.output[:2000])
-    assert seen == ARGS, f"PTY-2: {out.unit}: the command saw {seen!r} " \
-                         f"(output {out.output[:300]!r}), expected exactly {ARGS!r}"
-    assert out.exit == (0, 0), f"PTY-2: {out.unit}: EXIT {out.exit}, expected (0, 0): {out.describe()}"
+    if seen != ARGS:
+        fail(f"PTY-2: {out.unit}: the command saw {seen!r} "
+             f"(output {out.output[:300]!r}), expected exactly {ARGS!r}")
+    if out.exit != (0, 0):
+        fail(f"PTY-2: {out.unit}: EXIT {out.exit}, expected (0, 0): {out.describe()}")
 
 
 @pytest.mark.requirement("PTY-2")
@@ -176,9 +181,9 @@ def test_argv_boundaries_survive_the_fixed_helper(inv, peer, evidence):
     seen = _argv_seen(output)
     evidence("helper exit status", status)
     evidence("the command saw", seen if seen is not None else output[:2000])
-    assert seen == ARGS and status == 0, \
-        f"PTY-2: through the helper the command saw {seen!r} (output {output[:300]!r}, " \
-        f"helper status {status}), expected exactly {ARGS!r} and status 0"
+    if not (seen == ARGS and status == 0):
+        fail(f"PTY-2: through the helper the command saw {seen!r} (output {output[:300]!r}, "
+             f"helper status {status}), expected exactly {ARGS!r} and status 0")
 
 
 # ------------------------------------------------------------------ PTY-3
@@ -195,7 +200,8 @@ def test_stdio_is_a_terminal_in_canonical_mode(inv, peer, evidence):
     for mode in (b"icanon", b"echo", b"isig", b"onlcr"):
         if mode not in words:
             problems.append(f"stty -a does not show {mode.decode()}")
-    assert not problems, f"PTY-3: {out.unit}: " + "; ".join(problems)
+    if problems:
+        fail(f"PTY-3: {out.unit}: " + "; ".join(problems))
 
 
 @pytest.mark.requirement("PTY-3")
@@ -211,7 +217,8 @@ def test_terminal_input_is_echoed_and_line_edited(inv, peer, evidence):
         problems.append(f"cat did not read the edited line 'abd': {out.output[:200]!r}")
     if out.exit != (0, 0):
         problems.append(f"cat did not end cleanly on end of input: EXIT {out.exit}")
-    assert not problems, f"PTY-3: {out.unit}: " + "; ".join(problems)
+    if problems:
+        fail(f"PTY-3: {out.unit}: " + "; ".join(problems))
 
 
 @pytest.mark.requirement("PTY-3")
@@ -228,9 +235,9 @@ def test_window_size_follows_start_and_resize(inv, peer, evidence):
             fail(f"PTY-3: the window-size session did not end: {e}")
     seen = lines(out.output)
     evidence("START 33x101, then RESIZE 50x132: stty size printed", seen)
-    assert seen[:1] == [b"33 101"] and seen[-1:] == [b"50 132"], \
-        f"PTY-3: {out.unit}: stty size printed {seen}, expected '33 101' (from START) and then " \
-        f"'50 132' (after RESIZE)"
+    if not (seen[:1] == [b"33 101"] and seen[-1:] == [b"50 132"]):
+        fail(f"PTY-3: {out.unit}: stty size printed {seen}, expected '33 101' (from START) and then "
+             f"'50 132' (after RESIZE)")
 
 
 @pytest.mark.requirement("PTY-3")
@@ -242,9 +249,10 @@ def test_stdout_and_stderr_keep_their_order(inv, peer, evidence):
     want = [f"{k}{i}".encode() for i in range(1, n + 1) for k in ("out", "err")]
     evidence("lines / DATA frames", [len(seen), sum(f.type == p.T.OUTPUT for f in out.frames)])
     first = next((i for i, (a, b) in enumerate(zip(seen, want)) if a != b), None)
-    assert seen == want, f"PTY-3: {out.unit}: {len(seen)} lines, expected {len(want)} alternating " \
-                         f"out/err; first difference at line {first}: " \
-                         f"{seen[first] if first is not None else None!r}"
+    if seen != want:
+        fail(f"PTY-3: {out.unit}: {len(seen)} lines, expected {len(want)} alternating "
+             f"out/err; first difference at line {first}: "
+             f"{seen[first] if first is not None else None!r}")
 
 
 @pytest.mark.requirement("PTY-3")
@@ -259,16 +267,17 @@ def test_end_of_input_reaches_the_command(inv, peer, evidence):
         problems.append(f"EOF frame: EXIT {out.exit}, output {out.output[-80:]!r}")
     if status != 0 or not helper_out.endswith(b"y\r\nafter-eof\r\n"):
         problems.append(f"helper stdin closed: status {status}, output {helper_out[-80:]!r}")
-    assert not problems, "PTY-3: cat did not end on end of input: " + "; ".join(problems)
+    if problems:
+        fail("PTY-3: cat did not end on end of input: " + "; ".join(problems))
 
 
 @pytest.mark.requirement("PTY-3")
 def test_script_e_propagates_the_exit_status(inv, peer, evidence):
     out = run_raw(inv, peer, ["sh", "-c", "echo before; exit 7"], "PTY-3")
     evidence("EXIT", out.exit)
-    assert out.exit == (7, 0) and lines(out.output) == [b"before"], \
-        f"PTY-3: {out.unit}: 'exit 7' ended as EXIT {out.exit} with output {out.output[:100]!r}, " \
-        f"expected EXIT (7, 0) after 'before'"
+    if not (out.exit == (7, 0) and lines(out.output) == [b"before"]):
+        fail(f"PTY-3: {out.unit}: 'exit 7' ended as EXIT {out.exit} with output {out.output[:100]!r}, "
+             f"expected EXIT (7, 0) after 'before'")
 
 
 # ------------------------------------------------------------------ PTY-4
@@ -288,7 +297,8 @@ def test_command_exits_are_reported_exactly_in_exit(inv, peer, evidence):
         evidence(what, f"EXIT {out.exit} ({out.unit})")
         if out.exit != want or out.error:
             problems.append(f"{what}: EXIT {out.exit} error {out.error}, expected {want}")
-    assert not problems, "PTY-4: " + "; ".join(problems)
+    if problems:
+        fail("PTY-4: " + "; ".join(problems))
 
 
 @pytest.mark.requirement("PTY-4")
@@ -299,7 +309,8 @@ def test_command_exits_are_the_helpers_exit_status(inv, peer, evidence):
         evidence(what, f"helper status {status}")
         if status != want:
             problems.append(f"{what}: the helper exited {status}, expected {want}")
-    assert not problems, "PTY-4: " + "; ".join(problems)
+    if problems:
+        fail("PTY-4: " + "; ".join(problems))
 
 
 def _kill_main(inv, bus, unit, rid):
@@ -344,4 +355,5 @@ def test_session_killed_by_a_signal_is_reported_as_that_signal(inv, bus, peer, e
         problems.append(f"EXIT {out.exit}, expected (0, 9)")
     if status != 128 + signal.SIGKILL:
         problems.append(f"the helper exited {status}, expected 137")
-    assert not problems, "PTY-4: the session's main process killed by SIGKILL: " + "; ".join(problems)
+    if problems:
+        fail("PTY-4: the session's main process killed by SIGKILL: " + "; ".join(problems))

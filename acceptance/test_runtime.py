@@ -19,6 +19,7 @@ import pytest
 
 from pty_acceptance.host import hostfs
 from pty_acceptance.provenance import runtime
+from pty_acceptance.gate.marks import fail
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +33,7 @@ def identity(inv):
 
 def _identity_or_fail(identity, evidence):
     if isinstance(identity, str):
-        pytest.fail(f"RUNTIME-1: cannot identify the runtime binary: {identity}", pytrace=False)
+        fail(f"RUNTIME-1: cannot identify the runtime binary: {identity}")
     evidence("runtime binary", identity.describe())
     return identity
 
@@ -40,9 +41,9 @@ def _identity_or_fail(identity, evidence):
 def _service_ids(host, inv):
     user, group = host.user(inv.service_user), host.group(inv.service_group)
     if not user.exists:
-        pytest.fail(f"RUNTIME-1: the service user {inv.service_user!r} does not exist", pytrace=False)
+        fail(f"RUNTIME-1: the service user {inv.service_user!r} does not exist")
     if not group.exists:
-        pytest.fail(f"RUNTIME-1: the service group {inv.service_group!r} does not exist", pytrace=False)
+        fail(f"RUNTIME-1: the service group {inv.service_group!r} does not exist")
     uid, gid = user.uid, group.gid
     return uid, gid
 
@@ -50,35 +51,39 @@ def _service_ids(host, inv):
 @pytest.mark.requirement("RUNTIME-1")
 def test_candidate_listener_runs_the_runtime_binary(inv, host, evidence):
     port, path = inv.ports["candidate"], inv.runtime["binary"]
-    found = runtime.listener(port)
+    found = runtime.listener(port)  # psutil, not host.socket: Testinfra names no owning process
     evidence("listener", found.describe())
     if found.create_time is not None:
         evidence("process start time",
                  time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(found.create_time))
                  + f" (pid {found.pid})")
-    assert found.problem is None, f"RUNTIME-1: candidate port {port}: {found.problem}"
+    if found.problem is not None:
+        fail(f"RUNTIME-1: candidate port {port}: {found.problem}")
     same, why = runtime.same_file(path, found.exe_dev_ino)
     evidence("same file", why)
-    assert same, (f"RUNTIME-1: pid {found.pid} on port {port} runs {found.exe_link!r}, "
-                  f"not the runtime binary: {why}")
+    if not same:
+        fail(f"RUNTIME-1: pid {found.pid} on port {port} runs {found.exe_link!r}, "
+             f"not the runtime binary: {why}")
     uid, gid = _service_ids(host, inv)
     wrong = []
     if set(found.uids) != {uid}:
         wrong.append(f"uids (real, effective, saved) {found.uids}, expected {uid} ({inv.service_user})")
     if set(found.gids) != {gid}:
         wrong.append(f"gids (real, effective, saved) {found.gids}, expected {gid} ({inv.service_group})")
-    assert not wrong, f"RUNTIME-1: pid {found.pid} on port {port}: " + "; ".join(wrong)
+    if wrong:
+        fail(f"RUNTIME-1: pid {found.pid} on port {port}: " + "; ".join(wrong))
 
 
 @pytest.mark.requirement("RUNTIME-1")
 def test_runtime_binary_is_a_fused_node_sea(inv, identity, evidence):
     ident = _identity_or_fail(identity, evidence)
     fuse = ident.fuse
-    assert fuse == runtime.FUSED, {
-        runtime.PLAIN: f"RUNTIME-1: {ident.path} is a plain node binary (SEA fuse :0), "
-                       "not a single-executable application",
-        runtime.NOT_NODE: f"RUNTIME-1: {ident.path} carries no SEA fuse sentinel: not a Node binary",
-    }.get(fuse, f"RUNTIME-1: {ident.path}: SEA fuse {fuse}")
+    if fuse != runtime.FUSED:
+        fail({
+            runtime.PLAIN: f"RUNTIME-1: {ident.path} is a plain node binary (SEA fuse :0), "
+                           "not a single-executable application",
+            runtime.NOT_NODE: f"RUNTIME-1: {ident.path} carries no SEA fuse sentinel: not a Node binary",
+        }.get(fuse, f"RUNTIME-1: {ident.path}: SEA fuse {fuse}"))
 
 
 @pytest.mark.requirement("RUNTIME-1")
@@ -86,12 +91,14 @@ def test_runtime_embedded_node_version_is_exact(inv, identity, evidence):
     ident = _identity_or_fail(identity, evidence)
     want = inv.runtime["node_version"]
     problem = ident.version_problem()
-    assert problem is None, f"RUNTIME-1: {ident.path}: {problem}; expected {want}"
+    if problem is not None:
+        fail(f"RUNTIME-1: {ident.path}: {problem}; expected {want}")
     got = ident.version
     if runtime.major(got) == 24:
-        pytest.fail(f"RUNTIME-1: {ident.path} embeds Node {got}: Node 24 never passes the "
-                    f"runtime gate; expected {want}", pytrace=False)
-    assert got == want, f"RUNTIME-1: {ident.path} embeds Node {got}, expected exactly {want}"
+        fail(f"RUNTIME-1: {ident.path} embeds Node {got}: Node 24 never passes the "
+             f"runtime gate; expected {want}")
+    if got != want:
+        fail(f"RUNTIME-1: {ident.path} embeds Node {got}, expected exactly {want}")
 
 
 @pytest.mark.requirement("RUNTIME-1")
@@ -99,29 +106,35 @@ def test_runtime_binary_hash_is_pinned(inv, identity, evidence):
     ident = _identity_or_fail(identity, evidence)
     evidence("sha256", f"{ident.sha256}  {ident.path}")
     want = inv.runtime.get("sha256")
-    assert want, ("RUNTIME-1: the inventory pins no runtime.sha256: the exact SEA binary "
-                  "cannot be told from another build of the same Node version")
-    assert ident.sha256 == want, f"RUNTIME-1: {ident.path} hashes to {ident.sha256}, the pin is {want}"
+    if not want:
+        fail("RUNTIME-1: the inventory pins no runtime.sha256: the exact SEA binary "
+             "cannot be told from another build of the same Node version")
+    if ident.sha256 != want:
+        fail(f"RUNTIME-1: {ident.path} hashes to {ident.sha256}, the pin is {want}")
 
 
 @pytest.mark.requirement("RUNTIME-1")
 def test_candidate_unit_execstart_runs_the_runtime_binary(inv, evidence):
     path, want = inv.units["candidate_file"], inv.runtime["binary"]
-    node = hostfs.Node.at(path)
+    node = hostfs.Node.at(path)  # lstat, not host.file: Testinfra follows links, and a link is itself the finding
     evidence("candidate unit file", node.describe())
-    assert node.kind == "regular file", f"RUNTIME-1: candidate unit file {path} is {node.kind}, expected a regular file"
+    if node.kind != "regular file":
+        fail(f"RUNTIME-1: candidate unit file {path} is {node.kind}, expected a regular file")
     try:
         data = hostfs.read_nofollow(path, runtime.MAX_UNIT_FILE)
     except OSError as e:
-        pytest.fail(f"RUNTIME-1: cannot read {path} (O_NOFOLLOW): {e.strerror or e}", pytrace=False)
-    assert len(data) <= runtime.MAX_UNIT_FILE, f"RUNTIME-1: {path} exceeds {runtime.MAX_UNIT_FILE} bytes"
+        fail(f"RUNTIME-1: cannot read {path} (O_NOFOLLOW): {e.strerror or e}")
+    if len(data) > runtime.MAX_UNIT_FILE:
+        fail(f"RUNTIME-1: {path} exceeds {runtime.MAX_UNIT_FILE} bytes")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        pytest.fail(f"RUNTIME-1: {path} is not UTF-8 (byte {e.start})", pytrace=False)
+        fail(f"RUNTIME-1: {path} is not UTF-8 (byte {e.start})")
     program, detail = runtime.exec_start_program(text)
     evidence("ExecStart", detail)
-    assert program is not None, f"RUNTIME-1: {path}: {detail}"
+    if program is None:
+        fail(f"RUNTIME-1: {path}: {detail}")
     hint = " (systemd specifiers are not expanded: name the literal path)" if "%" in program else ""
-    assert program == want, (f"RUNTIME-1: {path}: ExecStart= runs {program[:300]!r}, "
-                             f"expected the runtime binary {want}{hint}")
+    if program != want:
+        fail(f"RUNTIME-1: {path}: ExecStart= runs {program[:300]!r}, "
+             f"expected the runtime binary {want}{hint}")

@@ -39,6 +39,7 @@ import pytest
 
 from pty_acceptance.candidate import handoff, serverenv
 from pty_acceptance.gate.marks import fail, not_run
+from pty_acceptance.host import programs
 
 
 
@@ -95,26 +96,29 @@ def _shown(holders) -> list[str]:
 def test_the_runtime_run_is_the_one_runtime1_hashed(inv, seen, evidence):
     ob = _facts(seen, evidence, deleted=True)
     pin = inv.runtime["sha256"]
-    assert ob.runtime.before == ob.runtime.after == pin, (
-        f"RUNTIME-2: {ob.runtime.describe()}; the pin runtime.sha256 is {pin}")
+    if not (ob.runtime.before == ob.runtime.after == pin):
+        fail(f"RUNTIME-2: {ob.runtime.describe()}; the pin runtime.sha256 is {pin}")
 
 
 @pytest.mark.requirement("RUNTIME-2")
 def test_the_runtime_starts_a_session_as_the_peer(seen, evidence):
     ob = _facts(seen, evidence)
     evidence("session command cwd", ob.token_cwds or "no session process found")
-    assert len(ob.session_units) == 1, (
-        f"RUNTIME-2: POST /api/pty created {ob.session_units}, expected exactly one session unit")
-    assert ob.token_cwds, f"RUNTIME-2: the session's command was not found running ({ob.footprint.describe()})"
+    if len(ob.session_units) != 1:
+        fail(f"RUNTIME-2: POST /api/pty created {ob.session_units}, expected exactly one session unit")
+    if not ob.token_cwds:
+        fail(f"RUNTIME-2: the session's command was not found running ({ob.footprint.describe()})")
     wrong = {pid: cwd for pid, cwd in ob.token_cwds.items() if cwd != "the workspace"}
-    assert not wrong, (f"RUNTIME-2: the session's command runs elsewhere than the directory the API "
-                       f"was given ({ob.workspace}): {wrong}")
+    if wrong:
+        fail(f"RUNTIME-2: the session's command runs elsewhere than the directory the API "
+             f"was given ({ob.workspace}): {wrong}")
 
 
 @pytest.mark.requirement("RUNTIME-2")
-def test_the_fixed_helper_received_the_connection_and_the_directory(inv, seen, evidence):
+def test_the_fixed_helper_received_the_connection_and_the_directory(inv, seen, evidence, packaged):
     ob = _facts(seen, evidence)
     helper = _helper(ob, inv)
+    packaged(programs.path("strace"))
     execs, sends = ob.trace.of(ob.threads.get(helper, {helper}))
     evidence("helper", f"pid {helper} (threads {sorted(ob.threads.get(helper, ()))}), "
                        f"parent {ob.unit.main_pid}")
@@ -125,8 +129,9 @@ def test_the_fixed_helper_received_the_connection_and_the_directory(inv, seen, e
               f"{inv.binaries['client']['path']}: the hand-off was not observed")
     clients = {c for _, c in ob.pairs if c}
     starts = [s for s in sends if s[3] is not None]
-    assert len(starts) == 1, (f"RUNTIME-2: the helper pid {helper} sent {len(starts)} messages with "
-                              f"descriptors, expected exactly one START: {sends}")
+    if len(starts) != 1:
+        fail(f"RUNTIME-2: the helper pid {helper} sent {len(starts)} messages with "
+             f"descriptors, expected exactly one START: {sends}")
     fd, local, _, rights = starts[0]
     problems = []
     if fd != 3:
@@ -136,7 +141,8 @@ def test_the_fixed_helper_received_the_connection_and_the_directory(inv, seen, e
                         f"({sorted(clients)})")
     if rights != [(4, ob.workspace)]:
         problems.append(f"it passed {rights}, expected exactly fd 4 = {ob.workspace}")
-    assert not problems, f"RUNTIME-2: the fixed helper pid {helper}: " + "; ".join(problems)
+    if problems:
+        fail(f"RUNTIME-2: the fixed helper pid {helper}: " + "; ".join(problems))
 
 
 @pytest.mark.requirement("RUNTIME-2")
@@ -158,10 +164,12 @@ def test_only_the_runtime_and_the_helper_hold_the_connection(inv, seen, evidence
             if h.pid not in allowed:
                 findings.append(f"pid {h.pid} ({h.exe}, uid {h.uid}) holds the connection "
                                 f"socket:[{client}] as fd {h.fd}")
-    assert helper_fd3, (f"RUNTIME-2: the fixed helper pid {helper} holds no supervisor connection as "
-                        f"fd 3 while its session lives (connections: {ob.pairs})")
-    assert not findings, (f"RUNTIME-2: only the runtime (pid {ob.unit.main_pid}) and the fixed helper "
-                          f"(pid {helper}) may hold the authenticated connection: " + "; ".join(findings))
+    if not helper_fd3:
+        fail(f"RUNTIME-2: the fixed helper pid {helper} holds no supervisor connection as "
+             f"fd 3 while its session lives (connections: {ob.pairs})")
+    if findings:
+        fail(f"RUNTIME-2: only the runtime (pid {ob.unit.main_pid}) and the fixed helper "
+             f"(pid {helper}) may hold the authenticated connection: " + "; ".join(findings))
 
 
 @pytest.mark.requirement("RUNTIME-2")
@@ -172,17 +180,19 @@ def test_only_the_runtime_and_the_helper_hold_the_directory(inv, seen, evidence)
     evidence("holders of the directory", _shown(ob.dir_holders) or "nobody")
     others = [h for h in ob.dir_holders
               if h.pid not in {ob.unit.main_pid, helper, 1} | ob.supervisor]
-    assert not others, (f"RUNTIME-2: only the runtime (pid {ob.unit.main_pid}) and the fixed helper "
-                        f"(pid {helper}) may hold the session's directory {ob.workspace}, but: "
-                        + "; ".join(_shown(others)))
+    if others:
+        fail(f"RUNTIME-2: only the runtime (pid {ob.unit.main_pid}) and the fixed helper "
+             f"(pid {helper}) may hold the session's directory {ob.workspace}, but: "
+             + "; ".join(_shown(others)))
 
 
 @pytest.mark.requirement("RUNTIME-2")
 def test_the_runtime_holds_no_terminal(seen, evidence):
     ob = _facts(seen, evidence)
     evidence("terminals held by the runtime and its descendants", ob.terminals or "none")
-    assert not ob.terminals, ("RUNTIME-2: the runtime opened the PTY in process instead of through "
-                              "the fixed helper: " + "; ".join(ob.terminals))
+    if ob.terminals:
+        fail("RUNTIME-2: the runtime opened the PTY in process instead of through "
+             "the fixed helper: " + "; ".join(ob.terminals))
 
 
 @pytest.mark.requirement("RUNTIME-2")
@@ -190,5 +200,6 @@ def test_deleting_the_session_ends_it(seen, evidence):
     ob = _facts(seen, evidence, deleted=True)
     evidence("DELETE", ob.deleted)
     evidence("session gone after", "not gone" if ob.ended_in is None else f"{ob.ended_in:.2f} s")
-    assert not ob.leftovers, (f"RUNTIME-2: after DELETE /api/pty/{ob.pty.id} the session is still "
-                              f"there after {ob.footprint.stop_bound_s():g} s: " + "; ".join(ob.leftovers))
+    if ob.leftovers:
+        fail(f"RUNTIME-2: after DELETE /api/pty/{ob.pty.id} the session is still "
+             f"there after {ob.footprint.stop_bound_s():g} s: " + "; ".join(ob.leftovers))

@@ -3,6 +3,9 @@
 - No `assert` statement in the library: pytest rewrites only test modules,
   conftests and plugins; an assert anywhere else is compiled away by
   `python -O`, and a check that can be compiled away is no check.
+- Acceptance tests fail one way (gate/marks.py's fail(), or an AcceptanceError
+  the plugin turns into the same failure): no `assert` statement and no
+  `pytest.fail` call in acceptance/test_*.py or acceptance/conftest.py.
 - The checked-in node-id list (acceptance/node-ids.txt, which the gate
   compares every run's collection with) matches what the checkout collects.
 """
@@ -62,7 +65,33 @@ def test_nothing_but_protocol_py_encodes_frames():
     assert wire_encodings((LIB / "supervisor" / "protocol.py").read_text()), "the finder finds protocol.py's own"
 
 
-def test_the_acceptance_conftest_has_no_assert_statement():
-    """The fixtures' own checks fail through marks.fail like the library's."""
-    found = asserts_in((REPO / "acceptance" / "conftest.py").read_text())
-    assert not found, f"assert statements in acceptance/conftest.py: lines {found}"
+def pytest_fails_in(source: str) -> list[int]:
+    """Lines that call pytest.fail (or import it by name)."""
+    found = []
+    for n in ast.walk(ast.parse(source)):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "fail" \
+                and isinstance(n.func.value, ast.Name) and n.func.value.id == "pytest":
+            found.append(n.lineno)
+        elif isinstance(n, ast.ImportFrom) and n.module == "pytest" and any(a.name == "fail" for a in n.names):
+            found.append(n.lineno)
+    return found
+
+
+def test_acceptance_tests_fail_one_way():
+    """Tests and fixtures fail through marks.fail (or a library AcceptanceError), never
+    an assert (a second failure shape, its text pytest's) or a direct pytest.fail."""
+    acceptance = REPO / "acceptance"
+    modules = [*sorted(acceptance.glob("test_*.py")), acceptance / "conftest.py"]
+    assert len(modules) > 1, "no acceptance modules found"
+    found = {}
+    for p in modules:
+        src = p.read_text()
+        if lines := {k: v for k, v in (("assert", asserts_in(src)), ("pytest.fail", pytest_fails_in(src))) if v}:
+            found[str(p.relative_to(REPO))] = lines
+    assert not found, f"use fail() from pty_acceptance.gate.marks instead (lines): {found}"
+
+
+def test_the_pytest_fail_finder_finds_both_forms():
+    assert pytest_fails_in("import pytest\npytest.fail('x', pytrace=False)\n") == [2]
+    assert pytest_fails_in("from pytest import fail\n") == [1]
+    assert pytest_fails_in("from pty_acceptance.gate.marks import fail\nfail('x')\n") == []
