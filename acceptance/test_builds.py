@@ -51,7 +51,7 @@ def test_build_evidence_is_recorded(inv, reproduction, evidence):
             evidence(f"sha256 {s.label}", f"{s.sha256(role)}  {role}")
     assert reproduction.go_version.startswith("go version go"), \
         f"BUILD-2: unexpected go version output {reproduction.go_version!r}"
-    want = inv.build.get("go_version")
+    want = inv.build.go_version
     if want:
         got = reproduction.go_version.split()[2]
         assert got == want, f"BUILD-2: the host builds with {got}, the review used {want}"

@@ -36,7 +36,7 @@ from pty_acceptance.provenance import runtime
 
 @pytest.fixture(scope="module")
 def env(inv):
-    return serverenv.read(inv.cutover["server_env"])
+    return serverenv.read(inv.cutover.server_env)
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,7 @@ def service_uid(inv, host):
 def _identified(inv, uid, req, evidence) -> None:
     """The candidate port's listener is the runtime binary run as the service user,
     or the test fails before any credential is sent (SUITE-4)."""
-    port, binary = inv.ports["candidate"], inv.runtime["binary"]
+    port, binary = inv.ports.candidate, inv.runtime.binary
     found = runtime.listener(port)
     evidence("candidate listener", found.describe())
     why = found.problem
@@ -69,20 +69,20 @@ def _candidate(inv, env, uid, req, evidence):
     if env.password is None:
         pytest.fail(f"{req}: cannot authenticate to the candidate: {env.describe()}", pytrace=False)
     _identified(inv, uid, req, evidence)
-    return opencode_api.Client(inv.ports["candidate"], password=env.password.reveal(),
-                               directory=inv.cutover["directory"])
+    return opencode_api.Client(inv.ports.candidate, password=env.password.reveal(),
+                               directory=inv.cutover.directory)
 
 
 @pytest.mark.requirement("CUT-1")
 def test_production_is_healthy(inv, host, evidence):
-    port = inv.ports["production"]
+    port = inv.ports.production
     listening = [s for s in host.socket.get_listening_sockets()
                  if s.startswith("tcp://") and s.rpartition(":")[2] == str(port)]
     evidence("listening on the production port", listening)
     if not listening:
         pytest.fail(f"CUT-1: nothing listens on the production port {port}", pytrace=False)
     client = opencode_api.Client(port)  # no auth, GET only
-    path = inv.cutover["production_health"]
+    path = inv.cutover.production_health
     try:
         reply = client.ui(path)
     except opencode_api.ApiError as e:
@@ -95,7 +95,7 @@ def test_production_is_healthy(inv, host, evidence):
 def test_candidate_is_healthy(inv, env, service_uid, evidence):
     client = _candidate(inv, env, service_uid, "CUT-1", evidence)
     try:
-        reply = client.health(inv.cutover["candidate_health"])
+        reply = client.health(inv.cutover.candidate_health)
     except opencode_api.ApiError as e:
         pytest.fail(f"CUT-1: candidate {e}", pytrace=False)
     evidence("candidate health", reply.describe())
@@ -106,7 +106,7 @@ def test_candidate_is_healthy(inv, env, service_uid, evidence):
 def test_candidate_ui_answers(inv, env, service_uid, evidence):
     client = _candidate(inv, env, service_uid, "CUT-1", evidence)
     problems = []
-    for path in inv.cutover["candidate_ui"]:
+    for path in inv.cutover.candidate_ui:
         try:
             reply = client.ui(path)
         except opencode_api.ApiError as e:
@@ -127,7 +127,7 @@ def test_plugins_are_active_after_activation(inv, env, service_uid, evidence):
         pytest.fail(f"CUT-2: candidate {e}", pytrace=False)
     evidence("plugins", [f"{opencode_api.excerpt(p.name.encode(), limit=64)}: "
                          f"{opencode_api.excerpt(p.status.encode(), limit=40)}" for p in plugins])
-    wanted = list(inv.cutover["plugins"])
+    wanted = list(inv.cutover.plugins)
     bad = opencode_api.missing_or_inactive(wanted, plugins)
     assert not bad, (f"CUT-2: candidate {reply.url}: after await-activation, expected {wanted} "
                      f"active, got " + "; ".join(bad))
@@ -136,7 +136,7 @@ def test_plugins_are_active_after_activation(inv, env, service_uid, evidence):
 @pytest.mark.requirement("CUT-3")
 def test_server_env_is_private_and_holds_the_password(inv, env, service_uid, evidence):
     evidence("server.env", env.describe())
-    path, uid = inv.cutover["server_env"], service_uid
+    path, uid = inv.cutover.server_env, service_uid
     if uid is None:
         pytest.fail(f"CUT-3: the service user {inv.service_user!r} does not exist", pytrace=False)
     problems = serverenv.problems(env, uid, who=f" ({inv.service_user})")

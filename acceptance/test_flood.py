@@ -155,7 +155,7 @@ def test_a_fresh_peer_authenticates_right_after_a_flood(inv, bus, peer, flooder,
 # ------------------------------------------------------------------ FLOOD-4
 def supervisor_rss(bus, inv) -> tuple[int, list[int]]:
     """RSS of every process of the supervisor unit (the reference is a wrapper and its child)."""
-    props = bus.properties(inv.units["supervisor"], SERVICE_IFACE) or {}
+    props = bus.properties(inv.units.supervisor, SERVICE_IFACE) or {}
     path = cgroups.cgroup_dir(props.get("ControlGroup") or "")
     pids = cgroups.cgroup_pids(path) if path else []
     total = 0
@@ -170,7 +170,7 @@ def supervisor_rss(bus, inv) -> tuple[int, list[int]]:
 @pytest.mark.requirement("FLOOD-4")
 def test_unread_output_is_bounded_and_a_saturated_stop_ends_in_time(inv, bus, peer, evidence):
     rss0, pids = supervisor_rss(bus, inv)
-    assert pids, f"FLOOD-4: no processes found in the cgroup of {inv.units['supervisor']}"
+    assert pids, f"FLOOD-4: no processes found in the cgroup of {inv.units.supervisor}"
     ss, problems = Sessions(bus, peer, inv.socket, Owner.of(inv)), []
     try:
         token = lifecycle.new_token()

@@ -25,7 +25,7 @@ from pty_acceptance.provenance import runtime
 def identity(inv):
     """The runtime binary's identity, or the reason it could not be read."""
     try:
-        return runtime.identify(inv.runtime["binary"], limit=inv.limit("runtime_bytes"))
+        return runtime.identify(inv.runtime.binary, limit=inv.limit("runtime_bytes"))
     except runtime.RuntimeError_ as e:
         return str(e)
 
@@ -49,7 +49,7 @@ def _service_ids(host, inv):
 
 @pytest.mark.requirement("RUNTIME-1")
 def test_candidate_listener_runs_the_runtime_binary(inv, host, evidence):
-    port, path = inv.ports["candidate"], inv.runtime["binary"]
+    port, path = inv.ports.candidate, inv.runtime.binary
     found = runtime.listener(port)
     evidence("listener", found.describe())
     if found.create_time is not None:
@@ -84,7 +84,7 @@ def test_runtime_binary_is_a_fused_node_sea(inv, identity, evidence):
 @pytest.mark.requirement("RUNTIME-1")
 def test_runtime_embedded_node_version_is_exact(inv, identity, evidence):
     ident = _identity_or_fail(identity, evidence)
-    want = inv.runtime["node_version"]
+    want = inv.runtime.node_version
     problem = ident.version_problem()
     assert problem is None, f"RUNTIME-1: {ident.path}: {problem}; expected {want}"
     got = ident.version
@@ -98,7 +98,7 @@ def test_runtime_embedded_node_version_is_exact(inv, identity, evidence):
 def test_runtime_binary_hash_is_pinned(inv, identity, evidence):
     ident = _identity_or_fail(identity, evidence)
     evidence("sha256", f"{ident.sha256}  {ident.path}")
-    want = inv.runtime.get("sha256")
+    want = inv.runtime.sha256
     assert want, ("RUNTIME-1: the inventory pins no runtime.sha256: the exact SEA binary "
                   "cannot be told from another build of the same Node version")
     assert ident.sha256 == want, f"RUNTIME-1: {ident.path} hashes to {ident.sha256}, the pin is {want}"
@@ -106,7 +106,7 @@ def test_runtime_binary_hash_is_pinned(inv, identity, evidence):
 
 @pytest.mark.requirement("RUNTIME-1")
 def test_candidate_unit_execstart_runs_the_runtime_binary(inv, evidence):
-    path, want = inv.units["candidate_file"], inv.runtime["binary"]
+    path, want = inv.units.candidate_file, inv.runtime.binary
     node = hostfs.Node.at(path)
     evidence("candidate unit file", node.describe())
     assert node.kind == "regular file", f"RUNTIME-1: candidate unit file {path} is {node.kind}, expected a regular file"

@@ -113,7 +113,7 @@ def runtime_digest(inv: Inventory) -> tuple[str | None, str]:
     subject), judged by runtime_blockers. It lies in the service user's tree:
     reached from / without following a link in any component (SUITE-4), read
     by descriptor, at most limits.runtime_bytes."""
-    path = inv.runtime["binary"]
+    path = inv.runtime.binary
     try:
         fd = hostfs.open_file(path)
         try:
@@ -311,7 +311,7 @@ def runtime_blockers(state: GateState) -> list[Blocker]:
     there when the marker is written."""
     inv = state.inventory
     state.runtime_at_marker = runtime_digest(inv)
-    pin, path = inv.runtime["sha256"], inv.runtime["binary"]
+    pin, path = inv.runtime.sha256, inv.runtime.binary
     out = []
     for when, (digest, said) in (("at session start", state.runtime_at_start),
                                  ("at marker time", state.runtime_at_marker)):
@@ -331,9 +331,9 @@ def running_blockers(inv: Inventory) -> list[Blocker]:
     """SCOPE-2 at write time: the supervisor that runs now executes the installed
     binary (its MainPID's /proc/<pid>/exe is the installed path's device and
     inode), whatever ran earlier in the session."""
-    binary = inv.binaries["supervisor"]["path"]
+    binary = inv.binaries.supervisor.path
     try:
-        found = running.at_marker_time(inv.units["supervisor"], binary)
+        found = running.at_marker_time(inv.units.supervisor, binary)
     except running.RunningError as e:
         return [Blocker(("SCOPE-2", "MARK-3"), f"at marker time: {e}")]
     if found.problem:
@@ -485,15 +485,15 @@ class Gate:
         self._global("pin", f"source-manifest {inv.source_manifest_sha256}")
         for b in inv.binaries_list:
             self._global("pin", f"{b.sha256}  {b.path}")
-        self._global("pin", f"{inv.runtime['sha256']}  {inv.runtime['binary']}")
+        self._global("pin", f"{inv.runtime.sha256}  {inv.runtime.binary}")
         p = inv.plugin  # PLUGIN-1 runs only these bytes (smoke.py): the Statement's configuration
-        self._global("plugin-bun-pin", f"{p['bun_sha256']}  {p['bun']}")
-        self._global("plugin-harness-pin", f"{p['harness_sha256']}  {p['harness']}")
+        self._global("plugin-bun-pin", f"{p.bun_sha256}  {p.bun}")
+        self._global("plugin-harness-pin", f"{p.harness_sha256}  {p.harness}")
         self._global("inventory-file", file_digest(inv.file))
         self._global("checklist-file", file_digest(st.root / "ROOT-ACCEPTANCE.md"))
         try:  # evidence only: the marker-time check (running_blockers) decides
-            found = running.at_marker_time(st.inventory.units["supervisor"],
-                                           st.inventory.binaries["supervisor"]["path"])
+            found = running.at_marker_time(st.inventory.units.supervisor,
+                                           st.inventory.binaries.supervisor.path)
             self._global("supervisor-at-start", found.describe()
                          + (f" PROBLEM: {found.problem}" if found.problem else ""))
         except running.RunningError as e:

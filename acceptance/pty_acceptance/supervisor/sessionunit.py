@@ -29,7 +29,7 @@ class Owner:
 
     @classmethod
     def of(cls, inv) -> "Owner":
-        return cls(inv.units["supervisor"], inv.units["slice"])
+        return cls(inv.units.supervisor, inv.units.slice)
 
 
 class NotOurs(Refused):
