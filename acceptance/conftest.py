@@ -212,7 +212,7 @@ def helper_session(inv, peer):
     made = []
 
     def make(argv, **kw):
-        s = HelperSession(peer, inv.socket, inv.binaries["client"]["path"], argv, **kw).open()
+        s = HelperSession(peer, inv.socket, inv.binaries.client.path, argv, **kw).open()
         made.append(s)
         return s
 
@@ -236,7 +236,7 @@ def sessions(inv, bus, peer, evidence):
 def supervisor_guard(inv, bus):
     """For tests that stop or restart the supervisor: fails at once if it is not
     ready to begin with; brings it back (active, socket present) on every path."""
-    name, path = inv.units["supervisor"], inv.socket
+    name, path = inv.units.supervisor, inv.socket
     if not lifecycle.supervisor_ready(bus, name, path):
         fail(f"SUITE-1: {name} is not active with its socket {path} before the test; "
              "the suite does not start it on its own")

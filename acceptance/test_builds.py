@@ -49,7 +49,7 @@ def test_build_evidence_is_recorded(inv, reproduction, host, evidence, packaged)
     evidence("build user (id)", f"uid {builder.uid} gid {builder.gid} groups {builder.groups}"
              if builder.exists else "no such user now")
     evidence("go version", reproduction.go_version)
-    packaged(inv.build["go"])
+    packaged(inv.build.go)
     evidence("go.sum sha256", reproduction.go_sum_sha256)
     for s in reproduction.sets:
         for cmd in s.commands:
@@ -58,7 +58,7 @@ def test_build_evidence_is_recorded(inv, reproduction, host, evidence, packaged)
             evidence(f"sha256 {s.label}", f"{s.sha256(role)}  {role}")
     if not reproduction.go_version.startswith("go version go"):
         fail(f"BUILD-2: unexpected go version output {reproduction.go_version!r}")
-    want = inv.build.get("go_version")
+    want = inv.build.go_version
     if want:
         got = reproduction.go_version.split()[2]
         if got != want:

@@ -311,7 +311,7 @@ REFUSED_STARTS = {
 
 
 def _slice_children(inv, bus):
-    props = bus.properties(inv.units["slice"], "org.freedesktop.systemd1.Slice") or {}
+    props = bus.properties(inv.units.slice, "org.freedesktop.systemd1.Slice") or {}
     path = cgroup_dir(props.get("ControlGroup") or "")
     if path is None:
         return None, []

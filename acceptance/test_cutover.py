@@ -37,7 +37,7 @@ from pty_acceptance.gate.marks import fail
 
 @pytest.fixture(scope="module")
 def env(inv):
-    return serverenv.read(inv.cutover["server_env"])  # not host.file: Testinfra follows links
+    return serverenv.read(inv.cutover.server_env)  # not host.file: Testinfra follows links
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +50,7 @@ def service_uid(inv, host):
 def _identified(inv, uid, req, evidence) -> None:
     """The candidate port's listener is the runtime binary run as the service user,
     or the test fails before any credential is sent (SUITE-4)."""
-    port, binary = inv.ports["candidate"], inv.runtime["binary"]
+    port, binary = inv.ports.candidate, inv.runtime.binary
     found = runtime.listener(port)  # psutil, not host.socket: Testinfra names no owning process
     evidence("candidate listener", found.describe())
     why = found.problem
@@ -70,8 +70,8 @@ def _candidate(inv, env, uid, req, evidence):
     if env.password is None:
         fail(f"{req}: cannot authenticate to the candidate: {env.describe()}")
     _identified(inv, uid, req, evidence)
-    return opencode_api.Client(inv.ports["candidate"], password=env.password.reveal(),
-                               directory=inv.cutover["directory"])
+    return opencode_api.Client(inv.ports.candidate, password=env.password.reveal(),
+                               directory=inv.cutover.directory)
 
 
 # Where a listener the suite reaches at 127.0.0.1 is bound (:: counts for both)
@@ -80,7 +80,7 @@ LOOPBACK_REACHED = ("127.0.0.1", "0.0.0.0")
 
 @pytest.mark.requirement("CUT-1")
 def test_production_is_healthy(inv, host, evidence):
-    port = inv.ports["production"]
+    port = inv.ports.production
     # TCP sockets only: Testinfra's listing of every family also parses UNIX socket paths,
     # which the service user names (a newline in one forges a line or breaks the parse)
     listening = [spec for spec in (f"tcp://{a}:{port}" for a in LOOPBACK_REACHED)
@@ -89,7 +89,7 @@ def test_production_is_healthy(inv, host, evidence):
     if not listening:
         fail(f"CUT-1: nothing listens on the production port {port}")
     client = opencode_api.Client(port)  # no auth, GET only
-    path = inv.cutover["production_health"]
+    path = inv.cutover.production_health
     try:
         reply = client.ui(path)
     except opencode_api.ApiError as e:
@@ -102,7 +102,7 @@ def test_production_is_healthy(inv, host, evidence):
 def test_candidate_is_healthy(inv, env, service_uid, evidence):
     client = _candidate(inv, env, service_uid, "CUT-1", evidence)
     try:
-        reply = client.health(inv.cutover["candidate_health"])
+        reply = client.health(inv.cutover.candidate_health)
     except opencode_api.ApiError as e:
         fail(f"CUT-1: candidate {e}")
     evidence("candidate health", reply.describe())
@@ -113,7 +113,7 @@ def test_candidate_is_healthy(inv, env, service_uid, evidence):
 def test_candidate_ui_answers(inv, env, service_uid, evidence):
     client = _candidate(inv, env, service_uid, "CUT-1", evidence)
     problems = []
-    for path in inv.cutover["candidate_ui"]:
+    for path in inv.cutover.candidate_ui:
         try:
             reply = client.ui(path)
         except opencode_api.ApiError as e:
@@ -135,7 +135,7 @@ def test_plugins_are_active_after_activation(inv, env, service_uid, evidence):
         fail(f"CUT-2: candidate {e}")
     evidence("plugins", [f"{opencode_api.excerpt(p.name.encode(), limit=64)}: "
                          f"{opencode_api.excerpt(p.status.encode(), limit=40)}" for p in plugins])
-    wanted = list(inv.cutover["plugins"])
+    wanted = list(inv.cutover.plugins)
     bad = opencode_api.missing_or_inactive(wanted, plugins)
     if bad:
         fail(f"CUT-2: candidate {reply.url}: after await-activation, expected {wanted} "
@@ -145,7 +145,7 @@ def test_plugins_are_active_after_activation(inv, env, service_uid, evidence):
 @pytest.mark.requirement("CUT-3")
 def test_server_env_is_private_and_holds_the_password(inv, env, service_uid, evidence):
     evidence("server.env", env.describe())
-    path, uid = inv.cutover["server_env"], service_uid
+    path, uid = inv.cutover.server_env, service_uid
     if uid is None:
         fail(f"CUT-3: the service user {inv.service_user!r} does not exist")
     problems = serverenv.problems(env, uid, who=f" ({inv.service_user})")

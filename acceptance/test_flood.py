@@ -161,7 +161,7 @@ def test_a_fresh_peer_authenticates_right_after_a_flood(inv, bus, peer, flooder,
 def supervisor_rss(bus, inv) -> tuple[int, list[int]]:
     """RSS of every process of the supervisor unit (the reference is a wrapper and its child)."""
     # psutil, not host.process: Testinfra splits `ps` lines on spaces and comm, which any process sets, comes first
-    props = bus.properties(inv.units["supervisor"], SERVICE_IFACE) or {}
+    props = bus.properties(inv.units.supervisor, SERVICE_IFACE) or {}
     path = cgroups.cgroup_dir(props.get("ControlGroup") or "")
     pids = cgroups.cgroup_pids(path) if path else []
     total = 0
@@ -177,7 +177,7 @@ def supervisor_rss(bus, inv) -> tuple[int, list[int]]:
 def test_unread_output_is_bounded_and_a_saturated_stop_ends_in_time(inv, bus, peer, evidence):
     rss0, pids = supervisor_rss(bus, inv)
     if not pids:
-        fail(f"FLOOD-4: no processes found in the cgroup of {inv.units['supervisor']}")
+        fail(f"FLOOD-4: no processes found in the cgroup of {inv.units.supervisor}")
     ss, problems = Sessions(bus, peer, inv.socket, Owner.of(inv)), []
     try:
         token = lifecycle.new_token()

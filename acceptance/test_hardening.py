@@ -35,9 +35,9 @@ def test_systemd_analyze_verify_passes(inv, role, evidence, packaged):
     # The candidate is verified as the user it will run as (its files live in
     # that user's home); the installed units as the unprivileged build user.
     if role == "candidate":
-        path, user = inv.units["candidate_file"], inv.service_user
+        path, user = inv.units.candidate_file, inv.service_user
     else:
-        path, user = _fragment(inv.units[role]), inv.build["user"]
+        path, user = _fragment(getattr(inv.units, role)), inv.build.user
     res = analyze.verify(user, path)
     evidence("as user", user)
     evidence("command", " ".join(res.argv))
@@ -65,8 +65,8 @@ def _running_and_enabled(service, expected) -> dict:
 @pytest.mark.requirement("CUT-4")
 @pytest.mark.parametrize("role", ["supervisor", "slice"])
 def test_loaded_unit_shows_the_expected_properties(inv, role, host, evidence):
-    name = inv.units[role]
-    expected = inv.unit_properties.get(role, {})
+    name = getattr(inv.units, role)
+    expected = getattr(inv.unit_properties, role)
     if not expected:
         fail(f"CUT-4: the inventory lists no expected properties for {name}")
     unit = show_or_fail(name, "CUT-4")
@@ -83,7 +83,7 @@ def test_loaded_unit_shows_the_expected_properties(inv, role, host, evidence):
 
 @pytest.mark.requirement("CUT-4")
 def test_supervisor_runs_the_pinned_exec_start(inv, bus, evidence):
-    name, pin = inv.units["supervisor"], inv.supervisor_exec
+    name, pin = inv.units.supervisor, inv.supervisor_exec
     try:  # over D-Bus: program and argv as systemd holds them, not `systemctl show`'s text
         props = bus.properties(name, SERVICE_IFACE)
     except BusError as e:
@@ -92,7 +92,7 @@ def test_supervisor_runs_the_pinned_exec_start(inv, bus, evidence):
         fail(f"CUT-4: {name} is not loaded")
     seen = [(str(c[0]), [str(a) for a in c[1]]) for c in props.get("ExecStart") or []]
     evidence("ExecStart (path, argv)", seen)
-    want = [(pin["path"], list(pin["argv"]))]
+    want = [(pin.path, list(pin.argv))]
     if seen != want:
         fail(f"CUT-4: {name} ExecStart= is {seen!r}, expected exactly {want!r} "
              "(a drop-in runs something else?)")
@@ -100,8 +100,8 @@ def test_supervisor_runs_the_pinned_exec_start(inv, bus, evidence):
 
 @pytest.mark.requirement("UNIT-9")
 def test_supervisor_exposure_is_recorded(inv, evidence, concern, packaged):
-    name = inv.units["supervisor"]
-    res, score = analyze.security(inv.build["user"], name)
+    name = inv.units.supervisor
+    res, score = analyze.security(inv.build.user, name)
     evidence("command", " ".join(res.argv))
     packaged(res.argv[0])
     if score is None:

@@ -57,7 +57,7 @@ RUNTIME_S = 60
 def traced(inv, module_peer):
     """The traced session, or the reason it could not be observed."""
     try:
-        return ht.run_traced(module_peer, inv.socket, inv.binaries["client"]["path"],
+        return ht.run_traced(module_peer, inv.socket, inv.binaries.client.path,
                              inv.service_user, ARGV, INPUT, runtime_s=RUNTIME_S)
     except (ht.TraceError, OSError, RuntimeError) as e:
         return f"{type(e).__name__}: {e}"
@@ -125,7 +125,7 @@ def test_descriptors_at_start_are_stdio_connection_and_directory(traced, inv, bu
         problems.append(f"fd 3 is {run.sock['family']} {run.sock['type']}, expected AF_UNIX SOCK_STREAM")
     if run.sock["peername"] != inv.socket:
         problems.append(f"fd 3 is connected to {run.sock['peername']!r}, not {inv.socket}")
-    sup_pids = {pr.pid for pr in observe.unit_procs(bus, inv.units["supervisor"]).procs}
+    sup_pids = {pr.pid for pr in observe.unit_procs(bus, inv.units.supervisor).procs}
     if run.sock["peer_pid"] not in sup_pids:
         problems.append(f"fd 3's peer is pid {run.sock['peer_pid']}, not a supervisor process {sorted(sup_pids)}")
     mode, dev, ino = run.frozen_stat.get(4, (0, 0, 0))
@@ -209,7 +209,7 @@ def test_helper_keeps_received_descriptors_from_any_exec(traced, evidence):
 
 @pytest.mark.requirement("HELPER-4")
 def test_supervisor_holds_the_received_descriptor_close_on_exec(inv, bus, module_peer, evidence):
-    supervisor = inv.units["supervisor"]
+    supervisor = inv.units.supervisor
     baseline = observe.supervisor_descriptors(bus, supervisor)
     with scratch.directory("pty-acceptance-received-") as d:
         want = os.stat(d)
@@ -322,13 +322,13 @@ def test_session_processes_inherit_no_foreign_descriptor(inv, bus, module_peer, 
 @pytest.mark.requirement("HELPER-5")
 def test_runtime_metadata_is_that_of_the_exact_build(traced, inv, evidence):
     run = _run(traced, "HELPER-5", evidence)
-    helper = inv.binaries["client"]
-    actual = hostfs.sha256_nofollow(helper["path"])  # not host.file's sha256sum: Testinfra follows links
-    evidence("helper sha256", f"{actual}  {helper['path']}")
+    helper = inv.binaries.client
+    actual = hostfs.sha256_nofollow(helper.path)  # not host.file's sha256sum: Testinfra follows links
+    evidence("helper sha256", f"{actual}  {helper.path}")
     evidence("opened paths", run.opened_paths())
-    if actual != helper["sha256"]:
-        fail(f"HELPER-5: the traced helper {helper['path']} hashes to {actual}, not the claimed "
-             f"{helper['sha256']}: its runtime reads were not observed on the exact build")
+    if actual != helper.sha256:
+        fail(f"HELPER-5: the traced helper {helper.path} hashes to {actual}, not the claimed "
+             f"{helper.sha256}: its runtime reads were not observed on the exact build")
     extra = [x for x in run.opened_paths() if x not in ht.RUNTIME_METADATA]
     if extra:
         fail(f"HELPER-5: the helper opened paths outside the runtime metadata list: {extra}")

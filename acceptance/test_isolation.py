@@ -96,7 +96,7 @@ def target(inv):
     """The process on ports.candidate, or why there is none (psutil, not
     host.socket: Testinfra's socket names no owning process)."""
     try:
-        return isolation.find_target(inv.ports["candidate"])
+        return isolation.find_target(inv.ports.candidate)
     except isolation.IsolationError as e:
         return str(e)
 
@@ -222,7 +222,7 @@ class Holders:
 
 
 def _read_holders(inv, bus) -> Holders:
-    supervisor = cgroups.unit_pids(bus, inv.units["supervisor"])
+    supervisor = cgroups.unit_pids(bus, inv.units.supervisor)
     file_id = isolation.socket_file_id(inv.socket)
     socks = isolation.unix_sockets()
     holders = isolation.socket_holders()
@@ -254,7 +254,7 @@ def _live_connection_held(inv, bus, helper_pid, is_helper) -> Holders:
 def test_only_the_helper_holds_supervisor_connections(inv, bus, module_peer, evidence):
     """Read while a session runs through the fixed helper: with no live
     connection nobody holds anything, and the check would prove nothing."""
-    helper = inv.binaries["client"]["path"]
+    helper = inv.binaries.client.path
 
     def is_helper(pid):
         link, dev_ino = proc.exe_identity(pid)
@@ -325,13 +325,13 @@ def _connect(port: int) -> str:
 @pytest.fixture(scope="module")
 def reach(inv, bus, module_peer):
     """What a live session could do: {"workspace", "network", "outside", "cwd", ...}."""
-    port = inv.ports["production"]
+    port = inv.ports.production
     peer = module_peer
     with contextlib.ExitStack() as stack:
         cwd, _ = stack.enter_context(workspace(inv.service_user, "pty-acceptance-ws-"))
         name = f"iso2-{secrets.token_hex(8)}"
         outside = _connect(port)
-        h = HelperSession(peer, inv.socket, inv.binaries["client"]["path"],
+        h = HelperSession(peer, inv.socket, inv.binaries.client.path,
                           ["python3", "-I", "-c", REACH, name, str(port)], cwd=cwd)
         stack.callback(h.close)
         try:
@@ -351,7 +351,7 @@ def reach(inv, bus, module_peer):
 
 @pytest.mark.requirement("ISO-2")
 def test_session_workspace_access_is_as_declared(inv, reach, evidence, concern):
-    want = inv.isolation["session_workspace_writable"]
+    want = inv.isolation.session_workspace_writable
     got = reach["workspace"]
     evidence("workspace", f"{reach['cwd_host']} (owned by {inv.service_user}, 0700), "
                           f"the session's cwd {reach['cwd']!r}")
@@ -371,8 +371,8 @@ def test_session_workspace_access_is_as_declared(inv, reach, evidence, concern):
 
 @pytest.mark.requirement("ISO-2")
 def test_session_network_access_is_as_declared(inv, reach, evidence, concern):
-    want = inv.isolation["session_network"]
-    port = inv.ports["production"]
+    want = inv.isolation.session_network
+    port = inv.ports.production
     got = reach["network"]
     evidence(f"TCP connect to 127.0.0.1:{port} from the suite (outside)", reach["outside"])
     evidence(f"TCP connect to 127.0.0.1:{port} from inside the session", got)

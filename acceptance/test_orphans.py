@@ -28,7 +28,7 @@ from pty_acceptance.gate.marks import fail
 
 @pytest.mark.requirement("ORPHAN-1")
 def test_every_session_like_unit_is_strict_and_bound_to_the_supervisor(inv, evidence):
-    supervisor = inv.units["supervisor"]
+    supervisor = inv.units.supervisor
     try:
         names = [n for n in units_matching("opencode-pty-*.service") if n != supervisor]
     except SystemdError as e:

@@ -69,7 +69,7 @@ def test_binary_hash_is_the_claimed_hash(inv, role, evidence):
 
 @pytest.mark.requirement("SCOPE-2")
 def test_running_supervisor_executes_the_installed_binary(inv, bus, evidence):
-    unit, binary = inv.units["supervisor"], inv.binaries["supervisor"]["path"]
+    unit, binary = inv.units.supervisor, inv.binaries.supervisor.path
     try:  # /proc/<MainPID>/exe's device and inode under a pidfd: nothing Testinfra reads
         found = running.identify(bus, unit, binary)
     except running.RunningError as e:
@@ -97,7 +97,7 @@ def _root_controlled(paths):
 @pytest.mark.requirement("OWN-2")
 @pytest.mark.parametrize("role", ["supervisor", "slice"])
 def test_unit_file_and_drop_ins_are_root_controlled(inv, role, evidence):
-    unit = _unit(inv.units[role])
+    unit = _unit(getattr(inv.units, role))
     files = unit.files()
     evidence("files", [hostfs.Node.at(f).describe() for f in files])
     if not files:
@@ -109,7 +109,7 @@ def test_unit_file_and_drop_ins_are_root_controlled(inv, role, evidence):
 
 @pytest.mark.requirement("OWN-2")
 def test_every_exec_program_of_the_supervisor_is_root_controlled(inv, evidence):
-    unit = _unit(inv.units["supervisor"])
+    unit = _unit(inv.units.supervisor)
     programs = unit.exec_paths()
     evidence("exec", programs)
     if not programs.get("ExecStart"):
@@ -132,7 +132,7 @@ def _service(bus, name):
 
 @pytest.mark.requirement("OWN-2")
 def test_paths_the_supervisor_unit_names_are_root_controlled(inv, bus, evidence):
-    name = inv.units["supervisor"]
+    name = inv.units.supervisor
     props = _service(bus, name)
     named = feeds.named_paths(props)
     evidence("properties", {k: props.get(k) for k in
@@ -146,7 +146,7 @@ def test_paths_the_supervisor_unit_names_are_root_controlled(inv, bus, evidence)
 
 @pytest.mark.requirement("OWN-2")
 def test_files_the_supervisor_holds_are_root_controlled(inv, bus, evidence):
-    name = inv.units["supervisor"]
+    name = inv.units.supervisor
     try:
         pids = cgroups.unit_pids(bus, name)
     except BusError as e:

@@ -67,7 +67,7 @@ def pin_variant(inv, variant):
 @pytest.mark.parametrize("variant", ["group", "user", "slice"])
 def test_a_peer_unit_with_one_other_fact_is_refused(inv, units, variant, evidence, created):
     kw, differs = pin_variant(inv, variant)
-    u = units(inv.units["peer"], **kw)
+    u = units(inv.units.peer, **kw)
     evidence("impostor", f"{u.name} MainPID={u.info['pid']} uid={u.info['uid']} gid={u.info['gid']} "
                          f"ControlGroup={u.info['control_group']}: {differs}")
     a = admission.attempt_as(u, inv.socket, f"{u.name} whose {differs}")
@@ -77,7 +77,7 @@ def test_a_peer_unit_with_one_other_fact_is_refused(inv, units, variant, evidenc
 @pytest.mark.requirement("PEER-2")
 def test_a_deactivating_peer_is_refused(inv, bus, units, evidence, created):
     """ActiveState pin: while ExecStop runs, the MainPID is alive but the unit is deactivating."""
-    u = units(inv.units["peer"], user=inv.service_user, group=inv.service_group,
+    u = units(inv.units.peer, user=inv.service_user, group=inv.service_group,
               extra=[("ExecStop", ("a(sasb)", [("/bin/sleep", ["/bin/sleep", "60"], False)]))])
     try:
         bus.stop(u.name)
@@ -103,7 +103,7 @@ def test_a_connection_whose_peer_exited_is_refused(inv, peer, units, evidence, c
     with sock:
         gone_pid = peer.info["pid"]
         peer.stop()  # the connecting MainPID exits; only its PID number is left
-        successor = units(inv.units["peer"], user=inv.service_user, group=inv.service_group)
+        successor = units(inv.units.peer, user=inv.service_user, group=inv.service_group)
         evidence("peers", f"connected by {gone_pid} (exited), {successor.name} now has MainPID "
                           f"{successor.info['pid']}")
         a = admission.speak(sock, f"socket of the exited MainPID {gone_pid}, held by root")
@@ -138,7 +138,7 @@ REPLACEMENTS = {"mainpid-moved": _move_mainpid, "unit-replaced": _replace_unit}
 @pytest.mark.requirement("PEER-4")
 @pytest.mark.parametrize("how", sorted(REPLACEMENTS))
 def test_start_after_the_peer_was_replaced_is_refused(inv, bus, units, how, evidence, created):
-    u = units(inv.units["peer"], user=inv.service_user, group=inv.service_group,
+    u = units(inv.units.peer, user=inv.service_user, group=inv.service_group,
               extra=[("NotifyAccess", ("s", "all"))])
     sock = admission.take_connection(u, inv.socket)
     with sock:
@@ -192,6 +192,6 @@ def test_root_is_refused(inv, evidence, created):
 def test_another_user_is_refused(inv, units, evidence, created):
     """The unit has the peer's name; without the service group the socket
     directory should already keep it out (a refused connect is a pass)."""
-    u = units(inv.units["peer"], user=OTHER_USER, group=OTHER_GROUP)
+    u = units(inv.units.peer, user=OTHER_USER, group=OTHER_GROUP)
     a = admission.attempt_as(u, inv.socket, f"{u.name} as {OTHER_USER}:{OTHER_GROUP}")
     assert_refused("PEER-5 (other user)", a, created, evidence, allow_connect_error=True)

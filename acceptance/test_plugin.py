@@ -52,7 +52,7 @@ def checked(inv):
 @pytest.fixture(scope="module")
 def harness_copy(inv, checked):
     """The pinned harness bytes, root-owned 0444 in a root-owned 0755 directory: what bun runs."""
-    name = os.path.basename(inv.plugin["harness"])
+    name = os.path.basename(inv.plugin.harness)
     d = smoke.stage_harness(checked.harness_bytes, name)
     try:
         yield os.path.join(d, name)
@@ -97,12 +97,12 @@ def _runs(inv, checked, copy, evidence, labels, args_for, helper):
     evidence("harness", checked.harness)
     evidence("harness copy run by bun", f"{copy} (root-owned {smoke.COPY_MODE:04o}, directory "
                                         f"root-owned {smoke.COPY_DIR_MODE:04o})")
-    deadline = p.get("deadline_s", smoke.DEFAULT_DEADLINE_S)
-    before = smoke.listing(p["plugin_dir"])
+    deadline = p.deadline_s
+    before = smoke.listing(p.plugin_dir)
     if isinstance(before, str):
         fail(f"PLUGIN-1: the plugin directory: {before}")
     with workspace(inv.service_user, "pty-acceptance-plugin-") as (workdir, _):
-        if smoke.inside(workdir, p["plugin_dir"]):
+        if smoke.inside(workdir, p.plugin_dir):
             fail(f"PLUGIN-1: the working directory {workdir} is inside the plugin directory")
         evidence("working directory", f"{workdir} (fresh, 0700, {inv.service_user})")
         for label in labels:
@@ -110,14 +110,14 @@ def _runs(inv, checked, copy, evidence, labels, args_for, helper):
                 evidence(f"run {label} pinned", smoke.before_run(p, copy, smoke.limits(inv)))
             except smoke.Refused as e:
                 fail(f"PLUGIN-1: before run {label}: {e}")
-            r = smoke.run(label, p["bun"], copy, smoke.fill(args_for, helper, workdir),
+            r = smoke.run(label, p.bun, copy, smoke.fill(args_for, helper, workdir),
                           checked.account, workdir, deadline)
             _record(evidence, r)
-            after = smoke.listing(p["plugin_dir"])
+            after = smoke.listing(p.plugin_dir)
             changed = sorted(after ^ before) if isinstance(after, set) else [after]
             if changed:
                 fail(f"PLUGIN-1: run {label} changed the plugin directory "
-                     f"{p['plugin_dir']}: {', '.join(map(escape, changed))}")
+                     f"{p.plugin_dir}: {', '.join(map(escape, changed))}")
             if not r.passed:
                 fail(f"PLUGIN-1: {_why(r)}")
 
@@ -125,7 +125,7 @@ def _runs(inv, checked, copy, evidence, labels, args_for, helper):
 @pytest.mark.requirement("PLUGIN-1")
 def test_harness_passes_ten_times_in_a_row(inv, checked, harness_copy, evidence):
     _runs(inv, checked, harness_copy, evidence, [f"{i}/{RUNS}" for i in range(1, RUNS + 1)],
-          inv.plugin["args"], inv.binaries["client"]["path"])
+          inv.plugin.args, inv.binaries.client.path)
 
 
 @pytest.fixture
@@ -150,4 +150,4 @@ def fresh_helper(reproduced):
 def test_harness_passes_against_the_fresh_helper(inv, checked, harness_copy, fresh_helper, evidence):
     path, digest = fresh_helper
     evidence("fresh helper", f"{digest}  {path} (BUILD-1's build a)")
-    _runs(inv, checked, harness_copy, evidence, ["fresh"], inv.plugin["fresh_args"], path)
+    _runs(inv, checked, harness_copy, evidence, ["fresh"], inv.plugin.fresh_args, path)

@@ -210,7 +210,7 @@ def test_a_killed_mainpid_lends_its_identity_to_no_one_and_its_session_ends(
         inv, bus, peer, mainpid, attacker_of, kind, evidence):
     attacker, who = attacker_of(kind, ignore_term=True)
     token = lifecycle.new_token()
-    h = HelperSession(peer, inv.socket, inv.binaries["client"]["path"],
+    h = HelperSession(peer, inv.socket, inv.binaries.client.path,
                       lifecycle.tagged_sh(f"exec sleep 300.{token}", token), runtime_s=SESSION_RUNTIME_S)
     fp = None
     try:

@@ -146,7 +146,7 @@ def test_limit_accepted_at_and_rejected_past(case, inv, bus, module_peer, eviden
     (at_argv, at_rt), past = LIMIT_CASES[case]
     payload = p.start_payload(at_argv, at_rt)
     evidence("START payload bytes at the limit", f"{len(payload)} (bound {p.START_BOUND})")
-    with UnitWatch(ANY_SESSION, exclude={inv.units["supervisor"]}) as watch:
+    with UnitWatch(ANY_SESSION, exclude={inv.units.supervisor}) as watch:
         sessions = [_open(module_peer, inv) for _ in range(1 + len(past))]
         try:
             for raw, (argv, rt) in zip(sessions, [(at_argv, at_rt)] + past):
@@ -197,7 +197,7 @@ def _result(future):
 def traced(inv, module_peer):
     argv = ["/bin/sh", "-c", "head -n 1024 >/dev/null && echo GOT-ALL"]
     try:
-        return ht.run_traced(module_peer, inv.socket, inv.binaries["client"]["path"],
+        return ht.run_traced(module_peer, inv.socket, inv.binaries.client.path,
                              inv.service_user, argv, ht.lines_of(1024))
     except (ht.TraceError, OSError, RuntimeError) as e:
         return f"{type(e).__name__}: {e}"
@@ -305,7 +305,7 @@ def _baseline(inv, bus) -> dict:
     """Every descriptor of every supervisor process, before a case; fails the
     test when they cannot be read (an empty table would match anything)."""
     try:
-        return observe.supervisor_descriptors(bus, inv.units["supervisor"])
+        return observe.supervisor_descriptors(bus, inv.units.supervisor)
     except observe.DescriptorError as e:
         fail(f"PROTO-3: the supervisor's descriptors cannot be read, so none left behind "
              f"could be seen: {e}")
@@ -325,7 +325,7 @@ def _settle(inv, bus, watch, baseline, started: set[str]) -> list[str]:
     if left:
         problems.append(f"session units still loaded after {SETTLE_S} s: {sorted(left)}")
     try:
-        kept = observe.wait_descriptors_back(bus, inv.units["supervisor"], baseline, SETTLE_S)
+        kept = observe.wait_descriptors_back(bus, inv.units.supervisor, baseline, SETTLE_S)
     except observe.DescriptorError as e:
         return problems + [f"the supervisor's descriptors cannot be read after the case: {e}"]
     if kept:
@@ -338,7 +338,7 @@ def _settle(inv, bus, watch, baseline, started: set[str]) -> list[str]:
 @pytest.mark.parametrize("case", list(PRE_START))
 def test_malformed_message_is_rejected(case, inv, bus, module_peer, evidence):
     baseline = _baseline(inv, bus)
-    with UnitWatch(ANY_SESSION, exclude={inv.units["supervisor"]}) as watch:
+    with UnitWatch(ANY_SESSION, exclude={inv.units.supervisor}) as watch:
         raw = _open(module_peer, inv)
         try:
             try:
@@ -377,7 +377,7 @@ def _after_started(raw: RawSession, send) -> dict:
 @pytest.mark.requirement("PROTO-3")
 def test_malformed_message_after_started_is_rejected_and_stops_the_unit(inv, bus, module_peer, evidence):
     baseline = _baseline(inv, bus)
-    with UnitWatch(ANY_SESSION, exclude={inv.units["supervisor"]}) as watch:
+    with UnitWatch(ANY_SESSION, exclude={inv.units.supervisor}) as watch:
         sessions = {case: _open(module_peer, inv) for case in AFTER_STARTED}
         try:
             for raw in sessions.values():
@@ -434,7 +434,7 @@ def _launch(inv, args: list[str], workdir: str, env: dict) -> tuple[int, bytes]:
     """The installed launcher as the service user: stdin /dev/null, stdout a pipe, fd 2 a directory."""
     dirfd = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        done = subprocess.run([inv.binaries["launcher"]["path"], *args], stdin=subprocess.DEVNULL,
+        done = subprocess.run([inv.binaries.launcher.path, *args], stdin=subprocess.DEVNULL,
                               stdout=subprocess.PIPE, stderr=dirfd, env=env, cwd="/",
                               user=inv.service_user, group=inv.service_group, extra_groups=[],
                               timeout=READ_DEADLINE_S, check=False)
@@ -522,7 +522,7 @@ def _live(live):
 @pytest.mark.requirement("PROTO-4")
 def test_session_execstart_is_the_launcher_with_canonical_arguments(live, inv, evidence):
     facts = _live(live)
-    launcher = inv.binaries["launcher"]["path"]
+    launcher = inv.binaries.launcher.path
     evidence("ExecStart", facts["exec_start"])
     entries = facts["exec_start"] or []
     if len(entries) != 1:

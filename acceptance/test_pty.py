@@ -89,7 +89,7 @@ def run_raw(inv, peer, argv, rid, data=None, **kw):
 
 
 def run_helper(inv, peer, argv, rid, data=b""):
-    h = HelperSession(peer, inv.socket, inv.binaries["client"]["path"], argv)
+    h = HelperSession(peer, inv.socket, inv.binaries.client.path, argv)
     try:
         h.open()
         return h.run(data, SESSION_S)
@@ -339,7 +339,7 @@ def test_session_killed_by_a_signal_is_reported_as_that_signal(inv, bus, peer, e
         except TimeoutError as e:
             fail(f"PTY-4: the session did not end after SIGKILL of {main_pid}: {e}")
     evidence("SIGKILL of MainPID (script): EXIT", f"{out.exit} ({out.unit})")
-    h = HelperSession(peer, inv.socket, inv.binaries["client"]["path"], ["cat"])
+    h = HelperSession(peer, inv.socket, inv.binaries.client.path, ["cat"])
     try:
         before = live.session_units(bus)
         h.open()

@@ -26,7 +26,7 @@ from pty_acceptance.gate.marks import fail
 def identity(inv):
     """The runtime binary's identity, or the reason it could not be read."""
     try:
-        return runtime.identify(inv.runtime["binary"], limit=inv.limit("runtime_bytes"))
+        return runtime.identify(inv.runtime.binary, limit=inv.limit("runtime_bytes"))
     except runtime.RuntimeError_ as e:
         return str(e)
 
@@ -50,7 +50,7 @@ def _service_ids(host, inv):
 
 @pytest.mark.requirement("RUNTIME-1")
 def test_candidate_listener_runs_the_runtime_binary(inv, host, evidence):
-    port, path = inv.ports["candidate"], inv.runtime["binary"]
+    port, path = inv.ports.candidate, inv.runtime.binary
     found = runtime.listener(port)  # psutil, not host.socket: Testinfra names no owning process
     evidence("listener", found.describe())
     if found.create_time is not None:
@@ -89,7 +89,7 @@ def test_runtime_binary_is_a_fused_node_sea(inv, identity, evidence):
 @pytest.mark.requirement("RUNTIME-1")
 def test_runtime_embedded_node_version_is_exact(inv, identity, evidence):
     ident = _identity_or_fail(identity, evidence)
-    want = inv.runtime["node_version"]
+    want = inv.runtime.node_version
     problem = ident.version_problem()
     if problem is not None:
         fail(f"RUNTIME-1: {ident.path}: {problem}; expected {want}")
@@ -105,7 +105,7 @@ def test_runtime_embedded_node_version_is_exact(inv, identity, evidence):
 def test_runtime_binary_hash_is_pinned(inv, identity, evidence):
     ident = _identity_or_fail(identity, evidence)
     evidence("sha256", f"{ident.sha256}  {ident.path}")
-    want = inv.runtime.get("sha256")
+    want = inv.runtime.sha256
     if not want:
         fail("RUNTIME-1: the inventory pins no runtime.sha256: the exact SEA binary "
              "cannot be told from another build of the same Node version")
@@ -115,7 +115,7 @@ def test_runtime_binary_hash_is_pinned(inv, identity, evidence):
 
 @pytest.mark.requirement("RUNTIME-1")
 def test_candidate_unit_execstart_runs_the_runtime_binary(inv, evidence):
-    path, want = inv.units["candidate_file"], inv.runtime["binary"]
+    path, want = inv.units.candidate_file, inv.runtime.binary
     node = hostfs.Node.at(path)  # lstat, not host.file: Testinfra follows links, and a link is itself the finding
     evidence("candidate unit file", node.describe())
     if node.kind != "regular file":

@@ -48,7 +48,7 @@ def seen(inv, bus, run_tag, wire_format):
     """One observed session (handoff.Observation), run once for the module."""
     if wire_format:
         not_run(wire_format)
-    env = serverenv.read(inv.cutover["server_env"])
+    env = serverenv.read(inv.cutover.server_env)
     if env.password is None:
         return f"no password to authenticate to the runtime: {env.describe()}"
     return handoff.observe_session(bus, inv, run_tag, env.password.reveal())
@@ -83,7 +83,7 @@ def _facts(seen, evidence, *, deleted=False) -> handoff.Observation:
 def _helper(ob, inv) -> int:
     if len(ob.helpers) != 1:
         fail(f"RUNTIME-2: the runtime (pid {ob.unit.main_pid}) has {len(ob.helpers)} descendants running "
-              f"the fixed helper {inv.binaries['client']['path']}, expected exactly one; its "
+              f"the fixed helper {inv.binaries.client.path}, expected exactly one; its "
               f"descendants: {ob.runtime_children or 'none'}")
     return ob.helpers[0]
 
@@ -95,7 +95,7 @@ def _shown(holders) -> list[str]:
 @pytest.mark.requirement("RUNTIME-2")
 def test_the_runtime_run_is_the_one_runtime1_hashed(inv, seen, evidence):
     ob = _facts(seen, evidence, deleted=True)
-    pin = inv.runtime["sha256"]
+    pin = inv.runtime.sha256
     if not (ob.runtime.before == ob.runtime.after == pin):
         fail(f"RUNTIME-2: {ob.runtime.describe()}; the pin runtime.sha256 is {pin}")
 
@@ -124,9 +124,9 @@ def test_the_fixed_helper_received_the_connection_and_the_directory(inv, seen, e
                        f"parent {ob.unit.main_pid}")
     evidence("traced execs", {str(t): e for t, e in ob.trace.execs.items()} or "none")
     evidence("helper sendmsg calls (fd, socket, peer, SCM_RIGHTS)", sends or "none")
-    if execs != [inv.binaries["client"]["path"]]:
+    if execs != [inv.binaries.client.path]:
         fail(f"RUNTIME-2: strace saw the helper pid {helper} exec {execs or 'nothing'}, expected exactly "
-              f"{inv.binaries['client']['path']}: the hand-off was not observed")
+              f"{inv.binaries.client.path}: the hand-off was not observed")
     clients = {c for _, c in ob.pairs if c}
     starts = [s for s in sends if s[3] is not None]
     if len(starts) != 1:

@@ -185,7 +185,7 @@ def test_start_creates_exactly_one_strictly_named_unit(inv, host, session, evide
     if not STRICT_SESSION.match(session.unit):
         fail(f"UNIT-1: STARTED named {session.unit!r}, not opencode-pty-<32 lowercase hex>.service")
     # the session slice (and its parents) load on demand with the first session
-    slices = _slice_chain(inv.units["slice"])
+    slices = _slice_chain(inv.units.slice)
     others = [u for u in session.new_units if u not in slices]
     if others != [session.unit]:
         fail(f"UNIT-1: one START loaded {others} besides the slices {sorted(slices)}, "
@@ -390,7 +390,7 @@ def test_system_calls_are_filtered(session, evidence):
 def test_environment_is_exactly_the_fixed_list(inv, session, evidence):
     unit = show_or_fail(session.unit, "UNIT-6")
     env = session.probe.get("environ", [])
-    want = inv.session_environment
+    want = inv.session_environment.as_dict()
     evidence("the command's /proc/self/environ", env)
     evidence("Environment=", unit.get("Environment"))
     evidence("declared session_environment", want)
@@ -448,14 +448,14 @@ def test_host_sockets_are_unreachable_from_inside(session, evidence):
 @pytest.mark.requirement("UNIT-8")
 def test_unit_is_in_the_slice_and_bound_to_the_supervisor(inv, session, evidence):
     unit = show_or_fail(session.unit, "UNIT-8")
-    slice_unit = show_or_fail(inv.units["slice"], "UNIT-8")
-    supervisor = inv.units["supervisor"]
+    slice_unit = show_or_fail(inv.units.slice, "UNIT-8")
+    supervisor = inv.units.supervisor
     props = {k: unit.get(k) for k in ("Slice", "ControlGroup", "BindsTo", "After")}
     evidence("systemctl show --all", props)
     evidence(f"{slice_unit.name} ControlGroup", slice_unit.get("ControlGroup"))
     problems = []
-    if props["Slice"] != inv.units["slice"]:
-        problems.append(f"Slice={props['Slice']!r}, expected {inv.units['slice']!r}")
+    if props["Slice"] != inv.units.slice:
+        problems.append(f"Slice={props['Slice']!r}, expected {inv.units.slice!r}")
     want_cg = f"{slice_unit.get('ControlGroup')}/{session.unit}"
     if not slice_unit.get("ControlGroup") or props["ControlGroup"] != want_cg:
         problems.append(f"ControlGroup={props['ControlGroup']!r}, expected {want_cg!r}")
@@ -470,7 +470,7 @@ def test_unit_is_in_the_slice_and_bound_to_the_supervisor(inv, session, evidence
 # ------------------------------------------------------------------ UNIT-9
 @pytest.mark.requirement("UNIT-9")
 def test_live_session_exposure_is_recorded(inv, session, evidence, concern):
-    res, score = analyze.security(inv.build["user"], session.unit)
+    res, score = analyze.security(inv.build.user, session.unit)
     evidence("command", " ".join(res.argv))
     if score is None:
         fail(f"UNIT-9: no exposure level from systemd-analyze security "

@@ -50,11 +50,11 @@ def test_a_sparse_8_tib_manifest_file_ends_the_run_at_once_naming_the_limit(proj
 
 def test_a_sparse_8_tib_runtime_is_evidence_of_its_limit_not_hours_of_hashing(project, target):
     inv = inventory.load(target.inventory)
-    sparse(Path(inv.runtime["binary"]))
+    sparse(Path(inv.runtime.binary))
     res = project.runpytest_subprocess("acceptance/", "--inventory", str(target.inventory),
                                        timeout=RUN_DEADLINE_S)
     assert last_line(res).startswith(("READY", "NOT READY")), res.outlines[-20:]  # it ended
-    want = (f"not readable: {inv.runtime['binary']}: {inv.runtime['binary']} is {8 * TIB} bytes, "
+    want = (f"not readable: {inv.runtime.binary}: {inv.runtime.binary} is {8 * TIB} bytes, "
             f"over limits.runtime_bytes = {512 << 20} bytes: not read")
     assert _props(project, "runtime-at-start") == [want]
     assert _props(project, "runtime-at-marker-time") == [want]

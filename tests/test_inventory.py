@@ -1,10 +1,12 @@
 """Inventory loading: the shipped inventories load; every kind of bad value is
 one line naming the file and the key, and pytest stops with status 4."""
 
+import dataclasses
 import os
 import subprocess
 import xml.etree.ElementTree as ET
 import sys
+from typing import Annotated
 
 import pytest
 import yaml
@@ -54,7 +56,7 @@ def test_shipped_target_inventory_loads(tmp_path):
     assert inv.revision.startswith("2ac698d6")
     assert inv.source_manifest_sha256.startswith("fff146df")
     assert [b.sha256[:8] for b in inv.binaries_list] == ["ff03df72", "d833c859", "fb8739d9"]
-    assert inv.ports == {"production": 4096, "candidate": 14102}
+    assert inv.ports == inventory.Ports(production=4096, candidate=14102)
     assert inv.service_user == "byk"
 
 
@@ -182,3 +184,89 @@ def test_an_inventory_that_does_not_load_runs_nothing_and_says_why_first_and_las
     (report,) = (tmp_path / "r").glob("acceptance-*.xml")
     first = ET.parse(report).getroot().find("./testsuite/properties/property")
     assert first.get("name") == "preflight" and "revision: malformed value" in first.get("value")
+
+
+
+FREE = ("unit_properties.supervisor", "unit_properties.slice", "build.env")  # mappings of any keys
+
+
+def _keys(node, dotted=""):
+    """Every key of the host vars, dotted, sections and leaves alike."""
+    for key, value in node.items():
+        here = f"{dotted}{key}"
+        yield here
+        if isinstance(value, dict) and here not in FREE:
+            yield from _keys(value, here + ".")
+
+
+def _reference_keys():
+    return list(_keys(yaml.safe_load((REPO / "inventories/reference.yml").read_text())["all"]["hosts"]["reference"]))
+
+
+def _without(tmp_path, dotted):
+    data = yaml.safe_load((REPO / "inventories/reference.yml").read_text())
+    node = data["all"]["hosts"]["reference"]
+    *parents, last = dotted.split(".")
+    for p in parents:
+        node = node[p]
+    del node[last]
+    f = tmp_path / "inv.yml"
+    f.write_text(yaml.safe_dump(data))
+    return f
+
+
+@pytest.mark.parametrize("dotted", _reference_keys())
+def test_each_key_of_the_reference_inventory_is_required_exactly_when_the_dataclasses_say(tmp_path, dotted):
+    """Issue 23: the required keys are the fields without a default (one edit
+    per key): removing any one key of inventories/reference.yml is refused
+    naming that key when it is required, and otherwise loads, the attribute
+    then its field's default."""
+    f = _without(tmp_path, dotted)
+    if dotted in inventory.REQUIRED:
+        with pytest.raises(inventory.InventoryError) as e:
+            inventory.load(f)
+        assert str(e.value).startswith(f"{f}: all.hosts.reference.{dotted}: missing required key"), str(e.value)
+        return
+    holder = inventory.load(f)
+    *parents, last = dotted.split(".")
+    for p in parents:
+        holder = getattr(holder, p)
+    (field,) = [x for x in dataclasses.fields(holder) if x.name == last]
+    default = field.default if field.default_factory is dataclasses.MISSING else field.default_factory()
+    assert getattr(holder, last) == default
+
+
+def test_the_optional_keys_are_those_with_a_default():
+    """Every required key is in the reference inventory; of its keys, these alone may be left out."""
+    assert inventory.REQUIRED <= set(_reference_keys())
+    assert set(_reference_keys()) - inventory.REQUIRED == {
+        "ansible_connection", "build.go_version", "plugin.deadline_s",
+        "unit_properties", "unit_properties.supervisor", "unit_properties.slice"}
+
+
+def test_a_field_without_a_default_is_a_required_key():
+    """What makes a key required is its dataclass field alone."""
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Section:
+        must: Annotated[str, inventory.ABS_PATH]
+        listed: Annotated[tuple[str, ...], inventory.AtLeast(0)]
+        may: int = 3
+    keys = inventory.section_of(Section).keys
+    assert keys["must"].required and keys["listed"].required and not keys["may"].required
+    assert keys["must"].spec == inventory.Leaf(str, inventory.ABS_PATH)
+    assert keys["listed"].spec == inventory.ListOf(inventory.Leaf(str), 0)
+
+
+def test_the_inventory_is_read_as_frozen_attributes():
+    """Issue 23: attribute access a type checker follows, and nothing a test can change."""
+    inv = inventory.load(REPO / "inventories/reference.yml")
+    assert inv.units.supervisor == "opencode-pty-supervisor.service"
+    assert inv.binaries.client.path == "/usr/local/libexec/opencode-pty-client"
+    assert inv.plugin.args == ("--helper", "/usr/local/libexec/opencode-pty-client", "--isolated-supervisor")
+    assert inv.plugin.deadline_s == 60 and inv.limits.runtime_bytes == 512 << 20
+    assert inv.session_environment.as_dict() == {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/home/byk",
+                                                 "TERM": "xterm-256color", "LANG": "C.UTF-8"}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        inv.units.supervisor = "other.service"
+    with pytest.raises(TypeError):
+        inv.unit_properties.supervisor["User"] = "root"

@@ -32,9 +32,9 @@ def _inv(bun, harness, user="nobody", bun_sha256=None, harness_sha256=None):
             return _sha(path)
         except OSError:
             return "0" * 64
-    return types.SimpleNamespace(service_user=user, plugin={
-        "bun": str(bun), "bun_sha256": pin(bun, bun_sha256),
-        "harness": str(harness), "harness_sha256": pin(harness, harness_sha256)},
+    return types.SimpleNamespace(service_user=user, plugin=types.SimpleNamespace(
+        bun=str(bun), bun_sha256=pin(bun, bun_sha256),
+        harness=str(harness), harness_sha256=pin(harness, harness_sha256)),
         limit=lambda key: hostfs.Limit(LIMIT_DEFAULTS[key], f"limits.{key}"))
 
 

@@ -155,12 +155,12 @@ def plugin_runs(inv, repeats: int) -> list[float]:
     from pty_acceptance.supervisor.peer import workspace
     p = inv.plugin
     acct = smoke.preflight(inv)
-    deadline = p.get("deadline_s", smoke.DEFAULT_DEADLINE_S)
+    deadline = p.deadline_s
     samples = []
     with workspace(inv.service_user, "ptybench-plugin-") as (workdir, _):
         for i in range(repeats):
-            r = smoke.run(f"bench {i}", p["bun"], p["harness"],
-                          smoke.fill(p["args"], inv.binaries["client"]["path"], workdir), acct, workdir,
+            r = smoke.run(f"bench {i}", p.bun, p.harness,
+                          smoke.fill(p.args, inv.binaries.client.path, workdir), acct, workdir,
                           deadline)
             if not r.passed:
                 raise RuntimeError(f"the plugin harness failed in the floor probe: exit {r.exit_status}, "
@@ -177,7 +177,7 @@ def _children_cpu() -> float:
 def build(inv) -> tuple[float, float]:
     """(wall, CPU) seconds of one clean build; CPU counts every process of it
     (go and its compilers are reaped, so they are in RUSAGE_CHILDREN)."""
-    acct = builds._account(inv.build["user"])
+    acct = builds._account(inv.build.user)
     cpu0, t0 = _children_cpu(), time.monotonic()
     made = builds.build_once(inv, acct, "bench")
     took, cpu = time.monotonic() - t0, _children_cpu() - cpu0
@@ -196,7 +196,7 @@ def main(argv: list[str]) -> int:
         "bare_stop": statistics.median(stops), "bare_stop_samples": stops,
         "term_kill": term_kill(stop_timeout_s), "stop_timeout_s": stop_timeout_s,
         "runtime_expiry": runtime_expiry(runtime_s), "runtime_s": runtime_s,
-        "supervisor_restart": supervisor_restart(inv.units["supervisor"]),
+        "supervisor_restart": supervisor_restart(inv.units.supervisor),
     }
     out["build"], out["build_cpu"] = build(inv)
     plugin = plugin_runs(inv, min(repeats, 3))

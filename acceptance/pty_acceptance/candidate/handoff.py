@@ -565,7 +565,7 @@ def _sample(ob: Observation, bus: Systemd, inv, helper_path: str) -> None:
             ob.helpers.append(p.pid)
             ob.threads[p.pid] = tasks(p.pid)
     ob.pairs = connections(inv.socket)
-    ob.supervisor = unit_pids(bus, inv.units["supervisor"])
+    ob.supervisor = unit_pids(bus, inv.units.supervisor)
     inodes = {i for pair in ob.pairs for i in pair if i}
     ob.socket_holders, ob.dir_holders = holders(inodes, ob.directory)
     ob.terminals = terminals([main] + [p.pid for p in kids])
@@ -595,8 +595,8 @@ def observe_session(bus: Systemd, inv, tag: str, password: str) -> Observation:
     API and read the host while it lives. Never raises for what the host does:
     the Observation says which step failed. Leaves nothing running."""
     ob = Observation()
-    helper_path = inv.binaries["client"]["path"]
-    name = inv.units["peer"]
+    helper_path = inv.binaries.client.path
+    name = inv.units.peer
 
     def session_gone():  # last: after the runtime stopped, whatever happened before
         if ob.footprint is not None and ob.ended_in is None:
@@ -607,23 +607,23 @@ def observe_session(bus: Systemd, inv, tag: str, password: str) -> Observation:
         stack.callback(session_gone)
         try:
             ob.stage = "reading the candidate unit"
-            text = runtime_unit_text(inv.units["candidate_file"])
+            text = runtime_unit_text(inv.units.candidate_file)
             ob.port = free_port()
             ob.command = candidate_command(text, ob.port)
-            if ob.command.argv[0] != inv.runtime["binary"]:
+            if ob.command.argv[0] != inv.runtime.binary:
                 return ob.fail(f"ExecStart= runs {escape(ob.command.argv[0][:200])!r}, not the runtime "
-                               f"binary {inv.runtime['binary']}")
+                               f"binary {inv.runtime.binary}")
             ob.stage = "checking the candidate unit's EnvironmentFile="
-            environment_only_from(ob.command.environment_files, inv.cutover["server_env"])
+            environment_only_from(ob.command.environment_files, inv.cutover.server_env)
             owner = service_ids(inv.service_user, inv.service_group)
             ob.stage = "hashing the runtime RUNTIME-1 hashed"
-            ob.runtime = open_runtime(inv.runtime["binary"], inv.runtime["sha256"], inv.limit("runtime_bytes"))
+            ob.runtime = open_runtime(inv.runtime.binary, inv.runtime.sha256, inv.limit("runtime_bytes"))
             stack.callback(os.close, ob.runtime.fd)
             ob.stage = "starting the runtime as the peer"
             refuse_foreign(bus, name)  # before anything may stop a unit of that name
             ob.unit = RuntimeUnit(name)
             ob.unit.env_copy = private_environment(ob.command.environment_files, tag,
-                                                   server_env=inv.cutover["server_env"], owner=owner)
+                                                   server_env=inv.cutover.server_env, owner=owner)
             stack.callback(stop_runtime, bus, ob.unit)
             bus.start_transient(name, runtime_properties(ob.command, name=name, user=inv.service_user,
                                                          group=inv.service_group, tag=tag,
@@ -658,7 +658,7 @@ def observe_session(bus: Systemd, inv, tag: str, password: str) -> Observation:
             ob.ended_in = took.get(ob.footprint.unit)
             ob.leftovers = left.get(ob.footprint.unit, [])
             ob.stage = "hashing the running runtime again after the session"
-            why = hash_again(ob.unit.main_pid, ob.runtime, inv.runtime["sha256"], inv.limit("runtime_bytes"))
+            why = hash_again(ob.unit.main_pid, ob.runtime, inv.runtime.sha256, inv.limit("runtime_bytes"))
             if why:
                 return ob.fail(why)
             ob.stage = "done"

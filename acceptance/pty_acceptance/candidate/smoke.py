@@ -40,8 +40,8 @@ import psutil
 
 from pty_acceptance import errors
 from pty_acceptance.host import hostfs, scratch
+from pty_acceptance.spec.inventory import Plugin
 
-DEFAULT_DEADLINE_S = 120
 OUTPUT_KEPT = 64 * 1024
 RESULT_LIMIT = 256 * 1024
 RESULT_FILES = 64
@@ -122,8 +122,8 @@ def preflight(inv) -> Checked:
         raise Refused(f"the service user {inv.service_user!r} is uid {acct.pw_uid} gid "
                       f"{acct.pw_gid}: the harness is never run as root")
     bun_limit, harness_limit = limits(inv)
-    bun = check_bun(p["bun"], p["bun_sha256"], bun_limit)
-    data, harness = read_harness(p["harness"], p["harness_sha256"], harness_limit)
+    bun = check_bun(p.bun, p.bun_sha256, bun_limit)
+    data, harness = read_harness(p.harness, p.harness_sha256, harness_limit)
     return Checked(acct, bun, harness, data)
 
 
@@ -238,10 +238,10 @@ def check_copy(path: str, pin: str, limit: hostfs.Limit = HARNESS_LIMIT) -> str:
     return f"{pin}  {path}"
 
 
-def before_run(p: dict, copy: str, bounds: tuple[hostfs.Limit, hostfs.Limit] = (BUN_LIMIT, HARNESS_LIMIT)) -> str:
+def before_run(p: Plugin, copy: str, bounds: tuple[hostfs.Limit, hostfs.Limit] = (BUN_LIMIT, HARNESS_LIMIT)) -> str:
     """PLUGIN-1 before each run: bun and the harness copy are still the pinned ones."""
-    return (f"bun {check_bun(p['bun'], p['bun_sha256'], bounds[0])}; "
-            f"harness copy {check_copy(copy, p['harness_sha256'], bounds[1])}")
+    return (f"bun {check_bun(p.bun, p.bun_sha256, bounds[0])}; "
+            f"harness copy {check_copy(copy, p.harness_sha256, bounds[1])}")
 
 
 def fill(args: list[str], helper: str, workdir: str) -> list[str]:

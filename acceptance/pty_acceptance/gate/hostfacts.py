@@ -35,7 +35,7 @@ def runtime_digest(inv: Inventory) -> tuple[str | None, str]:
     subject), judged by rules.runtime_blockers. It lies in the service user's
     tree: reached from / without following a link in any component (SUITE-4),
     read by descriptor, at most limits.runtime_bytes."""
-    path = inv.runtime["binary"]
+    path = inv.runtime.binary
     try:
         fd = hostfs.open_file(path)
         try:
@@ -58,7 +58,7 @@ def file_digest(path: str | Path, limit: hostfs.Limit | None = None) -> str:
 def supervisor_now(inv: Inventory) -> running.Running:
     """The running supervisor, tied (or not) to the installed binary
     (running.py); raises running.RunningError."""
-    return running.at_marker_time(inv.units["supervisor"], inv.binaries["supervisor"]["path"])
+    return running.at_marker_time(inv.units.supervisor, inv.binaries.supervisor.path)
 
 
 def at_start(setup: Setup, inv: Inventory) -> AtStart:

@@ -172,24 +172,24 @@ def programs_needed(inv: inventory.Inventory | None) -> list[tuple[str, str, tup
     host program the suite runs."""
     out = [(n if n.startswith("/") else programs.path(n), n, NEEDED_BY.get(n, ())) for n in PROGRAMS]
     if inv is not None:
-        out += [(inv.build["go"], "build.go (BUILD-1)", BUILD),
-                (inv.plugin["bun"], "plugin.bun (PLUGIN-1)", ("PLUGIN-1",))]
+        out += [(inv.build.go, "build.go (BUILD-1)", BUILD),
+                (inv.plugin.bun, "plugin.bun (PLUGIN-1)", ("PLUGIN-1",))]
     return out
 
 
 def _inventory_findings(bus, inv: inventory.Inventory) -> list[Finding]:
     units = inv.units
-    out = [_unit(bus, units["supervisor"], "supervisor", True), _unit(bus, units["slice"], "session slice", False),
-           _no_peer(bus, units["peer"]),
-           _exists(units["candidate_file"], "the candidate unit file", RUNTIME + ("CUT-4",))]
+    out = [_unit(bus, units.supervisor, "supervisor", True), _unit(bus, units.slice, "session slice", False),
+           _no_peer(bus, units.peer),
+           _exists(units.candidate_file, "the candidate unit file", RUNTIME + ("CUT-4",))]
     out += [_exists(b.path, f"binary {b.role}") for b in inv.binaries_list]
     out.append(_exists(inv.socket, "the supervisor socket"))
-    out += [_exists(inv.runtime["binary"], "runtime.binary", RUNTIME),
-            _exists(inv.cutover["server_env"], "server.env", ("CUT-2", "CUT-3", "RUNTIME-2")),
-            _exists(inv.plugin["harness"], "plugin.harness", ("PLUGIN-1",))]
+    out += [_exists(inv.runtime.binary, "runtime.binary", RUNTIME),
+            _exists(inv.cutover.server_env, "server.env", ("CUT-2", "CUT-3", "RUNTIME-2")),
+            _exists(inv.plugin.harness, "plugin.harness", ("PLUGIN-1",))]
     out += [_account(inv.service_user, "the service user", pwd.getpwnam),
             _account(inv.service_group, "the service group", grp.getgrnam),
-            _account(inv.build["user"], "build.user", pwd.getpwnam, BUILD)]
+            _account(inv.build.user, "build.user", pwd.getpwnam, BUILD)]
     return out
 
 

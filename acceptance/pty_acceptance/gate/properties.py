@@ -35,10 +35,10 @@ def at_start(setup: Setup, start: AtStart, cleaned: str, sigint: str | None) -> 
     out.append(("runtime-at-start", start.runtime[1]))
     out += [("pin", f"revision {inv.revision}"), ("pin", f"source-manifest {inv.source_manifest_sha256}")]
     out += [("pin", f"{b.sha256}  {b.path}") for b in inv.binaries_list]
-    out.append(("pin", f"{inv.runtime['sha256']}  {inv.runtime['binary']}"))
+    out.append(("pin", f"{inv.runtime.sha256}  {inv.runtime.binary}"))
     p = inv.plugin  # PLUGIN-1 runs only these bytes (smoke.py): the Statement's configuration
-    out += [("plugin-bun-pin", f"{p['bun_sha256']}  {p['bun']}"),
-            ("plugin-harness-pin", f"{p['harness_sha256']}  {p['harness']}"),
+    out += [("plugin-bun-pin", f"{p.bun_sha256}  {p.bun}"),
+            ("plugin-harness-pin", f"{p.harness_sha256}  {p.harness}"),
             ("inventory-file", start.inventory_digest), ("checklist-file", start.checklist_digest),
             ("supervisor-at-start", start.supervisor)]
     return out

@@ -241,7 +241,7 @@ def runtime_blockers(inv: Inventory, at_start: tuple[str | None, str],
     directory the service user owns, who can rename another file into its
     place at any moment: what RUNTIME-1 read and RUNTIME-2 ran must still be
     there when the marker is written."""
-    pin, path = inv.runtime["sha256"], inv.runtime["binary"]
+    pin, path = inv.runtime.sha256, inv.runtime.binary
     out = []
     for when, (digest, said) in (("at session start", at_start), ("at marker time", at_marker)):
         if digest is None:

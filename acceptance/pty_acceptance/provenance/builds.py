@@ -161,7 +161,7 @@ def copy_source(source_dir: str, work: str, acct,
 def _env(inv: Inventory, home: str) -> dict[str, str]:
     """Built from nothing: root's own environment (GOFLAGS, GOWORK, ...) never reaches go."""
     env = dict(DEFAULT_ENV)
-    env.update(inv.build.get("env", {}))
+    env.update(inv.build.env)
     env.update({"HOME": home, "GOCACHE": f"{home}/gocache", "GOPATH": f"{home}/gopath",
                 "GOTMPDIR": f"{home}/tmp"})
     env.update(ISOLATION_ENV)
@@ -218,7 +218,7 @@ def build_sets(inv: Inventory, acct, labels) -> list[BuildSet]:
     try:
         for label in labels:
             sets.append(BuildSet(label, scratch.make(f"pty-acceptance-build-{label}-")))
-            copy_source(inv.build["source_dir"], sets[-1].directory, acct, inv.tree_bounds())
+            copy_source(inv.build.source_dir, sets[-1].directory, acct, inv.tree_bounds())
         isolation = " ".join(f"{k}={v}" for k, v in ISOLATION_ENV.items())
         for b in inv.binaries_list:
             jobs = []
@@ -226,7 +226,7 @@ def build_sets(inv: Inventory, acct, labels) -> list[BuildSet]:
                 for bs in sets:
                     src = os.path.join(bs.directory, "src")
                     out = os.path.join(bs.directory, "out", b.name)
-                    argv = [inv.build["go"], *BUILD_ARGS, "-o", out, b.package]
+                    argv = [inv.build.go, *BUILD_ARGS, "-o", out, b.package]
                     bs.commands.append(f"(cd {src} && {isolation} {SEED_COMMAND} -o {out} {b.package})")
                     err = tempfile.TemporaryFile()  # root's, unnamed: the build only inherits the descriptor
                     try:
@@ -255,17 +255,17 @@ def build_once(inv: Inventory, acct, label: str) -> BuildSet:
 
 
 def reproduce(inv: Inventory) -> Reproduction:
-    acct = _account(inv.build["user"])
-    go_sum = str(Path(inv.build["source_dir"]) / "go.sum")
+    acct = _account(inv.build.user)
+    go_sum = str(Path(inv.build.source_dir) / "go.sum")
     try:
         go_sum_sha = hostfs.sha256_file(go_sum, inv.limit("file_bytes"))
     except hostfs.Refused as e:
         raise BuildError(str(e)) from None
     except OSError as e:
         raise BuildError(f"{go_sum}: {e.strerror or e}") from None
-    ver = _run_as(acct, [inv.build["go"], "version"], "/", _env(inv, "/nonexistent"), timeout=60)
+    ver = _run_as(acct, [inv.build.go, "version"], "/", _env(inv, "/nonexistent"), timeout=60)
     if ver.returncode != 0:
-        raise BuildError(f"{inv.build['go']} version failed: {ver.stderr.decode(errors='replace')}")
+        raise BuildError(f"{inv.build.go} version failed: {ver.stderr.decode(errors='replace')}")
     sets = build_sets(inv, acct, ("a", "b"))
     for s in sets:
         scratch.remove(s.directory)

@@ -1,16 +1,30 @@
 """What a target host is expected to be.
 
 The inventory is Ansible/testinfra YAML (``all: hosts: NAME: vars``) with one
-host. Loading validates every key against SCHEMA; any problem is one line that
-names the file and the key (InventoryError), raised before any test runs.
+host, read into frozen dataclasses: `Inventory` and its sections (`Units`,
+`Runtime`, `Plugin`, `Limits`, ...). Their fields are the schema (issue 23):
+a field's annotation is the key's YAML type (str, int, bool; a list is
+``tuple[str, ...]``, a free mapping ``Mapping[str, str]``, a section a nested
+dataclass), its ``Annotated`` extras the key's format (a regex), a list's least
+length (`AtLeast`), why the operator fills a pin in (`Why`) and a bound that
+must be positive (`POSITIVE`); a field without a default is a required key. So
+a key is added in one place, and every consumer reads it as an attribute a
+type checker follows (``inv.units.supervisor``), never a string look-up.
+
+Loading validates every key against that schema; any problem is one line that
+names the file and the key (``<file>: <key>: <problem>``, InventoryError),
+raised before any test runs (the preflight's inventory check). A `FILL-IN`
+pin is refused as a malformed value, naming the requirement it is for.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+import types
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Union, get_args, get_origin, get_type_hints
 
 import yaml
 
@@ -24,177 +38,356 @@ UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.\\@-]+\.(service|slice|socket|target)$")
 NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 PACKAGE = re.compile(r"^\./[A-Za-z0-9_./-]+$")
 NODE_VERSION = re.compile(r"^v\d+\.\d+\.\d+$")
+GO_VERSION = re.compile(r"^go\d+\.\d+(\.\d+)?$")
 URL_PATH = re.compile(r"^/[A-Za-z0-9._~/%-]*$")
 PLUGIN_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
-ARTIFACTS = ("supervisor", "launcher", "client")
 ENV_VALUE = re.compile(r"^[^\0\n]*$")
-SESSION_ENV = ("PATH", "HOME", "TERM", "LANG")  # UNIT-6: the fixed list (TARGET-CONTRACT section 1)
 
 
 class InventoryError(AcceptanceError):
     """One line: ``<file>: <key>: <problem>``."""
 
 
-# SUITE-4: bounds on root's reads and copies of what the service user can
-# write; the inventory's optional `limits:` overrides them one by one. A
-# refusal names the key and its value, so that an operator raises it
-# deliberately. A real host fits the defaults: the Node SEA runtime is about
-# 120 MB, bun 107 MB, a Go source tree a few MB.
-LIMIT_DEFAULTS = {
-    "file_bytes": 32 << 20,       # one file of the pilot or code tree (manifest, go.sum, build copy)
-    "tree_bytes": 256 << 20,      # the manifest's files together; the build's source copy, each
-    "tree_entries": 50_000,       # entries walked for the manifest; copied for a build, each
-    "runtime_bytes": 512 << 20,   # the candidate's runtime binary (RUNTIME-1)
-    "artifact_bytes": 256 << 20,  # an installed binary, a build's output
-}
-
-
-# Leaves are (python type, regex or None). Dicts are nested schemas; "*" in a
-# schema means any key, each value checked against the schema under "*".
-def _s(t, rx=None):
-    return (t, rx)
-
-
-class ListOf:
-    """A list leaf: every element is checked against (type, regex)."""
-
-    def __init__(self, t, rx=None, min_len=1):
-        self.leaf, self.min_len = (t, rx), min_len
-
-
-_BINARY = {"path": _s(str, ABS_PATH), "sha256": _s(str, HEX64), "package": _s(str, PACKAGE)}
-SCHEMA: dict[str, Any] = {
-    "ansible_connection": _s(str),
-    "ansible_host": _s(str),
-    "ansible_python_interpreter": _s(str, ABS_PATH),
-    "service_user": _s(str, NAME),
-    "service_group": _s(str, NAME),
-    "pilot_root": _s(str, ABS_PATH),
-    "code_root": _s(str, ABS_PATH),
-    "revision": _s(str, HEX40),
-    "source_manifest_sha256": _s(str, HEX64),
-    "binaries": {name: _BINARY for name in ARTIFACTS},
-    "build": {
-        "source_dir": _s(str, ABS_PATH),
-        "go": _s(str, ABS_PATH),
-        "user": _s(str, NAME),
-        "go_version": _s(str, re.compile(r"^go\d+\.\d+(\.\d+)?$")),
-        "env": {"*": _s(str)},
-    },
-    "units": {
-        "supervisor": _s(str, UNIT_NAME),
-        "slice": _s(str, UNIT_NAME),
-        "peer": _s(str, UNIT_NAME),
-        "candidate_file": _s(str, ABS_PATH),
-    },
-    "socket": _s(str, ABS_PATH),
-    "marker": _s(str, ABS_PATH),
-    "ports": {"production": _s(int), "candidate": _s(int)},
-    "unit_properties": {"supervisor": {"*": _s(str)}, "slice": {"*": _s(str)}},
-    # SCOPE-2, CUT-4: the supervisor unit's one ExecStart= (program and argv, as
-    # systemd's D-Bus ExecStart reports them); the program is binaries.supervisor.path
-    "supervisor_exec": {"path": _s(str, ABS_PATH), "argv": ListOf(str)},
-    # RUNTIME-1: the candidate runtime (the process listening on ports.candidate)
-    "runtime": {
-        "binary": _s(str, ABS_PATH),
-        "sha256": _s(str, HEX64),          # the exact SEA build (RUNTIME-1), required
-        "node_version": _s(str, NODE_VERSION),
-    },
-    # CUT-1..3: what the preflight reads over loopback HTTP and from server.env
-    "cutover": {
-        "production_health": _s(str, URL_PATH),
-        "candidate_health": _s(str, URL_PATH),
-        "candidate_ui": ListOf(str, URL_PATH),
-        "plugins": ListOf(str, PLUGIN_NAME),
-        "server_env": _s(str, ABS_PATH),
-        "directory": _s(str, ABS_PATH),    # location[directory] of every /api/* request
-    },
-    # PLUGIN-1: the review's smoke harness and the bun that runs it (TARGET-CONTRACT 9);
-    # {helper} and {workdir} in the arguments are filled in by the suite
-    "plugin": {
-        "bun": _s(str, ABS_PATH),
-        "bun_sha256": _s(str, HEX64),      # the reviewed bun (from the review), required
-        "harness": _s(str, ABS_PATH),
-        "harness_sha256": _s(str, HEX64),  # the reviewed harness (from the review), required
-        "plugin_dir": _s(str, ABS_PATH),   # the auto-discovered plugin directory
-        "args": ListOf(str, min_len=0),        # the ten runs
-        "fresh_args": ListOf(str, min_len=0),  # the run against the fresh helper
-        "deadline_s": _s(int),             # optional: each run's bound (default 120)
-    },
-    # ISO-2: the pilot's declared session behaviour (recorded, compared)
-    "isolation": {
-        "session_workspace_writable": _s(bool),
-        "session_network": _s(bool),
-    },
-    # UNIT-6: the value of each variable of the fixed environment a session's command gets
-    "session_environment": {name: _s(str, ENV_VALUE) for name in SESSION_ENV},
-    # SUITE-4 (optional): bounds on reads and copies of user-writable files (LIMIT_DEFAULTS)
-    "limits": {key: _s(int) for key in LIMIT_DEFAULTS},
-}
-REQUIRED = {
-    "service_user", "service_group", "pilot_root", "code_root", "revision",
-    "source_manifest_sha256", "binaries", "build", "units", "socket", "marker",
-    "ports", "binaries.supervisor", "binaries.launcher", "binaries.client",
-    "build.source_dir", "build.go", "build.user", "units.supervisor",
-    "units.slice", "units.peer", "units.candidate_file",
-    "ports.production", "ports.candidate",
-    "runtime", "runtime.binary", "runtime.node_version", "runtime.sha256",
-    "supervisor_exec", "supervisor_exec.path", "supervisor_exec.argv",
-    "cutover", "cutover.production_health", "cutover.candidate_health",
-    "cutover.candidate_ui", "cutover.plugins", "cutover.server_env", "cutover.directory",
-    "isolation", "isolation.session_workspace_writable", "isolation.session_network",
-    "plugin", "plugin.bun", "plugin.harness", "plugin.plugin_dir", "plugin.args", "plugin.fresh_args",
-    "plugin.bun_sha256", "plugin.harness_sha256",
-    "session_environment",
-} | {f"session_environment.{name}" for name in SESSION_ENV} | {f"binaries.{a}.{k}" for a in ARTIFACTS for k in _BINARY}
+# ---------------------------------------------------------------- field extras
 
 
 @dataclass(frozen=True)
-class Binary:
-    role: str
-    path: str
-    sha256: str
-    package: str
+class AtLeast:
+    """A list key's least number of entries (a list key needs one unless told)."""
+    entries: int
+
+
+@dataclass(frozen=True)
+class Why:
+    """What a key is for, appended to any problem with it: the operator fills
+    these in, and the refusal says from where (RUNTIME-1, PLUGIN-1)."""
+    text: str
+
+
+class _Positive:
+    """A bound that must be above zero (SUITE-4: a bound of 0 reads nothing)."""
+
+
+POSITIVE = _Positive()
+
+# Inventory.file and Inventory.host are set by `load`, not keys of the file.
+NOT_A_KEY = types.MappingProxyType({"key": False})
+
+
+def _empty() -> Mapping[str, str]:
+    return types.MappingProxyType({})
+
+
+# ---------------------------------------------------------------- the sections
+
+
+@dataclass(frozen=True, kw_only=True)
+class Artifact:
+    """One installed binary of the supervisor stack (SCOPE-1, BUILD-1..3,
+    MARK-2): its path, the SHA-256 the review recorded, its Go package."""
+    path: Annotated[str, ABS_PATH]
+    sha256: Annotated[str, HEX64]
+    package: Annotated[str, PACKAGE]
 
     @property
     def name(self) -> str:
         return self.path.rsplit("/", 1)[-1]
 
 
-@dataclass(frozen=True)
-class Inventory:
-    file: str
-    host: str
-    vars: dict
+@dataclass(frozen=True, kw_only=True)
+class Binary(Artifact):
+    """An artifact with its role (`Inventory.binaries_list`, in ARTIFACTS order)."""
+    role: str
 
-    def __getattr__(self, key):  # only called for keys not set as attributes
-        try:
-            return self.vars[key]
-        except KeyError:
-            raise AttributeError(key) from None
+
+@dataclass(frozen=True, kw_only=True)
+class Binaries:
+    """The three artifacts, by role; their order is the marker's (MARK-2)."""
+    supervisor: Artifact
+    launcher: Artifact
+    client: Artifact
+
+
+@dataclass(frozen=True, kw_only=True)
+class Build:
+    """BUILD-1..3: the double build of the artifacts, as an unprivileged user."""
+    source_dir: Annotated[str, ABS_PATH]
+    go: Annotated[str, ABS_PATH]
+    user: Annotated[str, NAME]
+    go_version: Annotated[str | None, GO_VERSION] = None  # BUILD-2 records it when given
+    env: Mapping[str, str] = field(default_factory=_empty)  # added to the build's own environment
+
+
+@dataclass(frozen=True, kw_only=True)
+class Units:
+    """The systemd units (UNIT-*, CUT-4); the peer is the suite's disposable
+    stand-in until the cutover installs candidate_file (PEER-*)."""
+    supervisor: Annotated[str, UNIT_NAME]
+    slice: Annotated[str, UNIT_NAME]
+    peer: Annotated[str, UNIT_NAME]
+    candidate_file: Annotated[str, ABS_PATH]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ports:
+    """Loopback ports: the released server (production) and the candidate (CUT-1, RUNTIME-1)."""
+    production: int
+    candidate: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class UnitProperties:
+    """CUT-4 (optional): `systemctl show` values each unit must have, from the
+    contract, never from the live host."""
+    supervisor: Mapping[str, str] = field(default_factory=_empty)
+    slice: Mapping[str, str] = field(default_factory=_empty)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SupervisorExec:
+    """SCOPE-2, CUT-4: the supervisor unit's one ExecStart= (program and argv, as
+    systemd's D-Bus ExecStart reports them); the program is binaries.supervisor.path."""
+    path: Annotated[str, ABS_PATH]
+    argv: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Runtime:
+    """RUNTIME-1: the candidate runtime (the process listening on ports.candidate)."""
+    binary: Annotated[str, ABS_PATH]
+    sha256: Annotated[str, HEX64, Why(  # the exact SEA build, from the review
+        "RUNTIME-1: the SHA-256 of the exact Node 26.4 SEA runtime.binary the review approved; "
+        "no pin, no runtime gate")]
+    node_version: Annotated[str, NODE_VERSION]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cutover:
+    """CUT-1..3: what the suite reads over loopback HTTP and from server.env."""
+    production_health: Annotated[str, URL_PATH]
+    candidate_health: Annotated[str, URL_PATH]
+    candidate_ui: Annotated[tuple[str, ...], URL_PATH]
+    plugins: Annotated[tuple[str, ...], PLUGIN_NAME]
+    server_env: Annotated[str, ABS_PATH]
+    directory: Annotated[str, ABS_PATH]  # location[directory] of every /api/* request
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plugin:
+    """PLUGIN-1: the review's smoke harness and the bun that runs it
+    (TARGET-CONTRACT 9); {helper} and {workdir} in the arguments are filled in
+    by the suite."""
+    bun: Annotated[str, ABS_PATH]
+    bun_sha256: Annotated[str, HEX64, Why(
+        "PLUGIN-1: the SHA-256 of the bun the review ran the smoke harness under, from the "
+        "review's record, never from the live host")]
+    harness: Annotated[str, ABS_PATH]
+    harness_sha256: Annotated[str, HEX64, Why(
+        "PLUGIN-1: the SHA-256 of the smoke harness the review ran, from the review's record, "
+        "never from the live host")]
+    plugin_dir: Annotated[str, ABS_PATH]  # the auto-discovered plugin directory
+    args: Annotated[tuple[str, ...], AtLeast(0)]        # the ten runs
+    fresh_args: Annotated[tuple[str, ...], AtLeast(0)]  # the run against the fresh helper
+    deadline_s: int = 120  # each run's bound
+
+
+@dataclass(frozen=True, kw_only=True)
+class Isolation:
+    """ISO-2: the pilot's declared session behaviour (recorded, compared)."""
+    session_workspace_writable: bool
+    session_network: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionEnvironment:
+    """UNIT-6: the value of each variable of the fixed environment a session's
+    command gets (TARGET-CONTRACT section 1: these four, no other)."""
+    PATH: Annotated[str, ENV_VALUE]
+    HOME: Annotated[str, ENV_VALUE]
+    TERM: Annotated[str, ENV_VALUE]
+    LANG: Annotated[str, ENV_VALUE]
+
+    def as_dict(self) -> dict[str, str]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Limits:
+    """SUITE-4 (optional, key by key): bounds on root's reads and copies of what
+    the service user can write. A refusal names the key and its value, so that
+    an operator raises it deliberately. A real host fits the defaults: the Node
+    SEA runtime is about 120 MB, bun 107 MB, a Go source tree a few MB."""
+    file_bytes: Annotated[int, POSITIVE] = 32 << 20       # one file of the pilot or code tree (manifest, go.sum, build copy)
+    tree_bytes: Annotated[int, POSITIVE] = 256 << 20      # the manifest's files together; the build's source copy, each
+    tree_entries: Annotated[int, POSITIVE] = 50_000       # entries walked for the manifest; copied for a build, each
+    runtime_bytes: Annotated[int, POSITIVE] = 512 << 20   # the candidate's runtime binary (RUNTIME-1)
+    artifact_bytes: Annotated[int, POSITIVE] = 256 << 20  # an installed binary, a build's output
+
+
+@dataclass(frozen=True, kw_only=True)
+class Inventory:
+    """The host the inventory file describes; every field but file and host is a key of its vars."""
+    file: str = field(metadata=NOT_A_KEY)
+    host: str = field(metadata=NOT_A_KEY)
+    ansible_connection: str | None = None
+    ansible_host: str | None = None
+    ansible_python_interpreter: Annotated[str | None, ABS_PATH] = None
+    service_user: Annotated[str, NAME]
+    service_group: Annotated[str, NAME]
+    pilot_root: Annotated[str, ABS_PATH]
+    code_root: Annotated[str, ABS_PATH]
+    revision: Annotated[str, HEX40]
+    source_manifest_sha256: Annotated[str, HEX64]
+    binaries: Binaries
+    build: Build
+    units: Units
+    socket: Annotated[str, ABS_PATH]
+    marker: Annotated[str, ABS_PATH]
+    ports: Ports
+    unit_properties: UnitProperties = field(default_factory=UnitProperties)
+    supervisor_exec: SupervisorExec
+    runtime: Runtime
+    cutover: Cutover
+    plugin: Plugin
+    isolation: Isolation
+    session_environment: SessionEnvironment
+    limits: Limits = field(default_factory=Limits)
 
     @property
     def binaries_list(self) -> list[Binary]:
-        b = self.vars["binaries"]
-        return [Binary(r, b[r]["path"], b[r]["sha256"], b[r]["package"]) for r in ARTIFACTS]
-
-    @property
-    def unit_properties(self) -> dict:
-        return self.vars.get("unit_properties", {})
+        out = []
+        for role in ARTIFACTS:
+            a: Artifact = getattr(self.binaries, role)
+            out.append(Binary(role=role, path=a.path, sha256=a.sha256, package=a.package))
+        return out
 
     def limit(self, key: str) -> hostfs.Limit:
-        """A bound of `limits:` (LIMIT_DEFAULTS where the inventory sets none),
+        """A bound of `limits:` (its default where the inventory sets none),
         named by its key for the message that refuses a file over it."""
-        value = self.vars.get("limits", {}).get(key, LIMIT_DEFAULTS[key])
-        return hostfs.Limit(value, f"limits.{key}", "entries" if key.endswith("_entries") else "bytes")
+        return hostfs.Limit(getattr(self.limits, key), f"limits.{key}",
+                            "entries" if key.endswith("_entries") else "bytes")
 
     def tree_bounds(self) -> hostfs.TreeBounds:
         return hostfs.TreeBounds(self.limit("file_bytes"), self.limit("tree_bytes"),
                                  self.limit("tree_entries"))
 
 
-def _check(file: str, key: str, value: Any, schema: Any, problems: list[str]) -> None:
-    if isinstance(schema, dict):
+# ---------------------------------------------------------------- the schema, derived
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """A scalar key (or a list's entry, a mapping's value): its type and format."""
+    kind: type
+    rx: re.Pattern[str] | None = None
+
+
+@dataclass(frozen=True)
+class ListOf:
+    """A list key: every entry is checked against `leaf`."""
+    leaf: Leaf
+    min_len: int = 1
+
+
+@dataclass(frozen=True)
+class MapOf:
+    """A mapping of any keys, each value checked against `leaf`."""
+    leaf: Leaf
+
+
+@dataclass(frozen=True)
+class Key:
+    """One key of a section: what its value must be, whether it must be there,
+    why it matters (Why) and whether it is a bound (POSITIVE)."""
+    spec: Leaf | ListOf | MapOf | Section
+    required: bool
+    why: str = ""
+    positive: bool = False
+
+
+@dataclass(frozen=True)
+class Section:
+    """A dataclass's keys, by name, in field order."""
+    cls: type
+    keys: dict[str, Key]
+
+
+def _spec(hint: Any, extras: tuple[Any, ...]) -> Leaf | ListOf | MapOf | Section:
+    rx = next((e for e in extras if isinstance(e, re.Pattern)), None)
+    origin = get_origin(hint)
+    if origin in (Union, types.UnionType):  # X | None: an optional key whose default is None
+        (hint,) = [a for a in get_args(hint) if a is not type(None)]
+        origin = get_origin(hint)
+    if isinstance(hint, type) and is_dataclass(hint):
+        return section_of(hint)
+    if origin is tuple and get_args(hint)[1:] == (Ellipsis,):
+        least = next((e.entries for e in extras if isinstance(e, AtLeast)), 1)
+        return ListOf(Leaf(get_args(hint)[0], rx), least)
+    if origin is Mapping and get_args(hint)[0] is str:
+        return MapOf(Leaf(get_args(hint)[1], rx))
+    if hint in (str, int, bool):
+        return Leaf(hint, rx)
+    raise TypeError(f"{hint!r}: not a type an inventory key can have")
+
+
+def section_of(cls: type) -> Section:
+    """The keys of a section dataclass: each field's type and extras, required
+    when the field has no default. The one schema (issue 23): what `load`
+    refuses (the preflight's inventory check, before any test runs) and what
+    a consumer reads are the same fields, so they cannot drift apart."""
+    hints = get_type_hints(cls, include_extras=True)
+    keys = {}
+    for f in fields(cls):
+        if not f.metadata.get("key", True):
+            continue
+        hint = hints[f.name]
+        extras: tuple[Any, ...] = ()
+        if get_origin(hint) is Annotated:
+            hint, *rest = get_args(hint)
+            extras = tuple(rest)
+        keys[f.name] = Key(_spec(hint, extras), f.default is MISSING and f.default_factory is MISSING,
+                           next((e.text for e in extras if isinstance(e, Why)), ""), POSITIVE in extras)
+    return Section(cls, keys)
+
+
+def _required(sec: Section) -> set[str]:
+    out = set()
+    for name, key in sec.keys.items():
+        if key.required:
+            out.add(name)
+            if isinstance(key.spec, Section):
+                out |= {f"{name}.{sub}" for sub in _required(key.spec)}
+    return out
+
+
+SCHEMA = section_of(Inventory)
+# every key a loadable inventory must have, dotted ("binaries.client.sha256"): a
+# field without a default, in a section that is required too
+REQUIRED = frozenset(_required(SCHEMA))
+ARTIFACTS = tuple(f.name for f in fields(Binaries))  # the roles, in the marker's order (MARK-2)
+SESSION_ENV = tuple(f.name for f in fields(SessionEnvironment))  # UNIT-6: the fixed list
+LIMIT_DEFAULTS = {f.name: f.default for f in fields(Limits)}
+
+
+def _whys(sec: Section, dotted: str = "") -> dict[str, str]:
+    out = {}
+    for name, key in sec.keys.items():
+        if key.why:
+            out[f"{dotted}{name}"] = f" ({key.why})"
+        if isinstance(key.spec, Section):
+            out.update(_whys(key.spec, f"{dotted}{name}."))
+    return out
+
+
+# Why a key matters, appended to a problem with it: the operator fills these in.
+WHY = _whys(SCHEMA)
+
+
+# ---------------------------------------------------------------- validation
+
+
+def _check(file: str, key: str, value: Any, spec: Any, problems: list[str]) -> None:
+    if isinstance(spec, (Section, MapOf)):
         if not isinstance(value, dict):
             problems.append(f"{file}: {key}: expected a mapping, got {type(value).__name__}")
             return
@@ -202,33 +395,83 @@ def _check(file: str, key: str, value: Any, schema: Any, problems: list[str]) ->
             sub = f"{key}.{k}"
             if not isinstance(k, str):
                 problems.append(f"{file}: {sub}: keys must be strings")
-            elif k in schema:
-                _check(file, sub, v, schema[k], problems)
-            elif "*" in schema:
-                _check(file, sub, v, schema["*"], problems)
+            elif isinstance(spec, MapOf):
+                _check(file, sub, v, spec.leaf, problems)
+            elif k in spec.keys:
+                _check(file, sub, v, spec.keys[k].spec, problems)
             else:
                 problems.append(f"{file}: {sub}: unknown key")
         return
-    if isinstance(schema, ListOf):
+    if isinstance(spec, ListOf):
         if not isinstance(value, list):
             problems.append(f"{file}: {key}: expected a list, got {type(value).__name__}")
-        elif len(value) < schema.min_len:
-            problems.append(f"{file}: {key}: expected at least {schema.min_len} entries")
+        elif len(value) < spec.min_len:
+            problems.append(f"{file}: {key}: expected at least {spec.min_len} entries")
         else:
             for i, item in enumerate(value):
-                _check(file, f"{key}[{i}]", item, schema.leaf, problems)
+                _check(file, f"{key}[{i}]", item, spec.leaf, problems)
         return
-    typ, rx = schema
+    typ, rx = spec.kind, spec.rx
     if typ is int and isinstance(value, bool) or not isinstance(value, typ):
         problems.append(f"{file}: {key}: expected {typ.__name__}, got {type(value).__name__} {value!r}")
     elif rx is not None and not rx.match(value):
         problems.append(f"{file}: {key}: malformed value {value!r} (must match {rx.pattern})")
 
 
+def schema_problems(file: str, key: str, vars_: Any) -> list[str]:
+    """Every problem of type, format or an unknown key in the host vars
+    `vars_` (a missing key is not one), each ``<file>: <key>.<sub>: ...``, in
+    the file's order; `inventory check` lists them for a file that may not load."""
+    problems: list[str] = []
+    _check(file, key, vars_, SCHEMA, problems)
+    return problems
+
+
+def _missing(vars_: dict[str, Any], sec: Section, dotted: str = "") -> list[str]:
+    """The required keys `vars_` lacks, where the section holding them is there."""
+    out = []
+    for name, key in sec.keys.items():
+        if name not in vars_:
+            if key.required:
+                out.append(f"{dotted}{name}")
+        elif isinstance(key.spec, Section):
+            out += _missing(vars_[name], key.spec, f"{dotted}{name}.")
+    return out
+
+
+def _not_positive(vars_: dict[str, Any], sec: Section, dotted: str) -> str | None:
+    """The first bound (in the file's order) that is not above zero."""
+    for name, value in vars_.items():
+        key = sec.keys[name]
+        if isinstance(key.spec, Section):
+            found = _not_positive(value, key.spec, f"{dotted}.{name}")
+            if found:
+                return found
+        elif key.positive and value <= 0:
+            return f"{dotted}.{name}: {value} is not a positive bound"
+    return None
+
+
+def _build(sec: Section, vars_: dict[str, Any], **given: Any) -> Any:
+    """The section's dataclass from validated vars: lists as tuples, mappings
+    read-only, an absent optional key its field's default."""
+    kw = dict(given)
+    for name, value in vars_.items():
+        spec = sec.keys[name].spec
+        if isinstance(spec, Section):
+            value = _build(spec, value)
+        elif isinstance(spec, ListOf):
+            value = tuple(value)
+        elif isinstance(spec, MapOf):
+            value = types.MappingProxyType(dict(value))
+        kw[name] = value
+    return sec.cls(**kw)
+
+
 _ABSENT = object()
 
 
-def value_at(vars_: dict, dotted: str, default: Any = None) -> Any:
+def value_at(vars_: dict[str, Any], dotted: str, default: Any = None) -> Any:
     """The value at a dotted key ("plugin.bun"), `default` when it is not there."""
     node: Any = vars_
     for part in dotted.split("."):
@@ -236,21 +479,6 @@ def value_at(vars_: dict, dotted: str, default: Any = None) -> Any:
             return default
         node = node[part]
     return node
-
-
-def _present(vars_: dict, dotted: str) -> bool:
-    return value_at(vars_, dotted, _ABSENT) is not _ABSENT
-
-
-# Why a key matters, appended to a problem with it: the operator fills these in.
-WHY = {
-    "runtime.sha256": " (RUNTIME-1: the SHA-256 of the exact Node 26.4 SEA runtime.binary the "
-                      "review approved; no pin, no runtime gate)",
-    "plugin.bun_sha256": " (PLUGIN-1: the SHA-256 of the bun the review ran the smoke harness "
-                         "under, from the review's record, never from the live host)",
-    "plugin.harness_sha256": " (PLUGIN-1: the SHA-256 of the smoke harness the review ran, from "
-                             "the review's record, never from the live host)",
-}
 
 
 def _why(problem: str, prefix: str) -> str:
@@ -297,22 +525,22 @@ def load(path: str | Path) -> Inventory:
     prefix = f"all.hosts.{host}"
     if not isinstance(vars_, dict):
         raise InventoryError(f"{file}: {prefix}: expected a mapping of host vars")
-    problems: list[str] = []
-    _check(file, prefix, vars_, SCHEMA, problems)
+    problems = schema_problems(file, prefix, vars_)
     if problems:
         raise InventoryError(problems[0] + _why(problems[0], prefix))
-    for dotted in sorted(REQUIRED):
-        if not _present(vars_, dotted):
-            msg = f"{file}: {prefix}.{dotted}: missing required key"
-            raise InventoryError(msg + _why(msg, prefix))
-    for key, value in vars_.get("limits", {}).items():
-        if value <= 0:
-            raise InventoryError(f"{file}: {prefix}.limits.{key}: {value} is not a positive bound")
-    paths = [vars_["binaries"][role]["path"] for role in ARTIFACTS]
+    missing = sorted(_missing(vars_, SCHEMA))
+    if missing:
+        msg = f"{file}: {prefix}.{missing[0]}: missing required key"
+        raise InventoryError(msg + _why(msg, prefix))
+    bound = _not_positive(vars_, SCHEMA, prefix)
+    if bound:
+        raise InventoryError(f"{file}: {bound}")
+    inv: Inventory = _build(SCHEMA, vars_, file=file, host=str(host))
+    paths = [b.path for b in inv.binaries_list]
     if len(set(paths)) != len(paths):
         raise InventoryError(f"{file}: {prefix}.binaries: two artifacts share one path")
-    if vars_["supervisor_exec"]["path"] != paths[0]:
+    if inv.supervisor_exec.path != paths[0]:
         raise InventoryError(f"{file}: {prefix}.supervisor_exec.path: "
-                             f"{vars_['supervisor_exec']['path']!r} is not binaries.supervisor.path "
+                             f"{inv.supervisor_exec.path!r} is not binaries.supervisor.path "
                              f"{paths[0]!r} (SCOPE-2: the supervisor unit runs the installed binary)")
-    return Inventory(file=file, host=str(host), vars=vars_)
+    return inv

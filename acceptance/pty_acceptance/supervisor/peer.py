@@ -244,7 +244,7 @@ def start_peer(bus: Systemd, inv, tag: str) -> DisposableUnit:
     """The disposable peer (inventory units.peer as the service user), started;
     PeerError (ForeignUnit for a real peer service) when it cannot be, with
     nothing left running."""
-    name = inv.units["peer"]
+    name = inv.units.peer
     unit = DisposableUnit(bus, name=name, user=inv.service_user, group=inv.service_group, tag=tag)
     try:
         return unit.start()  # a start that fails has stopped what it made

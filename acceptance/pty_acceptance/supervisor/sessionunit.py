@@ -30,7 +30,7 @@ class Owner:
 
     @classmethod
     def of(cls, inv) -> "Owner":
-        return cls(inv.units["supervisor"], inv.units["slice"])
+        return cls(inv.units.supervisor, inv.units.slice)
 
 
 class NotOurs(Refused):
