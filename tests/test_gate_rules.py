@@ -28,7 +28,7 @@ OTHER = "d" * 64
 TODAY = datetime.date(2026, 1, 15)
 
 INV = SimpleNamespace(binaries_list=[SimpleNamespace(path=BINARY, sha256=SHA)],
-                      runtime={"sha256": RT, "binary": RUNTIME}, source_manifest_sha256=MF)
+                      runtime=SimpleNamespace(sha256=RT, binary=RUNTIME), source_manifest_sha256=MF)
 SETUP = Setup(
     root=ROOT, acceptance=ROOT / "acceptance", inventory=INV, inventory_file="inventories/target.yml",
     preflight=preflight.Result([preflight.Finding("systemd", True, "PID 1 is systemd")]),
