@@ -8,6 +8,11 @@
   `pytest.fail` call in acceptance/test_*.py or acceptance/conftest.py.
 - The checked-in node-id list (acceptance/node-ids.txt, which the gate
   compares every run's collection with) matches what the checkout collects.
+- No module imports a test module (`test_*.py`): what tests share is a
+  fixture in a conftest or a plain function in a helper module
+  (tests/gateproject.py, tests/childrun.py, ...). Importing a test module
+  runs its module-level code again under another name, and a fixture
+  imported by name is a second definition that shadows the conftest's.
 """
 
 import ast
@@ -95,3 +100,33 @@ def test_the_pytest_fail_finder_finds_both_forms():
     assert pytest_fails_in("import pytest\npytest.fail('x', pytrace=False)\n") == [2]
     assert pytest_fails_in("from pytest import fail\n") == [1]
     assert pytest_fails_in("from pty_acceptance.gate.marks import fail\nfail('x')\n") == []
+
+
+def imports_of_test_modules(source: str) -> list[tuple[int, str]]:
+    """(line, module) of every import of a test module (a name part `test_*`)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names
+                      if any(part.startswith("test_") for part in a.name.split("."))]
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if any(part.startswith("test_") for part in module.split(".")):
+                found.append((node.lineno, module))
+            else:
+                found += [(node.lineno, f"{module}.{a.name}") for a in node.names if a.name.startswith("test_")]
+    return found
+
+
+def test_no_module_imports_a_test_module():
+    files = sorted([*(REPO / "tests").rglob("*.py"), *(REPO / "acceptance").rglob("*.py"), REPO / "conftest.py"])
+    found = {str(p.relative_to(REPO)): hits for p in files if (hits := imports_of_test_modules(p.read_text()))}
+    assert not found, ("test modules imported (share a fixture through a conftest, a function "
+                       f"through a helper module under tests/): {found}")
+
+
+def test_the_test_module_import_finder_finds_each_form():
+    source = ("import test_gate\nfrom test_gate import run\nfrom tests.test_verdict import junit\n"
+              "from tests import test_hostfs\nimport tests.test_intoto as t\n"
+              "from gateproject import run\nfrom tests.refhost import findings\nimport pytest\n")
+    assert [line for line, _ in imports_of_test_modules(source)] == [1, 2, 3, 4, 5]
