@@ -209,6 +209,31 @@ def supervisor(target, monkeypatch):
         proc.wait()
 
 
+@pytest.fixture
+def project(pytester, target, supervisor, safe_dir, monkeypatch):
+    """The gate's fixture project (tests/gateproject.py): the checkout's own
+    start-up conftest, a checklist and a module naming every requirement, its
+    node-id list, a fake host, and a run directory of its own (the run lock:
+    the real /run/pty-acceptance is the host's)."""
+    from pty_acceptance.gate import nodeids, preflight
+
+    from gateproject import ALL_IDS, FAKE_HOST, LISTED, PASSING
+
+    pytester.makeini("[pytest]\njunit_family = xunit1\naddopts = -p no:cacheprovider\n"
+                     f"pty_acceptance_run_dir = {safe_dir}/run\n")
+    pytester.makeconftest((REPO / "conftest.py").read_text())  # the project's own start-up
+    ids = ", ".join(ALL_IDS)
+    (pytester.path / "ROOT-ACCEPTANCE.md").write_text(
+        "| Section | Module | Requirements | State |\n|---|---|---|---|\n"
+        f"| All | `acceptance/test_all.py` | {ids} | built |\n")
+    (pytester.path / "acceptance").mkdir()
+    monkeypatch.setattr(preflight, "host_findings", lambda inv: [])
+    (pytester.path / "acceptance/conftest.py").write_text(FAKE_HOST)
+    (pytester.path / "acceptance/test_all.py").write_text(PASSING)
+    (pytester.path / nodeids.FILE).write_text(nodeids.render(LISTED))
+    return pytester
+
+
 def assert_junit_readers_accept(path: Path) -> None:
     """Third-party JUnit readers take the report as it is (issue 22): junitparser
     counts its cases; xunitparser, which refuses a suite-level property name

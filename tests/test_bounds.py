@@ -19,8 +19,8 @@ from pty_acceptance.provenance import builds, manifest, runtime
 from pty_acceptance.report import reports
 from pty_acceptance.spec import inventory
 
-from test_gate import assert_refused, last_line, project, run  # noqa: F401
-from test_hostfs import TIB, in_child, sparse
+from childrun import TIB, in_child, sparse
+from gateproject import assert_refused, last_line
 
 RUN_DEADLINE_S = 120  # a clean run of the project takes about 2 s
 

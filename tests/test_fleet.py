@@ -29,7 +29,7 @@ from tests.mutants import catalogue
 from tests.refhost.junit import Report
 from tests.refhost.run import GUEST_OUT, GUEST_PYTHON, GUEST_SRC, MARKER, deploy, new_machine, new_run_id, prepare
 
-from test_reference_host import assert_nothing_left
+from leftovers import assert_nothing_left
 
 pytestmark = [pytest.mark.refhost]
 

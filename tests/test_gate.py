@@ -5,100 +5,16 @@ any other run shape, and an earlier marker is always removed."""
 import hashlib
 import os
 import shutil
-import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
-from pty_acceptance.gate import marker, nodeids, preflight
+from pty_acceptance.gate import marker, nodeids
 from pty_acceptance.report import reports
-from pty_acceptance.spec.requirements import CATALOGUE, ENFORCED_BY_GATE
 
-from conftest import REPO, FakeBus
-
-ALL_IDS = [r.id for r in CATALOGUE if r.id not in ENFORCED_BY_GATE]
-
-PASSING = f"""
-import pytest
-
-@pytest.mark.requirement(*{ALL_IDS!r})
-def test_everything(evidence):
-    evidence("checked", "all of it")
-
-@pytest.mark.requirement("OWN-1")
-def test_other():
-    pass
-"""
-
-# what the fixture project's checked-in node-id list says (nodeids.FILE)
-LISTED = {"acceptance/test_all.py::test_everything": tuple(ALL_IDS),
-          "acceptance/test_all.py::test_other": ("OWN-1",)}
-
-
-# The fixture project's host is a fake target on this machine, not a systemd
-# host: its preflight finds nothing wrong with the host (preflight.py's own
-# tests check the host checks), for in-process and separate-process runs alike.
-FAKE_HOST = ("from pty_acceptance.gate import preflight\n"
-             "preflight.host_findings = lambda inv: []  # the suite's own tests: a fake target\n")
-
-
-@pytest.fixture
-def project(pytester, target, supervisor, safe_dir, monkeypatch):
-    # its own run directory (the run lock): the real /run/pty-acceptance is the host's
-    pytester.makeini("[pytest]\njunit_family = xunit1\naddopts = -p no:cacheprovider\n"
-                     f"pty_acceptance_run_dir = {safe_dir}/run\n")
-    pytester.makeconftest((REPO / "conftest.py").read_text())  # the project's own start-up
-    ids = ", ".join(ALL_IDS)
-    (pytester.path / "ROOT-ACCEPTANCE.md").write_text(
-        "| Section | Module | Requirements | State |\n|---|---|---|---|\n"
-        f"| All | `acceptance/test_all.py` | {ids} | built |\n")
-    (pytester.path / "acceptance").mkdir()
-    monkeypatch.setattr(preflight, "host_findings", lambda inv: [])
-    (pytester.path / "acceptance/conftest.py").write_text(FAKE_HOST)
-    (pytester.path / "acceptance/test_all.py").write_text(PASSING)
-    (pytester.path / nodeids.FILE).write_text(nodeids.render(LISTED))
-    return pytester
-
-
-RELIST = ("import sys; from pathlib import Path; from pty_acceptance.gate import nodeids; "
-          "r = Path(sys.argv[1]); sys.stdout.write(nodeids.render(nodeids.collect(r, r / 'tox.ini')))")
-
-
-def relist(project) -> None:
-    """The project's node-id list anew from what it collects now, as
-    `pty-acceptance node-ids --write` makes the checkout's (a separate process:
-    the collection imports the project's test modules)."""
-    import subprocess as sp
-    import sys
-
-    done = sp.run([sys.executable, "-c", RELIST, str(project.path)], capture_output=True, text=True,
-                  cwd=project.path, timeout=120, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
-    (project.path / nodeids.FILE).write_text(done.stdout)
-
-
-def run(project, target, *args, path="acceptance/", subprocess=False):
-    runner = project.runpytest_subprocess if subprocess else project.runpytest
-    return runner(path, "--inventory", str(target.inventory), *args)
-
-
-def last_line(res) -> str:
-    lines = [l for l in res.outlines if l.strip()]
-    return lines[-1]
-
-
-def expectation(target):
-    return marker.Expectation(target.revision, target.manifest, tuple(target.binaries))
-
-
-def assert_refused(res, target, *ids):
-    line = last_line(res)
-    assert line.startswith("NOT READY: "), "\n".join(res.outlines[-30:])
-    for i in ids:
-        assert i in line.split(": ", 2)[2].split(), line
-    assert not os.path.lexists(target.marker), "a marker was written"
-    assert res.ret != 0
+from conftest import FakeBus
+from gateproject import PASSING, add_tests, assert_refused, expectation, last_line, run
 
 
 def test_complete_passing_run_writes_a_verified_marker(project, target):
@@ -117,10 +33,6 @@ def test_complete_passing_run_writes_a_verified_marker(project, target):
         assert ("requirement", "OWN-1") in props
     names = [p.get("name") for p in tree.getroot().find("./testsuite/properties")]
     assert "MARK-4" in names and "gate" in names
-
-
-def _module(project, text):
-    (project.path / "acceptance/test_all.py").write_text(PASSING + text)
 
 
 SHAPES = {
@@ -149,7 +61,7 @@ SHAPES = {
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_non_passing_run_shapes_leave_no_marker(project, target, shape):
     text, args, blocker = SHAPES[shape]
-    _module(project, text)
+    add_tests(project, text)
     if shape == "collection error":
         (project.path / "acceptance/test_broken.py").write_text("import no_such_module\n")
     # An interrupt must really reach a separate pytest process.
@@ -197,7 +109,7 @@ def test_not_root_blocks(project, target, monkeypatch):
 
 
 def test_binary_swapped_during_the_run_blocks(project, target):
-    _module(project, f"@pytest.mark.requirement('OWN-2')\ndef test_swap():\n"
+    add_tests(project, f"@pytest.mark.requirement('OWN-2')\ndef test_swap():\n"
                      f"    open({target.binaries[1]!r}, 'ab').write(b'swapped')\n")
     res = run(project, target)
     assert_refused(res, target, "SCOPE-2", "MARK-3")
@@ -214,7 +126,7 @@ def test_runtime_swapped_during_the_run_blocks(project, target):
     directory the service user owns, who can rename another file into its place
     after RUNTIME-1 read it (issue 21 item 4)."""
     runtime = _runtime(target)
-    _module(project, f"@pytest.mark.requirement('OWN-2')\ndef test_swap():\n"
+    add_tests(project, f"@pytest.mark.requirement('OWN-2')\ndef test_swap():\n"
                      f"    open({str(runtime)!r} + '.new', 'wb').write(b'another runtime')\n"
                      f"    import os; os.rename({str(runtime)!r} + '.new', {str(runtime)!r})\n")
     res = run(project, target)
@@ -260,7 +172,7 @@ def test_supervisor_running_another_copy_blocks(project, target, supervisor):
 def test_supervisor_swapped_during_the_run_blocks(project, target, supervisor):
     copy = str(target.base / "other-supervisor")
     shutil.copy2(target.binaries[0], copy)
-    _module(project, "@pytest.mark.requirement('OWN-2')\ndef test_swap():\n"
+    add_tests(project, "@pytest.mark.requirement('OWN-2')\ndef test_swap():\n"
                      "    from tests_gate_swap import swap\n    swap()\n")
     import sys
     mod = type(sys)("tests_gate_swap")
@@ -308,7 +220,7 @@ def test_earlier_marker_is_removed_even_when_the_run_fails(project, target, kind
     else:
         m.write_text("revision=stale\n")
         m.chmod(0o664 if kind == "group-writable" else 0o644)
-    _module(project, "@pytest.mark.requirement('OWN-2')\ndef test_fails():\n    assert False\n")
+    add_tests(project, "@pytest.mark.requirement('OWN-2')\ndef test_fails():\n    assert False\n")
     res = run(project, target)
     assert_refused(res, target, "OWN-2")
     assert victim.read_text() == "keep me\n"  # the link was removed, never followed
@@ -328,7 +240,7 @@ def test_unsafe_marker_directory_blocks_the_write(project, target):
 
 
 def test_test_without_requirement_marker_is_a_usage_error(project, target):
-    _module(project, "def test_unnamed():\n    pass\n")
+    add_tests(project, "def test_unnamed():\n    pass\n")
     res = run(project, target)
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     assert any("test_unnamed: no @pytest.mark.requirement" in l for l in res.errlines + res.outlines)
@@ -336,7 +248,7 @@ def test_test_without_requirement_marker_is_a_usage_error(project, target):
 
 
 def test_unknown_requirement_id_is_a_usage_error(project, target):
-    _module(project, "@pytest.mark.requirement('OWN-9')\ndef test_odd():\n    pass\n")
+    add_tests(project, "@pytest.mark.requirement('OWN-9')\ndef test_odd():\n    pass\n")
     res = run(project, target)
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     assert any("unknown requirement IDs ['OWN-9']" in l for l in res.errlines + res.outlines)
@@ -360,7 +272,7 @@ def test_host_text_never_reaches_the_terminal_raw(project, target):
     """SUITE-4: a host file name (in a gate blocker) and host text in a failure
     message or captured output are shown escaped, never as escape sequences."""
     (target.pilot / f"supervisor/{FAKE_READY}.go").symlink_to("/nonexistent")
-    _module(project, "@pytest.mark.requirement('OWN-2')\ndef test_host_text():\n"
+    add_tests(project, "@pytest.mark.requirement('OWN-2')\ndef test_host_text():\n"
                      f"    print({FAKE_READY!r})\n    assert False, {FAKE_READY!r}\n"
                      "@pytest.mark.requirement('OWN-2')\ndef test_host_fail():\n"
                      f"    pytest.fail('BUILD-1: go build said ' + {FAKE_READY!r}, pytrace=False)\n")
@@ -404,7 +316,7 @@ def pytest_runtest_protocol(item, nextitem):
 
 def test_a_rerun_never_turns_a_failure_into_a_pass(project, target):
     """SUITE-3: the worst outcome of a phase counts, and a phase reported twice blocks."""
-    _module(project, FLAKY)
+    add_tests(project, FLAKY)
     with open(project.path / "conftest.py", "a") as f:
         f.write(NAIVE_RERUN)
     res = run(project, target)
@@ -417,7 +329,7 @@ def test_a_rerun_never_turns_a_failure_into_a_pass(project, target):
 def test_duplicate_node_ids_block(project, target):
     """--keep-duplicates runs a test twice under one node id: the first result
     (a failure) must not be overwritten by the second (a pass)."""
-    _module(project, FLAKY)
+    add_tests(project, FLAKY)
     res = run(project, target, "--keep-duplicates", "acceptance/")
     assert_refused(res, target, "OWN-2", "SUITE-3")
     assert any("test_flaky was collected 2 times" in l for l in res.outlines), res.outlines[-20:]
@@ -600,7 +512,7 @@ def test_a_plugin_named_on_the_command_line_is_refused(project, target):
 
 
 def test_a_test_the_list_does_not_name_is_refused(project, target):
-    _module(project, "@pytest.mark.requirement('OWN-1')\ndef test_new():\n    pass\n")
+    add_tests(project, "@pytest.mark.requirement('OWN-1')\ndef test_new():\n    pass\n")
     _refused_because(run(project, target), target, "does not list")
 
 
@@ -624,7 +536,7 @@ def test_another_marker_path_still_removes_the_inventorys_marker(project, target
     """MARK-4: --marker X removes the inventory's marker of an earlier READY run too."""
     m = _stale(target)
     other = safe_dir / "other/pty-supervisor-verified"
-    _module(project, "@pytest.mark.requirement('OWN-2')\ndef test_fails():\n    assert False\n")
+    add_tests(project, "@pytest.mark.requirement('OWN-2')\ndef test_fails():\n    assert False\n")
     res = run(project, target, "--marker", str(other))
     assert_refused(res, target, "OWN-2")
     assert not os.path.lexists(m) and not os.path.lexists(other)

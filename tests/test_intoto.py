@@ -14,14 +14,10 @@ from pty_acceptance.report import bundle, intoto
 from pty_acceptance.spec import checklist
 
 from conftest import REPO
+from statement_schema import SCHEMA, validate
 
-SCHEMA = json.loads((REPO / "tests/schemas/in-toto-test-result-v0.1.schema.json").read_text())
 FIXTURES = REPO / "tests/fixtures/verdict"
 SECTIONS = checklist.load(REPO / "ROOT-ACCEPTANCE.md")
-
-
-def validate(statement: dict) -> None:
-    jsonschema.Draft202012Validator(SCHEMA, format_checker=jsonschema.FormatChecker()).validate(statement)
 
 
 def statement_of(name: str) -> dict:

@@ -8,6 +8,15 @@
   `pytest.fail` call in acceptance/test_*.py or acceptance/conftest.py.
 - The checked-in node-id list (acceptance/node-ids.txt, which the gate
   compares every run's collection with) matches what the checkout collects.
+- No module imports a test module (`test_*.py`): what tests share is a
+  fixture in a conftest or a plain function in a helper module
+  (tests/gateproject.py, tests/childrun.py, ...). Importing a test module
+  runs its module-level code again under another name, and a fixture
+  imported by name is a second definition that shadows the conftest's.
+- The library starts host programs with `subprocess` only (README,
+  "Dependencies"), never through a shell, each call with `env=` (never the
+  inherited environment) and every `subprocess.run` with a `timeout=`
+  (SUITE-4); a literal argv names its program by absolute path.
 """
 
 import ast
@@ -95,3 +104,84 @@ def test_the_pytest_fail_finder_finds_both_forms():
     assert pytest_fails_in("import pytest\npytest.fail('x', pytrace=False)\n") == [2]
     assert pytest_fails_in("from pytest import fail\n") == [1]
     assert pytest_fails_in("from pty_acceptance.gate.marks import fail\nfail('x')\n") == []
+
+
+def imports_of_test_modules(source: str) -> list[tuple[int, str]]:
+    """(line, module) of every import of a test module (a name part `test_*`)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names
+                      if any(part.startswith("test_") for part in a.name.split("."))]
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if any(part.startswith("test_") for part in module.split(".")):
+                found.append((node.lineno, module))
+            else:
+                found += [(node.lineno, f"{module}.{a.name}") for a in node.names if a.name.startswith("test_")]
+    return found
+
+
+def test_no_module_imports_a_test_module():
+    files = sorted([*(REPO / "tests").rglob("*.py"), *(REPO / "acceptance").rglob("*.py"), REPO / "conftest.py"])
+    found = {str(p.relative_to(REPO)): hits for p in files if (hits := imports_of_test_modules(p.read_text()))}
+    assert not found, ("test modules imported (share a fixture through a conftest, a function "
+                       f"through a helper module under tests/): {found}")
+
+
+def test_the_test_module_import_finder_finds_each_form():
+    source = ("import test_gate\nfrom test_gate import run\nfrom tests.test_verdict import junit\n"
+              "from tests import test_hostfs\nimport tests.test_intoto as t\n"
+              "from gateproject import run\nfrom tests.refhost import findings\nimport pytest\n")
+    assert [line for line, _ in imports_of_test_modules(source)] == [1, 2, 3, 4, 5]
+
+
+# -- host programs (SUITE-4): subprocess, env=, a timeout, an absolute path, no shell
+SPAWNERS = {"run", "Popen", "call", "check_call", "check_output"}
+NO_SHELL = {("os", "system"), ("os", "popen"), ("os", "spawnl"), ("os", "spawnlp"), ("os", "spawnv"),
+            ("os", "spawnvp"), ("os", "execvp"), ("os", "execlp"), ("os", "posix_spawnp")}
+
+
+def host_program_problems(source: str) -> list[str]:
+    """What a call that starts a program gets wrong: 'line: problem'."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)):
+            continue
+        owner, name = node.func.value.id, node.func.attr
+        keywords = {k.arg: k.value for k in node.keywords}
+        if (owner, name) in NO_SHELL:
+            out.append(f"{node.lineno}: {owner}.{name} (a shell or a PATH look-up)")
+        if owner != "subprocess" or name not in SPAWNERS:
+            continue
+        if "env" not in keywords:
+            out.append(f"{node.lineno}: subprocess.{name} without env= (the inherited environment)")
+        if name != "Popen" and "timeout" not in keywords:
+            out.append(f"{node.lineno}: subprocess.{name} without timeout=")
+        shell = keywords.get("shell")
+        if shell is not None and not (isinstance(shell, ast.Constant) and shell.value is False):
+            out.append(f"{node.lineno}: subprocess.{name} with shell=")
+        argv = node.args[0] if node.args else keywords.get("args")
+        if isinstance(argv, ast.List) and argv.elts and isinstance(argv.elts[0], ast.Constant) \
+                and not str(argv.elts[0].value).startswith("/"):
+            out.append(f"{node.lineno}: subprocess.{name} of {argv.elts[0].value!r}, not an absolute path")
+    return out
+
+
+def test_the_library_starts_host_programs_by_the_rules():
+    found = {str(p.relative_to(REPO)): problems for p in sorted(LIB.rglob("*.py"))
+             if (problems := host_program_problems(p.read_text()))}
+    assert not found, f"host programs started outside SUITE-4's rules: {found}"
+
+
+def test_the_host_program_finder_finds_each_problem():
+    source = ("import os, subprocess\n"
+              "subprocess.run(['/usr/bin/true'], env=E, timeout=1)\n"
+              "subprocess.run(['true'], env=E, timeout=1)\n"
+              "subprocess.run(argv, timeout=1)\n"
+              "subprocess.run(argv, env=E)\n"
+              "subprocess.Popen(argv, env=E, shell=True)\n"
+              "subprocess.Popen(argv, env=E)\n"
+              "os.system('true')\n")
+    assert [p.split(":")[0] for p in host_program_problems(source)] == ["3", "4", "5", "6", "8"]

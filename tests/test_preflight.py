@@ -10,7 +10,7 @@ import sys
 from pty_acceptance.gate import preflight
 
 from conftest import REPO
-from test_gate import PASSING, last_line, project, run  # noqa: F401 (fixture)
+from gateproject import PASSING, last_line, relist, run
 
 BUN = preflight.Finding("program plugin.bun (PLUGIN-1)", False, "/x/bun is not an executable file",
                         ("PLUGIN-1",))
@@ -60,7 +60,6 @@ def test_a_failed_check_withholds_its_tests_and_says_so_once_per_module(project,
         f"preflight.host_findings = lambda inv: [preflight.Finding(*{tuple(BUN.__dict__.values())!r})]\n")
     (project.path / "acceptance/test_all.py").write_text(
         PASSING + "\n@pytest.mark.requirement('PLUGIN-1')\ndef test_plugin():\n    pass\n")
-    from test_gate import relist
     relist(project)
     res = run(project, target, "-ra")  # the project's own addopts has -ra
     text = "\n".join(res.outlines)

@@ -13,6 +13,7 @@ import pytest
 from pty_acceptance.spec import checklist
 
 from conftest import REPO, assert_junit_readers_accept
+from leftovers import assert_nothing_left
 from tests.refhost import findings
 from tests.refhost.interrupts import run_matrix
 from tests.refhost.run import new_run_id
@@ -28,23 +29,6 @@ def reference(*args) -> tuple[int, Path, str]:
     run_dir = (REPO / "reports/reference/latest").resolve()
     assert_nothing_left(f"ptyacc-{run_dir.name.lower()}")
     return done.returncode, run_dir, done.stdout + done.stderr
-
-
-def assert_nothing_left(name: str) -> None:
-    """No nspawn process, cgroup or mount of that machine after its run."""
-    for proc in Path("/proc").iterdir():
-        try:
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
-            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z" and argv[0].endswith(b"systemd-nspawn") and f"--machine={name}".encode() in argv:
-            pytest.fail(f"systemd-nspawn of {name} still running: pid {proc.name}")
-    cgroups = [str(d) for root in Path("/sys/fs/cgroup").iterdir() if root.is_dir()
-               for d in [root / name] if d.exists()]
-    assert not cgroups, f"cgroups of {name} left: {cgroups}"
-    mounts = [l for l in Path("/proc/self/mountinfo").read_text().splitlines() if name in l]
-    assert not mounts, f"mounts of {name} left: {mounts}"
 
 
 def planned_ids() -> set[str]:

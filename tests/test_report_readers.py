@@ -5,7 +5,7 @@ failed, and the verdict fixtures the suite's own tests read back."""
 import pytest
 
 from conftest import REPO, assert_junit_readers_accept
-from test_gate import last_line, project, run, _module  # noqa: F401 (fixture)
+from gateproject import add_tests, last_line, run
 
 
 def _report(project):
@@ -25,7 +25,7 @@ def test_a_ready_run(project, target):
 
 
 def test_a_not_ready_run_with_its_blockers(project, target):
-    _module(project, "@pytest.mark.requirement('OWN-2')\ndef test_fails():\n    assert False\n")
+    add_tests(project, "@pytest.mark.requirement('OWN-2')\ndef test_fails():\n    assert False\n")
     res = run(project, target, "--no-marker")
     assert last_line(res).startswith("NOT READY: ")
     assert_junit_readers_accept(_report(project))

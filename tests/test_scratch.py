@@ -23,7 +23,7 @@ import pytest
 
 from conftest import REPO
 from pty_acceptance.host import hostfs, rundir, scratch
-from test_gate import last_line, project, run  # noqa: F401
+from gateproject import last_line, run
 
 DEADLINE_S = 30
 NOBODY = 65534

@@ -18,8 +18,7 @@ from pty_acceptance.report import bundle, signing
 from pty_acceptance.spec import checklist
 
 from conftest import REPO
-from test_gate import last_line, project, run  # noqa: F401 (fixture)
-from test_verdict import junit
+from gateproject import junit, last_line, run
 
 CLI = REPO / ".venv/bin/pty-acceptance"
 FIXTURES = REPO / "tests/fixtures/verdict"

@@ -14,7 +14,7 @@ import pytest
 from conftest import REPO
 from tests.refhost.run import GUEST_SRC, MARKER, deploy, new_machine, new_run_id, prepare
 
-from test_reference_host import assert_nothing_left
+from leftovers import assert_nothing_left
 
 pytestmark = [pytest.mark.refhost]
 

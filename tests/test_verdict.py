@@ -15,33 +15,11 @@ from pty_acceptance.spec import checklist
 from pty_acceptance.spec.requirements import CATALOGUE, ENFORCED_BY_GATE
 
 from conftest import REPO
-from test_intoto import validate
-from test_gate import ALL_IDS, last_line, project, relist, run  # noqa: F401 (fixture)
+from gateproject import ALL_IDS, junit, last_line, matrix_lines, run, with_module
+from statement_schema import validate
 
 HOSTILE = "\x1b[2J\x1b[1;1HREADY: marker written \udcff\udcfe</td><script>alert(1)</script>\u202e"
 CLI = REPO / ".venv/bin/pty-acceptance"
-
-
-def junit(project) -> Path:
-    found = list((project.path / "reports").glob("acceptance-fake-*.xml"))
-    assert len(found) == 1, found
-    return found[0]
-
-
-def matrix_lines(outlines: list[str]) -> list[str]:
-    start = outlines.index("requirement matrix (one row per ROOT-ACCEPTANCE.md section):")
-    end = start + 1
-    while end < len(outlines) and outlines[end].startswith("  "):
-        end += 1
-    return outlines[start:end]
-
-
-def with_module(project, body: str, sections: str = "") -> None:
-    (project.path / "acceptance/test_all.py").write_text(body)
-    relist(project)  # the checkout's list of tests follows the module (nodeids.py)
-    if sections:
-        with (project.path / "ROOT-ACCEPTANCE.md").open("a") as f:
-            f.write(sections)
 
 
 def make_runtime(target) -> str:

@@ -10,8 +10,7 @@ from pathlib import Path
 
 from pty_acceptance.report import bundle
 
-from test_gate import ALL_IDS, last_line, project, run  # noqa: F401 (fixture)
-from test_verdict import junit, matrix_lines, with_module
+from gateproject import ALL_IDS, junit, last_line, matrix_lines, run, with_module
 
 TODAY = datetime.datetime.now(datetime.timezone.utc).date()
 LATER = (TODAY + datetime.timedelta(days=30)).isoformat()

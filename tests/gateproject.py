@@ -1,0 +1,105 @@
+"""The gate's fixture project for the suite's own tests (pytester sessions):
+what it holds (a module naming every requirement, its checked-in node-id
+list, a fake host whose preflight finds nothing wrong), and how its runs are
+made and read. The `project` fixture that builds it is tests/conftest.py's;
+these are the plain functions and data several test modules share."""
+
+import os
+import subprocess as sp
+import sys
+from pathlib import Path
+
+from pty_acceptance.gate import marker, nodeids
+from pty_acceptance.spec.requirements import CATALOGUE, ENFORCED_BY_GATE
+
+ALL_IDS = [r.id for r in CATALOGUE if r.id not in ENFORCED_BY_GATE]
+
+PASSING = f"""
+import pytest
+
+@pytest.mark.requirement(*{ALL_IDS!r})
+def test_everything(evidence):
+    evidence("checked", "all of it")
+
+@pytest.mark.requirement("OWN-1")
+def test_other():
+    pass
+"""
+
+# what the fixture project's checked-in node-id list says (nodeids.FILE)
+LISTED = {"acceptance/test_all.py::test_everything": tuple(ALL_IDS),
+          "acceptance/test_all.py::test_other": ("OWN-1",)}
+
+
+# The fixture project's host is a fake target on this machine, not a systemd
+# host: its preflight finds nothing wrong with the host (preflight.py's own
+# tests check the host checks), for in-process and separate-process runs alike.
+FAKE_HOST = ("from pty_acceptance.gate import preflight\n"
+             "preflight.host_findings = lambda inv: []  # the suite's own tests: a fake target\n")
+
+RELIST = ("import sys; from pathlib import Path; from pty_acceptance.gate import nodeids; "
+          "r = Path(sys.argv[1]); sys.stdout.write(nodeids.render(nodeids.collect(r, r / 'tox.ini')))")
+
+
+def relist(project) -> None:
+    """The project's node-id list anew from what it collects now, as
+    `pty-acceptance node-ids --write` makes the checkout's (a separate process:
+    the collection imports the project's test modules)."""
+    done = sp.run([sys.executable, "-c", RELIST, str(project.path)], capture_output=True, text=True,
+                  cwd=project.path, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (project.path / nodeids.FILE).write_text(done.stdout)
+
+
+def run(project, target, *args, path="acceptance/", subprocess=False):
+    runner = project.runpytest_subprocess if subprocess else project.runpytest
+    return runner(path, "--inventory", str(target.inventory), *args)
+
+
+def last_line(res) -> str:
+    lines = [l for l in res.outlines if l.strip()]
+    return lines[-1]
+
+
+def expectation(target):
+    return marker.Expectation(target.revision, target.manifest, tuple(target.binaries))
+
+
+def assert_refused(res, target, *ids):
+    line = last_line(res)
+    assert line.startswith("NOT READY: "), "\n".join(res.outlines[-30:])
+    for i in ids:
+        assert i in line.split(": ", 2)[2].split(), line
+    assert not os.path.lexists(target.marker), "a marker was written"
+    assert res.ret != 0
+
+
+def add_tests(project, text):
+    """PASSING and `text` as the project's one test module (its node-id list unchanged)."""
+    (project.path / "acceptance/test_all.py").write_text(PASSING + text)
+
+
+def with_module(project, body: str, sections: str = "") -> None:
+    """`body` as the project's one test module, its node-id list following it,
+    and `sections` appended to its ROOT-ACCEPTANCE.md."""
+    (project.path / "acceptance/test_all.py").write_text(body)
+    relist(project)  # the checkout's list of tests follows the module (nodeids.py)
+    if sections:
+        with (project.path / "ROOT-ACCEPTANCE.md").open("a") as f:
+            f.write(sections)
+
+
+def junit(project) -> Path:
+    """The one JUnit report the project's run wrote."""
+    found = list((project.path / "reports").glob("acceptance-fake-*.xml"))
+    assert len(found) == 1, found
+    return found[0]
+
+
+def matrix_lines(outlines: list[str]) -> list[str]:
+    """The terminal's requirement matrix: its heading and its rows."""
+    start = outlines.index("requirement matrix (one row per ROOT-ACCEPTANCE.md section):")
+    end = start + 1
+    while end < len(outlines) and outlines[end].startswith("  "):
+        end += 1
+    return outlines[start:end]
