@@ -79,7 +79,9 @@ def gpg_key(keys: Path) -> tuple[Path, Path]:
 def key_text(key: Path) -> list[str]:
     """The key's secret material as it could leak: every base64 line of it."""
     lines = key.read_bytes().decode("ascii", "replace").splitlines()
-    found = [l for l in lines if l and not l.startswith("-----")]
+    # lines long enough to be key material (an armour's short checksum line,
+    # or a one-character line, is found in any text by chance)
+    found = [l for l in lines if len(l) >= 16 and not l.startswith("-----")]
     if not found:  # a binary key (gpg): its base64 and a run of its bytes
         data = key.read_bytes()
         found = [base64.b64encode(data).decode()[:40], data[20:60].hex()]
