@@ -12,7 +12,9 @@ import testinfra
 
 from pty_acceptance.host import programs
 from pty_acceptance.provenance import builds
-from pty_acceptance.supervisor import admission, lifecycle
+from pty_acceptance.supervisor import admission
+from pty_acceptance.supervisor.readiness import start_supervisor, supervisor_ready
+from pty_acceptance.supervisor.sessions import Sessions
 from pty_acceptance.supervisor import protocol
 from pty_acceptance.supervisor import peer as peer_mod
 from pty_acceptance.host.bus import BusError, Systemd
@@ -225,7 +227,7 @@ def helper_session(inv, peer):
 def sessions(inv, bus, peer, evidence):
     """Sessions(...) of one test through the disposable peer; every one is ended and
     waited for afterwards, and units the supervisor left running are stopped."""
-    made = lifecycle.Sessions(bus, peer, inv.socket, Owner.of(inv))
+    made = Sessions(bus, peer, inv.socket, Owner.of(inv))
     yield made
     forced = made.close()
     if forced:
@@ -237,12 +239,12 @@ def supervisor_guard(inv, bus):
     """For tests that stop or restart the supervisor: fails at once if it is not
     ready to begin with; brings it back (active, socket present) on every path."""
     name, path = inv.units.supervisor, inv.socket
-    if not lifecycle.supervisor_ready(bus, name, path):
+    if not supervisor_ready(bus, name, path):
         fail(f"SUITE-1: {name} is not active with its socket {path} before the test; "
              "the suite does not start it on its own")
     yield name
-    if not lifecycle.supervisor_ready(bus, name, path):
+    if not supervisor_ready(bus, name, path):
         try:
-            lifecycle.start_supervisor(bus, name, path)
+            start_supervisor(bus, name, path)
         except (BusError, TimeoutError) as e:
             fail(f"SUITE-1: {name} could not be restored: {e}")

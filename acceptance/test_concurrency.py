@@ -34,9 +34,14 @@ import pytest
 from pty_acceptance.supervisor import isolation
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.host.cgroups import cgroup_dir
-from pty_acceptance.supervisor.lifecycle import (
-    Drain, Ending, fill_input, new_token, poll, run_endings, tagged_sh, token_processes, wait_gone,
-    wait_stalled, wait_supervisor_ready)
+from pty_acceptance.host.backpressure import wait_stalled
+from pty_acceptance.host.polling import poll
+from pty_acceptance.host.processes import token_processes
+from pty_acceptance.supervisor.endings import Ending, run_endings
+from pty_acceptance.supervisor.gone import wait_gone
+from pty_acceptance.supervisor.readiness import wait_supervisor_ready
+from pty_acceptance.supervisor.sessionio import Drain, fill_input
+from pty_acceptance.supervisor.tokens import new_token, tagged_sh
 from pty_acceptance.host.unitwatch import UnitWatch
 from pty_acceptance.gate.marks import fail
 

@@ -26,10 +26,15 @@ import psutil
 import pytest
 
 from pty_acceptance.host import cgroups
-from pty_acceptance.supervisor import admission, lifecycle
+from pty_acceptance.supervisor import admission
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.host.bus import SERVICE_IFACE
-from pty_acceptance.supervisor.lifecycle import Drain, Sessions
+from pty_acceptance.host.backpressure import wait_stalled
+from pty_acceptance.supervisor.footprint import STOP_GRACE_S, STOP_SLACK_S, bounded_stop_problem
+from pty_acceptance.supervisor.gone import wait_gone
+from pty_acceptance.supervisor.sessionio import Drain
+from pty_acceptance.supervisor.sessions import Sessions
+from pty_acceptance.supervisor.tokens import new_token, tagged_sh
 from pty_acceptance.supervisor.peer import DisposableUnit, PeerError
 from pty_acceptance.supervisor.session import RawSession, SessionError
 from pty_acceptance.supervisor.sessionunit import Owner
@@ -110,7 +115,7 @@ def test_a_flood_leaves_all_sixteen_slots_to_the_peer(inv, bus, peer, flooder, e
         released = flooder.agent("flood_release")
         evidence("flood after the handshakes", f"{released['still_open']} of {released['released']} "
                                                f"held connections still open: {released['answers']}")
-        token = lifecycle.new_token()
+        token = new_token()
         try:
             for s in ss.open_sessions:  # every START sent first: the 16 starts are in flight at once
                 s.start(["/bin/sleep", f"30.{token}1"])
@@ -180,11 +185,11 @@ def test_unread_output_is_bounded_and_a_saturated_stop_ends_in_time(inv, bus, pe
         fail(f"FLOOD-4: no processes found in the cgroup of {inv.units.supervisor}")
     ss, problems = Sessions(bus, peer, inv.socket, Owner.of(inv)), []
     try:
-        token = lifecycle.new_token()
-        s = ss.start(lifecycle.tagged_sh(f"exec {WRITER} pty-acceptance saturating output", token))
+        token = new_token()
+        s = ss.start(tagged_sh(f"exec {WRITER} pty-acceptance saturating output", token))
         fp = ss.started(s, token)
         try:
-            written = lifecycle.wait_stalled(fp.path, WRITER, STALL_DEADLINE_S)
+            written = wait_stalled(fp.path, WRITER, STALL_DEADLINE_S)
         except TimeoutError as e:
             written, problems = None, [f"with nobody reading, the session's writer never stalled: {e}"]
         growth = supervisor_rss(bus, inv)[0] - rss0
@@ -194,16 +199,16 @@ def test_unread_output_is_bounded_and_a_saturated_stop_ends_in_time(inv, bus, pe
             problems.append(f"with nobody reading, {WRITER} wrote {written} bytes (bound {WRITTEN_MAX})")
         if growth > RSS_GROWTH_MAX:
             problems.append(f"the supervisor's RSS grew by {growth} bytes (bound {RSS_GROWTH_MAX})")
-        stop_problem = lifecycle.bounded_stop_problem(fp)
+        stop_problem = bounded_stop_problem(fp)
         if stop_problem:
             problems.append(stop_problem)
 
         t0 = time.monotonic()
         s.send(p.encode(p.T.STOP))  # and still nobody reads
-        took, left = lifecycle.wait_gone(bus, [fp], fp.stop_bound_s(), since=t0)
+        took, left = wait_gone(bus, [fp], fp.stop_bound_s(), since=t0)
         if left:
             problems.append(f"STOP under saturated output: after {fp.stop_bound_s():g} s "
-                            f"(TimeoutStopSec + {lifecycle.STOP_GRACE_S:g} + {lifecycle.STOP_SLACK_S:g}) "
+                            f"(TimeoutStopSec + {STOP_GRACE_S:g} + {STOP_SLACK_S:g}) "
                             f"still there: {left[fp.unit]}")
         t1, drain = time.monotonic(), Drain(s)
         try:

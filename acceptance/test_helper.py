@@ -41,9 +41,9 @@ import time
 import pytest
 
 from pty_acceptance.supervisor import helpertrace as ht
-from pty_acceptance.host import hostfs, observe, programs, scratch
+from pty_acceptance.host import hostfs, observe, proc, programs, scratch
 from pty_acceptance.supervisor import protocol as p
-from pty_acceptance.supervisor.lifecycle import poll
+from pty_acceptance.host.polling import poll
 from pty_acceptance.supervisor.session import RawSession
 from pty_acceptance.gate.marks import fail
 
@@ -264,7 +264,7 @@ STEADY_S = 3.0
 
 def _foreign_descriptors(procs, cat: int) -> tuple[dict, list[str]]:
     """One reading of the session's descriptor tables, and what is wrong in it."""
-    seen = {pr.pid: observe.fds(pr.pid) for pr in procs.procs}
+    seen = {pr.pid: proc.fds(pr.pid) for pr in procs.procs}
     stdio = observe.socket_inode(seen.get(procs.main_pid, {}).get(0, ""))
     problems = []
     for pid, table in seen.items():

@@ -39,10 +39,14 @@ import time
 
 import pytest
 
-from pty_acceptance.supervisor import admission, isolation, lifecycle
+from pty_acceptance.supervisor import admission, isolation
 from pty_acceptance.supervisor.admission import assert_refused
 from pty_acceptance.host.bus import SERVICE_IFACE, BusError
-from pty_acceptance.supervisor.lifecycle import Footprint, HostReadError
+from pty_acceptance.host.polling import poll
+from pty_acceptance.host.processes import token_processes
+from pty_acceptance.supervisor.footprint import Footprint, HostReadError
+from pty_acceptance.supervisor.gone import force_stop, wait_gone
+from pty_acceptance.supervisor.tokens import new_token, tagged_sh
 from pty_acceptance.gate.marks import fail
 from pty_acceptance.supervisor.peer import PeerError
 from pty_acceptance.supervisor.session import HelperSession, SessionError
@@ -87,8 +91,8 @@ class MainPid:
         """Poll until done(state); seconds it took. Fails the test at the deadline."""
         t0 = time.monotonic()
         try:
-            lifecycle.poll(lambda: done(self.state()), SIGNAL_DEADLINE_S, what,
-                           lambda: f"pid {self.pid} of {self.unit} is in state {self.state()}")
+            poll(lambda: done(self.state()), SIGNAL_DEADLINE_S, what,
+                 lambda: f"pid {self.pid} of {self.unit} is in state {self.state()}")
         except TimeoutError as e:
             fail(f"ISO-3: {e}")
         return time.monotonic() - t0
@@ -194,10 +198,10 @@ def live_session(bus, h: HelperSession, token: str, owner: Owner) -> Footprint:
     with admission.watch_sessions() as watch:
         try:
             h.open()
-            units = lifecycle.poll(watch.new_units, SESSION_DEADLINE_S, "the session unit created")
+            units = poll(watch.new_units, SESSION_DEADLINE_S, "the session unit created")
             fp = Footprint.capture(bus, units[0], token, owner)
-            lifecycle.poll(lambda: lifecycle.token_processes(token), SESSION_DEADLINE_S,
-                           "the session's command running", fp.describe)
+            poll(lambda: token_processes(token), SESSION_DEADLINE_S,
+                 "the session's command running", fp.describe)
         except (SessionError, PeerError, TimeoutError, HostReadError, BusError, OSError) as e:
             fail(f"ISO-3: the genuine peer could not hold a session through the fixed helper: {e}")
     fp.remember()
@@ -209,9 +213,9 @@ def live_session(bus, h: HelperSession, token: str, owner: Owner) -> Footprint:
 def test_a_killed_mainpid_lends_its_identity_to_no_one_and_its_session_ends(
         inv, bus, peer, mainpid, attacker_of, kind, evidence):
     attacker, who = attacker_of(kind, ignore_term=True)
-    token = lifecycle.new_token()
+    token = new_token()
     h = HelperSession(peer, inv.socket, inv.binaries.client.path,
-                      lifecycle.tagged_sh(f"exec sleep 300.{token}", token), runtime_s=SESSION_RUNTIME_S)
+                      tagged_sh(f"exec sleep 300.{token}", token), runtime_s=SESSION_RUNTIME_S)
     fp = None
     try:
         fp = live_session(bus, h, token, Owner.of(inv))
@@ -230,8 +234,8 @@ def test_a_killed_mainpid_lends_its_identity_to_no_one_and_its_session_ends(
             assert_refused(f"ISO-3 (MainPID killed, {kind})", a, watch.new_units, evidence)
 
         bound = fp.stop_bound_s()
-        gone, left = lifecycle.wait_gone(bus, [fp], max(0.1, bound - (time.monotonic() - killed_at)),
-                                         since=killed_at)
+        gone, left = wait_gone(bus, [fp], max(0.1, bound - (time.monotonic() - killed_at)),
+                               since=killed_at)
         evidence(f"{peer.name} at the end", unit_state(bus, peer.name))
         if left:
             fail(f"ISO-3: {bound:.1f} s after MainPID {mainpid.pid} of {peer.name} was killed "
@@ -241,5 +245,5 @@ def test_a_killed_mainpid_lends_its_identity_to_no_one_and_its_session_ends(
     finally:
         h.close()
         if fp is not None and fp.leftovers(bus):
-            lifecycle.force_stop(bus, [fp.unit])
+            force_stop(bus, [fp.unit])
             fp.kill_survivors()

@@ -63,7 +63,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from pty_acceptance.supervisor import helpertrace as ht
-from pty_acceptance.host import observe
+from pty_acceptance.host import observe, proc
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.host import scratch
 from pty_acceptance.host.bus import SERVICE_IFACE
@@ -498,7 +498,7 @@ def live(inv, bus, module_peer):
             for pr in procs.procs:
                 facts["tree"].append({"pid": pr.pid, "ppid": pr.ppid(), "exe": pr.exe(),
                                       "argv": pr.cmdline(), "cwd": pr.cwd(),
-                                      "fds": observe.fds(pr.pid), "environ": _environ(pr.pid)})
+                                      "fds": proc.fds(pr.pid), "environ": _environ(pr.pid)})
             raw.send(p.encode(p.T.EOF))
             _result_of(lambda: _to_end(raw))
         except (TimeoutError, SessionError, OSError) as e:

@@ -34,7 +34,8 @@ import signal
 
 import pytest
 
-from pty_acceptance.supervisor import lifecycle
+from pty_acceptance.host import proc
+from pty_acceptance.host.cgroupkill import kill_inside
 from pty_acceptance.supervisor import livesession as live
 from pty_acceptance.supervisor import sessionunit
 from pty_acceptance.supervisor import protocol as p
@@ -118,17 +119,17 @@ def session_processes(bus, unit, rid):
 def _shell_problems(main_pid, chain):
     # /proc, not host.process: Testinfra splits `ps` lines on spaces (argv, and comm first)
     problems = []
-    if live.cmdline(main_pid) != SCRIPT_ARGV:
-        problems.append(f"MainPID {main_pid} runs {live.cmdline(main_pid)}, expected {SCRIPT_ARGV}")
-    if live.exe(main_pid) != os.path.realpath(SCRIPT):
-        problems.append(f"MainPID {main_pid} executes {live.exe(main_pid)}, not {SCRIPT}")
+    if proc.cmdline(main_pid) != SCRIPT_ARGV:
+        problems.append(f"MainPID {main_pid} runs {proc.cmdline(main_pid)}, expected {SCRIPT_ARGV}")
+    if proc.exe(main_pid) != os.path.realpath(SCRIPT):
+        problems.append(f"MainPID {main_pid} executes {proc.exe(main_pid)}, not {SCRIPT}")
     middle = chain[1:-1]
     for pid in middle:
-        argv = live.cmdline(pid)
-        if live.exe(pid) != os.path.realpath("/bin/sh") or argv[1:] != [b"-c", INNER] \
+        argv = proc.cmdline(pid)
+        if proc.exe(pid) != os.path.realpath("/bin/sh") or argv[1:] != [b"-c", INNER] \
                 or argv[0] not in (b"sh", b"/bin/sh"):
             problems.append(f"pid {pid} between script and the command runs {argv} "
-                            f"({live.exe(pid)}), not /bin/sh -c {INNER!r}")
+                            f"({proc.exe(pid)}), not /bin/sh -c {INNER!r}")
     return problems
 
 
@@ -141,7 +142,7 @@ def test_inner_shell_is_the_fixed_interactive_sh(inv, bus, peer, evidence, packa
         try:
             cmd = live.wait_for_command(cg, [b"cat"], SESSION_S)
             chain = live.chain_to(cmd, main_pid)
-            tree = {pid: b" ".join(live.cmdline(pid)).decode("utf-8", "replace") for pid in chain}
+            tree = {pid: b" ".join(proc.cmdline(pid)).decode("utf-8", "replace") for pid in chain}
             problems = _shell_problems(main_pid, chain)
         except (TimeoutError, live.LiveError, OSError) as e:
             fail(f"PTY-1: cannot read the process tree of {unit}: {e}")
@@ -322,7 +323,7 @@ def _kill_main(inv, bus, unit, rid):
     main_pid, cg = session_processes(bus, unit, rid)
     try:
         live.wait_for_command(cg, [b"cat"], SESSION_S)
-        why = lifecycle.kill_inside(main_pid, None, cg)  # only while it is in the vouched unit
+        why = kill_inside(main_pid, None, cg)  # only while it is in the vouched unit
     except (TimeoutError, OSError) as e:
         why = str(e)
     if why:

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from pty_acceptance.host import analyze, cgroups
+from pty_acceptance.host import analyze, cgroups, proc
 from pty_acceptance.supervisor import livesession as live
 from pty_acceptance.host import hostfs, scratch, standin, terminal
 from pty_acceptance.host.bus import SERVICE_IFACE, BusError
@@ -170,8 +170,8 @@ def _processes(s: Live, rid: str) -> dict[int, dict]:
     out = {}
     for pid in pids:
         try:
-            out[pid] = live.status(pid)
-            out[pid]["cmdline"] = b" ".join(live.cmdline(pid))[:80].decode("utf-8", "replace")
+            out[pid] = proc.status(pid)
+            out[pid]["cmdline"] = b" ".join(proc.cmdline(pid))[:80].decode("utf-8", "replace")
         except OSError as e:
             fail(f"{rid}: {s.unit} pid {pid} vanished while it was read: {e}")
     return out
@@ -369,7 +369,7 @@ def test_system_calls_are_filtered(session, evidence):
     evidence("SystemCallArchitectures", arch)
     try:
         baseline = live.host_seccomp_baseline()
-        probe = live.status(session.probe_pid)
+        probe = proc.status(session.probe_pid)
     except (OSError, ValueError) as e:
         fail(f"UNIT-5: cannot read Seccomp_filters of PID 1 or the probe: {e}")
     evidence("Seccomp_filters: host PID 1 / probe", [baseline, probe.get("Seccomp_filters")])

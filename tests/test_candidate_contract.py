@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from pty_acceptance.supervisor.lifecycle import poll
+from pty_acceptance.host.polling import poll
 
 from tests.refhost import nodedist, npmdist
 

@@ -242,9 +242,9 @@ def test_a_live_stand_in_is_recorded_and_the_record_goes_with_it(safe_dir, monke
 STUCK_ENDINGS = """
 import sys, threading
 sys.path.insert(0, {lib!r})
-from pty_acceptance.supervisor import lifecycle
+from pty_acceptance.supervisor import endings
 
-class Stuck(lifecycle.Ending):
+class Stuck(endings.Ending):
     def run(self):
         print("DRIVING", flush=True)
         threading.Event().wait(600)
@@ -260,7 +260,7 @@ class Sessions:
     def started(self, s, token):
         return Footprint()
 
-lifecycle.run_endings(Sessions(), [Stuck("stuck", "true", None)], lambda *a: None)
+endings.run_endings(Sessions(), [Stuck("stuck", "true", None)], lambda *a: None)
 """
 
 

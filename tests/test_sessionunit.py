@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from pty_acceptance.supervisor import lifecycle, sessionunit
+from pty_acceptance.host import cgroups, processes
+from pty_acceptance.supervisor import sessions, sessionunit
+from pty_acceptance.supervisor.footprint import Footprint
 from pty_acceptance.host.bus import SERVICE_IFACE, UNIT_IFACE
 from pty_acceptance.supervisor.session import Outcome
 
@@ -97,11 +99,11 @@ def test_sessions_refuse_what_started_named_and_never_stop_or_kill_it(case, monk
     name, props = HOSTILE[case]
     bus = FakeBus({name: props})
     killed = []
-    monkeypatch.setattr(lifecycle, "cgroup_dir", lambda cg: "/sys/fs/cgroup" + cg)
-    monkeypatch.setattr(lifecycle, "processes_in", lambda path: {4242: (1.0, "sshd")})
-    monkeypatch.setattr(lifecycle, "token_processes", lambda token: {})
-    monkeypatch.setattr(lifecycle.Footprint, "kill_survivors", lambda fp: killed.append(fp.unit))
-    ss = lifecycle.Sessions(bus, peer=None, socket_path="/run/x.sock", owner=OWNER)
+    monkeypatch.setattr(cgroups, "cgroup_dir", lambda cg: "/sys/fs/cgroup" + cg)
+    monkeypatch.setattr(processes, "processes_in", lambda path: {4242: (1.0, "sshd")})
+    monkeypatch.setattr(processes, "token_processes", lambda token: {})
+    monkeypatch.setattr(Footprint, "kill_survivors", lambda fp: killed.append(fp.unit))
+    ss = sessions.Sessions(bus, peer=None, socket_path="/run/x.sock", owner=OWNER)
     s = FakeRaw(name)
     with pytest.raises(sessionunit.NotOurs):
         ss.started(s, "123456789012")
@@ -112,14 +114,14 @@ def test_sessions_refuse_what_started_named_and_never_stop_or_kill_it(case, monk
 
 def test_a_vouched_session_is_still_cleaned_up(monkeypatch):
     bus = FakeBus({STRICT: _unit(cgroup=f"/opencode.slice/opencode-pty.slice/{STRICT}")})
-    monkeypatch.setattr(lifecycle, "cgroup_dir", lambda cg: "/sys/fs/cgroup" + cg)
-    monkeypatch.setattr(lifecycle, "processes_in", lambda path: {})
-    monkeypatch.setattr(lifecycle, "token_processes", lambda token: {})
-    ss = lifecycle.Sessions(bus, peer=None, socket_path="/run/x.sock", owner=OWNER)
+    monkeypatch.setattr(cgroups, "cgroup_dir", lambda cg: "/sys/fs/cgroup" + cg)
+    monkeypatch.setattr(processes, "processes_in", lambda path: {})
+    monkeypatch.setattr(processes, "token_processes", lambda token: {})
+    ss = sessions.Sessions(bus, peer=None, socket_path="/run/x.sock", owner=OWNER)
     fp = ss.started(FakeRaw(STRICT), "123456789012")
     assert fp.unit == STRICT and ss.footprints == [fp]
-    monkeypatch.setattr(lifecycle, "wait_gone", lambda bus, fps, d: ({}, {STRICT: ["still loaded"]}))
-    monkeypatch.setattr(lifecycle.Footprint, "kill_survivors", lambda fp: None)
+    monkeypatch.setattr(sessions, "wait_gone", lambda bus, fps, d: ({}, {STRICT: ["still loaded"]}))
+    monkeypatch.setattr(Footprint, "kill_survivors", lambda fp: None)
     ss.close()
     assert bus.acts == [("stop", STRICT)]
 

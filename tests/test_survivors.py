@@ -16,8 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from pty_acceptance.host import cgroups
-from pty_acceptance.supervisor import lifecycle
+from pty_acceptance.host import cgroups, proc
+from pty_acceptance.host.cgroupkill import kill_inside
+from pty_acceptance.host.polling import poll
+from pty_acceptance.host.processes import token_processes
+from pty_acceptance.supervisor.footprint import Footprint
+from pty_acceptance.supervisor.sessions import end_refused
+from pty_acceptance.supervisor.tokens import new_token
 
 DEADLINE_S = 10
 
@@ -58,18 +63,18 @@ def unit_cgroup():
     try:
         yield name, path
     finally:
-        lifecycle.poll(lambda: not cgroups.cgroup_pids(str(path)), DEADLINE_S, f"{path} empty",
-                       lambda: f"pids {cgroups.cgroup_pids(str(path))}")
+        poll(lambda: not cgroups.cgroup_pids(str(path)), DEADLINE_S, f"{path} empty",
+             lambda: f"pids {cgroups.cgroup_pids(str(path))}")
         path.rmdir()
 
 
 def test_a_process_outside_the_unit_carrying_the_token_is_reported_never_signalled(procs):
-    token = lifecycle.new_token()
+    token = new_token()
     outsider = tagged_sleep(token)
     procs.append(outsider)
-    lifecycle.poll(lambda: outsider.pid in lifecycle.token_processes(token), DEADLINE_S, "the outsider seen")
-    fp = lifecycle.Footprint(unit="opencode-pty-0123.service", token=token,
-                             control_group="/opencode.slice/opencode-pty-0123.service")
+    poll(lambda: outsider.pid in token_processes(token), DEADLINE_S, "the outsider seen")
+    fp = Footprint(unit="opencode-pty-0123.service", token=token,
+                   control_group="/opencode.slice/opencode-pty-0123.service")
     spared = fp.kill_survivors()
     assert not dead_within(outsider, 1), "SIGKILLed a process that merely carried the token"
     assert [s for s in spared if f"pid {outsider.pid} " in s and "not signalled" in s], spared
@@ -77,23 +82,23 @@ def test_a_process_outside_the_unit_carrying_the_token_is_reported_never_signall
 
 
 def test_a_refused_sessions_leftovers_are_waited_for_and_reported_never_signalled(procs):
-    token = lifecycle.new_token()
+    token = new_token()
     outsider = tagged_sleep(token)
     procs.append(outsider)
-    lifecycle.poll(lambda: outsider.pid in lifecycle.token_processes(token), DEADLINE_S, "the outsider seen")
-    said = lifecycle.end_refused(token, deadline_s=0.3)
+    poll(lambda: outsider.pid in token_processes(token), DEADLINE_S, "the outsider seen")
+    said = end_refused(token, deadline_s=0.3)
     assert outsider.poll() is None and not dead_within(outsider, 1)
     assert len(said) == 1 and f"pid {outsider.pid} " in said[0] and "not signalled" in said[0], said
 
 
 def test_a_process_inside_the_units_cgroup_is_killed_and_one_outside_is_not(procs, unit_cgroup):
     control_group, path = unit_cgroup
-    token = lifecycle.new_token()
+    token = new_token()
     inside, outsider = tagged_sleep(token), tagged_sleep(token)
     procs += [inside, outsider]
     (path / "cgroup.procs").write_text(f"{inside.pid}\n")
-    assert cgroups.inside(cgroups.of_process(inside.pid), control_group)
-    fp = lifecycle.Footprint(unit="x.service", token=token, control_group=control_group, path=str(path))
+    assert cgroups.inside(proc.cgroups(inside.pid), control_group)
+    fp = Footprint(unit="x.service", token=token, control_group=control_group, path=str(path))
     fp.remember()
     spared = fp.kill_survivors()
     assert dead_within(inside), "the process inside the unit's cgroup was not killed"
@@ -103,20 +108,20 @@ def test_a_process_inside_the_units_cgroup_is_killed_and_one_outside_is_not(proc
 
 def test_a_reused_pid_is_not_signalled(procs, unit_cgroup):
     control_group, path = unit_cgroup
-    p = tagged_sleep(lifecycle.new_token())
+    p = tagged_sleep(new_token())
     procs.append(p)
     (path / "cgroup.procs").write_text(f"{p.pid}\n")
-    created = lifecycle.psutil.Process(p.pid).create_time()
-    assert lifecycle.kill_inside(p.pid, created - 5, control_group) is None  # "that one is gone"
+    created = proc.create_time(p.pid)
+    assert kill_inside(p.pid, created - 5, control_group) is None  # "that one is gone"
     assert not dead_within(p, 0.5)
-    assert lifecycle.kill_inside(p.pid, created, control_group) is None
+    assert kill_inside(p.pid, created, control_group) is None
     assert dead_within(p)
 
 
 def test_the_cgroup_lines_of_systemds_tree_are_read(monkeypatch):
     text = b"12:pids:/user.slice\n1:name=systemd:/system.slice/x.service\n0::/system.slice/x.service/sub\n"
-    monkeypatch.setattr(cgroups, "read_file", lambda path, limit: text)
-    groups = cgroups.of_process(1)
+    monkeypatch.setattr(proc, "read_file", lambda path, limit: text)
+    groups = proc.cgroups(1)
     assert groups == ["/system.slice/x.service", "/system.slice/x.service/sub"]
     assert cgroups.inside(groups, "/system.slice/x.service")
     assert not cgroups.inside(groups, "/system.slice/x.serv")

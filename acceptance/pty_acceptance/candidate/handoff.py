@@ -59,18 +59,20 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 
-import psutil
-
 from pty_acceptance.errors import Unreadable
 from pty_acceptance.candidate import opencode_api, serverenv
-from pty_acceptance.host import hostfs, observe, programs, rundir, scratch
+from pty_acceptance.host import hostfs, observe, proc, programs, rundir, scratch
 from pty_acceptance.provenance import runtime
-from pty_acceptance.supervisor import lifecycle
 from pty_acceptance.host.bus import SERVICE_IFACE, BusError, Systemd
 from pty_acceptance.host.cgroups import cgroup_pids, unit_pids
-from pty_acceptance.host.proc import exe_identity
+from pty_acceptance.host.polling import poll
+from pty_acceptance.host.processes import token_processes
+from pty_acceptance.supervisor.footprint import Footprint, HostReadError
+from pty_acceptance.supervisor.gone import wait_gone
 from pty_acceptance.supervisor.isolation import connections_to, socket_file_id, unix_sockets
 from pty_acceptance.supervisor.peer import TAG_PREFIX, PeerError, refuse_foreign, stop_unit, workspace
+from pty_acceptance.supervisor.sessionunit import Owner
+from pty_acceptance.supervisor.tokens import new_token
 from pty_acceptance.host.terminal import escape
 from pty_acceptance.host.unitwatch import UnitWatch
 
@@ -245,11 +247,11 @@ def open_runtime(path: str, pin: str, limit: hostfs.Limit) -> Hashed:
 def runs_hashed(pid: int, hashed: Hashed) -> str | None:
     """Why `pid` does not execute the kept descriptor's file (None: it does)."""
     try:
-        st = os.stat(f"/proc/{pid}/exe")  # the magic link resolves to the mapped file itself
+        dev, ino = proc.exe_file(pid)  # the magic link resolves to the mapped file itself
     except OSError as e:
         return f"/proc/{pid}/exe: {e.strerror or e}"
-    if (st.st_dev, st.st_ino) != hashed.dev_ino:
-        return (f"pid {pid} executes {st.st_dev}:{st.st_ino}, not {hashed.path} as hashed before the "
+    if (dev, ino) != hashed.dev_ino:
+        return (f"pid {pid} executes {dev}:{ino}, not {hashed.path} as hashed before the "
                 f"start ({hashed.dev_ino[0]}:{hashed.dev_ino[1]})")
     return None
 
@@ -317,8 +319,8 @@ def wait_listening(bus: Systemd, unit: RuntimeUnit, port: int, hashed: Hashed) -
         found = runtime.listener(port)
         return found if found.pid == unit.main_pid else None
 
-    found = lifecycle.poll(ready, LISTEN_DEADLINE_S, f"the runtime {unit.name} listening on "
-                           f"127.0.0.1:{port}", lambda: runtime.listener(port).describe())
+    found = poll(ready, LISTEN_DEADLINE_S, f"the runtime {unit.name} listening on "
+                 f"127.0.0.1:{port}", lambda: runtime.listener(port).describe())
     if tuple(found.exe_dev_ino or ()) != hashed.dev_ino:
         shown = "%d:%d" % found.exe_dev_ino if found.exe_dev_ino else "an unknown file"
         raise HandoffError(f"MainPID {found.pid} of {unit.name} executes {shown} "
@@ -356,15 +358,11 @@ class Tracer:
         return self.text
 
 
-def tracer_of(tid: str, pid: int) -> int | None:
+def tracer_of(tid: int, pid: int) -> int | None:
     try:
-        with open(f"/proc/{pid}/task/{tid}/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"TracerPid:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
+        return int(proc.status(pid, tid)["TracerPid"])
+    except (OSError, ValueError, KeyError):
         return None
-    return None
 
 
 def attach(pid: int) -> Tracer:
@@ -374,23 +372,23 @@ def attach(pid: int) -> Tracer:
         raise HandoffError(f"{strace} is not installed: the helper hand-off cannot be observed")
     work = scratch.make("pty-acceptance-trace-")  # root 0700
     out = os.path.join(work, "trace")
-    proc = subprocess.Popen([strace, "-f", "-qq", "-yy", "-s", str(TRACE_STRINGS), "-e", "signal=none",
-                             "-e", "trace=execve,sendmsg", "-o", out, "-p", str(pid)],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env=dict(programs.ROOT_ENV))
-    tracer = Tracer(proc, out, work)
+    child = subprocess.Popen([strace, "-f", "-qq", "-yy", "-s", str(TRACE_STRINGS), "-e", "signal=none",
+                              "-e", "trace=execve,sendmsg", "-o", out, "-p", str(pid)],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, env=dict(programs.ROOT_ENV))
+    tracer = Tracer(child, out, work)
 
     def attached():
-        if proc.poll() is not None:
-            raise HandoffError(f"strace exited ({proc.returncode}) before it attached to {pid}")
+        if child.poll() is not None:
+            raise HandoffError(f"strace exited ({child.returncode}) before it attached to {pid}")
         try:
-            tids = os.listdir(f"/proc/{pid}/task")
+            tids = proc.threads(pid)
         except OSError:
             raise HandoffError(f"the runtime {pid} exited while strace attached") from None
-        return tids and all(tracer_of(t, pid) == proc.pid for t in tids)
+        return tids and all(tracer_of(t, pid) == child.pid for t in tids)
 
     try:
-        lifecycle.poll(attached, ATTACH_DEADLINE_S, f"strace attached to every thread of {pid}")
+        poll(attached, ATTACH_DEADLINE_S, f"strace attached to every thread of {pid}")
     except (HandoffError, TimeoutError):
         tracer.stop()
         raise
@@ -432,7 +430,7 @@ def parse_trace(text: str) -> Trace:
 
 def tasks(pid: int) -> set[int]:
     try:
-        return {int(t) for t in os.listdir(f"/proc/{pid}/task")}
+        return set(proc.threads(pid))
     except OSError:
         return set()
 
@@ -448,7 +446,7 @@ class Holder:
 
 def _uid(pid: int) -> int | None:
     try:
-        return os.stat(f"/proc/{pid}").st_uid
+        return proc.uid(pid)
     except OSError:
         return None
 
@@ -458,22 +456,22 @@ def holders(inodes: set[int], directory: tuple[int, int]) -> tuple[dict[int, lis
     Directories are judged by stat of the descriptor's magic link: never opened."""
     socks: dict[int, list[Holder]] = {i: [] for i in inodes}
     dirs: list[Holder] = []
-    for pid in map(int, filter(str.isdigit, os.listdir("/proc"))):
+    for pid in proc.pids():
         try:
-            links = observe.fds(pid)
+            links = proc.fds(pid)
         except OSError:
             continue
         for fd, link in links.items():
             ino = observe.socket_inode(link)
             if ino in socks:
-                socks[ino].append(Holder(pid, fd, exe_identity(pid)[0], _uid(pid)))
+                socks[ino].append(Holder(pid, fd, proc.exe_identity(pid)[0], _uid(pid)))
             elif link.startswith("/"):
                 try:
-                    st = os.stat(f"/proc/{pid}/fd/{fd}")
+                    st = proc.fd_stat(pid, fd)
                 except OSError:
                     continue
                 if stat.S_ISDIR(st.st_mode) and (st.st_dev, st.st_ino) == directory:
-                    dirs.append(Holder(pid, fd, exe_identity(pid)[0], _uid(pid)))
+                    dirs.append(Holder(pid, fd, proc.exe_identity(pid)[0], _uid(pid)))
     return socks, dirs
 
 
@@ -482,20 +480,13 @@ def terminals(pids: list[int]) -> list[str]:
     found = []
     for pid in pids:
         try:
-            links = observe.fds(pid)
+            links = proc.fds(pid)
         except OSError:
             continue
         for fd, link in links.items():
             if link.startswith(("/dev/pts/", "/dev/ptmx", "/dev/tty")):
-                found.append(f"pid {pid} ({exe_identity(pid)[0]}) fd {fd} -> {link}")
+                found.append(f"pid {pid} ({proc.exe_identity(pid)[0]}) fd {fd} -> {link}")
     return found
-
-
-def descendants(pid: int) -> list[psutil.Process]:
-    try:
-        return psutil.Process(pid).children(recursive=True)
-    except psutil.Error:
-        return []
 
 
 def connections(socket_path: str) -> list[tuple[int, int | None]]:
@@ -526,7 +517,7 @@ class Observation:
     directory: tuple[int, int] = (0, 0)
     pty: opencode_api.Pty | None = None
     session_units: list[str] = field(default_factory=list)
-    footprint: lifecycle.Footprint | None = None
+    footprint: Footprint | None = None
     token_cwds: dict[int, str] = field(default_factory=dict)    # session process -> its cwd judged
     runtime_children: dict[int, str] = field(default_factory=dict)  # descendants: pid -> exe
     helpers: list[int] = field(default_factory=list)            # descendants running the fixed helper
@@ -557,9 +548,9 @@ def _same_dir(pid: int, directory: tuple[int, int]) -> str:
 def _sample(ob: Observation, bus: Systemd, inv, helper_path: str) -> None:
     """Every process on the host, read while the session lives."""
     main = ob.unit.main_pid
-    kids = descendants(main)
+    kids = proc.descendants(main)
     for p in kids:
-        exe, dev_ino = exe_identity(p.pid)
+        exe, dev_ino = proc.exe_identity(p.pid)
         ob.runtime_children[p.pid] = exe
         if runtime.same_file(helper_path, dev_ino)[0]:
             ob.helpers.append(p.pid)
@@ -574,17 +565,16 @@ def _sample(ob: Observation, bus: Systemd, inv, helper_path: str) -> None:
             ob.token_cwds[pid] = _same_dir(pid, ob.directory)
 
 
-def session_command(fp: lifecycle.Footprint) -> list[int]:
+def session_command(fp: Footprint) -> list[int]:
     """The session's own processes carrying the token (the helper's argv carries it
     too) whose exec is complete: /proc/<pid>/comm is set only after the old image's
     descriptors are closed, so systemd's pre-exec child and the launcher, which
     hold the directory as fd 2 for an instant, are over."""
     out = []
-    for pid in set(lifecycle.token_processes(fp.token)) & set(cgroup_pids(fp.path)):
+    for pid in set(token_processes(fp.token)) & set(cgroup_pids(fp.path)):
         try:
-            with open(f"/proc/{pid}/comm", "rb") as f:
-                if f.read(64).strip() == SESSION_COMM:
-                    out.append(pid)
+            if proc.read(pid, "comm", proc.COMM_LIMIT).strip() == SESSION_COMM:
+                out.append(pid)
         except OSError:
             continue
     return out
@@ -600,7 +590,7 @@ def observe_session(bus: Systemd, inv, tag: str, password: str) -> Observation:
 
     def session_gone():  # last: after the runtime stopped, whatever happened before
         if ob.footprint is not None and ob.ended_in is None:
-            _, left = lifecycle.wait_gone(bus, [ob.footprint], ob.footprint.stop_bound_s())
+            _, left = wait_gone(bus, [ob.footprint], ob.footprint.stop_bound_s())
             ob.leftovers = left.get(ob.footprint.unit, [])
 
     with contextlib.ExitStack() as stack:
@@ -634,27 +624,26 @@ def observe_session(bus: Systemd, inv, tag: str, password: str) -> Observation:
             tracer = attach(ob.unit.main_pid)
             stack.callback(tracer.stop)
             ob.workspace, ob.directory = stack.enter_context(workspace(inv.service_user, "pty-acceptance-rt2-"))
-            token = lifecycle.new_token()
+            token = new_token()
             watch = stack.enter_context(UnitWatch())
             client = opencode_api.Client(ob.port, password=password, directory=ob.workspace)
             ob.stage = "POST /api/pty"
             _, ob.pty = client.pty_create(SESSION_COMMAND, [f"600.{token}1"], ob.workspace,
                                           f"pty-acceptance RUNTIME-2 {tag}")
             ob.stage = "waiting for the session unit"
-            ob.session_units = lifecycle.poll(watch.new_units, SESSION_DEADLINE_S,
-                                              "a new session unit after POST /api/pty",
-                                              lambda: f"runtime children {descendants(ob.unit.main_pid)}")
-            ob.footprint = lifecycle.Footprint.capture(bus, ob.session_units[0], token,
-                                                        lifecycle.Owner.of(inv))
-            lifecycle.poll(lambda: session_command(ob.footprint), SESSION_DEADLINE_S,
-                           "the session's command exec'd in its unit", lambda: ob.footprint.describe())
+            ob.session_units = poll(watch.new_units, SESSION_DEADLINE_S,
+                                    "a new session unit after POST /api/pty",
+                                    lambda: f"runtime children {proc.descendants(ob.unit.main_pid)}")
+            ob.footprint = Footprint.capture(bus, ob.session_units[0], token, Owner.of(inv))
+            poll(lambda: session_command(ob.footprint), SESSION_DEADLINE_S,
+                 "the session's command exec'd in its unit", lambda: ob.footprint.describe())
             ob.stage = "reading the host while the session lives"
             _sample(ob, bus, inv, helper_path)
             ob.trace = parse_trace(tracer.stop())
             ob.stage = DELETE_STAGE
             t0 = time.monotonic()
             ob.deleted = client.pty_delete(ob.pty.id).describe()
-            took, left = lifecycle.wait_gone(bus, [ob.footprint], ob.footprint.stop_bound_s(), since=t0)
+            took, left = wait_gone(bus, [ob.footprint], ob.footprint.stop_bound_s(), since=t0)
             ob.ended_in = took.get(ob.footprint.unit)
             ob.leftovers = left.get(ob.footprint.unit, [])
             ob.stage = "hashing the running runtime again after the session"
@@ -663,7 +652,7 @@ def observe_session(bus: Systemd, inv, tag: str, password: str) -> Observation:
                 return ob.fail(why)
             ob.stage = "done"
         except (HandoffError, opencode_api.ApiError, BusError, TimeoutError, OSError,
-                lifecycle.HostReadError, ValueError, PeerError) as e:
+                HostReadError, ValueError, PeerError) as e:
             ob.fail(str(e))
     return ob
 

@@ -5,8 +5,9 @@ the hybrid host's unified mirror and the legacy named hierarchy, in that
 order; a directory counts only when it holds `cgroup.procs` (a cgroup, not a
 stray directory of the same name). Not Testinfra's `host.process`: a unit's
 processes are its cgroup's, each read by pid; nothing here follows a name a
-session chose. And the other way round: which cgroup a process is in
-(/proc/<pid>/cgroup), what decides whether the suite may signal it (SUITE-4).
+session chose. And the other way round: whether a process is inside a unit's
+cgroup (what proc.cgroups read of it), what decides whether the suite may
+signal it (SUITE-4).
 """
 
 from __future__ import annotations
@@ -15,12 +16,10 @@ import errno
 import os
 
 from pty_acceptance.host.bus import SERVICE_IFACE, Systemd
-from pty_acceptance.host.hostfs import read_file
 
 # where systemd's cgroup tree is mounted: unified, hybrid (unified mirror), legacy named
 CGROUP_ROOTS = ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/systemd")
 PROCS_LIMIT = 1 << 20
-PROC_CGROUP_LIMIT = 65536
 
 
 def cgroup_dir(control_group: str) -> str | None:
@@ -51,21 +50,8 @@ def cgroup_pids(path: str) -> list[int]:
     return sorted(pids)
 
 
-def of_process(pid: int) -> list[str]:
-    """The cgroups of systemd's tree (as ControlGroup names them) `pid` is in
-    now: the unified hierarchy's, and the legacy name=systemd one's.
-    OSError (ProcessLookupError included) passes through."""
-    text = read_file(f"/proc/{pid}/cgroup", PROC_CGROUP_LIMIT).decode("utf-8", "replace")
-    out = []
-    for line in text.splitlines():
-        parts = line.split(":", 2)
-        if len(parts) == 3 and ((parts[0] == "0" and not parts[1]) or "name=systemd" in parts[1].split(",")):
-            out.append(parts[2])
-    return out
-
-
 def inside(groups: list[str], control_group: str) -> bool:
-    """One of `groups` is `control_group` or below it."""
+    """One of `groups` (proc.cgroups of a process) is `control_group` or below it."""
     cg = control_group.rstrip("/")
     return bool(cg) and any(g == cg or g.startswith(cg + "/") for g in groups)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import psutil
 
 from pty_acceptance.errors import Unreadable
-from pty_acceptance.host import cgroups
+from pty_acceptance.host import cgroups, proc
 from pty_acceptance.host.bus import SERVICE_IFACE, BusError, Systemd
 from pty_acceptance.host.hostfs import read_nofollow
 
@@ -24,18 +24,6 @@ O_CLOEXEC = 0o2000000
 
 
 # ------------------------------------------------------------- descriptors
-def fds(pid: int) -> dict[int, str]:
-    """{fd: readlink target} of a live process."""
-    out = {}
-    base = f"/proc/{pid}/fd"
-    for name in os.listdir(base):
-        try:
-            out[int(name)] = os.readlink(f"{base}/{name}")
-        except FileNotFoundError:
-            pass
-    return dict(sorted(out.items()))
-
-
 def parse_fd_flags(fdinfo: bytes) -> int | None:
     """The `flags:` field (octal) of a /proc/<pid>/fdinfo/<n> text, None if absent or malformed."""
     for line in fdinfo.splitlines():
@@ -126,14 +114,14 @@ def supervisor_descriptors(bus: Systemd, unit: str) -> dict[tuple[int, int], str
     out = {}
     for pid in sorted(pids):
         try:
-            names = os.listdir(f"/proc/{pid}/fd")
+            names = proc.fd_numbers(pid)
         except OSError as e:
             if pid in _still_in(bus, unit):
                 raise DescriptorError(f"{unit}: cannot list /proc/{pid}/fd: {e.strerror}") from None
             continue  # it left the unit (exited) between the listing and the read
         for name in names:
             try:
-                out[(pid, int(name))] = fd_identity(pid, int(name))
+                out[(pid, name)] = fd_identity(pid, name)
             except FileNotFoundError:
                 pass  # closed while it was read
             except OSError as e:
@@ -184,7 +172,7 @@ def wait_exec(bus: Systemd, unit: str, exe: str, deadline_s: float) -> UnitProcs
         procs = unit_procs(bus, unit)
         for pr in procs.procs:
             try:
-                if pr.exe() == exe and _comm(pr.pid) == comm:
+                if pr.exe() == exe and proc.comm(pr.pid) == comm:
                     return procs
             except (psutil.Error, FileNotFoundError, ProcessLookupError):
                 pass
@@ -193,8 +181,3 @@ def wait_exec(bus: Systemd, unit: str, exe: str, deadline_s: float) -> UnitProcs
                                f"processes: {procs.describe()}")
         time.sleep(delay)  # poll interval, not a wait for an outcome
         delay = min(delay * 2, 0.1)
-
-
-def _comm(pid: int) -> str:
-    with open(f"/proc/{pid}/comm", "rb") as f:
-        return f.read().rstrip(b"\n").decode("utf-8", "replace")

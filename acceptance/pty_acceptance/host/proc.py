@@ -1,15 +1,201 @@
-"""Processes read from /proc as root: what a pid executes, judged by the
-inode it runs, never by the name a link gives."""
+"""Processes read from /proc as root, one pid at a time (SUITE-4, ISO-1, ISO-3,
+CGROUP-1, ORPHAN-1, RUNTIME-2).
+
+A pid is only a number the kernel hands out again: what a reader says of it
+holds while that very process runs. So a pid is held by a pidfd (pidfd_open)
+or checked again by its start time (the clock ticks of /proc/<pid>/stat, or
+psutil's create_time, equal on every read of one process) before anything is
+concluded or signalled. What a process executes, or a descriptor refers to,
+is judged by the inode the kernel resolves (stat of the magic link, never
+opened); the name a link gives is evidence only, and ownership is read by
+lstat. Every read is bounded; a process gone meanwhile raises OSError
+(ProcessLookupError or FileNotFoundError) unless a reader says otherwise.
+"""
 from __future__ import annotations
 
 import os
+import select
+import time
+
+import psutil
+
+from pty_acceptance.host.hostfs import read_file, read_nofollow
+
+STAT_LIMIT = 4096
+STATUS_LIMIT = 16384
+CMDLINE_LIMIT = 65536
+CGROUP_LIMIT = 65536
+COMM_LIMIT = 64
+
+
+# ------------------------------------------------------------- which processes
+def pids() -> list[int]:
+    """Every pid in /proc now, in the kernel's order."""
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def threads(pid: int) -> list[int]:
+    """The thread ids of `pid` (/proc/<pid>/task)."""
+    return [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
+
+
+def descendants(pid: int) -> list[psutil.Process]:
+    """Every descendant of `pid` ([] when it is gone or cannot be read)."""
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+# ------------------------------------------------------------- the same process
+def pidfd_open(pid: int) -> int:
+    """A pidfd: it names that process, never a later one with its pid
+    (ProcessLookupError once it is gone). The caller closes it."""
+    return os.pidfd_open(pid)
+
+
+def pidfd_alive(pidfd: int) -> bool:
+    """A pidfd polls readable once its process has exited."""
+    return not select.select([pidfd], [], [], 0)[0]
+
+
+def create_time(pid: int) -> float:
+    """psutil's start time of `pid`: the same value on every read of one process
+    (psutil.NoSuchProcess once it is gone)."""
+    return psutil.Process(pid).create_time()
+
+
+def alive(pid: int, create_time: float) -> bool:
+    """The very process seen earlier (same pid AND same create_time) still runs."""
+    try:
+        proc = psutil.Process(pid)
+        return proc.create_time() == create_time and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def stat_line(pid: int, tid: int | None = None) -> bytes:
+    """/proc/<pid>/stat (or a thread's), through O_NOFOLLOW."""
+    where = f"/proc/{pid}" if tid is None else f"/proc/{pid}/task/{tid}"
+    return read_nofollow(f"{where}/stat", STAT_LIMIT)
+
+
+def stat_field(data: bytes, number: int) -> bytes:
+    """Field `number` (3 = state, 22 = starttime) of a /proc/<pid>/stat text; comm
+    (field 2) may hold anything, so fields are counted after its last ')'.
+    ValueError when the text has no such field."""
+    try:
+        return data[data.rindex(b")") + 2:].split()[number - 3]
+    except IndexError:
+        raise ValueError(f"no field {number}") from None
+
+
+def start_ticks(pid: int) -> int:
+    """When `pid` started, in clock ticks after boot (field 22 of its stat)."""
+    return int(stat_field(stat_line(pid), 22))
+
+
+def start_time(pid: int) -> float | None:
+    """A process's start time (seconds since the epoch), from /proc/<pid>/stat."""
+    try:
+        ticks = start_ticks(pid)
+        uptime = float(read_file("/proc/uptime", 256).split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return time.time() - uptime + ticks / os.sysconf("SC_CLK_TCK")
+
+
+# ------------------------------------------------------------- what it is
+def read(pid: int, name: str, limit: int) -> bytes:
+    """At most `limit` bytes of /proc/<pid>/<name>."""
+    with open(f"/proc/{pid}/{name}", "rb") as f:
+        return f.read(limit)
+
+
+def status(pid: int, tid: int | None = None) -> dict[str, str]:
+    """/proc/<pid>/status (or a thread's) as {field: value} (raises OSError if it is gone)."""
+    name = "status" if tid is None else f"task/{tid}/status"
+    out = {}
+    for line in read(pid, name, STATUS_LIMIT).decode("utf-8", "replace").splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            out[key] = value.strip()
+    return out
+
+
+def ppid(pid: int) -> int:
+    return int(status(pid)["PPid"])
+
+
+def uid(pid: int) -> int:
+    """The effective uid of `pid`: the owner of /proc/<pid> (lstat)."""
+    return os.lstat(f"/proc/{pid}").st_uid
+
+
+def cmdline(pid: int) -> list[bytes]:
+    raw = read(pid, "cmdline", CMDLINE_LIMIT)
+    return raw.split(b"\0")[:-1] if raw.endswith(b"\0") else raw.split(b"\0")
+
+
+def comm(pid: int) -> str:
+    """The name the kernel keeps for `pid` (the basename execve was given)."""
+    return read(pid, "comm", COMM_LIMIT).rstrip(b"\n").decode("utf-8", "replace")
+
+
+def exe(pid: int) -> str:
+    """readlink of /proc/<pid>/exe: the kernel's name for what it executes (evidence)."""
+    return os.readlink(f"/proc/{pid}/exe")
+
+
+def exe_file(pid: int) -> tuple[int, int]:
+    """(st_dev, st_ino) of the file `pid` executes: the magic link resolves to
+    the mapped file itself, whatever its path names now."""
+    st = os.stat(f"/proc/{pid}/exe")
+    return st.st_dev, st.st_ino
 
 
 def exe_identity(pid: int) -> tuple[str, tuple[int, int] | None]:
     """(readlink of /proc/<pid>/exe, (st_dev, st_ino) of what it executes)."""
     try:
-        link = os.readlink(f"/proc/{pid}/exe")
-        st = os.stat(f"/proc/{pid}/exe")
+        link = exe(pid)
+        ident = exe_file(pid)
     except OSError as e:
         return f"? ({e.strerror})", None
-    return link, (st.st_dev, st.st_ino)
+    return link, ident
+
+
+def cgroups(pid: int) -> list[str]:
+    """The cgroups of systemd's tree (as ControlGroup names them) `pid` is in
+    now: the unified hierarchy's, and the legacy name=systemd one's.
+    OSError (ProcessLookupError included) passes through."""
+    text = read_file(f"/proc/{pid}/cgroup", CGROUP_LIMIT).decode("utf-8", "replace")
+    out = []
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3 and ((parts[0] == "0" and not parts[1]) or "name=systemd" in parts[1].split(",")):
+            out.append(parts[2])
+    return out
+
+
+# ------------------------------------------------------------- its descriptors
+def fd_numbers(pid: int) -> list[int]:
+    """The descriptors `pid` holds, sorted."""
+    return sorted(int(name) for name in os.listdir(f"/proc/{pid}/fd"))
+
+
+def fds(pid: int) -> dict[int, str]:
+    """{fd: readlink target} of a live process."""
+    out = {}
+    base = f"/proc/{pid}/fd"
+    for name in os.listdir(base):
+        try:
+            out[int(name)] = os.readlink(f"{base}/{name}")
+        except FileNotFoundError:
+            pass
+    return dict(sorted(out.items()))
+
+
+def fd_stat(pid: int, fd: int) -> os.stat_result:
+    """stat of what descriptor `fd` of `pid` refers to, through its magic link
+    (the object itself, never opened)."""
+    return os.stat(f"/proc/{pid}/fd/{fd}")

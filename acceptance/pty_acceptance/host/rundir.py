@@ -45,7 +45,7 @@ import time
 from pathlib import PurePosixPath
 
 from pty_acceptance.errors import Refused
-from pty_acceptance.host import hostfs, terminal
+from pty_acceptance.host import hostfs, proc, terminal
 
 DEFAULT_DIR = "/run/pty-acceptance"
 LOCK_NAME = "lock"
@@ -155,19 +155,8 @@ def lock_holders(st: os.stat_result) -> list[int]:
     return pids
 
 
-def start_time(pid: int) -> float | None:
-    """A process's start time (seconds since the epoch), from /proc/<pid>/stat."""
-    try:
-        text = hostfs.read_file(f"/proc/{pid}/stat", 4096).decode("ascii", "replace")
-        ticks = int(text.rsplit(")", 1)[1].split()[19])
-        uptime = float(hostfs.read_file("/proc/uptime", 256).split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-    return time.time() - uptime + ticks / os.sysconf("SC_CLK_TCK")
-
-
 def describe_process(pid: int) -> str:
-    started = start_time(pid)
+    started = proc.start_time(pid)
     if started is None:
         return f"pid {pid} (gone since)"
     try:

@@ -22,7 +22,7 @@ import os
 import stat
 from dataclasses import dataclass
 
-from pty_acceptance.host import hostfs
+from pty_acceptance.host import hostfs, proc
 
 MAX_MAPS = 1 << 20
 
@@ -90,7 +90,7 @@ def held_paths(pid: int) -> list[Held]:
     for what in ("cwd", "root"):
         link = f"/proc/{pid}/{what}"
         out.append(Held(pid, what, os.readlink(link), os.stat(link)))
-    for name in sorted(os.listdir(f"/proc/{pid}/fd"), key=int):
+    for name in proc.fd_numbers(pid):
         link = f"/proc/{pid}/fd/{name}"
         try:
             target = os.readlink(link)

@@ -15,13 +15,12 @@ supervisor swapped in mid-run cannot earn the marker.
 from __future__ import annotations
 
 import os
-import select
 import stat
 from dataclasses import dataclass
 
 from pty_acceptance.errors import Unreadable
+from pty_acceptance.host import proc
 from pty_acceptance.host.bus import SERVICE_IFACE, BusError, Systemd
-from pty_acceptance.host.proc import exe_identity
 
 ATTEMPTS = 3  # a MainPID that changes while it is read is read again, this often
 
@@ -87,11 +86,6 @@ def _installed(path: str) -> tuple[tuple[int, int] | None, str]:
     return (st.st_dev, st.st_ino), kind
 
 
-def _alive(pidfd: int) -> bool:
-    """A pidfd polls readable once its process has exited."""
-    return not select.select([pidfd], [], [], 0)[0]
-
-
 def identify(bus: Systemd, unit: str, binary: str) -> Running:
     """What the unit's MainPID executes against the installed `binary`."""
     last = ""
@@ -100,13 +94,13 @@ def identify(bus: Systemd, unit: str, binary: str) -> Running:
         if pid <= 0:
             raise RunningError(f"{unit} has no MainPID (not running): nothing ties it to {binary}")
         try:
-            pidfd = os.pidfd_open(pid)
+            pidfd = proc.pidfd_open(pid)
         except ProcessLookupError:
             last = f"MainPID {pid} exited before it could be held"
             continue
         try:
-            link, exe_id = exe_identity(pid)
-            same = main_pid(bus, unit) == pid and _alive(pidfd)
+            link, exe_id = proc.exe_identity(pid)
+            same = main_pid(bus, unit) == pid and proc.pidfd_alive(pidfd)
         finally:
             os.close(pidfd)
         if not same:

@@ -31,7 +31,7 @@ import stat
 from dataclasses import dataclass, field
 
 from pty_acceptance.errors import Unreadable
-from pty_acceptance.host import hostfs
+from pty_acceptance.host import hostfs, proc
 
 SENTINEL = b"NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2"
 RELEASE_PREFIX = b"https://nodejs.org/download/release/"
@@ -232,18 +232,17 @@ def listener(port: int) -> Listener:
         return Listener(port, pids, addrs, pid=pid, problem=f"cannot read process {pid}: {e}")
     exe = f"/proc/{pid}/exe"
     try:
-        link = os.readlink(exe)
-        est = os.stat(exe)  # the magic link resolves to the mapped file itself
+        link, exe_id = proc.exe(pid), proc.exe_file(pid)
     except OSError as e:
         return Listener(port, pids, addrs, pid, uids, gids, ctime, cmdline=cmd,
                         problem=f"cannot read {exe}: {e.strerror}")
     # the process must still be the one we listed (pid reuse)
     try:
-        if psutil.Process(pid).create_time() != ctime:
+        if proc.create_time(pid) != ctime:
             return Listener(port, pids, addrs, pid, problem=f"process {pid} was replaced while read")
     except psutil.Error:
         return Listener(port, pids, addrs, pid, problem=f"process {pid} exited while read")
-    return Listener(port, pids, addrs, pid, uids, gids, ctime, link, (est.st_dev, est.st_ino), cmd)
+    return Listener(port, pids, addrs, pid, uids, gids, ctime, link, exe_id, cmd)
 
 
 def same_file(path: str, dev_ino: tuple[int, int] | None) -> tuple[bool, str]:

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 import psutil
 
 from pty_acceptance.errors import Unreadable
-from pty_acceptance.host import observe, programs, scratch
+from pty_acceptance.host import observe, proc, programs, scratch
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.supervisor.peer import DisposableUnit, open_cwd
 from pty_acceptance.supervisor.session import MAX_OUTPUT, RawSession
@@ -355,11 +355,8 @@ def _continue_all(strace_pid: int) -> None:
 
 def _all_stopped(pid: int) -> bool:
     try:
-        states = []
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                states.append(f.read().rsplit(")", 1)[1].split()[0])
-        return bool(states) and all(s in "tT" for s in states)
+        states = [proc.stat_field(proc.stat_line(pid, tid), 3) for tid in proc.threads(pid)]
+        return bool(states) and all(s in b"tT" for s in states)
     except OSError:
         return False
 
@@ -378,12 +375,12 @@ def _freeze(run: TracedRun, strace_pid: int, trace_file: str) -> None:
             except FileNotFoundError:  # strace's child runs before strace has made its output
                 seen = False
             if seen and _all_stopped(pid):
-                run.frozen_exe = os.readlink(f"/proc/{pid}/exe")
-                run.frozen = observe.fds(pid)
+                run.frozen_exe = proc.exe(pid)
+                run.frozen = proc.fds(pid)
                 for fd in run.frozen:
                     try:
                         run.frozen_flags[fd] = observe.fd_flags(pid, fd)
-                        st = os.stat(f"/proc/{pid}/fd/{fd}")
+                        st = proc.fd_stat(pid, fd)
                         run.frozen_stat[fd] = (st.st_mode, st.st_dev, st.st_ino)
                     except (OSError, ValueError):
                         pass

@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 
 from pty_acceptance.errors import Unreadable
-from pty_acceptance.host import observe, scratch
+from pty_acceptance.host import observe, proc, scratch
 from pty_acceptance.provenance import runtime
 from pty_acceptance.supervisor import peer
 from pty_acceptance.host.bus import SERVICE_IFACE, BusError, Systemd
@@ -91,11 +91,10 @@ class Target:
 
 
 def stat_field(data: bytes, number: int) -> bytes:
-    """Field `number` (3 = state, 22 = starttime) of a /proc/<pid>/stat text; comm
-    (field 2) may hold anything, so fields are counted after its last ')'."""
+    """Field `number` (3 = state, 22 = starttime) of a /proc/<pid>/stat text (proc.stat_field)."""
     try:
-        return data[data.rindex(b")") + 2:].split()[number - 3]
-    except (ValueError, IndexError):
+        return proc.stat_field(data, number)
+    except ValueError:
         raise IsolationError(f"malformed /proc stat line: {_excerpt(data)}") from None
 
 
@@ -109,7 +108,7 @@ def stat_start_ticks(data: bytes) -> int:
 
 def read_stat(pid: int) -> bytes:
     try:
-        return read_nofollow(f"/proc/{pid}/stat", 4096)
+        return proc.stat_line(pid)
     except OSError as e:
         raise IsolationError(f"cannot read /proc/{pid}/stat: {e.strerror}") from None
 
@@ -145,7 +144,7 @@ def find_target(port: int) -> Target:
     ticks = start_ticks(pid)
     try:
         owner = os.lstat(f"/proc/{pid}/fd").st_uid
-        again = psutil.Process(pid).create_time()
+        again = proc.create_time(pid)
     except (OSError, psutil.Error) as e:
         raise IsolationError(f"process {pid} on port {port} vanished while it was read: {e}") from None
     if again != found.create_time:
@@ -283,7 +282,7 @@ def inheritable_fds(pid: int) -> tuple[list[str], int]:
     """(descriptor >= 3 without O_CLOEXEC: 'fd N -> link, flags', how many were checked)."""
     base = f"/proc/{pid}"
     try:
-        names = sorted(int(n) for n in os.listdir(f"{base}/fd"))
+        names = proc.fd_numbers(pid)
     except OSError as e:
         raise IsolationError(f"cannot list {base}/fd as root: {e.strerror}") from None
     bad, seen = [], 0
@@ -363,9 +362,9 @@ def socket_file_id(path: str) -> tuple[int, int]:
 def socket_holders() -> dict[int, set[int]]:
     """socket inode -> pids holding it (root reads every /proc/<pid>/fd link)."""
     holders: dict[int, set[int]] = {}
-    for pid in map(int, filter(str.isdigit, os.listdir("/proc"))):
+    for pid in proc.pids():
         try:
-            links = observe.fds(pid)
+            links = proc.fds(pid)
         except OSError:  # gone, or not a process we can read
             continue
         for link in links.values():

@@ -16,16 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import socket
 import time
 
 from pty_acceptance.errors import Unreadable
+from pty_acceptance.host import proc
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.host.cgroups import cgroup_dir, cgroup_pids
 
-STATUS_LIMIT = 16384
-CMDLINE_LIMIT = 65536
 PROBE_BEGIN, PROBE_END = b"PROBE-BEGIN", b"PROBE-END"
 POLL_S = 0.01
 
@@ -59,34 +57,6 @@ def environment_problems(env: list[str], want: dict[str, str]) -> list[str]:
 
 
 # ------------------------------------------------------------------ /proc
-def _read(path: str, limit: int) -> bytes:
-    with open(path, "rb") as f:
-        return f.read(limit)
-
-
-def status(pid: int) -> dict[str, str]:
-    """/proc/<pid>/status as {field: value} (raises OSError if it is gone)."""
-    out = {}
-    for line in _read(f"/proc/{pid}/status", STATUS_LIMIT).decode("utf-8", "replace").splitlines():
-        key, sep, value = line.partition(":")
-        if sep:
-            out[key] = value.strip()
-    return out
-
-
-def cmdline(pid: int) -> list[bytes]:
-    raw = _read(f"/proc/{pid}/cmdline", CMDLINE_LIMIT)
-    return raw.split(b"\0")[:-1] if raw.endswith(b"\0") else raw.split(b"\0")
-
-
-def ppid(pid: int) -> int:
-    return int(status(pid)["PPid"])
-
-
-def exe(pid: int) -> str:
-    return os.readlink(f"/proc/{pid}/exe")
-
-
 def wait_for_command(control_group: str, argv: list[bytes], deadline_s: float) -> int:
     """Poll until a process of the cgroup runs exactly `argv`; return its pid."""
     end = time.monotonic() + deadline_s
@@ -96,7 +66,7 @@ def wait_for_command(control_group: str, argv: list[bytes], deadline_s: float) -
         pids = cgroup_pids(path) if path else []
         for pid in pids:
             try:
-                seen[pid] = cmdline(pid)
+                seen[pid] = proc.cmdline(pid)
             except OSError:
                 continue
             if seen[pid] == argv:
@@ -131,7 +101,7 @@ def chain_to(pid: int, top: int, limit: int = 16) -> list[int]:
     while chain[-1] != top:
         if len(chain) > limit:
             raise LiveError(f"{top} is not an ancestor of {pid} within {limit} levels: {chain}")
-        parent = ppid(chain[-1])
+        parent = proc.ppid(chain[-1])
         if parent <= 1:
             raise LiveError(f"{top} is not an ancestor of {pid}: chain {chain} reached {parent}")
         chain.append(parent)
@@ -140,7 +110,7 @@ def chain_to(pid: int, top: int, limit: int = 16) -> list[int]:
 
 def host_seccomp_baseline() -> int:
     """Seccomp_filters of PID 1: what every process of this host already carries."""
-    return int(status(1).get("Seccomp_filters", "0"))
+    return int(proc.status(1).get("Seccomp_filters", "0"))
 
 
 # ------------------------------------------------------------------ probe

@@ -45,6 +45,15 @@ class Outcome:
         return (f"unit={self.unit} exit={self.exit} error={self.error} closed={self.closed} "
                 f"output[:200]={self.output[:200]!r}")
 
+    def note(self, f: p.Frame) -> None:
+        """What a STARTED, EXIT or ERROR frame says (other frames say nothing here)."""
+        if f.type == p.T.STARTED:
+            self.unit = f.payload.decode("ascii", "replace")
+        elif f.type == p.T.EXIT:
+            self.exit = p.parse_exit(f)
+        elif f.type == p.T.ERROR:
+            self.error = p.parse_error(f)
+
 
 class RawSession:
     """One authenticated connection, spoken to frame by frame."""
@@ -85,37 +94,38 @@ class RawSession:
             if own:
                 p.close_all(fds)
 
-    def read(self, until, deadline_s: float) -> Outcome:
-        """Read frames until until(outcome) is true, the stream ends, or the deadline."""
-        out = self.outcome
+    def receive(self, done, deadline_s: float, timeout, chunk: int = 65536):
+        """The frames that arrive until done() is true or the stream ends
+        (outcome.closed says how); TimeoutError(timeout()) at the deadline."""
         end = time.monotonic() + deadline_s
-        while not until(out):
+        while not done():
             left = end - time.monotonic()
             if left <= 0:
-                raise TimeoutError(f"session did not reach the expected state in {deadline_s} s: "
-                                   f"{out.describe()}")
+                raise TimeoutError(timeout())
             ready, _, _ = select.select([self.sock], [], [], left)
             if not ready:
                 continue
             try:
-                data = self.sock.recv(65536)
+                data = self.sock.recv(chunk)
             except ConnectionResetError:
-                out.closed = "reset"
-                return out
+                self.outcome.closed = "reset"
+                return
             if not data:
-                out.closed = "eof"
-                return out
-            for f in self.decoder.feed(data):
-                if f.type != p.T.OUTPUT or len(out.frames) < MAX_FRAMES:
-                    out.frames.append(f)  # output is kept below, bounded; frames too
-                if f.type == p.T.OUTPUT and len(out.output) < MAX_OUTPUT:
-                    out.output += f.payload
-                elif f.type == p.T.STARTED:
-                    out.unit = f.payload.decode("ascii", "replace")
-                elif f.type == p.T.EXIT:
-                    out.exit = p.parse_exit(f)
-                elif f.type == p.T.ERROR:
-                    out.error = p.parse_error(f)
+                self.outcome.closed = "eof"
+                return
+            yield from self.decoder.feed(data)
+
+    def read(self, until, deadline_s: float) -> Outcome:
+        """Read frames until until(outcome) is true, the stream ends, or the deadline."""
+        out = self.outcome
+        for f in self.receive(lambda: until(out), deadline_s, lambda: (
+                f"session did not reach the expected state in {deadline_s} s: {out.describe()}")):
+            if f.type != p.T.OUTPUT or len(out.frames) < MAX_FRAMES:
+                out.frames.append(f)  # output is kept below, bounded; frames too
+            if f.type != p.T.OUTPUT:
+                out.note(f)
+            elif len(out.output) < MAX_OUTPUT:
+                out.output += f.payload
         return out
 
     def wait_started(self, deadline_s: float = 10) -> Outcome:

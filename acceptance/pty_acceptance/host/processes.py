@@ -1,0 +1,44 @@
+"""Sets of processes found on this host, each as pid -> (create_time, command
+line): those in a cgroup directory, and those whose argv carries a token
+(CONC-2, CONC-3, CGROUP-1, ORPHAN-1). The start time goes with every pid, so
+that a reused pid is never taken for a survivor (proc.alive). The token only
+finds: any process of the service user may carry it (SUITE-4)."""
+from __future__ import annotations
+
+import psutil
+
+from pty_acceptance.host import proc
+from pty_acceptance.host.cgroups import cgroup_pids
+
+
+def token_processes(token: str) -> dict[int, tuple[float, str]]:
+    """Every live (non-zombie) process whose argv contains the token (read from
+    /proc directly: psutil's process_iter shares a cache between threads)."""
+    needle = token.encode()
+    found = {}
+    for pid in proc.pids():
+        try:
+            argv = proc.read(pid, "cmdline", proc.CMDLINE_LIMIT)
+        except OSError:
+            continue
+        if needle not in argv:
+            continue
+        try:
+            process = psutil.Process(pid)
+            if process.status() != psutil.STATUS_ZOMBIE:
+                found[process.pid] = (process.create_time(), argv.replace(b"\0", b" ")[:200].decode(
+                    "utf-8", "replace"))
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def processes_in(path: str) -> dict[int, tuple[float, str]]:
+    out = {}
+    for pid in cgroup_pids(path):
+        try:
+            process = psutil.Process(pid)
+            out[pid] = (process.create_time(), " ".join(process.cmdline())[:200])
+        except psutil.NoSuchProcess:
+            pass
+    return out

@@ -1,0 +1,123 @@
+"""What a live session leaves on the host, taken while it lives (CONC-2,
+CONC-3, CGROUP-1, ORPHAN-1; SUITE-4 for what may be signalled).
+
+A session leaves a Footprint: the unit name, the ControlGroup systemd
+reports, the cgroup directory that holds it on this host (unified hierarchy
+or systemd's named one), the processes in it (pid and create_time, so a
+reused pid is never taken for a survivor) and a token that the suite put in
+the session's argv, so that descendants are found even if they were never
+seen in the cgroup. A footprint is gone when the unit is no longer loaded,
+the directory no longer exists and no recorded or tagged process is alive.
+The token only finds and reports: any process of the service user may carry
+it. What is left is signalled only when it is, at that moment, inside the
+cgroup of a unit the suite owns (a vouched session unit, or one of its own
+disposable units): cgroupkill.kill_inside. A stop is bounded by the unit's
+own TimeoutStopSec (CONC-3).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from pty_acceptance.errors import Unreadable
+from pty_acceptance.host import cgroups, proc, processes, terminal
+from pty_acceptance.host.bus import SERVICE_IFACE, Systemd
+from pty_acceptance.host.cgroupkill import kill_inside
+from pty_acceptance.supervisor.sessionunit import NotLoaded, Owner, vouch
+
+STOP_GRACE_S = 2.0   # script(1) acts on SIGTERM after about 2 s (notes: Stopping)
+STOP_SLACK_S = 2.0   # scheduling: sessions are stopped side by side on a small host
+STOP_BOUND_MAX_S = 30.0  # "a few seconds": an unbounded or huge TimeoutStopSec is a finding
+
+
+class HostReadError(Unreadable):
+    pass
+
+
+@dataclass
+class Footprint:
+    unit: str
+    token: str
+    control_group: str = ""
+    path: str = ""            # the cgroup directory on this host
+    timeout_stop_s: float = 0.0
+    main_pid: int = 0
+    procs: dict[int, tuple[float, str]] = field(default_factory=dict)
+
+    @classmethod
+    def capture(cls, bus: Systemd, unit: str, token: str, owner: Owner | None) -> "Footprint":
+        """Read a live session's unit, cgroup and processes. Raises HostReadError.
+
+        A footprint is what the suite may later stop and kill: a name from a
+        reply is vouched for first (sessionunit.vouch: NotOurs fails the test,
+        SUITE-4). owner=None only for the suite's own disposable units (decoys)."""
+        if owner is not None:
+            try:
+                vouch(bus, unit, owner)
+            except NotLoaded:
+                raise HostReadError(f"{unit} is not loaded right after STARTED") from None
+        props = bus.properties(unit, SERVICE_IFACE)
+        if props is None:
+            raise HostReadError(f"{unit} is not loaded right after STARTED")
+        fp = cls(unit, token, control_group=props.get("ControlGroup") or "",
+                 timeout_stop_s=(props.get("TimeoutStopUSec") or 0) / 1e6,
+                 main_pid=props.get("MainPID") or 0)
+        fp.path = cgroups.cgroup_dir(fp.control_group) or ""
+        if not fp.path:
+            raise HostReadError(f"{unit}: ControlGroup {fp.control_group!r} is under none of "
+                                f"{cgroups.CGROUP_ROOTS}")
+        fp.remember()
+        return fp
+
+    def remember(self) -> None:
+        """Add what runs now (in the cgroup or tagged) to the processes to account for."""
+        self.procs.update(processes.processes_in(self.path) if self.path else {})
+        self.procs.update(processes.token_processes(self.token))
+
+    def leftovers(self, bus: Systemd) -> list[str]:
+        """What of the session is still there; [] when it is completely gone."""
+        left = []
+        props = bus.properties(self.unit)
+        if props is not None:
+            left.append(f"unit {self.unit} still loaded (ActiveState={props.get('ActiveState')} "
+                        f"SubState={props.get('SubState')})")
+        if self.path and os.path.isdir(self.path):
+            left.append(f"cgroup {self.path} still exists with pids {cgroups.cgroup_pids(self.path)}")
+        survivors = {pid: v for pid, v in self.procs.items() if proc.alive(pid, v[0])}
+        survivors.update(processes.token_processes(self.token))
+        if survivors:
+            left.append("processes alive: " + "; ".join(f"pid {pid} {line!r}" for pid, (_, line)
+                                                         in sorted(survivors.items())))
+        return left
+
+    def kill_survivors(self) -> list[str]:
+        """SIGKILL what is left of the session: only processes inside its unit's
+        cgroup at that moment (kill_inside: pid reuse guarded, and a process
+        outside that carries the token is never hit). Returns the processes
+        left alone, described (escaped)."""
+        procs = dict(self.procs)
+        procs.update(processes.processes_in(self.path) if self.path else {})
+        procs.update(processes.token_processes(self.token))
+        spared = []
+        for pid, (created, line) in sorted(procs.items()):
+            why = kill_inside(pid, created, self.control_group)
+            if why:
+                spared.append(terminal.escape(f"pid {pid} {line!r}: {why}: not signalled"))
+        return spared
+
+    def describe(self) -> str:
+        return (f"unit={self.unit} cgroup={self.path} TimeoutStopSec={self.timeout_stop_s:g} "
+                f"processes={ {pid: line for pid, (_, line) in self.procs.items()} }")
+
+    def stop_bound_s(self) -> float:
+        """How long a stop may take: the unit's own TimeoutStopSec, then SIGKILL, plus
+        script(1)'s grace and scheduling slack."""
+        return self.timeout_stop_s + STOP_GRACE_S + STOP_SLACK_S
+
+
+def bounded_stop_problem(fp: Footprint) -> str | None:
+    """CONC-3: a StopUnit of a session is bounded by a finite TimeoutStopSec."""
+    if not 0 < fp.timeout_stop_s <= STOP_BOUND_MAX_S:
+        return (f"{fp.unit} has TimeoutStopSec={fp.timeout_stop_s:g} s: a stop is bounded only by a "
+                f"finite TimeoutStopSec of at most {STOP_BOUND_MAX_S:g} s")
+    return None
