@@ -66,7 +66,7 @@ def test_sixteen_run_the_seventeenth_is_refused_and_capacity_returns(sessions, e
     tokens = [new_token() for _ in range(CAPACITY)]
     with UnitWatch() as watch:
         live = [sessions.start(tagged_sh(f"exec sleep 60.{t}", t)) for t in tokens]
-        fps = [sessions.started(s, t) for s, t in zip(live, tokens)]
+        fps = [sessions.started(s, t) for s, t in zip(live, tokens, strict=True)]
         evidence("16 sessions", [fp.unit for fp in fps])
         born = watch.new_units()
         seventeenth = sessions.attempt(new_token())
@@ -227,7 +227,7 @@ def test_stopping_the_supervisor_ends_its_sessions_clean(inv, bus, sessions, sup
                                                          evidence):
     tokens = [new_token(), new_token()]
     live = [sessions.start(tagged_sh(f"exec sleep 60.{t}", t)) for t in tokens]
-    fps = [sessions.started(s, t) for s, t in zip(live, tokens)]
+    fps = [sessions.started(s, t) for s, t in zip(live, tokens, strict=True)]
     name = supervisor_guard
     t0 = time.monotonic()
     bus.stop(name)

@@ -95,7 +95,7 @@ def test_the_verifier_accepts_only_the_bound_marker(inv, scratch_root, evidence)
     evidence("well-formed", "accepted")
     refused = {}
     cases = BAD + [("group-writable", None, "writable"), ("stale binary", None, "binary-mismatch")]
-    for name, spoil, rule in cases:
+    for name, spoil, _rule in cases:
         if name == "group-writable":
             place(good, 0o664)
         elif name == "stale binary":
@@ -110,7 +110,7 @@ def test_the_verifier_accepts_only_the_bound_marker(inv, scratch_root, evidence)
         except marker.MarkerRefused as e:
             refused[name] = e.reason
     evidence("refusals", refused)
-    wrong = {n: got for (n, _, rule), got in zip(cases, refused.values())
+    wrong = {n: got for (n, _, rule), got in zip(cases, refused.values(), strict=True)
              if got == "ACCEPTED" or (rule and got != rule)}
     if wrong:
         fail(f"MARK-3: the verifier's answers were wrong: {wrong}")

@@ -61,7 +61,7 @@ def test_a_restart_leaves_no_old_session_and_touches_no_other_unit(inv, bus, run
     name = supervisor_guard
     tokens = [new_token(), new_token()]
     live = [sessions.start(tagged_sh(f"exec sleep 60.{t}", t)) for t in tokens]
-    fps = [sessions.started(s, t) for s, t in zip(live, tokens)]
+    fps = [sessions.started(s, t) for s, t in zip(live, tokens, strict=True)]
     orphan = Decoy(bus, strict_session_name(), run_tag, [name], new_token())  # must be cleaned
     lookalike = Decoy(bus, f"opencode-pty-lookalike-{run_tag}.service", run_tag, [name])
     unbound = Decoy(bus, strict_session_name(), run_tag)              # strict name, not bound

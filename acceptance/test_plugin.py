@@ -25,8 +25,6 @@ PLUGIN-1 `bun <plugin.harness> <plugin.args>` passes (exit 0) ten times in a
 """
 
 import os
-import shutil
-import tempfile
 
 import pytest
 

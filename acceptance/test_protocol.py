@@ -149,7 +149,7 @@ def test_limit_accepted_at_and_rejected_past(case, inv, bus, module_peer, eviden
     with UnitWatch(ANY_SESSION, exclude={inv.units.supervisor}) as watch:
         sessions = [_open(module_peer, inv) for _ in range(1 + len(past))]
         try:
-            for raw, (argv, rt) in zip(sessions, [(at_argv, at_rt)] + past):
+            for raw, (argv, rt) in zip(sessions, [(at_argv, at_rt)] + past, strict=True):
                 raw.start(argv, runtime_s=rt)
             with ThreadPoolExecutor(len(sessions)) as pool:
                 at = pool.submit(_accepted, sessions[0], bus, at_rt)
@@ -169,7 +169,7 @@ def test_limit_accepted_at_and_rejected_past(case, inv, bus, module_peer, eviden
     elif at_rt == L.runtime_max_s and at_facts.get("RuntimeMaxUSec") != L.runtime_max_s * 1_000_000:
         problems.append(f"{at_facts['unit']} has RuntimeMaxUSec={at_facts.get('RuntimeMaxUSec')}, "
                         f"expected {L.runtime_max_s * 1_000_000}")
-    for (argv, rt), facts in zip(past, over_facts):
+    for (argv, rt), facts in zip(past, over_facts, strict=True):
         what = f"one past the limit (argc {len(argv)}, runtime {rt})"
         if not isinstance(facts, dict):
             problems.append(f"{what}: {facts}")
@@ -532,7 +532,7 @@ def test_session_execstart_is_the_launcher_with_canonical_arguments(live, inv, e
     if path != launcher or argv[:1] != [launcher]:
         problems.append(f"ExecStart runs {path} with argv[0] {argv[:1]}, expected {launcher}")
     decoded = [dec(a) for a in argv[1:]]
-    bad = [a for a, d in zip(argv[1:], decoded) if d is None]
+    bad = [a for a, d in zip(argv[1:], decoded, strict=True) if d is None]
     if bad:
         problems.append(f"non-canonical launcher arguments {bad[:4]}")
     elif decoded != [a.encode() for a in facts["argv"]]:

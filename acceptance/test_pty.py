@@ -249,7 +249,7 @@ def test_stdout_and_stderr_keep_their_order(inv, peer, evidence):
     seen = lines(out.output)
     want = [f"{k}{i}".encode() for i in range(1, n + 1) for k in ("out", "err")]
     evidence("lines / DATA frames", [len(seen), sum(f.type == p.T.OUTPUT for f in out.frames)])
-    first = next((i for i, (a, b) in enumerate(zip(seen, want)) if a != b), None)
+    first = next((i for i, (a, b) in enumerate(zip(seen, want, strict=False)) if a != b), None)
     if seen != want:
         fail(f"PTY-3: {out.unit}: {len(seen)} lines, expected {len(want)} alternating "
              f"out/err; first difference at line {first}: "

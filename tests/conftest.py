@@ -141,7 +141,7 @@ def make_target(base: Path) -> FakeTarget:
         "pilot_root": str(pilot), "code_root": str(code),
         "revision": revision, "source_manifest_sha256": digest,
         "binaries": {r: {"path": b, "sha256": sha[b], "package": f"./cmd/{r}"}
-                     for r, b in zip(("supervisor", "launcher", "client"), binaries)},
+                     for r, b in zip(("supervisor", "launcher", "client"), binaries, strict=True)},
         "build": {"source_dir": str(pilot / "supervisor"), "go": "/usr/bin/go", "user": "nobody"},
         "units": {"supervisor": "opencode-pty-supervisor.service", "slice": "opencode-pty.slice",
                   "peer": "opencode-v2.service", "candidate_file": str(pilot / "opencode-v2.service")},

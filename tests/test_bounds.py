@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from pty_acceptance.host import scratch
-from pty_acceptance.provenance import builds, manifest, runtime
+from pty_acceptance.provenance import builds, manifest
 from pty_acceptance.report import reports
 from pty_acceptance.spec import inventory
 

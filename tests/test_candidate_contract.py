@@ -147,7 +147,8 @@ def shape_drift(real, standin, at: str = "") -> list[str]:
     if isinstance(real, list) and isinstance(standin, list):
         if len(real) != len(standin):
             return [f"{name}: {len(real)} items in the real server's reply, {len(standin)} in the stand-in's"]
-        return [d for i, (a, b) in enumerate(zip(real, standin)) for d in shape_drift(a, b, f"{name}[{i}]")]
+        return [d for i, (a, b) in enumerate(zip(real, standin, strict=True))
+                for d in shape_drift(a, b, f"{name}[{i}]")]
     if _type(real) != _type(standin):
         return [f"{name}: {_type(real)} in the real server's reply, {_type(standin)} in the stand-in's"]
     return []
@@ -320,7 +321,7 @@ def _exchanges(real: Api, standin: Api, ws: str, helper: str, sup: FakeSuperviso
         rid, sid = ids
         run.pairs[step] = (_same_id(r, rid), _same_id(s, sid))
 
-        def get(label: str, method: str = "GET", path: str = "/api/pty/{}") -> None:
+        def get(label: str, method: str = "GET", path: str = "/api/pty/{}", rid=rid, sid=sid) -> None:
             run.pairs[label] = (_same_id(real.call(method, path.format(rid)), rid),
                                 _same_id(standin.call(method, path.format(sid)), sid))
 
@@ -432,7 +433,7 @@ def run() -> Run:
                           {**base, "HOME": str(top / "standin"), "OPENCODE_PASSWORD": password},
                           top / "standin", top / "standin.log"))
         t0 = time.monotonic()
-        for p, api in zip(procs, (real, standin)):
+        for p, api in zip(procs, (real, standin), strict=True):
             p.wait_ready(api)
         result = _exchanges(real, standin, ws, str(helper), sup)
         result.evidence["both answering after"] = f"{time.monotonic() - t0:.1f} s"

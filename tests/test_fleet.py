@@ -74,7 +74,7 @@ def test_fleet_two_reference_hosts():
                 return deploy(machines[host], [script] if host == "bad" else [], quiet=True)
 
             with ThreadPoolExecutor(max_workers=2) as pool:
-                deployed = dict(zip(machines, pool.map(up, machines)))
+                deployed = dict(zip(machines, pool.map(up, machines), strict=True))
             assert all(deployed.values()), f"deployment or the fault script failed: {deployed}"
             t_deployed = time.monotonic()
             inventory = {"all": {"hosts": {h: host_vars(m.leader) for h, m in machines.items()}}}

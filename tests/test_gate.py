@@ -38,7 +38,8 @@ def test_complete_passing_run_writes_a_verified_marker(project, target):
 SHAPES = {
     "failing test": ("@pytest.mark.requirement('OWN-2')\ndef test_fails():\n    assert False\n", [], "OWN-2"),
     "skipped test": ("@pytest.mark.requirement('OWN-2')\ndef test_skips():\n    pytest.skip('no')\n", [], "OWN-2"),
-    "xfailed test": ("@pytest.mark.requirement('OWN-2')\n@pytest.mark.xfail\ndef test_xf():\n    assert False\n", [], "OWN-2"),
+    "xfailed test": ("@pytest.mark.requirement('OWN-2')\n@pytest.mark.xfail\ndef test_xf():\n    assert False\n",
+                     [], "OWN-2"),
     "xpassed test": ("@pytest.mark.requirement('OWN-2')\n@pytest.mark.xfail\ndef test_xp():\n    pass\n", [], "OWN-2"),
     "fixture error": ("@pytest.fixture\ndef broken():\n    raise RuntimeError('x')\n"
                       "@pytest.mark.requirement('OWN-2')\ndef test_err(broken):\n    pass\n", [], "OWN-2"),
@@ -47,11 +48,13 @@ SHAPES = {
     "-k": ("", ["-k", "everything"], "SUITE-3"),
     "-m": ("", ["-m", "requirement"], "SUITE-3"),
     "--deselect": ("", ["--deselect", "acceptance/test_all.py::test_other"], "SUITE-3"),
-    "-x after a failure": ("@pytest.mark.requirement('OWN-2')\ndef test_a_fails():\n    assert False\n", ["-x"], "SUITE-3"),
+    "-x after a failure": ("@pytest.mark.requirement('OWN-2')\ndef test_a_fails():\n    assert False\n",
+                           ["-x"], "SUITE-3"),
     "--maxfail": ("", ["--maxfail", "5"], "SUITE-3"),
     "--collect-only": ("", ["--collect-only"], "SUITE-3"),
     "--ignore": ("", ["--ignore", "acceptance/nothing.py"], "SUITE-3"),
-    "interrupt": ("@pytest.mark.requirement('OWN-2')\ndef test_zz_interrupt():\n    raise KeyboardInterrupt\n", [], "SUITE-3"),
+    "interrupt": ("@pytest.mark.requirement('OWN-2')\ndef test_zz_interrupt():\n    raise KeyboardInterrupt\n",
+                  [], "SUITE-3"),
     "collection error": ("", [], "SUITE-3"),
     "--no-marker": ("", ["--no-marker"], "MARK-1"),
     "no JUnit": ("", ["-p", "no:junitxml"], "SUITE-2"),
@@ -148,7 +151,7 @@ def test_runtime_not_the_pinned_one_at_session_start_blocks(project, target, cha
     res = run(project, target)
     assert_refused(res, target, "RUNTIME-1", "MARK-3")
     want = "is not readable" if change == "absent" else "hashes to"
-    assert any(f"[RUNTIME-1 MARK-3] at session start: " in l and want in l for l in res.outlines), \
+    assert any("[RUNTIME-1 MARK-3] at session start: " in l and want in l for l in res.outlines), \
         "\n".join(res.outlines[-20:])
 
 

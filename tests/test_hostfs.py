@@ -9,7 +9,6 @@ hangs a child, not the suite."""
 import errno
 import os
 import subprocess
-import threading
 import time
 from pathlib import Path
 

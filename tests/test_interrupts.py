@@ -20,7 +20,6 @@ from pty_acceptance.host import rundir
 
 from conftest import REPO
 from gateproject import last_line, run
-from pty_acceptance.gate import marker
 
 DEADLINE_S = 60  # generous: the machine may be shared; a pass takes about 2 s
 

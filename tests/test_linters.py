@@ -185,3 +185,19 @@ def test_the_host_program_finder_finds_each_problem():
               "subprocess.Popen(argv, env=E)\n"
               "os.system('true')\n")
     assert [p.split(":")[0] for p in host_program_problems(source)] == ["3", "4", "5", "6", "8"]
+
+
+def test_ruff_finds_nothing():
+    """pyproject.toml's [tool.ruff] rules over the whole checkout (the
+    reference deployment's pinned bytes left out). Not installed is a failure,
+    never a skip: `pip install -e ".[test]"` brings it."""
+    import shutil
+    import subprocess
+    import sys
+
+    ruff = shutil.which("ruff", path=str(pathlib.Path(sys.executable).parent))
+    assert ruff, f"ruff is not installed beside {sys.executable}: pip install -e '.[test]'"
+    done = subprocess.run([ruff, "check", "--no-cache", "--output-format", "concise", str(REPO)],
+                          capture_output=True, text=True, cwd=REPO, timeout=120,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(REPO)})
+    assert done.returncode == 0, f"ruff check:\n{done.stdout}{done.stderr}"

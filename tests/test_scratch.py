@@ -16,13 +16,12 @@ import select
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from conftest import REPO
-from pty_acceptance.host import hostfs, rundir, scratch
+from pty_acceptance.host import rundir, scratch
 from gateproject import last_line, run
 
 DEADLINE_S = 30

@@ -11,7 +11,7 @@ import pytest
 from pty_acceptance.host import cgroups, processes
 from pty_acceptance.supervisor import sessions, sessionunit
 from pty_acceptance.supervisor.footprint import Footprint
-from pty_acceptance.host.bus import SERVICE_IFACE, UNIT_IFACE
+from pty_acceptance.host.bus import UNIT_IFACE
 from pty_acceptance.supervisor.session import Outcome
 
 OWNER = sessionunit.Owner("opencode-pty-supervisor.service", "opencode-pty.slice")

@@ -11,7 +11,6 @@ the test (a unit's ControlGroup stand-in)."""
 import os
 import secrets
 import subprocess
-import time
 from pathlib import Path
 
 import pytest

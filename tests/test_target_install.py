@@ -6,8 +6,6 @@ the suite from that install: READY with a marker, and the host's packages
 untouched (no apt, no dpkg: the install is the .venv alone)."""
 
 import subprocess
-import tempfile
-from pathlib import Path
 
 import pytest
 

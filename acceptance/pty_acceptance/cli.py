@@ -313,7 +313,8 @@ def parser() -> argparse.ArgumentParser:
     be.add_argument("--warmup", type=int, default=1, help="suite runs first, not counted (default 1)")
     be.add_argument("--repeats", type=int, default=5, help="repeats of the bare unit probe (default 5)")
     be.add_argument("--rev", default="HEAD",
-                    help="the commit whose suite runs (default HEAD; the bench's own probe and clock are this checkout's)")
+                    help="the commit whose suite runs (default HEAD; "
+                         "the bench's own probe and clock are this checkout's)")
     be.add_argument("--what-if", metavar="WORD", default=None,
                     help="run the suite on a variant of the reference deployment (tests/refhost/bench.py "
                          "WHAT_IFS, e.g. session-stop-sendsighup); the floor stays the reference contract's")

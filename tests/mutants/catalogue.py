@@ -151,7 +151,8 @@ FAULTS: list[Fault] = [
           "a root-owned drop-in gives the supervisor an EnvironmentFile= that byk owns",
           "printf 'OPENCODE_PTY_NOTE=1\\n' > /etc/opencode-pty-supervisor.env"
           " && chown byk /etc/opencode-pty-supervisor.env"
-          f" && mkdir -p {SUPERVISOR_UNIT}.d && printf '[Service]\\nEnvironmentFile=/etc/opencode-pty-supervisor.env\\n'"
+          f" && mkdir -p {SUPERVISOR_UNIT}.d"
+          f" && printf '[Service]\\nEnvironmentFile=/etc/opencode-pty-supervisor.env\\n'"
           f" > {SUPERVISOR_UNIT}.d/env.conf && systemctl daemon-reload && {RESTART_SUPERVISOR}"),
     Fault("supervisor-working-directory-of-the-service-user", ("OWN-2",),
           "a root-owned drop-in runs the supervisor in a directory byk owns",
@@ -456,7 +457,8 @@ FAULTS += [
           vault(TREE_SECRET) + f" && cd {PILOT}/config/opencode && mv tsconfig.json tsconfig.real && "
           f"ln -s {VAULT} tsconfig.json && chown -h byk:byk tsconfig.json",
           modules=_m("builds"), expect=("SCOPE-1",), secret=TREE_SECRET),
-    Fault("pilot-fifo", ("SCOPE-1", "SUITE-4"), "a file of the source manifest made a FIFO (opening it would hang the gate)",
+    Fault("pilot-fifo", ("SCOPE-1", "SUITE-4"),
+          "a file of the source manifest made a FIFO (opening it would hang the gate)",
           f"cd {PILOT}/config/opencode && rm tsconfig.json && mkfifo -m 0644 tsconfig.json && "
           "chown byk:byk tsconfig.json",
           modules=_m("builds"), expect=("SCOPE-1",)),

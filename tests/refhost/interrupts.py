@@ -189,7 +189,7 @@ def matrix() -> dict:
     for n, (name, (sig, point)) in enumerate(POINTS.items()):
         r = Run(f"run-{n}")
         res = {"point": name, "signal": sig.name}
-        why = r.wait_for(name, lambda: point(r))
+        why = r.wait_for(name, lambda point=point, r=r: point(r))
         if why is None and n == 0:  # the second run, while the first is at its point
             other = Run(f"run-{n}-overlap", paths=SUBSET[:1])
             rc, took = other.exit_within(OVERLAP_DEADLINE_S)

@@ -97,7 +97,8 @@ def new_machine(repo_root: pathlib.Path, tree: pathlib.Path, name: str, out: pat
 
 
 def run_reference(repo_root: pathlib.Path, *, before_suite: list[os.PathLike | str] = (),
-                  after_suite: list[os.PathLike | str] = (), keep: bool = False, pytest_args: list[str] = (), out_dir: pathlib.Path | None = None,
+                  after_suite: list[os.PathLike | str] = (), keep: bool = False, pytest_args: list[str] = (),
+                  out_dir: pathlib.Path | None = None,
                   suite_paths: list[str] = ("acceptance/",), quiet: bool = False,
                   suite_timeout: float | None = None) -> int:
     """Boot a reference host, deploy, run the acceptance suite inside it. Returns the suite's status.

@@ -333,7 +333,8 @@ class Client:
             raise ApiError(reply.url, HEALTH_EXPECT,
                            f"status 200 and JSON {type(doc).__name__}, not an object: {self.excerpt(reply.body)}")
         if doc.get("healthy") is not True:
-            got = "no 'healthy' key" if "healthy" not in doc else f"healthy={self.scrub(json.dumps(doc['healthy'], ensure_ascii=True))[:60]}"
+            got = ("no 'healthy' key" if "healthy" not in doc
+                   else f"healthy={self.scrub(json.dumps(doc['healthy'], ensure_ascii=True))[:60]}")
             raise ApiError(reply.url, HEALTH_EXPECT, f"status 200 and {got}")
         return reply
 

@@ -127,7 +127,7 @@ def verify(marker: str, exp: Expectation, root: str = "/") -> bytes:
     if paths != list(exp.binaries):
         rule = "wrong-order" if sorted(paths) == sorted(exp.binaries) else "wrong-path"
         raise MarkerRefused(rule, f"records name {paths}, expected {list(exp.binaries)}")
-    for n, ((digest, path), claim) in enumerate(zip(records, exp.claimed), start=2):
+    for n, ((digest, path), claim) in enumerate(zip(records, exp.claimed, strict=False), start=2):
         if digest != claim:
             raise MarkerRefused("claim-mismatch",
                                 f"line {n}: {path} recorded as {digest}, the inventory claims {claim}")

@@ -20,7 +20,6 @@ import pytest
 from pty_acceptance.errors import AcceptanceError
 from pty_acceptance.gate import gate, hosttext, marks, nodeids, owntree, preflight, rules, startup
 from pty_acceptance.gate.happened import Setup, frozen
-from pty_acceptance.host import terminal
 from pty_acceptance.report import reports, signing
 from pty_acceptance.spec import checklist, inventory
 from pty_acceptance.gate.marks import fail, not_run, requirement_ids

@@ -132,7 +132,7 @@ def first_difference(a: bytes, b: bytes) -> int | None:
     """Offset of the first differing byte (or the shorter length), None if equal."""
     if a == b:
         return None
-    for i, (x, y) in enumerate(zip(a, b)):
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
         if x != y:
             return i
     return min(len(a), len(b))
@@ -309,6 +309,9 @@ class TreeBounds:
     file: Limit = Limit(32 << 20)
     total: Limit = Limit(256 << 20)
     entries: Limit = Limit(50_000, unit="entries")
+
+
+TREE_BOUNDS = TreeBounds()  # the defaults, for a parameter's default
 
 
 class Tally:

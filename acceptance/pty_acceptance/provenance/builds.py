@@ -134,7 +134,7 @@ def _copy_dir(src: int, parent: int, name: str, where: str, acct, tally: hostfs.
 
 
 def copy_source(source_dir: str, work: str, acct,
-                bounds: hostfs.TreeBounds = hostfs.TreeBounds()) -> str:
+                bounds: hostfs.TreeBounds = hostfs.TREE_BOUNDS) -> str:
     """`work`/src: a copy of `source_dir` owned by the build user, within
     `bounds` (the inventory's tree_bounds()); returns its path."""
     wfd = hostfs.open_dir(work)

@@ -93,7 +93,7 @@ def _ts_sources(src: str, tally: hostfs.Tally) -> list[str]:
         os.close(fd)
 
 
-def paths(pilot_root: str, code_root: str, bounds: hostfs.TreeBounds = hostfs.TreeBounds()) -> list[str]:
+def paths(pilot_root: str, code_root: str, bounds: hostfs.TreeBounds = hostfs.TREE_BOUNDS) -> list[str]:
     pilot, code = Path(pilot_root), Path(code_root)
     sup = str(pilot / "supervisor")
     tally = hostfs.Tally(bounds, f"the source trees {pilot_root} and {code_root}")
@@ -123,13 +123,13 @@ def _sha256sum_line(path: str, tally: hostfs.Tally) -> str:
     return f"{digest}  {path}\n"
 
 
-def listing(pilot_root: str, code_root: str, bounds: hostfs.TreeBounds = hostfs.TreeBounds()) -> str:
+def listing(pilot_root: str, code_root: str, bounds: hostfs.TreeBounds = hostfs.TREE_BOUNDS) -> str:
     tally = hostfs.Tally(bounds, f"the source manifest's files of {pilot_root} and {code_root}")
     return "".join(_sha256sum_line(p, tally) for p in paths(pilot_root, code_root, bounds))
 
 
 def compute(pilot_root: str, code_root: str,
-            bounds: hostfs.TreeBounds = hostfs.TreeBounds()) -> tuple[str, str]:
+            bounds: hostfs.TreeBounds = hostfs.TREE_BOUNDS) -> tuple[str, str]:
     """Return (manifest hash, listing); `bounds`: the inventory's tree_bounds()."""
     text = listing(pilot_root, code_root, bounds)
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest(), text

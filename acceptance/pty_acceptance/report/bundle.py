@@ -36,7 +36,7 @@ def names(junit_path: str) -> tuple[str, str, str]:
 
 def files(junit_path: str, b: Bundle) -> list[tuple[str, bytes]]:
     """(path, bytes) of what the bundle writes: the envelope only when signed."""
-    out = list(zip(names(junit_path), (b.html, b.statement, b.envelope)))
+    out = list(zip(names(junit_path), (b.html, b.statement, b.envelope), strict=False))
     return [(path, data) for path, data in out if data is not None]
 
 

@@ -217,7 +217,8 @@ class Limits:
     the service user can write. A refusal names the key and its value, so that
     an operator raises it deliberately. A real host fits the defaults: the Node
     SEA runtime is about 120 MB, bun 107 MB, a Go source tree a few MB."""
-    file_bytes: Annotated[int, POSITIVE] = 32 << 20       # one file of the pilot or code tree (manifest, go.sum, build copy)
+    # one file of the pilot or code tree (manifest, go.sum, build copy)
+    file_bytes: Annotated[int, POSITIVE] = 32 << 20
     tree_bytes: Annotated[int, POSITIVE] = 256 << 20      # the manifest's files together; the build's source copy, each
     tree_entries: Annotated[int, POSITIVE] = 50_000       # entries walked for the manifest; copied for a build, each
     runtime_bytes: Annotated[int, POSITIVE] = 512 << 20   # the candidate's runtime binary (RUNTIME-1)

@@ -114,7 +114,7 @@ def run_endings(sessions: Sessions, endings: list[Ending], evidence, prepare=Non
     for t in threads:
         while t.is_alive() and time.monotonic() < end:
             t.join(min(JOIN_SLICE_S, max(0.0, end - time.monotonic())))
-    for e, t in zip(endings, threads):
+    for e, t in zip(endings, threads, strict=False):
         if t.is_alive():
             e.problems.append(f"still being driven {ENDINGS_DEADLINE_S:g} s after the cases began")
     problems = []

@@ -14,7 +14,6 @@ into anything but evidence text with errors replaced.
 
 from __future__ import annotations
 
-import os
 import select
 import socket
 import time
