@@ -3,6 +3,9 @@
 - No `assert` statement in the library: pytest rewrites only test modules,
   conftests and plugins; an assert anywhere else is compiled away by
   `python -O`, and a check that can be compiled away is no check.
+- The library, its probes included, type-checks: mypy with pyproject.toml's
+  [tool.mypy] reports nothing. mypy is one of the `test` extras; a checkout
+  without it fails here, it is never skipped.
 - Acceptance tests fail one way (gate/marks.py's fail(), or an AcceptanceError
   the plugin turns into the same failure): no `assert` statement and no
   `pytest.fail` call in acceptance/test_*.py or acceptance/conftest.py.
@@ -40,6 +43,15 @@ def test_the_library_has_no_assert_statement():
 
 def test_the_assert_finder_finds_one():
     assert asserts_in("def f(x):\n    assert x, 'no'\n") == [2]
+
+
+def test_the_library_type_checks():
+    res = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(REPO / "pyproject.toml")],
+                         cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert "No module named mypy" not in res.stderr, \
+        f"mypy is not installed in {sys.prefix} (the `test` extras: sh tools/setup.sh): {res.stderr}"
+    assert res.returncode == 0 and "Success: no issues found" in res.stdout, \
+        f"mypy (pyproject.toml's [tool.mypy]) reports:\n{res.stdout}{res.stderr}"
 
 
 def test_the_node_id_list_matches_the_checkout():

@@ -22,6 +22,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import cast
 
 from pty_acceptance.gate import invcheck, marker, nodeids, preflight
 from pty_acceptance.provenance import manifest
@@ -52,8 +53,8 @@ def cmd_verify_marker(a: argparse.Namespace) -> int:
         except inventory.InventoryError as e:
             print(escape(f"REFUSED inventory: {e}"))
             return 1
-    revision = a.revision or inv.revision
-    source = a.source_sha256 or inv.source_manifest_sha256
+    revision = a.revision or cast(inventory.Inventory, inv).revision  # not given: inv loaded
+    source = a.source_sha256 or cast(inventory.Inventory, inv).source_manifest_sha256
     binaries = tuple(b.path for b in inv.binaries_list) if inv else marker.DEFAULT_BINARIES
     claimed = tuple(b.sha256 for b in inv.binaries_list) if inv else ()
     path = a.marker or (inv.marker if inv else marker.DEFAULT_PATH)
@@ -195,7 +196,7 @@ def cmd_verify_statement(a: argparse.Namespace) -> int:
         print(escape(f"NOT VERIFIED: {e}"))
         return 1
     st = found.statement
-    pred = st.get("predicate") if isinstance(st.get("predicate"), dict) else {}
+    pred = got if isinstance(got := st.get("predicate"), dict) else {}
     print(escape(f"predicateType: {st.get('predicateType')}"))
     for s in st.get("subject") or []:
         if isinstance(s, dict):

@@ -58,6 +58,7 @@ import stat
 import subprocess
 import time
 from dataclasses import dataclass, field
+from typing import cast
 
 from pty_acceptance.errors import Unreadable
 from pty_acceptance.candidate import opencode_api, serverenv
@@ -110,7 +111,9 @@ class CandidateCommand:
 def candidate_command(text: str, port: int) -> CandidateCommand:
     """The candidate unit's command with --port replaced (HandoffError when it
     cannot be run as written)."""
-    execs, workdir, env_files = [], None, []
+    execs: list[str] = []
+    workdir: str | None = None
+    env_files: list[str] = []
     for section, key, value in runtime.unit_lines(text):
         if section != "Service":
             continue
@@ -547,7 +550,7 @@ def _same_dir(pid: int, directory: tuple[int, int]) -> str:
 
 def _sample(ob: Observation, bus: Systemd, inv, helper_path: str) -> None:
     """Every process on the host, read while the session lives."""
-    main = ob.unit.main_pid
+    main = cast(RuntimeUnit, ob.unit).main_pid  # observe_session started it before sampling
     kids = proc.descendants(main)
     for p in kids:
         exe, dev_ino = proc.exe_identity(p.pid)

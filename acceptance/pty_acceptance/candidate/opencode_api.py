@@ -267,20 +267,20 @@ class Client:
                 if length is not None and length.strip().isdigit() and int(length) > self.max_body:
                     raise ApiError(url, expected, f"status {resp.status} and a body that exceeds "
                                                   f"{self.max_body} bytes (Content-Length {int(length)})")
-                body = b""
-                while len(body) <= self.max_body:
-                    chunk = resp.read(min(65536, self.max_body + 1 - len(body)))
+                received = b""
+                while len(received) <= self.max_body:
+                    chunk = resp.read(min(65536, self.max_body + 1 - len(received)))
                     if not chunk:
                         break
-                    body += chunk
+                    received += chunk
                 watchdog.cancel()
                 if fired.is_set():  # the shutdown may look like a clean end of body
                     raise ApiError(url, expected, f"no complete answer within {deadline:.1f} s")
-                if len(body) > self.max_body:
+                if len(received) > self.max_body:
                     raise ApiError(url, expected, f"status {resp.status} and a body that exceeds "
                                                   f"{self.max_body} bytes")
                 reason = "".join(c if c.isprintable() else "?" for c in self.scrub(resp.reason)[:60])
-                return Reply(url, resp.status, reason, body, time.monotonic() - start,
+                return Reply(url, resp.status, reason, received, time.monotonic() - start,
                              (resp.getheader("Content-Type") or "")[:100])
             except ApiError:
                 raise

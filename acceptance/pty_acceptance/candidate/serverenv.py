@@ -21,6 +21,7 @@ import errno
 import os
 import stat
 from dataclasses import dataclass, field
+from typing import Any
 
 from pty_acceptance.host import hostfs
 
@@ -138,7 +139,7 @@ def _read_at(dfd: int, name: str, path: str) -> ServerEnv:
         return ServerEnv(path, "absent")
     except OSError as e:
         return ServerEnv(path, "unreadable", problem=f"lstat: {e.strerror}")
-    base = dict(path=path, kind=_kind(lst.st_mode), mode=stat.S_IMODE(lst.st_mode),
+    base: dict[str, Any] = dict(path=path, kind=_kind(lst.st_mode), mode=stat.S_IMODE(lst.st_mode),
                 uid=lst.st_uid, gid=lst.st_gid, size=lst.st_size)
     if not stat.S_ISREG(lst.st_mode):
         return ServerEnv(**base, problem="not a regular file, not opened")

@@ -172,7 +172,7 @@ def check_bun(path: str, pin: str, limit: hostfs.Limit = BUN_LIMIT) -> str:
     `pin`; evidence, or Refused. Run before every run: bun is run by path, so
     only a file no one but root can change stays what was hashed."""
     node = hostfs.Node.at(path)
-    if not node.exists:
+    if node.st is None:
         raise Refused(f"bun {path} does not exist")
     problems = node.root_controlled_problems("regular file") + hostfs.chain_problems(path)
     if problems:
@@ -182,8 +182,10 @@ def check_bun(path: str, pin: str, limit: hostfs.Limit = BUN_LIMIT) -> str:
     if problem:
         raise Refused(problem)
 
+    pinned = (node.st.st_dev, node.st.st_ino)
+
     def same(st: os.stat_result) -> None:
-        if (st.st_dev, st.st_ino) != (node.st.st_dev, node.st.st_ino):
+        if (st.st_dev, st.st_ino) != pinned:
             raise Refused(f"bun {path} changed while it was checked")
 
     st = _pinned(path, "bun", "bun_sha256", pin, limit, same)
@@ -314,7 +316,7 @@ def run(label: str, bun: str, harness: str, args: list[str], acct: pwd.struct_pa
             r.left_behind = _describe(left)
             _kill_group(proc.pid)
     reader.join(5)
-    proc.stdout.close()
+    proc.stdout.close()  # type: ignore[union-attr]  # stdout=PIPE: never None
     lines = [ln for ln in bytes(tail).splitlines() if ln.strip()]
     r.last_line = lines[-1][-400:] if lines else b""
     r.files = read_results(workdir)

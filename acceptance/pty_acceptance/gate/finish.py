@@ -20,6 +20,7 @@ takes the marker just written back.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from pty_acceptance.gate import marker
 from pty_acceptance.gate.happened import AtStart, Setup
@@ -89,7 +90,7 @@ def sign_ahead(setup: Setup) -> tuple[bundle.Bundle | None, list[Blocker]]:
     marker is written, so that a signing failure blocks it (SUITE-2)."""
     try:
         made = build(setup, [], ready=True)
-        made.envelope = signing.sign(setup.signer, made.statement)
+        made.envelope = signing.sign(cast(signing.Signer, setup.signer), made.statement)  # finish() checked
     except signing.SignError as e:
         return None, [Blocker(e.requirements, f"the in-toto Statement was not signed: {e}")]
     except (OSError, reports.ReportError, verdict.VerdictError) as e:
@@ -103,7 +104,7 @@ def sign_after(setup: Setup, made: bundle.Bundle, may_sign: bool) -> list[Blocke
     if not may_sign or made.verdict.ready:
         return []
     try:
-        made.envelope = signing.sign(setup.signer, made.statement)
+        made.envelope = signing.sign(cast(signing.Signer, setup.signer), made.statement)  # may_sign: one
     except signing.SignError as e:
         return [Blocker(e.requirements, f"the in-toto Statement was not signed: {e}")]
     return []
@@ -118,7 +119,7 @@ def expectation(inv: Inventory) -> marker.Expectation:
 def write_marker(setup: Setup, start: AtStart) -> list[Blocker]:
     """The marker, with the binaries' hashes read at session start, written
     and read back; what failed is removed again (MARK-1)."""
-    inv = setup.inventory
+    inv = cast(Inventory, setup.inventory)  # no blocker: the preflight passed, it loaded
     records = [(start.hashes[b.path], b.path) for b in inv.binaries_list]
     content = marker.render(inv.revision, inv.source_manifest_sha256, records)
     try:

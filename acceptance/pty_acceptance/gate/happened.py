@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Mapping
 
 from pty_acceptance.gate import preflight, waivers
+from pty_acceptance.gate.waivers import WaiverError
 from pty_acceptance.report import signing
 from pty_acceptance.spec.checklist import Section
 from pty_acceptance.spec.inventory import Inventory
@@ -112,6 +113,6 @@ class AtMarkerTime:
     content: Content | None  # None: not read (the preflight failed: nothing ran)
     sign_problems: tuple[signing.SignError, ...]  # signing.preflight (): no signer, or none
     waivers: tuple[waivers.Waiver, ...]  # the waiver file's waivers, as loaded
-    waiver_error: waivers.WaiverError | None  # the waiver file did not load
+    waiver_error: WaiverError | None  # the waiver file did not load (not waivers.: the field above shadows it)
     waivers_digest: str | None  # "<sha256>  <path>" of the waiver file (None: none given)
     today: datetime.date  # UTC: when a waiver expires

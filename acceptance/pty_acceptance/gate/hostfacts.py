@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import os
 from pathlib import Path
+from typing import cast
 
 from pty_acceptance.gate import waivers
 from pty_acceptance.gate.happened import AtMarkerTime, AtStart, Content, Setup, frozen
@@ -98,9 +99,10 @@ def at_marker_time(setup: Setup, read_content: bool) -> AtMarkerTime:
     after a failed preflight (nothing ran; the content is not read)."""
     euid = os.geteuid()
     unfinished = tuple(scratch.unfinished())
-    now = content(setup.inventory) if read_content else None
+    now = content(cast(Inventory, setup.inventory)) if read_content else None  # read: it loaded
     problems = tuple(signing.preflight(setup.signer)) if setup.signer is not None else ()
-    given, error = (), None
+    given: tuple[waivers.Waiver, ...] = ()
+    error: waivers.WaiverError | None = None
     if setup.waivers_file:
         try:
             given = tuple(waivers.load(setup.waivers_file))

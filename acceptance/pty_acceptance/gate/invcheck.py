@@ -70,7 +70,7 @@ def _node_line(key: str, path: Any, kind_test, kind: str) -> Line:
     if not isinstance(path, str):
         return Line(INVALID, key, f"{path!r} is not a path")
     node = hostfs.Node.at(path)
-    if not node.exists:
+    if node.st is None:
         return Line(MISSING, key, f"{path} does not exist on this host")
     if not kind_test(node.st.st_mode):
         return Line(DIFFERS, key, f"the inventory says a {kind} at {path}, the host has a "
@@ -183,7 +183,7 @@ def _schema_problems(path: str, vars_: dict) -> list[str]:
 
 
 def _limits(vars_: dict) -> dict[str, hostfs.Limit]:
-    given = vars_.get("limits") if isinstance(vars_.get("limits"), dict) else {}
+    given = limits if isinstance(limits := vars_.get("limits"), dict) else {}
     return {k: hostfs.Limit(given.get(k, v), f"limits.{k}") for k, v in inventory.LIMIT_DEFAULTS.items()}
 
 
@@ -253,7 +253,7 @@ def _properties(vars_: dict, shown: dict[str, dict]) -> list[Line]:
     want = _get(vars_, "supervisor_exec.path")
     props = shown.get(_get(vars_, "units.supervisor")) or {}
     if isinstance(want, str) and props:
-        have = systemd._EXEC_PATH.findall(props.get("ExecStart", ""))
+        have: Any = systemd._EXEC_PATH.findall(props.get("ExecStart", ""))
         out.append(Line(MATCH if have == [want] else DIFFERS, "supervisor_exec.path",
                         want if have == [want] else f"the inventory says {want}, ExecStart= runs {have}"))
     for role in ("supervisor", "slice"):

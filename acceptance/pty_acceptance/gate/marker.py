@@ -67,7 +67,7 @@ def verify(marker: str, exp: Expectation, root: str = "/") -> bytes:
     real = hostfs.under(root, marker)
     _check_chain(marker, root)
     node = hostfs.Node.at(real)
-    if not node.exists:
+    if node.st is None:
         raise MarkerRefused("absent", f"{real} does not exist")
     if node.kind == "symlink":
         raise MarkerRefused("symlink", f"{real} is a symlink to {os.readlink(real)!r}")

@@ -8,6 +8,7 @@ read marks from here."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -42,7 +43,7 @@ def check_requirement_marks(items: list[pytest.Item], acceptance: Path) -> None:
                                 + "\n  ".join(problems))
 
 
-def fail(text: str, node: pytest.Item | pytest.Collector | None = None):
+def fail(text: str, node: pytest.Item | pytest.Collector | None = None) -> NoReturn:
     """Fail the test (or fixture) without a traceback. With `node`, the message
     begins with the IDs its markers name (SUITE-3 for a node that names none,
     e.g. a module-scoped fixture); without, `text` names its IDs itself."""
@@ -51,7 +52,7 @@ def fail(text: str, node: pytest.Item | pytest.Collector | None = None):
     pytest.fail(text, pytrace=False)
 
 
-class Failed(pytest.fail.Exception):
+class Failed(pytest.fail.Exception):  # type: ignore[name-defined]  # an attribute of a function: mypy takes no such base
     """A test's failure that names the requirements it is also reported under
     (`requirements`: the plugin adds them to the JUnit case)."""
 
@@ -69,7 +70,7 @@ def failure(err: AcceptanceError, node: pytest.Item | pytest.Collector | None = 
 NOT_RUN = "not run: "
 
 
-def not_run(cause: str):
+def not_run(cause: str) -> NoReturn:
     """Fail a test (or its fixture) that cannot run for a cause it shares with
     others (the supervisor speaks another wire format, ...): the gate reports
     the cause once, and one line per module (rules.not_run_blockers)."""

@@ -17,6 +17,7 @@ longer matches what the checkout collects. One line per test:
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from pty_acceptance.errors import AcceptanceError
@@ -68,7 +69,7 @@ def render(found: dict[str, tuple[str, ...]]) -> str:
     return HEADER + "".join(f"{nodeid}\t{' '.join(ids)}\n" for nodeid, ids in found.items())
 
 
-def differences(expected: dict[str, tuple[str, ...]], collected: dict[str, tuple[str, ...]]
+def differences(expected: Mapping[str, tuple[str, ...]], collected: Mapping[str, tuple[str, ...]]
                 ) -> tuple[dict[str, list[str]], list[str], list[str]]:
     """(module -> its listed tests that were not collected, tests collected but
     not listed, tests whose IDs differ from the list (described))."""
@@ -87,7 +88,7 @@ class Lister:
     registered, the start-up hooks and the gate stay inert (startup.py), so a
     listing takes no lock, removes no marker and reads nothing of the host."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.found: dict[str, tuple[str, ...]] = {}
 
     def pytest_collection_finish(self, session) -> None:

@@ -123,7 +123,7 @@ def of_run(config: pytest.Config, report_path: str) -> tuple[list[Own], list[str
     return owns, [report_dir, os.path.join(root, "reports")]
 
 
-def problems(owns: list[Own], skip: list[str] = ()) -> list[str]:
+def problems(owns: list[Own], skip: list[str] | tuple[str, ...] = ()) -> list[str]:
     """Everything about the suite's own tree that is not root's alone."""
     c = Checker(skip={os.path.abspath(s) for s in skip})
     for own in owns:

@@ -32,9 +32,13 @@ import grp
 import os
 import pwd
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pty_acceptance.host import hostfs, programs
 from pty_acceptance.spec import inventory
+
+if TYPE_CHECKING:  # imported where used: the bus only when a check needs it
+    from pty_acceptance.host.bus import Systemd
 
 # Host programs every run needs, by name (programs.path finds them in the
 # system directories): systemd's tools, strace (HELPER, RUNTIME-2), the
@@ -100,7 +104,7 @@ def _pid1() -> Finding:
     return Finding("systemd", True, "PID 1 is systemd")
 
 
-def _bus() -> tuple[Finding, object | None]:
+def _bus() -> tuple[Finding, Systemd | None]:
     from pty_acceptance.host.bus import BusError, Systemd
 
     try:

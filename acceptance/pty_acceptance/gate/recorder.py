@@ -8,6 +8,7 @@ the record the rules judge (happened.Session).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import pytest
 from _pytest.junitxml import LogXML, xml_key
@@ -60,7 +61,7 @@ class Recorder:
         a shared cause of not running (marks.not_run), concerns recorded."""
         if report.failed and (why := marks.not_run_cause(report.longreprtext)):
             self.not_run.setdefault(report.nodeid, why)
-        outcome = report.outcome
+        outcome: str = report.outcome
         if hasattr(report, "wasxfail"):
             outcome = "xfailed" if report.skipped else "xpassed"
         key = (report.nodeid, report.when)
@@ -92,7 +93,7 @@ def report_not_run(item: pytest.Item, why: str) -> None:
     where = (str(item.path), 0, why)
     for when, outcome, longrepr in (("setup", "skipped", where), ("teardown", "passed", None)):
         item.ihook.pytest_runtest_logreport(report=pytest.TestReport(
-            item.nodeid, item.location, {k: 1 for k in item.keywords}, outcome, longrepr, when,
+            item.nodeid, item.location, {k: 1 for k in item.keywords}, outcome, longrepr, when,  # type: ignore[arg-type]  # pytest's words, from the tuple above
             user_properties=list(item.user_properties)))
 
 
@@ -109,7 +110,7 @@ def junit_file(config: pytest.Config) -> str | None:
 
 def show_published(config: pytest.Config, path: str) -> None:
     """What pytest's "generated xml file" line shows: the published report."""
-    junit_writer(config).logfile = path
+    cast(LogXML, junit_writer(config)).logfile = path  # it published: the writer is on
 
 
 class SuiteProperties:

@@ -12,6 +12,7 @@ The marker is written only when it comes back empty (MARK-1, SUITE-3).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from pty_acceptance.gate import nodeids, waivers
 from pty_acceptance.gate.happened import (EXIT_NO_TESTS_COLLECTED, EXIT_OK, EXIT_TESTS_FAILED, AtMarkerTime,
@@ -312,7 +313,8 @@ def decide(setup: Setup, session: Session, start: AtStart, now: AtMarkerTime) ->
         out.append(Blocker(("SUITE-3",), "no acceptance test was collected"))
     if not cause:  # after a failed preflight nothing ran: coverage and content add only noise
         out += coverage_blockers(session)
-        out += content_blockers(setup.inventory, start, now.content)
+        # no cause: the inventory loaded and the content was read
+        out += content_blockers(cast(Inventory, setup.inventory), start, cast(Content, now.content))
     out += signing_blockers(now)
     waived, standing = waiver_blockers(session, now, lead + out)
     found = lead + out + waived

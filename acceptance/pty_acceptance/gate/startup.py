@@ -44,9 +44,9 @@ from pty_acceptance.spec import inventory
 
 GATE = "pty-acceptance-gate"  # the name plugin.py registers the gate under
 REMOVAL = pytest.StashKey[tuple[tuple[str, ...], str]]()  # (marker paths, what happened)
-LOCK = pytest.StashKey["rundir.Lock"]()
+LOCK = pytest.StashKey["rundir.Lock | None"]()
 CLEANED = pytest.StashKey[list]()  # what the start-up removed of an earlier run
-SIGTERM_BEFORE = pytest.StashKey[object]()
+SIGTERM_BEFORE = pytest.StashKey["signal._HANDLER"]()  # what signal.signal returns (typeshed's name)
 RUN_DIR_BEFORE = pytest.StashKey[str]()
 
 

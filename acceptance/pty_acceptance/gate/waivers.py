@@ -90,7 +90,7 @@ def load(path: str) -> list[Waiver]:
 def problems(waivers: list[Waiver], concern_ids: set[str], failing_ids: set[str],
              today: datetime.date) -> list[tuple[tuple[str, ...], str]]:
     """(IDs, reason) for every waiver that may not stand."""
-    out = []
+    out: list[tuple[tuple[str, ...], str]] = []
     for w in waivers:
         if w.id not in BY_ID:
             out.append((("SUITE-3",), f"a waiver names {w.id!r}, which is no requirement ID"))

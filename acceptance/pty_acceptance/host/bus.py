@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 
 from jeepney import DBusAddress, MessageType, Properties, new_method_call
-from jeepney.io.blocking import open_dbus_connection
+from jeepney.io.blocking import DBusConnection, open_dbus_connection
 
 from pty_acceptance.errors import Unreadable
 
@@ -37,7 +37,7 @@ def _unwrap(call: str, reply):
 
 @dataclass
 class Systemd:
-    conn: object
+    conn: DBusConnection
 
     @classmethod
     def connect(cls) -> "Systemd":

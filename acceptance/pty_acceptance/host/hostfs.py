@@ -107,7 +107,7 @@ def under(root: str, path: str) -> str:
     return str(PurePosixPath(root) / PurePosixPath(path).relative_to("/"))
 
 
-def sha256_nofollow(path: str, limit: "int | Limit" = None) -> str:
+def sha256_nofollow(path: str, limit: "int | Limit | None" = None) -> str:
     """SHA-256 of a regular file opened without following a final symlink."""
     fd = os.open(path, READ_FLAGS)
     if not stat.S_ISREG(os.fstat(fd).st_mode):

@@ -103,6 +103,8 @@ def open_run_dir(path: str | None = None) -> int:
 
 # ------------------------------------------------------------------ the lock
 class Lock:
+    fd: int | None  # None once released
+
     def __init__(self, path: str, fd: int):
         self.path, self.fd = path, fd
 
@@ -190,7 +192,7 @@ def observed(path: str, ident: tuple[int, int], owner: int) -> dict:
 class Ledger:
     """One stand-in's record in the run directory: what it made so far."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.name = f"standin-{secrets.token_hex(8)}.json"
         self.entry: dict = {"pid": os.getpid(), "dirs": [], "socket": None}
 
@@ -357,7 +359,7 @@ def clean_tmp(tmpdir: str, keep: tuple[int, int] | None = None) -> list[str]:
     done, foreign, seen = [], 0, 0
     try:
         with os.scandir(dfd) as it:
-            names = []
+            names: list[str] = []
             for entry in it:
                 if entry.name.startswith(TMP_PREFIX):
                     seen += 1

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import time
 from collections import deque
+from typing import cast
 
 from jeepney import MatchRule
 from jeepney.bus_messages import message_bus
@@ -55,7 +56,7 @@ class UnitWatch:
 
     def _sync(self) -> set[str]:
         """Take every UnitNew that arrived; return the counted units loaded now."""
-        rows = self.sd.call("ListUnitsByPatterns", "asas", ([], [SESSION_GLOB]))[0]
+        rows = cast(Systemd, self.sd).call("ListUnitsByPatterns", "asas", ([], [SESSION_GLOB]))[0]
         while self.queue:
             name = self.queue.popleft().body[0]
             if self.counted(name) and name not in self.seen:

@@ -27,6 +27,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from pty_acceptance.errors import Finding
 from pty_acceptance.host import hostfs, scratch
@@ -187,7 +188,7 @@ def _spawn_as(acct, argv, cwd, env, err) -> subprocess.Popen:
         raise BuildError(f"{argv[0]} not found") from None
 
 
-def _wait_all(jobs: list[tuple[BuildSet, str, subprocess.Popen, object]], role: str) -> None:
+def _wait_all(jobs: list[tuple[BuildSet, str, subprocess.Popen, IO[bytes]]], role: str) -> None:
     """Wait for the builds of `role` running side by side, against one deadline;
     on any way out but success every one still running is killed and reaped."""
     end = time.monotonic() + TIMEOUT_S
@@ -221,7 +222,7 @@ def build_sets(inv: Inventory, acct, labels) -> list[BuildSet]:
             copy_source(inv.build.source_dir, sets[-1].directory, acct, inv.tree_bounds())
         isolation = " ".join(f"{k}={v}" for k, v in ISOLATION_ENV.items())
         for b in inv.binaries_list:
-            jobs = []
+            jobs: list[tuple[BuildSet, str, subprocess.Popen, IO[bytes]]] = []
             try:
                 for bs in sets:
                     src = os.path.join(bs.directory, "src")

@@ -116,7 +116,7 @@ def held_problems(h: Held) -> list[str]:
     kind = "directory" if stat.S_ISDIR(h.st.st_mode) else "regular file"
     problems = hostfs.Node(h.path, h.st).root_controlled_problems(kind)
     here = hostfs.Node.at(h.path)
-    if h.path.endswith(" (deleted)") or not here.exists or \
+    if h.path.endswith(" (deleted)") or here.st is None or \
             (here.st.st_dev, here.st.st_ino) != (h.st.st_dev, h.st.st_ino):
         problems.append(f"{h.path} on the host is not the file held (deleted, replaced, or a "
                         "mount private to the unit): its directories cannot be judged")

@@ -89,6 +89,7 @@ def _resolve(gfd: int, git: str) -> str:
     if not REF.match(ref) or b".." in ref or ref.endswith(b".lock"):
         raise GitError(f"{git}/HEAD names a malformed ref ({len(ref)} bytes)")
     name = ref.decode()
+    value: bytes | None
     try:
         value = _read(gfd, git, name).strip()
     except FileNotFoundError:

@@ -29,6 +29,7 @@ import os
 import re
 import stat
 from dataclasses import dataclass, field
+from typing import cast
 
 from pty_acceptance.errors import Unreadable
 from pty_acceptance.host import hostfs, proc
@@ -215,14 +216,14 @@ def listener(port: int) -> Listener:
         return Listener(port, (), (), problem=f"cannot list TCP sockets: {e}")
     found = [c for c in conns if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port]
     pids = tuple(sorted({c.pid for c in found}, key=lambda p: -1 if p is None else p))
-    addrs = tuple(sorted({f"{c.laddr.ip}:{c.laddr.port}" for c in found}))
+    addrs = tuple(sorted({f"{c.laddr.ip}:{c.laddr.port}" for c in found if c.laddr}))  # all have one
     if not found:
         return Listener(port, pids, addrs, problem=f"nothing listens on TCP port {port}")
     if None in pids:
         return Listener(port, pids, addrs, problem=f"a socket on port {port} has no visible owner")
     if len(pids) != 1:
         return Listener(port, pids, addrs, problem=f"several processes listen on port {port}: {list(pids)}")
-    pid = pids[0]
+    pid = cast(int, pids[0])  # None in pids was refused above
     try:
         p = psutil.Process(pid)
         with p.oneshot():

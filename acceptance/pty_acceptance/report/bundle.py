@@ -16,13 +16,14 @@ from pathlib import PurePosixPath
 
 from pty_acceptance.host import hostfs
 from pty_acceptance.report import htmlreport, intoto, reports, verdict
+from pty_acceptance.report.verdict import Row
 from pty_acceptance.spec.checklist import Section
 
 
 @dataclass
 class Bundle:
     verdict: verdict.Verdict
-    rows: list[verdict.Row]
+    rows: list[Row]  # not verdict.Row: the field above shadows the module here
     html: bytes
     statement: bytes
     envelope: bytes | None = None  # the signed Statement (signing.py), when asked for
@@ -40,8 +41,8 @@ def files(junit_path: str, b: Bundle) -> list[tuple[str, bytes]]:
     return [(path, data) for path, data in out if data is not None]
 
 
-def build(data: bytes, junit_name: str, sections: list[Section],
-          ready: bool | None = None, extra_blockers: list[str] = ()) -> Bundle:
+def build(data: bytes, junit_name: str, sections: list[Section] | tuple[Section, ...],
+          ready: bool | None = None, extra_blockers: list[str] | tuple[str, ...] = ()) -> Bundle:
     """`data` is the JUnit report's bytes. The gate passes what it knows
     after the report was published: whether the marker was written, and any
     blocker that came after (both also end up in the report when it can still
@@ -61,7 +62,7 @@ def write(junit_path: str, b: Bundle) -> list[str]:
     """Create the files beside the report (O_EXCL|O_NOFOLLOW in a directory
     reached without a link). All or nothing: on failure what was created is
     removed and the error raised."""
-    made = []
+    made: list[str] = []
     dfd = hostfs.open_dir(str(PurePosixPath(junit_path).parent))
     try:
         for path, data in files(junit_path, b):

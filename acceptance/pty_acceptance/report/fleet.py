@@ -134,16 +134,16 @@ def judge(root: int, host: str, run_id: str) -> HostLine:
 
 
 def _judge_files(host: str, got: dict[str, bytes | None], run_id: str) -> HostLine:
-    if got[EXIT_STATUS] is None:
+    if (exit_status := got[EXIT_STATUS]) is None:
         return HostLine(host, ERROR, "did not report (no exit status came back)")
-    status = got[EXIT_STATUS].decode("ascii", errors="replace").strip()
+    status = exit_status.decode("ascii", errors="replace").strip()
     said = last_line(got[OUTPUT] or b"")
     v, junit_problem = None, None
-    if got[JUNIT] is None:
+    if (junit := got[JUNIT]) is None:
         junit_problem = "no JUnit report came back"
     else:
         try:
-            v = verdict.from_junit(reports.parse(got[JUNIT], JUNIT))
+            v = verdict.from_junit(reports.parse(junit, JUNIT))
         except (reports.ReportError, verdict.VerdictError) as e:
             junit_problem = f"the JUnit report: {e}"
     result = _statement_result(got[STATEMENT], got[JUNIT], report_name(run_id))

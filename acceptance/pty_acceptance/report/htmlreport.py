@@ -120,8 +120,8 @@ def render(v: Verdict, table: list[Row], title: str) -> str:
         out.append(f'<tr><td>{text(r.title)}</td><td><code>{text(r.module)}</code></td>'
                    f'<td class="{r.status}">{r.status}</td>'
                    f'<td><table><tr>{cells}</tr></table></td><td>{failing}</td></tr>')
-        for c in r.concerns:
-            out.append(f'<tr><td></td><td colspan="4" class="CONCERN">concern: {text(c)}</td></tr>')
+        for concern in r.concerns:
+            out.append(f'<tr><td></td><td colspan="4" class="CONCERN">concern: {text(concern)}</td></tr>')
         for i in dict.fromkeys(c.split(":", 1)[0] for c in r.concerns):
             if i in v.waivers():
                 out.append(f'<tr><td></td><td colspan="4" class="ACKNOWLEDGED">waiver: '
@@ -139,10 +139,10 @@ def render(v: Verdict, table: list[Row], title: str) -> str:
 
     index = {c.nodeid: n for n, c in enumerate(v.cases)}
     out.append('<h2 id="requirements">Requirements</h2>')
-    for r in CATALOGUE:
-        cases = [c for c in v.cases if r.id in c.ids]
-        sev = " (CONCERN: reported, never blocking)" if r.severity == CONCERN else ""
-        out.append(f'<h3 id="{anchor("req", r.id)}">{text(r.id)}{sev}: {text(r.title)}</h3><ul>')
+    for req in CATALOGUE:
+        cases = [c for c in v.cases if req.id in c.ids]
+        sev = " (CONCERN: reported, never blocking)" if req.severity == CONCERN else ""
+        out.append(f'<h3 id="{anchor("req", req.id)}">{text(req.id)}{sev}: {text(req.title)}</h3><ul>')
         if not cases:
             out.append("<li>no test case of this report names it</li>")
         for c in cases:

@@ -86,7 +86,7 @@ def key_problems(path: str, owner: int = 0) -> list[str]:
     out = []
     for d in hostfs.ancestors(path):
         node = hostfs.Node.at(d)
-        if node.kind != "directory":
+        if node.st is None or node.kind != "directory":
             out.append(f"{d} is a {node.kind}, expected a directory (not followed)")
             break
         if node.st.st_uid not in owners:
@@ -94,7 +94,7 @@ def key_problems(path: str, owner: int = 0) -> list[str]:
         if stat.S_IMODE(node.st.st_mode) & 0o022:
             out.append(f"{d} is writable by group or other (mode {stat.S_IMODE(node.st.st_mode):04o})")
     node = hostfs.Node.at(path)
-    if not node.exists:
+    if node.st is None:
         return out + [f"{path} does not exist"]
     if node.kind != "regular file":
         return out + [f"{path} is a {node.kind}, expected a regular file (not followed)"]

@@ -126,7 +126,8 @@ def from_junit(root: ET.Element) -> Verdict:
         raise VerdictError("not a JUnit report (no testsuite)")
     props = [(reports.base_name(p.get("name", "")), p.get("value", ""))
              for p in suite.findall("./properties/property")]
-    cases, seen = [], {}
+    cases: list[Case] = []
+    seen: dict[str, Case] = {}
     for c in suite.findall("./testcase"):
         nodeid, module = _nodeid(c)
         outcome, failure = _failure(c)
@@ -162,11 +163,12 @@ def _concerns(cases: list[Case], ids: tuple[str, ...]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def rows(v: Verdict, sections: list[Section]) -> list[Row]:
+def rows(v: Verdict, sections: list[Section] | tuple[Section, ...]) -> list[Row]:
     """One row per section, then the run's own duties (SUITE-1/3/5) and any
     blocker ID no section lists."""
     blocked = v.blocker_ids()
-    out, listed = [], set()
+    out: list[Row] = []
+    listed: set[str] = set()
     for s in sections:
         listed.update(s.ids)
         cases = [c for c in v.cases if c.module == s.module]

@@ -14,11 +14,12 @@ import select
 import socket
 import time
 from dataclasses import dataclass, field
+from typing import cast
 
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.host.bus import Systemd
 from pty_acceptance.errors import Finding
-from pty_acceptance.supervisor.peer import ChildAgent, DisposableUnit, open_cwd
+from pty_acceptance.supervisor.peer import Agent, ChildAgent, DisposableUnit, open_cwd
 from pty_acceptance.host.systemd import ANY_SESSION
 from pty_acceptance.host.unitwatch import UnitWatch
 
@@ -90,7 +91,7 @@ def invocation_id(bus: Systemd, name: str) -> bytes:
 
 def read_frames(sock: socket.socket, until, deadline_s: float) -> tuple[list[p.Frame], str | None]:
     """Frames from the supervisor until until(frames), end of stream or the deadline."""
-    dec, frames = p.Decoder(p.FROM_SUPERVISOR), []
+    dec, frames = p.Decoder(p.FROM_SUPERVISOR), cast(list[p.Frame], [])
     end = time.monotonic() + deadline_s
     while not until(frames):
         left = end - time.monotonic()
@@ -137,8 +138,8 @@ def send_start(sock: socket.socket, argv: list, runtime_s: int = 60, cwd: str = 
 def take_connection(unit: DisposableUnit | ChildAgent, socket_path: str) -> socket.socket:
     """The unit's agent (or a child agent) connects (its credentials are on the connection) and
     hands the socket to the suite before saying anything."""
-    unit.agent("connect", path=socket_path)
-    _, fds = unit.agent.call("take")
+    cast(Agent, unit.agent)("connect", path=socket_path)  # a started unit's
+    _, fds = cast(Agent, unit.agent).call("take")
     if len(fds) != 1:
         p.close_all(fds)
         raise RuntimeError(f"agent of {unit.name} handed over {len(fds)} descriptors, expected 1")
@@ -178,8 +179,8 @@ def reported_error(frame: dict) -> int | None:
 def timed_hello(unit: DisposableUnit, socket_path: str) -> tuple[dict, float]:
     """connect + HELLO by the unit's agent: (first frame, seconds), as the real peer does it."""
     t0 = time.monotonic()
-    unit.agent("connect", path=socket_path)
-    frame = unit.agent("hello")["frame"]
+    cast(Agent, unit.agent)("connect", path=socket_path)  # a started unit's
+    frame = cast(Agent, unit.agent)("hello")["frame"]
     return frame, time.monotonic() - t0
 
 

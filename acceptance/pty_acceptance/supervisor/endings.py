@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import cast
 
 from pty_acceptance.host.bus import Systemd
 from pty_acceptance.supervisor.footprint import Footprint, HostReadError, bounded_stop_problem
@@ -36,7 +38,7 @@ class Ending:
 
     name: str
     script: str               # sh script; {t} is replaced by the session's token
-    drive: object
+    drive: Callable[[Ending], object]
     runtime_s: int = 60
     token: str = field(default_factory=new_token)
     s: RawSession | None = None
@@ -53,19 +55,20 @@ class Ending:
     def expect_gone(self, bound_s: float | None = None) -> None:
         """Unit, cgroup and processes gone within the bound, counted from caused()."""
         self.checked = True
-        bound = bound_s or self.fp.stop_bound_s()
+        fp, bus = cast(Footprint, self.fp), cast(Systemd, self.bus)  # run_endings and run() set them
+        bound = bound_s or fp.stop_bound_s()
         since = self.t0 if self.t0 is not None else time.monotonic()
-        took, left = wait_gone(self.bus, [self.fp], max(0.1, bound - (time.monotonic() - since)),
+        took, left = wait_gone(bus, [fp], max(0.1, bound - (time.monotonic() - since)),
                                since=since)
         if left:
             self.problems.append(f"expected the unit, its cgroup and its processes gone within "
-                                 f"{bound:.1f} s, the host still had: {left[self.fp.unit]}")
+                                 f"{bound:.1f} s, the host still had: {left[fp.unit]}")
         else:
-            self.facts.append(f"gone {took[self.fp.unit]:.2f} s after the end was caused "
+            self.facts.append(f"gone {took[fp.unit]:.2f} s after the end was caused "
                               f"(bound {bound:.1f} s)")
 
     def stream_end(self, drain: Drain | None = None, deadline_s: float = 15):
-        out = (drain or Drain(self.s)).to_end(deadline_s)
+        out = (drain or Drain(cast(RawSession, self.s))).to_end(deadline_s)  # run_endings started it
         self.facts.append(f"stream: exit={out.exit} error={out.error} closed={out.closed}")
         return out
 
@@ -94,7 +97,7 @@ def run_endings(sessions: Sessions, endings: list[Ending], evidence, prepare=Non
     for e in endings:
         e.s = sessions.start(tagged_sh(e.script.format(t=e.token), e.token), e.runtime_s)
     for e in endings:
-        e.fp = sessions.started(e.s, e.token)
+        e.fp = sessions.started(cast(RawSession, e.s), e.token)  # started just above
         if problem := bounded_stop_problem(e.fp):
             e.problems.append(f"CONC-3: {problem}")
         if prepare is not None:
@@ -119,6 +122,7 @@ def run_endings(sessions: Sessions, endings: list[Ending], evidence, prepare=Non
             e.problems.append(f"still being driven {ENDINGS_DEADLINE_S:g} s after the cases began")
     problems = []
     for e in endings:
-        evidence(e.name, f"{e.fp.describe()}; " + "; ".join(e.facts))
-        problems += [f"{e.name} ({e.fp.unit}): {x}" for x in e.problems]
+        fp = cast(Footprint, e.fp)  # every ending's session STARTED above
+        evidence(e.name, f"{fp.describe()}; " + "; ".join(e.facts))
+        problems += [f"{e.name} ({fp.unit}): {x}" for x in e.problems]
     return problems

@@ -35,6 +35,7 @@ import struct
 import subprocess
 import time
 from dataclasses import dataclass, field
+from typing import cast
 
 import psutil
 
@@ -120,7 +121,9 @@ class Syscall:
 
 def parse_trace(text: str) -> tuple[list[Syscall], list[str]]:
     """strace -f output -> (system calls in completion order, other lines)."""
-    calls, other, pending = [], [], {}
+    calls: list[Syscall] = []
+    other: list[str] = []
+    pending: dict[int, tuple[str, str]] = {}
     for raw in text.splitlines():
         m = _LINE.match(raw)
         if not m:
@@ -234,7 +237,7 @@ class TracedRun:
             if c.name in ("open", "openat", "openat2") and c.ret is not None and c.ret >= 0:
                 opened[c.ret] = c.show()
             elif c.name == "close" and c.first_int() in opened and c.ret == 0:
-                opened.pop(c.first_int())
+                opened.pop(cast(int, c.first_int()))  # in opened: not None
         return list(opened.values())
 
     def process_calls(self) -> list[Syscall]:
@@ -417,7 +420,7 @@ def run_traced(peer: DisposableUnit, socket_path: str, helper: str, service_user
     tmp = scratch.make("pty-acceptance-trace-")  # root 0700
     trace_file = os.path.join(tmp, "helper.trace")
     raw = RawSession(peer, socket_path).open()
-    sock = raw.sock
+    sock = cast(socket.socket, raw.sock)  # open() set it
     sock.setblocking(True)  # the agent's timeout left O_NONBLOCK on the shared description
     in_mine, in_theirs = socket.socketpair()
     out_mine, out_theirs = socket.socketpair()

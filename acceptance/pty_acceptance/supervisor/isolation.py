@@ -25,6 +25,7 @@ import socket
 import stat
 import time
 from dataclasses import dataclass
+from typing import cast
 
 from pty_acceptance.errors import Unreadable
 from pty_acceptance.host import observe, proc, scratch
@@ -140,7 +141,7 @@ def find_target(port: int) -> Target:
     found = runtime.listener(port)
     if found.problem:
         raise IsolationError(f"no target on port {port}: {found.problem}")
-    pid = found.pid
+    pid = cast(int, found.pid)  # no problem: listener() read its one owner in full
     ticks = start_ticks(pid)
     try:
         owner = os.lstat(f"/proc/{pid}/fd").st_uid
@@ -149,7 +150,8 @@ def find_target(port: int) -> Target:
         raise IsolationError(f"process {pid} on port {port} vanished while it was read: {e}") from None
     if again != found.create_time:
         raise IsolationError(f"process {pid} on port {port} was replaced while it was read")
-    return Target(pid, ticks, found.exe_link or "?", tuple(found.uids), tuple(found.gids), owner)
+    return Target(pid, ticks, found.exe_link or "?", tuple(cast(tuple[int, ...], found.uids)),
+                  tuple(cast(tuple[int, ...], found.gids)), owner)
 
 
 # ------------------------------------------------------------------ the probe

@@ -17,6 +17,7 @@ import secrets
 import socket
 import stat
 from pathlib import Path
+from typing import cast
 
 from pty_acceptance.errors import Unreadable
 from pty_acceptance.host import hostfs, scratch
@@ -92,7 +93,7 @@ class Agent:
         self.buf = b""
         sock.settimeout(60)
 
-    def call(self, op: str, fds: list[int] = (), **kw) -> tuple[dict, list[int]]:
+    def call(self, op: str, fds: list[int] | tuple[int, ...] = (), **kw) -> tuple[dict, list[int]]:
         protocol.send_frame(self.sock, json.dumps({"op": op, **kw}).encode() + b"\n", list(fds))
         got: list[int] = []
         while b"\n" not in self.buf:
@@ -119,7 +120,7 @@ class DisposableUnit:
 
     def __init__(self, bus: Systemd, *, name: str, user: str, group: str, tag: str,
                  python: str = "/usr/bin/python3", slice_: str = "system.slice",
-                 extra: list = ()):
+                 extra: list | tuple = ()):
         self.bus, self.name, self.user, self.group = bus, name, user, group
         self.tag, self.python, self.slice, self.extra = tag, python, slice_, list(extra)
         self.stage: str | None = None
@@ -128,7 +129,7 @@ class DisposableUnit:
         self.requested = False  # StartTransientUnit was sent: stop() may touch the name
 
     def properties(self) -> list:
-        agent_path = os.path.join(self.stage, "agent.py")
+        agent_path = os.path.join(cast(str, self.stage), "agent.py")  # start() staged it first
         return [
             ("Description", ("s", f"{TAG_PREFIX} {self.tag}: {self.name}")),
             ("Type", ("s", "exec")),
@@ -183,7 +184,7 @@ class DisposableUnit:
 
     def fork_agent(self, ignore_term: bool = False) -> "ChildAgent":
         """A child of this unit's agent that is an agent of its own (see agent.op_fork_agent)."""
-        reply, fds = self.agent.call("fork_agent", ignore_term=ignore_term)
+        reply, fds = cast(Agent, self.agent).call("fork_agent", ignore_term=ignore_term)  # started
         if len(fds) != 1:
             protocol.close_all(fds)
             raise PeerError(f"agent of {self.name} handed over {len(fds)} descriptors, expected 1")

@@ -94,7 +94,7 @@ def encode(type_: int, payload: bytes = b"", *, check: bool = True) -> bytes:
     """One frame. `check=False` builds frames the format forbids (for tests
     that must show the supervisor refuses them)."""
     if check:
-        bound = BOUNDS.get(T(type_))
+        bound = BOUNDS[T(type_)]
         if len(payload) > bound:
             raise ValueError(f"{T(type_).name} payload {len(payload)} > bound {bound}")
     return HEADER.pack(len(payload), type_) + payload
@@ -221,7 +221,7 @@ def shown(data: bytes, limit: int = HANDSHAKE_SHOWN) -> str:
 
 
 # ------------------------------------------------------------------ sockets
-def send_frame(sock: socket.socket, frame: bytes, fds: list[int] = ()) -> None:
+def send_frame(sock: socket.socket, frame: bytes, fds: list[int] | tuple[int, ...] = ()) -> None:
     """Send one frame; `fds` go as one SCM_RIGHTS message with its first byte."""
     if fds:
         anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())]

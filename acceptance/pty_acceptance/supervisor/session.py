@@ -18,10 +18,11 @@ import select
 import socket
 import time
 from dataclasses import dataclass, field
+from typing import cast
 
 from pty_acceptance.errors import Unreadable
 from pty_acceptance.supervisor import protocol as p
-from pty_acceptance.supervisor.peer import DisposableUnit, open_cwd
+from pty_acceptance.supervisor.peer import Agent, DisposableUnit, open_cwd
 
 MAX_OUTPUT = 8 << 20  # what the suite keeps of one session's output
 MAX_FRAMES = 1024  # OUTPUT frames kept as frames (their bytes are in Outcome.output)
@@ -66,7 +67,7 @@ class RawSession:
         self.outcome = Outcome()
 
     def open(self) -> "RawSession":
-        a = self.peer.agent
+        a = cast(Agent, self.peer.agent)  # the peer was started
         a("connect", path=self.path)
         self.hello = a("hello")["frame"]
         if self.hello.get("name") != "HELLO_OK":
@@ -78,14 +79,14 @@ class RawSession:
         self.sock = socket.socket(fileno=fds[0])
         return self
 
-    def send(self, frame: bytes, fds: list[int] = ()) -> None:
-        p.send_frame(self.sock, frame, list(fds))
+    def send(self, frame: bytes, fds: list[int] | tuple[int, ...] = ()) -> None:
+        p.send_frame(cast(socket.socket, self.sock), frame, list(fds))
 
     def start(self, argv: list, runtime_s: int = 60, cwd: str = "/tmp", rows: int = 24,
               cols: int = 80, fds: list[int] | None = None) -> None:
         """START with one descriptor (an O_DIRECTORY of `cwd`) unless `fds` is given."""
         own = fds is None
-        if own:
+        if fds is None:
             fds = [open_cwd(cwd)]
         try:
             self.send(p.encode(p.T.START, p.start_payload(argv, runtime_s, rows, cols), check=False), fds)
@@ -101,11 +102,11 @@ class RawSession:
             left = end - time.monotonic()
             if left <= 0:
                 raise TimeoutError(timeout())
-            ready, _, _ = select.select([self.sock], [], [], left)
+            ready, _, _ = select.select([cast(socket.socket, self.sock)], [], [], left)
             if not ready:
                 continue
             try:
-                data = self.sock.recv(chunk)
+                data = cast(socket.socket, self.sock).recv(chunk)
             except ConnectionResetError:
                 self.outcome.closed = "reset"
                 return
@@ -161,7 +162,7 @@ class HelperSession:
         self.hello: dict | None = None
 
     def open(self) -> "HelperSession":
-        a = self.peer.agent
+        a = cast(Agent, self.peer.agent)  # the peer was started
         a("connect", path=self.path)
         self.hello = a("hello")["frame"]
         if self.hello.get("name") != "HELLO_OK":
@@ -181,7 +182,7 @@ class HelperSession:
         return self
 
     def write(self, data: bytes) -> None:
-        self.stdin.sendall(data)
+        cast(socket.socket, self.stdin).sendall(data)
 
     def close_input(self) -> None:
         if self.stdin is not None:
@@ -196,16 +197,16 @@ class HelperSession:
             if left <= 0:
                 raise TimeoutError(f"helper output did not end within {deadline_s} s; "
                                    f"so far {out[-200:]!r}")
-            ready, _, _ = select.select([self.stdout], [], [], left)
+            ready, _, _ = select.select([cast(socket.socket, self.stdout)], [], [], left)
             if ready:
-                chunk = self.stdout.recv(65536)
+                chunk = cast(socket.socket, self.stdout).recv(65536)
                 if not chunk:
                     return out
                 if len(out) < MAX_OUTPUT:
                     out += chunk
 
     def wait(self, deadline_s: float = 30) -> int | None:
-        return self.peer.agent("wait", pid=self.pid, timeout=deadline_s)["status"]
+        return cast(Agent, self.peer.agent)("wait", pid=self.pid, timeout=deadline_s)["status"]
 
     def run(self, input_: bytes | None = b"", deadline_s: float = 30) -> tuple[bytes, int | None]:
         """Feed input (None: leave stdin open), read to the end, return (output, status)."""

@@ -6,6 +6,8 @@ input is blocked by backpressure)."""
 from __future__ import annotations
 
 import select
+import socket
+from typing import cast
 
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.supervisor.session import RawSession
@@ -47,16 +49,16 @@ def fill_input(s: RawSession, limit: int = 4 << 20) -> int:
     (or `limit` bytes). Returns the bytes sent."""
     chunk = p.encode(p.T.DATA, b"i" * p.LIMITS.data_bytes)
     sent = 0
-    s.sock.setblocking(False)
+    cast(socket.socket, s.sock).setblocking(False)  # an open session's
     try:
         view = memoryview(b"")
         while sent < limit:
             if not view:
                 view = memoryview(chunk)
             try:
-                n = s.sock.send(view)
+                n = cast(socket.socket, s.sock).send(view)
             except (BlockingIOError, InterruptedError):
-                ready = select.select([], [s.sock], [], 0.5)[1]
+                ready = select.select([], [cast(socket.socket, s.sock)], [], 0.5)[1]
                 if not ready:
                     break   # nobody takes input any more: blocked
                 continue
@@ -65,5 +67,5 @@ def fill_input(s: RawSession, limit: int = 4 << 20) -> int:
             view = view[n:]
             sent += n
     finally:
-        s.sock.setblocking(True)
+        cast(socket.socket, s.sock).setblocking(True)
     return sent

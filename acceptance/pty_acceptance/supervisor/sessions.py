@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import cast
 
 from pty_acceptance.errors import Unreadable
 from pty_acceptance.host import processes, terminal
@@ -46,7 +47,7 @@ class Sessions:
         """Wait for STARTED and take the footprint (fails the test if there is none)."""
         out = s.wait_started(deadline_s)
         try:
-            fp = Footprint.capture(self.bus, out.unit, token, self.owner)
+            fp = Footprint.capture(self.bus, cast(str, out.unit), token, self.owner)  # wait_started: named
         except HostReadError as e:
             raise Unreadable(f"SUITE-3: cannot read the live session: {e}") from None
         except NotOurs:
