@@ -142,10 +142,10 @@ class Gate:
         JUnit writer raised after it) is NOT READY (MARK-1)."""
         if self.said is None:
             return ["NOT READY: 1 blockers: SUITE-3"]
-        if not self.said and (self.outcome is None or not self.outcome.written):
-            return ["NOT READY: the end of the run did not finish: no marker written",
-                    "NOT READY: 1 blockers: MARK-1"]
         if not self.said:
+            if self.outcome is None or not self.outcome.written:
+                return ["NOT READY: the end of the run did not finish: no marker written",
+                        "NOT READY: 1 blockers: MARK-1"]
             return [terminal.escape(f"READY: marker written {self.setup.marker}")]
         ids = sorted({i for b in self.said for i in b.ids}, key=sort_key)
         last = terminal.escape(f"NOT READY: {len(self.said)} blockers: {' '.join(ids)}")
