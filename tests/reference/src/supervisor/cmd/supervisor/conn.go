@@ -1,0 +1,473 @@
+package main
+
+// One connection: HELLO and authentication, one START, the session unit, the
+// PTY stream both ways, EXIT when the unit has ended and is gone; the unit is
+// stopped when the connection ends first (TARGET-CONTRACT section 3).
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+type conn struct {
+	srv    *server
+	sock   *net.UnixConn
+	reader *frameReader
+	done   chan struct{}
+	stopCh chan struct{}
+
+	stopRequested atomic.Bool
+	inRelay       atomic.Bool
+	unauth        bool
+	slot          bool
+	pidfd         int
+	heldFds       []int // descriptors received with the current frame, closed unless handed over
+	st            *unitState
+	cgroup        string
+	pty           *net.UnixConn
+	unitStarted   bool
+
+	wmu      sync.Mutex // one writer of frames to the peer at a time
+	exitSent bool
+}
+
+func newConn(s *server, c *net.UnixConn) *conn {
+	return &conn{srv: s, sock: c, reader: &frameReader{c: c}, done: make(chan struct{}),
+		stopCh: make(chan struct{}, 1), pidfd: -1}
+}
+
+// requestStop (supervisor shutdown): the session is stopped and reported.
+func (c *conn) requestStop() {
+	c.stopRequested.Store(true)
+	select {
+	case c.stopCh <- struct{}{}:
+	default:
+	}
+	if !c.inRelay.Load() {
+		_ = c.sock.SetReadDeadline(time.Now())
+	}
+}
+
+func (c *conn) sendNow(b []byte, timeout time.Duration) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_ = c.sock.SetWriteDeadline(time.Now().Add(timeout))
+	_, err := c.sock.Write(b)
+	_ = c.sock.SetWriteDeadline(time.Time{})
+	if err != nil {
+		return errPeerGone
+	}
+	return nil
+}
+
+func (c *conn) sendError(code uint16, msg string) {
+	if len(msg) > 1000 {
+		msg = strings.ToValidUTF8(msg[:1000], "")
+	}
+	p := make([]byte, 2, 2+len(msg))
+	binary.BigEndian.PutUint16(p, code)
+	_ = c.sendNow(encode(tError, append(p, msg...)), time.Second)
+}
+
+func (c *conn) closeFds() {
+	for _, fd := range c.heldFds {
+		unix.Close(fd)
+	}
+	c.heldFds = nil
+}
+
+func (c *conn) run() {
+	defer c.finish()
+	defer func() {
+		if p := recover(); p != nil {
+			logf("internal error: %v", p)
+			c.sendError(eInternal, "internal error")
+		}
+	}()
+	err := c.handle()
+	var r *reject
+	switch {
+	case err == nil, errors.Is(err, errPeerGone), errors.Is(err, io.EOF):
+	case errors.As(err, &r):
+		logf("reject %d %s", r.code, r.msg)
+		c.sendError(r.code, r.msg)
+	default:
+		logf("internal error: %v", err)
+		c.sendError(eInternal, "internal error")
+	}
+}
+
+// readFrame: the next frame within d; a timeout is a PROTOCOL error.
+func (c *conn) readFrame(d time.Duration) (*frame, error) {
+	_ = c.sock.SetReadDeadline(time.Now().Add(d))
+	if c.stopRequested.Load() {
+		return nil, rejectf(eProtocol, "timed out waiting for a frame")
+	}
+	f, err := c.reader.read()
+	if err != nil {
+		c.heldFds = append(c.heldFds, c.reader.fds...)
+		c.reader.fds = nil
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, rejectf(eProtocol, "timed out waiting for a frame")
+		}
+		return nil, err
+	}
+	return f, nil
+}
+
+func (c *conn) handle() error {
+	srv := c.srv
+	cred, err := peerCred(c.sock)
+	if err != nil {
+		return fmt.Errorf("SO_PEERCRED: %w", err)
+	}
+	if c.pidfd, err = peerPidfd(c.sock); err != nil {
+		c.pidfd = -1
+		if !fault("allow-no-pidfd") {
+			return rejectf(eAuth, "SO_PEERPIDFD unavailable (%v)", err)
+		}
+	}
+	f, err := c.readFrame(helloTimeout)
+	if err != nil {
+		return err
+	}
+	if len(f.fds) > 0 || f.ctrunc {
+		c.heldFds = f.fds
+		return rejectf(eProtocol, "descriptors on a non-START frame")
+	}
+	if f.typ != tHello {
+		return rejectf(eProtocol, "first frame must be HELLO")
+	}
+	p, err := srv.authenticate(cred.Pid, cred.Uid, cred.Gid, c.pidfd)
+	if err != nil {
+		return err
+	}
+	if c.unauth {
+		srv.releaseUnauth()
+		c.unauth = false
+	}
+	if !srv.takeSlot() {
+		return rejectf(eCapacity, "all %d session slots are in use", srv.capacity)
+	}
+	c.slot = true
+	if err := c.sendNow(encode(tHelloOK, p.inv), writeTimeout); err != nil {
+		return err
+	}
+
+	f, err = c.readFrame(startTimeout)
+	if err != nil {
+		return err
+	}
+	c.heldFds = f.fds // closed in finish() unless handed over
+	if f.typ != tStart {
+		return rejectf(eProtocol, "expected START, got type 0x%02x", f.typ)
+	}
+	if f.ctrunc {
+		return rejectf(eProtocol, "START control message truncated (MSG_CTRUNC)")
+	}
+	if len(f.fds) != 1 {
+		return rejectf(eProtocol, "START must carry exactly one descriptor, got %d", len(f.fds))
+	}
+	req, err := parseStart(f.payload)
+	if err != nil {
+		return err
+	}
+	cwdFd := f.fds[0]
+	var st unix.Stat_t
+	if err := unix.Fstat(cwdFd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return rejectf(eProtocol, "START descriptor is not a directory")
+	}
+	if err := srv.recheck(p); err != nil {
+		return err
+	}
+	if err := c.startUnit(req, cwdFd); err != nil {
+		return err
+	}
+	c.closeFds()
+	_ = c.sock.SetReadDeadline(time.Time{})
+	return c.relay()
+}
+
+func (c *conn) startUnit(req *startRequest, cwdFd int) error {
+	srv := c.srv
+	rnd := make([]byte, 16)
+	if _, err := rand.Read(rnd); err != nil {
+		return err
+	}
+	unit := "opencode-pty-" + hex.EncodeToString(rnd) + ".service"
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	mine := os.NewFile(uintptr(pair[0]), "pty")
+	fc, err := net.FileConn(mine)
+	mine.Close()
+	if err != nil {
+		unix.Close(pair[1])
+		return err
+	}
+	c.pty = fc.(*net.UnixConn)
+	st := newUnitState(unit)
+	c.st = st
+	srv.bus.register(st)
+	props := srv.unitProps(unit, req.argv, req.runtime, pair[1], cwdFd, req.rows, req.cols)
+	jobs := make(chan string, 1)
+	ctx, cancel := ctx5()
+	_, err = srv.bus.sd.StartTransientUnitContext(ctx, unit, "fail", props, jobs)
+	cancel()
+	unix.Close(pair[1])
+	c.unitStarted = true // maybe nothing was created; stop anyway in case it was
+	if err != nil {
+		if name := errName(err); name != "" {
+			return rejectf(eStartFailed, "StartTransientUnit failed: %s %v", name, err)
+		}
+		if timedOut(err) {
+			return rejectf(eStartFailed, "StartTransientUnit deadline exceeded")
+		}
+		return rejectf(eStartFailed, "StartTransientUnit failed: %v", err)
+	}
+	t := time.NewTimer(dbusTimeout)
+	defer t.Stop()
+	select {
+	case res := <-jobs:
+		if res != "done" {
+			return rejectf(eStartFailed, "start job result: %s", res)
+		}
+		st.jobDone()
+	case <-t.C:
+		return rejectf(eStartFailed, "start job did not finish in time")
+	}
+	v, err := srv.bus.get(st.path, serviceIf, "ControlGroup")
+	switch {
+	case err == nil:
+		c.cgroup, _ = v.Value().(string)
+	case timedOut(err):
+		return rejectf(eStartFailed, "D-Bus deadline exceeded after start")
+	default:
+		c.cgroup = "" // already ended and collected
+	}
+	logf("started %s for %d argv elements, runtime %d", unit, len(req.argv), req.runtime)
+	return c.sendNow(encode(tStarted, []byte(unit)), writeTimeout)
+}
+
+// inbound is how the reader of the peer's frames ended.
+type inbound struct {
+	err error
+	fds []int
+}
+
+// pumpIn relays the helper's frames after START: DATA to the PTY, EOF as the
+// end of its input, RESIZE, STOP. It returns at the end of the stream (the
+// peer went away) or at a protocol error.
+func (c *conn) pumpIn(stop chan<- struct{}) inbound {
+	inputEOF := false
+	ptyClosed := false
+	for {
+		f, err := c.reader.read()
+		if err != nil {
+			fds := c.reader.fds
+			c.reader.fds = nil
+			return inbound{err, fds}
+		}
+		if len(f.fds) > 0 || f.ctrunc {
+			return inbound{rejectf(eProtocol, "descriptors on a non-START frame"), f.fds}
+		}
+		switch f.typ {
+		case tData:
+			if inputEOF {
+				return inbound{rejectf(eProtocol, "DATA after EOF"), nil}
+			}
+			if !ptyClosed && len(f.payload) > 0 {
+				if _, err := c.pty.Write(f.payload); err != nil {
+					ptyClosed = true
+				}
+			}
+		case tEOF:
+			if !inputEOF && !ptyClosed {
+				_ = c.pty.CloseWrite()
+			}
+			inputEOF = true
+		case tResize:
+			resizeSession(c.cgroup, binary.BigEndian.Uint16(f.payload[0:2]), binary.BigEndian.Uint16(f.payload[2:4]))
+		case tStop:
+			select {
+			case stop <- struct{}{}:
+			default:
+			}
+		default:
+			return inbound{rejectf(eProtocol, "unexpected frame type 0x%02x after START", f.typ), nil}
+		}
+	}
+}
+
+// pumpOut relays PTY output to the peer as DATA frames; closes eof at the end
+// of the PTY stream, gone when the peer can no longer be written to.
+func (c *conn) pumpOut(eof, gone chan<- struct{}) {
+	out := make(chan []byte, 8)
+	if fault("unbounded-output") {
+		out = make(chan []byte, 1<<20)
+	}
+	go func() {
+		defer close(out)
+		for {
+			buf := make([]byte, maxData)
+			n, err := c.pty.Read(buf)
+			if n > 0 {
+				out <- buf[:n]
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	failed := false
+	for b := range out {
+		if failed {
+			continue
+		}
+		c.wmu.Lock()
+		if !c.exitSent {
+			if _, err := c.sock.Write(encode(tDataOut, b)); err != nil {
+				failed = true
+				close(gone)
+			}
+		}
+		c.wmu.Unlock()
+	}
+	close(eof)
+}
+
+func (c *conn) relay() error {
+	srv, st := c.srv, c.st
+	c.inRelay.Store(true)
+	stopFrames := make(chan struct{}, 1)
+	in := make(chan inbound, 1)
+	go func() { in <- c.pumpIn(stopFrames) }()
+	ptyEOF := make(chan struct{})
+	peerGone := make(chan struct{})
+	go c.pumpOut(ptyEOF, peerGone)
+
+	stopSent := false
+	stopUnit := func() {
+		if stopSent {
+			return
+		}
+		stopSent = true
+		st.markStopRequested()
+		srv.stopUnit(st.unit)
+	}
+	eofSeen := false
+	var endSeenAt, lastProbe time.Time
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	eofCh := (<-chan struct{})(ptyEOF)
+	for {
+		if c.stopRequested.Load() {
+			stopUnit()
+		}
+		ended := st.isEnded()
+		now := time.Now()
+		if ended && endSeenAt.IsZero() {
+			endSeenAt = now
+		}
+		// the unit may have been collected with coalesced signals
+		if !ended && (eofSeen || st.inactive()) && now.Sub(lastProbe) > 200*time.Millisecond {
+			lastProbe = now
+			if gone, err := srv.bus.unitGone(st.unit); err == nil && gone {
+				st.setEnded()
+				continue
+			}
+		}
+		if ended && (eofSeen || now.Sub(endSeenAt) > 2*time.Second) {
+			// session over: make sure everything is gone, free the slot, then report
+			ok := srv.waitGone(st, c.cgroup, time.Now().Add(5*time.Second))
+			c.unitStarted = !ok
+			if ok && c.slot {
+				srv.releaseSlot()
+				c.slot = false
+			}
+			if !srv.bus.sync(dbusTimeout) {
+				logf("signal dispatch did not drain in time; EXIT may be stale %s", st.unit)
+			}
+			code, sig := st.exitPair()
+			logf("ended %s state %s result %s exec %d %d -> %d %d", st.unit, st.activeState, st.result,
+				st.execCode, st.execStatus, code, sig)
+			p := make([]byte, 8)
+			binary.BigEndian.PutUint32(p[0:4], uint32(code))
+			binary.BigEndian.PutUint32(p[4:8], uint32(sig))
+			c.wmu.Lock()
+			c.exitSent = true
+			_, err := c.sock.Write(encode(tExit, p))
+			c.wmu.Unlock()
+			if err != nil {
+				return errPeerGone
+			}
+			return nil
+		}
+		select {
+		case <-st.changed:
+		case <-eofCh:
+			eofSeen = true
+			eofCh = nil
+		case r := <-in:
+			c.heldFds = append(c.heldFds, r.fds...)
+			var rj *reject
+			if errors.As(r.err, &rj) {
+				stopUnit()
+				return rj
+			}
+			return errPeerGone // the peer closed the connection: finish() stops the unit
+		case <-peerGone:
+			return errPeerGone
+		case <-stopFrames:
+			stopUnit()
+		case <-c.stopCh:
+			stopUnit()
+		case <-tick.C:
+		}
+	}
+}
+
+func (c *conn) finish() {
+	srv := c.srv
+	c.closeFds() // in finish: nothing received outlives its connection
+	if c.st != nil && c.unitStarted {
+		if fault("no-stop-on-disconnect") && !srv.stopping.Load() {
+			logf("fault: leaving %s running after disconnect", c.st.unit)
+		} else if !srv.stopAndWait(c.st, c.cgroup, 20*time.Second) {
+			c.slot = false // fail closed: the slot stays taken
+		}
+	}
+	if c.st != nil {
+		srv.bus.unregister(c.st)
+	}
+	c.sock.Close()
+	if c.pty != nil {
+		c.pty.Close()
+	}
+	if c.pidfd >= 0 {
+		unix.Close(c.pidfd)
+	}
+	if c.unauth {
+		srv.releaseUnauth()
+	}
+	if c.slot {
+		srv.releaseSlot()
+	}
+	srv.mu.Lock()
+	delete(srv.conns, c)
+	srv.mu.Unlock()
+	close(c.done)
+}
