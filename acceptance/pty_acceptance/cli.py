@@ -110,7 +110,7 @@ def cmd_mutants(a: argparse.Namespace) -> int:
     sys.path.insert(0, str(PROJECT))
     from tests.mutants.run import run_mutants  # noqa: PLC0415 (fixture code, checkout only)
 
-    return run_mutants(PROJECT, only=a.only, jobs=a.jobs, supervisor=a.supervisor)
+    return run_mutants(PROJECT, only=a.only or None, jobs=a.jobs, supervisor=a.supervisor)
 
 
 def cmd_bench(a: argparse.Namespace) -> int:

@@ -157,18 +157,19 @@ def table_md(rows: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
-def run_mutants(repo: pathlib.Path, *, only: list[str] = (), jobs: int = 1, control: bool = True,
+def run_mutants(repo: pathlib.Path, *, only: list[str] | None = None, jobs: int = 1, control: bool = True,
                 supervisor: str = DEFAULT_SUPERVISOR) -> int:
+    """The faults `only` names (None: the whole catalogue; []: none, the control alone)."""
     repo = repo.resolve()
     if supervisor not in SUPERVISORS:
         print(f"mutants: unknown supervisor implementation {supervisor!r}: one of {sorted(SUPERVISORS)}",
               file=sys.stderr)
         return 4
-    unknown = [o for o in only if o not in catalogue.BY_ID]
+    unknown = [o for o in only or () if o not in catalogue.BY_ID]
     if unknown:
         print(f"mutants: unknown fault ids {unknown}", file=sys.stderr)
         return 4
-    faults = [catalogue.BY_ID[o] for o in only] if only else list(catalogue.FAULTS)
+    faults = list(catalogue.FAULTS) if only is None else [catalogue.BY_ID[o] for o in only]
     run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(2)
     root = repo / "reports" / "mutants"
     out = root / run_id
