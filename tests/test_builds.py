@@ -113,7 +113,8 @@ def test_a_vendored_tree_builds_with_the_real_go_and_not_under_mod_readonly(buil
         p.chmod(0o755 if p.is_dir() else 0o644)
     bs = build(source=src, go_path="/usr/bin/go")
     assert all(bs.artifacts[r].startswith(b"\x7fELF") for r in ("supervisor", "launcher", "client"))
-    with pytest.raises(builds.BuildError, match="readonly|vendor|example.com/dep"):  # what the old default, -mod=readonly, did to it
+    # what the old default, -mod=readonly, did to it
+    with pytest.raises(builds.BuildError, match="readonly|vendor|example.com/dep"):
         build(source=src, go_path="/usr/bin/go", env={"GOFLAGS": "-mod=readonly"})
 
 
