@@ -1,6 +1,7 @@
 """The bench's arithmetic: module windows, sessions per module from the
 journal, floors, medians, the table and its goals."""
 import json
+import pathlib
 
 import pytest
 
@@ -123,14 +124,38 @@ def test_a_module_without_floor_has_no_ratio_and_runs_must_agree():
         bench.summarize(PROBE, [])
 
 
+GO_UNIT = """package main
+
+const (
+\t// TimeoutStopSec of a session unit
+\tstopTimeoutUSec = 5_000_000
+)
+
+func whatIfs(faults map[string]bool) bool { return faults["session-stop-sendsighup"] }
+"""
+
+
 def test_the_stop_timeout_is_read_from_the_reference_supervisor(tmp_path):
-    from pathlib import Path
-    root = Path(__file__).resolve().parents[1]
-    assert bench.stop_timeout_s(root) == 5.0
-    (tmp_path / bench.SUPERVISOR_SRC).parent.mkdir(parents=True)
-    (tmp_path / bench.SUPERVISOR_SRC).write_text("STOP_TIMEOUT_USEC = None\n")
-    with pytest.raises(bench.BenchError):
+    with pytest.raises(bench.BenchError, match="cannot read"):
         bench.stop_timeout_s(tmp_path)
+    (tmp_path / bench.SUPERVISOR_SRC).parent.mkdir(parents=True)
+    (tmp_path / bench.SUPERVISOR_SRC).write_text(GO_UNIT)
+    assert bench.stop_timeout_s(tmp_path) == 5.0
+    (tmp_path / bench.SUPERVISOR_SRC).write_text("const stopTimeoutUSec uint64 = 2_500_000 // typed\n")
+    assert bench.stop_timeout_s(tmp_path) == 2.5
+    (tmp_path / bench.SUPERVISOR_SRC).write_text("STOP_TIMEOUT_USEC = 5_000_000\n")  # the Python one's
+    with pytest.raises(bench.BenchError, match="no stopTimeoutUSec"):
+        bench.stop_timeout_s(tmp_path)
+
+
+@pytest.mark.skipif(not (pathlib.Path(__file__).resolve().parents[1] / bench.SUPERVISOR_SRC).exists(),
+                    reason=f"the Go supervisor is not written yet ({bench.SUPERVISOR_SRC})")
+def test_the_go_supervisor_gives_the_stop_timeout_and_knows_every_what_if():
+    root = pathlib.Path(__file__).resolve().parents[1]
+    assert bench.stop_timeout_s(root) == 5.0
+    text = (root / bench.SUPERVISOR_SRC).read_text()
+    for word in bench.WHAT_IFS:  # the reference supervisor acts on every what-if
+        assert f'"{word}"' in text
 
 
 def test_benchclock_writes_every_phase(pytester, monkeypatch):
@@ -182,20 +207,28 @@ def test_the_double_builds_cpu_floor_is_shown_beside_the_floor_not_in_it():
 def test_a_what_if_is_known_and_its_supervisor_must_know_it(tmp_path, capsys):
     assert bench.run_bench(tmp_path, what_if="no-such-what-if") == 2
     assert "unknown what-if" in capsys.readouterr().err
-    from pathlib import Path
-    root = Path(__file__).resolve().parents[1]
-    text = (root / bench.SUPERVISOR_SRC).read_text()
-    for word in bench.WHAT_IFS:  # the reference supervisor acts on every what-if
-        assert f"'{word}' in FAULTS" in text
 
     class NoMachine:
         def run(self, argv, **kw):
             raise AssertionError("nothing may run for a what-if the supervisor does not know")
 
+    class Machine:
+        ran: list = []
+
+        def run(self, argv, **kw):
+            self.ran.append(argv)
+            return type("R", (), {"returncode": 0, "stdout": b""})()
+
+    with pytest.raises(bench.BenchError, match="has no what-if"):  # no unit.go: an older commit's
+        bench.switch_on(NoMachine(), tmp_path, "session-stop-sendsighup")
     (tmp_path / bench.SUPERVISOR_SRC).parent.mkdir(parents=True)
-    (tmp_path / bench.SUPERVISOR_SRC).write_text("FAULTS = set()\n")  # an older commit's
+    (tmp_path / bench.SUPERVISOR_SRC).write_text("package main\n")  # a Go supervisor without it
     with pytest.raises(bench.BenchError, match="has no what-if"):
         bench.switch_on(NoMachine(), tmp_path, "session-stop-sendsighup")
+    (tmp_path / bench.SUPERVISOR_SRC).write_text(GO_UNIT)
+    m = Machine()
+    bench.switch_on(m, tmp_path, "session-stop-sendsighup")
+    assert m.ran and "session-stop-sendsighup" in " ".join(m.ran[0])
 
 
 def test_no_fault_of_the_catalogue_is_a_what_if():

@@ -41,7 +41,8 @@ def build(target, safe_dir):
     host["build"]["go"] = str(go)
     made = []
 
-    def run(env=None, source=None, both=False):
+    def run(env=None, source=None, both=False, go_path=None):
+        host["build"]["go"] = str(go_path or go)
         host["build"]["env"] = env or {}
         host["build"]["source_dir"] = str(source or target.pilot / "supervisor")
         target.inventory.write_text(yaml.safe_dump(doc, sort_keys=False))
@@ -79,11 +80,42 @@ def test_go_runs_with_a_fixed_environment_and_gowork_off(build, monkeypatch):
     for role in ("supervisor", "launcher", "client"):
         env = _env_of(bs.artifacts[role])
         assert env["GOWORK"] == "off" and env["GOENV"] == "off", env
-        assert env["GOFLAGS"] == "-mod=readonly" and env["PATH"] == "/usr/local/bin:/usr/bin:/bin", env
+        assert env["GOFLAGS"] == "" and env["PATH"] == "/usr/local/bin:/usr/bin:/bin", env
         assert "LD_PRELOAD" not in env and "/tmp/" not in "".join(env.values()).replace(bs.directory, "")
         assert (env["CGO_ENABLED"], env["GOOS"], env["GOARCH"]) == ("0", "linux", "amd64")
         assert env["cwd"] == os.path.join(bs.directory, "src")
     assert all("GOWORK=off" in c and builds.SEED_COMMAND in c for c in bs.commands)
+
+
+VENDORED = {  # a module whose one dependency is vendored: built from vendor/ or not at all (GOPROXY=off)
+    "go.mod": "module opencode-pty\n\ngo 1.19\n\nrequire example.com/dep v1.0.0\n",
+    "vendor/modules.txt": "# example.com/dep v1.0.0\n## explicit; go 1.19\nexample.com/dep\n",
+    "vendor/example.com/dep/dep.go": "package dep\n\nconst Word = \"vendored\"\n",
+    **{f"cmd/{r}/main.go": "package main\n\nimport \"example.com/dep\"\n\nfunc main() { println(dep.Word) }\n"
+       for r in ("supervisor", "launcher", "client")},
+}
+
+
+def test_no_mod_mode_is_forced():
+    """The seed's command has no -mod flag: go's own default decides (vendor
+    when vendor/modules.txt exists, readonly otherwise), as for the operator."""
+    assert builds.DEFAULT_ENV["GOFLAGS"] == ""
+    assert "-mod" not in builds.SEED_COMMAND
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/bin/go"), reason="needs the real go (bookworm golang-go)")
+def test_a_vendored_tree_builds_with_the_real_go_and_not_under_mod_readonly(build, safe_dir):
+    src = safe_dir / "vendored"
+    for rel, text in VENDORED.items():
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text(text)
+    for p in [src, *src.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    bs = build(source=src, go_path="/usr/bin/go")
+    assert all(bs.artifacts[r].startswith(b"\x7fELF") for r in ("supervisor", "launcher", "client"))
+    # what the old default, -mod=readonly, did to it
+    with pytest.raises(builds.BuildError, match="readonly|vendor|example.com/dep"):
+        build(source=src, go_path="/usr/bin/go", env={"GOFLAGS": "-mod=readonly"})
 
 
 def test_the_inventory_cannot_turn_gowork_back_on(build):

@@ -67,6 +67,37 @@ def test_shipped_reference_inventory_loads():
     assert inventory.load(path).host == "reference"
 
 
+def test_reference_python_inventory_is_reference_yml_but_the_implementations_two_values():
+    """inventories/reference-python.yml (tests/reference/expected.py --write,
+    for `pty-acceptance reference --supervisor python`) is reference.yml with
+    only source_manifest_sha256 and binaries.supervisor.sha256 replaced, plus
+    its header comment: every other pin is shared by the two implementations."""
+    go_text = (REPO / "inventories/reference.yml").read_text()
+    py_text = (REPO / "inventories/reference-python.yml").read_text()
+    header = [line for line in py_text.splitlines() if line.startswith("#")]
+    assert any("GENERATED" in line and "expected.py --write" in line for line in header), header
+    assert any("--supervisor python" in line for line in header), header
+
+    def body(text):
+        return [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+
+    go, py = body(go_text), body(py_text)
+    assert len(go) == len(py)
+    differ = [(a, b) for a, b in zip(go, py, strict=True) if a != b]
+    assert all(a.lstrip().startswith(("source_manifest_sha256: ", "supervisor: {path: ")) for a, _ in differ), \
+        differ
+    strip = {"source_manifest_sha256", "supervisor_sha256"}
+
+    def values(path):
+        host = yaml.safe_load(path.read_text())["all"]["hosts"]["reference"]
+        host["supervisor_sha256"] = host["binaries"]["supervisor"].pop("sha256")
+        return host
+
+    g, p = values(REPO / "inventories/reference.yml"), values(REPO / "inventories/reference-python.yml")
+    assert {k: v for k, v in g.items() if k not in strip} == {k: v for k, v in p.items() if k not in strip}
+    assert inventory.load(REPO / "inventories/reference-python.yml").host == "reference"
+
+
 def _good():
     data = yaml.safe_load((REPO / "inventories/target.yml").read_text())
     data["all"]["hosts"]["pilot"]["runtime"]["sha256"] = RUNTIME_PIN

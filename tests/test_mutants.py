@@ -47,8 +47,8 @@ JUNIT = """<?xml version="1.0"?><testsuites><testsuite>{props}
 
 def _fake_run(status=0, failing=False, marker=True, after_status=0, secret_in=None):
     """run_reference as a withstood fault's run would leave its output directory."""
-    def fake(repo, *, before_suite, after_suite, out_dir, suite_paths, quiet, suite_timeout):
-        assert suite_timeout == 900 and suite_paths == ["acceptance/"]
+    def fake(repo, *, before_suite, after_suite, out_dir, suite_paths, quiet, suite_timeout, supervisor):
+        assert suite_timeout == 900 and suite_paths == ["acceptance/"] and supervisor == "go"
         out_dir.mkdir(parents=True)
         if status != EXIT_TIMED_OUT:
             (out_dir / "reports").mkdir()
@@ -81,7 +81,7 @@ def test_a_withstood_fault_is_killed_only_by_ending_as_the_control_with_nothing_
     assert row["killed"] is killed, row
     if note:
         assert note in row["note"], row
-    assert row["kill"] == "withstood"
+    assert row["kill"] == "withstood" and row["supervisor"] == "go"
 
 
 @pytest.mark.refhost
@@ -91,4 +91,19 @@ def test_ci_subset_is_killed_and_the_control_passes():
     assert rows[0]["id"] == "control" and rows[0]["control_ok"], rows[0]
     survivors = [r for r in rows[1:] if not r["killed"] or r["marker"]]
     assert not survivors, survivors
+    assert status == 0
+
+
+@pytest.mark.refhost
+def test_the_python_supervisors_control_passes():
+    """The second implementation (the Go shim with the embedded Python
+    supervisor, inventories/reference-python.yml): its clean control run only
+    (~3 min), READY with a marker; the fault matrix runs against go."""
+    status = run_mutants(REPO, only=[], control=True, supervisor="python")
+    rows = json.loads((REPO / "reports/mutants/latest/kill-table.json").read_text())
+    assert len(rows) == 1, rows
+    c = rows[0]
+    assert c["id"] == "control" and c["supervisor"] == "python" and c["control_ok"], c
+    assert c["marker"] and c["status"] == 0, c
+    assert "supervisor implementation: python" in (REPO / "reports/mutants/latest/kill-table.md").read_text()
     assert status == 0

@@ -6,6 +6,10 @@ reference host, plus one clean control run, and a kill table of the results.
     reports/mutants/<run id>/kill-table.md
     reports/mutants/latest -> <run id>
 
+`supervisor` (go or python, default go) is the reference supervisor
+implementation every run deploys (tests/refhost/run.py SUPERVISORS); the kill
+table and the last line name it.
+
 Exit status 0 only when the control passes and every fault is killed by the
 requirement IDs its entry names. A "withstood" fault (an attack the suite must
 shrug off) is killed when the run ends within its deadline with a report,
@@ -30,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from tests.refhost import findings
 from tests.refhost.junit import Report
-from tests.refhost.run import AFTER_SUITE, EXIT_TIMED_OUT, run_reference
+from tests.refhost.run import AFTER_SUITE, DEFAULT_SUPERVISOR, EXIT_TIMED_OUT, SUPERVISORS, run_reference
 
 from . import catalogue
 
@@ -42,7 +46,8 @@ def _planned(repo: pathlib.Path) -> set[str]:
     return {i for s in checklist.load(repo / "ROOT-ACCEPTANCE.md") if s.state == "planned" for i in s.ids}
 
 
-def run_one(repo: pathlib.Path, out: pathlib.Path, fault: catalogue.Fault | None) -> dict:
+def run_one(repo: pathlib.Path, out: pathlib.Path, fault: catalogue.Fault | None,
+            supervisor: str = DEFAULT_SUPERVISOR) -> dict:
     t0 = time.monotonic()
     scripts = []
     with tempfile.TemporaryDirectory(prefix="ptyacc-mutant-") as tmp:
@@ -58,11 +63,12 @@ def run_one(repo: pathlib.Path, out: pathlib.Path, fault: catalogue.Fault | None
         modules = list(fault.modules) if fault and fault.modules else ["acceptance/"]
         status = run_reference(repo, before_suite=scripts, after_suite=after, out_dir=out,
                                suite_paths=modules, quiet=True,
-                               suite_timeout=fault.deadline_s if fault else None)
+                               suite_timeout=fault.deadline_s if fault else None, supervisor=supervisor)
     report = Report.find(out)
     marker = os.path.lexists(out / "pty-supervisor-verified")
     row = {"id": fault.id if fault else "control", "requirements": list(fault.breaks) if fault else [],
-           "modules": modules, "status": status, "marker": marker, "kill": fault.kill if fault else None,
+           "supervisor": supervisor, "modules": modules, "status": status, "marker": marker,
+           "kill": fault.kill if fault else None,
            "seconds": round(time.monotonic() - t0, 1)}
     if status == EXIT_TIMED_OUT:
         row.update(killed=False, caught_by=[], unexpected=[],
@@ -151,13 +157,19 @@ def table_md(rows: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
-def run_mutants(repo: pathlib.Path, *, only: list[str] = (), jobs: int = 1, control: bool = True) -> int:
+def run_mutants(repo: pathlib.Path, *, only: list[str] | None = None, jobs: int = 1, control: bool = True,
+                supervisor: str = DEFAULT_SUPERVISOR) -> int:
+    """The faults `only` names (None: the whole catalogue; []: none, the control alone)."""
     repo = repo.resolve()
-    unknown = [o for o in only if o not in catalogue.BY_ID]
+    if supervisor not in SUPERVISORS:
+        print(f"mutants: unknown supervisor implementation {supervisor!r}: one of {sorted(SUPERVISORS)}",
+              file=sys.stderr)
+        return 4
+    unknown = [o for o in only or () if o not in catalogue.BY_ID]
     if unknown:
         print(f"mutants: unknown fault ids {unknown}", file=sys.stderr)
         return 4
-    faults = [catalogue.BY_ID[o] for o in only] if only else list(catalogue.FAULTS)
+    faults = list(catalogue.FAULTS) if only is None else [catalogue.BY_ID[o] for o in only]
     run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(2)
     root = repo / "reports" / "mutants"
     out = root / run_id
@@ -165,7 +177,7 @@ def run_mutants(repo: pathlib.Path, *, only: list[str] = (), jobs: int = 1, cont
     t0 = time.monotonic()
     work = ([None] if control else []) + faults
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        rows = list(pool.map(lambda f: run_one(repo, out / (f.id if f else "control"), f), work))
+        rows = list(pool.map(lambda f: run_one(repo, out / (f.id if f else "control"), f, supervisor), work))
     planned = _planned(repo)
     problems = []
     if control:
@@ -188,7 +200,8 @@ def run_mutants(repo: pathlib.Path, *, only: list[str] = (), jobs: int = 1, cont
         if r["marker"] and not r.get("marker_fresh") and r["kill"] != "withstood":
             problems.append(f"{r['id']}: a marker was written")
     (out / "kill-table.json").write_text(json.dumps(rows, indent=2) + "\n")
-    md = table_md(rows) + f"\nwall time {round(time.monotonic() - t0, 1)} s, jobs {jobs}\n"
+    md = f"supervisor implementation: {supervisor}\n\n" + table_md(rows) + \
+        f"\nwall time {round(time.monotonic() - t0, 1)} s, jobs {jobs}\n"
     (out / "kill-table.md").write_text(md)
     tmp = root / f".latest-{os.getpid()}"
     tmp.unlink(missing_ok=True)
@@ -197,6 +210,6 @@ def run_mutants(repo: pathlib.Path, *, only: list[str] = (), jobs: int = 1, cont
     print(md)
     for p in problems:
         print("MUTANT PROBLEM:", p)
-    print(f"mutants: {len(faults)} faults, {sum(1 for r in rows if r['killed'])} killed; "
+    print(f"mutants ({supervisor} supervisor): {len(faults)} faults, {sum(1 for r in rows if r['killed'])} killed; "
           f"report in {out}")
     return 1 if problems else 0

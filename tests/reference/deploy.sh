@@ -7,11 +7,24 @@
 # binaries as the service user with the BUILD-1 command, installs them and the
 # two units, starts the supervisor and checks the result against
 # inventories/reference.yml (exit non-zero naming any mismatch).
+#
+# OPENCODE_REFERENCE_SUPERVISOR=go|python (default go) picks the supervisor
+# implementation: go builds src/supervisor as it is (checked against
+# inventories/reference.yml); python replaces its cmd/supervisor with
+# src/supervisor-python/cmd/supervisor (the Go shim with the embedded Python
+# supervisor; checked against inventories/reference-python.yml, which
+# expected.py writes). The dependencies go.mod requires are vendored from the
+# guest's golang-*-dev packages (vendor.py) before the build.
 set -eu
 
 SRC=${OPENCODE_REFERENCE_SRC:-/opt/pty-acceptance/src}
 REF=$SRC/tests/reference
-INV=$SRC/inventories/reference.yml
+IMPL=${OPENCODE_REFERENCE_SUPERVISOR:-go}
+case $IMPL in
+go) INV=$SRC/inventories/reference.yml ;;
+python) INV=$SRC/inventories/reference-python.yml ;;
+*) printf 'deploy.sh: ERROR: OPENCODE_REFERENCE_SUPERVISOR=%s: go or python\n' "$IMPL" >&2; exit 1 ;;
+esac
 USER_NAME=byk
 GROUP_NAME=byk
 HOME_DIR=/home/byk
@@ -58,6 +71,14 @@ copy_tree() { # SRC DEST: files 0644, dirs 0755, owned by the service user
 }
 copy_tree "$REF/tree/pilot" "$PILOT"
 copy_tree "$REF/src/supervisor" "$SUPDIR"
+if [ "$IMPL" = python ]; then
+	rm -rf "$SUPDIR/cmd/supervisor"
+	copy_tree "$REF/src/supervisor-python/cmd/supervisor" "$SUPDIR/cmd/supervisor"
+fi
+# go mod vendor's tree for what the main module imports, from the guest's
+# golang-*-dev packages (no network); Go builds from vendor/ by default.
+python3 -I "$REF/vendor.py" "$SUPDIR" || die "vendoring the supervisor's dependencies failed"
+chown -R "$USER_NAME:$GROUP_NAME" "$SUPDIR/vendor"
 copy_tree "$REF/tree/code" "$CODE"
 for d in cache data state; do
 	install -d -o "$USER_NAME" -g "$GROUP_NAME" -m 0700 "$PILOT/$d"
@@ -89,7 +110,7 @@ TB=$(now_ms)
 for name in $BINS; do
 	as_user env -i PATH=/usr/bin:/bin LANG=C.UTF-8 HOME="$BUILD_TMP" \
 		GOCACHE="$BUILD_TMP/cache" GOPATH="$BUILD_TMP/gopath" \
-		GOFLAGS=-mod=mod GOPROXY=off GOTOOLCHAIN=local \
+		GOPROXY=off GOTOOLCHAIN=local \
 		sh -c 'cd "$1" && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags=-buildid= -o "bin/opencode-pty-$2" "./cmd/$2"' \
 		sh "$SUPDIR" "$name" || die "go build of ./cmd/$name failed"
 done
@@ -105,6 +126,8 @@ install -o root -g root -m 0644 "$SUPDIR/opencode-pty.slice" "$UNITDIR/opencode-
 install -d -o root -g root -m 0755 /etc/opencode
 install -d -o root -g root -m 0755 "$DBG"
 rm -f /etc/opencode/pty-supervisor-verified
+printf '%s\n' "$IMPL" >"$DBG/supervisor-impl"
+chmod 0644 "$DBG/supervisor-impl"
 
 systemctl daemon-reload
 systemctl enable --quiet opencode-pty-supervisor.service
@@ -247,6 +270,7 @@ MANIFEST=$(sha256sum <"$DBG/source-manifest.txt" | cut -d' ' -f1)
 	for name in $BINS; do printf '%s\n' "$LIBEXEC/opencode-pty-$name"; done
 	printf '%s\n' "$UNITDIR/opencode-pty-supervisor.service" "$UNITDIR/opencode-pty.slice" \
 		/etc/opencode "$DBG/source-manifest.txt" "$DBG/installed-paths" "$DBG/deploy.env" \
+		"$DBG/supervisor-impl" \
 		"$RUNTIME" "$OPENCODE" "$BUN" /var/lib/opencode-production /var/cache/opencode-production \
 		"$UNITDIR/opencode.service" \
 		"$UNITDIR/opencode-v2-preview.service"
@@ -268,6 +292,7 @@ check() { # WHAT WANT GOT
 check revision "$(inv_value revision)" "$REVISION"
 check source_manifest_sha256 "$(inv_value source_manifest_sha256)" "$MANIFEST"
 {
+	printf 'supervisor_impl=%s\n' "$IMPL"
 	printf 'revision=%s\nsource_manifest_sha256=%s\n' "$REVISION" "$MANIFEST"
 	printf 'go_version=%s\n' "$(go version)"
 	for name in $BINS; do

@@ -1,4 +1,4 @@
-"""python -m tests.refhost [--before-suite S]... [--keep] [--cleanup] [-- pytest args]"""
+"""python -m tests.refhost [--supervisor go|python] [--before-suite S]... [--keep] [--cleanup] [-- pytest args]"""
 from __future__ import annotations
 
 import argparse
@@ -6,7 +6,7 @@ import pathlib
 import sys
 
 from .machine import cleanup_leftovers
-from .run import run_reference
+from .run import DEFAULT_SUPERVISOR, SUPERVISORS, run_reference
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -22,6 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--before-suite", action="append", default=[], metavar="SCRIPT",
                     help="host shell script run inside (as root) after deployment, before the suite")
     ap.add_argument("--keep", action="store_true", help="leave the reference host running afterwards")
+    ap.add_argument("--supervisor", choices=sorted(SUPERVISORS), default=DEFAULT_SUPERVISOR,
+                    help="the supervisor implementation deployed (default %(default)s)")
     ap.add_argument("--cleanup", action="store_true",
                     help="only remove what earlier runs left (kept hosts included) and exit")
     args = ap.parse_args(argv)
@@ -29,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
         if not cleanup_leftovers():
             print("nothing left over", file=sys.stderr)
         return 0
-    return run_reference(REPO_ROOT, before_suite=args.before_suite, keep=args.keep, pytest_args=pytest_args)
+    return run_reference(REPO_ROOT, before_suite=args.before_suite, keep=args.keep, pytest_args=pytest_args,
+                         supervisor=args.supervisor)
 
 
 if __name__ == "__main__":

@@ -44,7 +44,10 @@ from .machine import WORK_ROOT, Machine, MachineError, log
 from .run import DEPLOY, EXIT_SETUP_FAILED, GUEST_OUT, GUEST_PYTHON, GUEST_SRC, new_run_id
 from .tree import ensure_tree
 
-SUPERVISOR_SRC = "tests/reference/src/supervisor/cmd/supervisor/supervisor.py"
+# The Go supervisor's unit settings (the bench deploys the default, go): its
+# `stopTimeoutUSec = 5_000_000` and every what-if word as a Go string literal.
+SUPERVISOR_SRC = "tests/reference/src/supervisor/cmd/supervisor/unit.go"
+STOP_TIMEOUT_RE = re.compile(r"^\s*(?:const\s+)?stopTimeoutUSec(?:\s+[A-Za-z0-9_]+)?\s*=\s*([0-9_]+)\b", re.M)
 # The shortest runtime the suite waits to expire: ENDINGS "runtime expiry" in
 # test_concurrency.py and PATHS in test_cgroups.py (2 s).
 SHORTEST_RUNTIME_S = 2
@@ -231,10 +234,13 @@ def what_if_line(word: str) -> str:
 
 def stop_timeout_s(repo_root: pathlib.Path) -> float:
     """The session units' TimeoutStopSec: what the reference supervisor gives them."""
-    text = (repo_root / SUPERVISOR_SRC).read_text()
-    m = re.search(r"^STOP_TIMEOUT_USEC = ([0-9_]+)$", text, re.M)
+    try:
+        text = (repo_root / SUPERVISOR_SRC).read_text()
+    except OSError as e:
+        raise BenchError(f"cannot read {SUPERVISOR_SRC}: {e.strerror or e}") from None
+    m = STOP_TIMEOUT_RE.search(text)
     if not m:
-        raise BenchError(f"no STOP_TIMEOUT_USEC in {SUPERVISOR_SRC}")
+        raise BenchError(f"no stopTimeoutUSec in {SUPERVISOR_SRC}")
     return int(m.group(1).replace("_", "")) / 1e6
 
 
@@ -318,8 +324,13 @@ def switch_on(m: Machine, src: pathlib.Path, what_if: str) -> None:
     supervisor's faults file, the supervisor restarted to read it. The
     snapshot's supervisor must know the word (an older commit's may not: its
     unknown words are only logged)."""
-    if f"'{what_if}' in FAULTS" not in (src / SUPERVISOR_SRC).read_text():
-        raise BenchError(f"the reference supervisor of this commit has no what-if {what_if!r}")
+    try:
+        text = (src / SUPERVISOR_SRC).read_text()
+    except OSError:  # an older commit: the Python supervisor, or none
+        text = ""
+    if f'"{what_if}"' not in text:
+        raise BenchError(f"the reference supervisor of this commit has no what-if {what_if!r} "
+                         f"(no Go string literal \"{what_if}\" in {SUPERVISOR_SRC})")
     r = m.run(["/bin/sh", "-ec", "\n".join(supervisor_switch_lines([what_if]))])
     if r.returncode != 0:
         raise BenchError(f"switching on {what_if} failed ({r.returncode}): {r.stdout[-2000:]!r}")

@@ -20,6 +20,10 @@ GUEST_EVIDENCE = f"{GUEST_OUT}/evidence"
 GUEST_PYTHON = f"{GUEST_BASE}/venv/bin/python"
 AFTER_SUITE = "after-suite.txt"
 DEPLOY = "tests/reference/deploy.sh"
+# The supervisor implementations deploy.sh installs (OPENCODE_REFERENCE_SUPERVISOR)
+# and the inventory each is checked against (tests/reference/expected.py writes both).
+SUPERVISORS = {"go": "inventories/reference.yml", "python": "inventories/reference-python.yml"}
+DEFAULT_SUPERVISOR = "go"
 MARKER = "/etc/opencode/pty-supervisor-verified"
 BINARIES = [f"/usr/local/libexec/opencode-pty-{n}" for n in ("supervisor", "launcher", "client")]
 
@@ -100,8 +104,11 @@ def run_reference(repo_root: pathlib.Path, *, before_suite: list[os.PathLike | s
                   after_suite: list[os.PathLike | str] = (), keep: bool = False, pytest_args: list[str] = (),
                   out_dir: pathlib.Path | None = None,
                   suite_paths: list[str] = ("acceptance/",), quiet: bool = False,
-                  suite_timeout: float | None = None) -> int:
+                  suite_timeout: float | None = None, supervisor: str = DEFAULT_SUPERVISOR) -> int:
     """Boot a reference host, deploy, run the acceptance suite inside it. Returns the suite's status.
+
+    `supervisor` (SUPERVISORS) is the implementation deploy.sh installs; the
+    suite runs against the matching inventory.
 
     3 means deployment or a --before-suite script failed (logs are still collected);
     124 that the suite was still running `suite_timeout` seconds later and was stopped.
@@ -109,6 +116,9 @@ def run_reference(repo_root: pathlib.Path, *, before_suite: list[os.PathLike | s
     statuses and output go to AFTER_SUITE in the output directory ("<i> <status>"
     lines, then the output), so a caller can check what the suite must have left alone."""
     repo_root = pathlib.Path(repo_root).resolve()
+    if supervisor not in SUPERVISORS:
+        log(f"unknown supervisor implementation {supervisor!r}: one of {sorted(SUPERVISORS)}")
+        return EXIT_SETUP_FAILED
     if not (repo_root / DEPLOY).is_file():
         log(f"{repo_root / DEPLOY} does not exist: nothing deploys the reference host")
         return EXIT_SETUP_FAILED
@@ -127,7 +137,7 @@ def run_reference(repo_root: pathlib.Path, *, before_suite: list[os.PathLike | s
     status = EXIT_SETUP_FAILED
     try:
         m.boot()
-        status = _deploy_and_test(m, before, pytest_args, list(suite_paths), quiet, suite_timeout)
+        status = _deploy_and_test(m, before, pytest_args, list(suite_paths), quiet, suite_timeout, supervisor)
         (out / "suite-output.txt").write_bytes(getattr(m, "suite_output", b""))
         if after and status != EXIT_SETUP_FAILED:
             (out / AFTER_SUITE).write_text(_after_suite(m, after))
@@ -142,7 +152,8 @@ def run_reference(repo_root: pathlib.Path, *, before_suite: list[os.PathLike | s
             m.shutdown()
         if out_dir is None:
             _point_latest(reports_root, out)
-    print(f"reference run {run_id}: exit status {status}; reports in {out}", file=sys.stderr)
+    print(f"reference run {run_id} (supervisor {supervisor}): exit status {status}; reports in {out}",
+          file=sys.stderr)
     return status
 
 
@@ -157,10 +168,12 @@ def _after_suite(m: Machine, after: list[pathlib.Path]) -> str:
     return "\n".join(statuses + outputs) + "\n"
 
 
-def deploy(m: Machine, before: list[pathlib.Path], quiet: bool) -> bool:
-    """Deploy the reference deployment in a booted host, then run the before-suite scripts."""
-    log("deploying: /bin/sh " + f"{GUEST_SRC}/{DEPLOY}")
-    r = m.run(["/bin/sh", f"{GUEST_SRC}/{DEPLOY}"], cwd=GUEST_SRC, stream=not quiet)
+def deploy(m: Machine, before: list[pathlib.Path], quiet: bool, supervisor: str = DEFAULT_SUPERVISOR) -> bool:
+    """Deploy the reference deployment (the `supervisor` implementation) in a booted
+    host, then run the before-suite scripts."""
+    log(f"deploying: OPENCODE_REFERENCE_SUPERVISOR={supervisor} /bin/sh {GUEST_SRC}/{DEPLOY}")
+    r = m.run(["/bin/sh", f"{GUEST_SRC}/{DEPLOY}"], cwd=GUEST_SRC, stream=not quiet,
+              env={"OPENCODE_REFERENCE_SUPERVISOR": supervisor})
     if r.returncode != 0:
         log(f"deployment failed with exit status {r.returncode}")
         return False
@@ -174,11 +187,12 @@ def deploy(m: Machine, before: list[pathlib.Path], quiet: bool) -> bool:
 
 
 def _deploy_and_test(m: Machine, before: list[pathlib.Path], pytest_args: list[str],
-                     suite_paths: list[str], quiet: bool, suite_timeout: float | None = None) -> int:
-    if not deploy(m, before, quiet):
+                     suite_paths: list[str], quiet: bool, suite_timeout: float | None = None,
+                     supervisor: str = DEFAULT_SUPERVISOR) -> int:
+    if not deploy(m, before, quiet, supervisor):
         return EXIT_SETUP_FAILED
     argv = [GUEST_PYTHON, "-m", "pytest", "-p", "no:cacheprovider", *suite_paths,
-            "--inventory", "inventories/reference.yml", "--report-dir", f"{GUEST_OUT}/reports",
+            "--inventory", SUPERVISORS[supervisor], "--report-dir", f"{GUEST_OUT}/reports",
             *pytest_args]
     log("suite: " + " ".join(argv))
     try:
@@ -191,5 +205,6 @@ def _deploy_and_test(m: Machine, before: list[pathlib.Path], pytest_args: list[s
         return EXIT_TIMED_OUT
     m.suite_output = r.stdout
     lines = r.stdout.decode(errors="replace").strip().splitlines()
-    print(f"suite: {lines[-1] if lines else '(no output)'} (exit status {r.returncode})", file=sys.stderr)
+    print(f"suite ({supervisor} supervisor): {lines[-1] if lines else '(no output)'} "
+          f"(exit status {r.returncode})", file=sys.stderr)
     return r.returncode

@@ -20,7 +20,9 @@ MIRROR = "http://deb.debian.org/debian"
 PACKAGES = (
     "systemd,systemd-sysv,dbus,procps,python3,python3-venv,python3-pip,"
     "util-linux,strace,python3-jeepney,golang-go,git,iproute2,"
-    "ca-certificates,libpam-systemd,libatomic1"
+    "ca-certificates,libpam-systemd,libatomic1,"
+    # the Go supervisor's dependencies, vendored at deploy (tests/reference/vendor.py)
+    "golang-dbus-dev,golang-github-coreos-go-systemd-dev,golang-golang-x-sys-dev"
 )
 CACHE_DIR = pathlib.Path("/var/cache/opencode-pty-acceptance/trees")
 REQUIREMENTS = pathlib.Path(__file__).with_name("requirements-host.txt")

@@ -37,7 +37,13 @@ BUILD_ENV = {"CGO_ENABLED": "0", "GOOS": "linux", "GOARCH": "amd64"}
 BUILD_ARGS = ["build", "-trimpath", "-ldflags=-buildid="]
 # What the seed's exact command line is, for the evidence.
 SEED_COMMAND = "CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags=-buildid="
-DEFAULT_ENV = {"GOPROXY": "off", "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly",
+# GOFLAGS is empty: no -mod mode is forced. The seed's command has no -mod
+# flag, so go picks its own default, as the operator's build did: -mod=vendor
+# when the tree has vendor/modules.txt and go.mod says go >= 1.14, readonly
+# otherwise. Forcing -mod=readonly would make a vendored tree (its
+# dependencies reviewed with it) look for them in a module cache that
+# GOPROXY=off cannot fill, and fail to build.
+DEFAULT_ENV = {"GOPROXY": "off", "GOTOOLCHAIN": "local", "GOFLAGS": "",
                "PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C"}
 # Set last, over the inventory's build.env: nothing outside the copied source
 # (a go.work above it, a go env file) takes part in a build.

@@ -1,6 +1,14 @@
 # rebuild BIN PATCHFILE PYTHON-REPLACEMENTS...: patch a copy of the deployed source, rebuild BIN, install it
 set -eu
 SUPDIR=/home/byk/.local/share/opencode-v2-pilot/supervisor
+impl() { # prints go or python: the supervisor implementation deploy.sh installed
+	read -r word </etc/opencode-reference/supervisor-impl || {
+		echo "FAULT: /etc/opencode-reference/supervisor-impl unreadable" >&2; return 1; }
+	case $word in
+	go | python) printf '%s\n' "$word" ;;
+	*) echo "FAULT: unknown supervisor implementation '$word'" >&2; return 1 ;;
+	esac
+}
 rebuild() {
 	bin=$1; file=$2; shift 2
 	B=$(mktemp -d /tmp/fault-build.XXXXXX)
@@ -15,7 +23,8 @@ for old, new in zip(pairs[::2], pairs[1::2]):
 open(path, "w").write(s)
 PY
 	chown -R byk:byk "$B"
-	runuser -u byk -- env -i PATH=/usr/bin:/bin HOME="$B" GOCACHE="$B/cache" GOPATH="$B/gopath" GOFLAGS=-mod=mod GOPROXY=off \
+	# no GOFLAGS: go's default, the deployed tree's vendor/ (deploy.sh vendors it)
+	runuser -u byk -- env -i PATH=/usr/bin:/bin HOME="$B" GOCACHE="$B/cache" GOPATH="$B/gopath" GOPROXY=off \
 		sh -c 'cd "$1/src" && CGO_ENABLED=0 go build -trimpath -ldflags=-buildid= -o "$1/out" "./cmd/$2"' sh "$B" "$bin"
 	install -o root -g root -m 0755 "$B/out" "/usr/local/libexec/opencode-pty-$bin"
 	rm -rf "$B"
