@@ -101,7 +101,8 @@ def test_the_python_implementation_vendors_no_package(tmp_path, no_gocode):
 def test_an_import_no_required_module_provides_is_refused(tmp_path, no_gocode):
     d = tmp_path / "t"
     shutil.copytree(SUP, d, ignore=shutil.ignore_patterns("vendor"))
-    (d / "cmd/supervisor").mkdir(exist_ok=True)
+    shutil.rmtree(d / "cmd/supervisor")  # the Go supervisor's other files import the required modules
+    (d / "cmd/supervisor").mkdir()
     (d / "cmd/supervisor/main.go").write_text('package main\n\nimport "example.com/other"\n')
     with pytest.raises(vendor.VendorError, match="example.com/other"):
         vendor.vendor(d, no_gocode, check_packages=False)
