@@ -49,10 +49,14 @@ var (
 	maxRuntime = 3600
 )
 
+// startBound is the contract's START length bound (70,158), taken before the
+// fault switches are read: limits-off-by-one moves the five limits, not the
+// frame bound at the header.
+var startBound = uint32(4 + 2 + 2 + 2 + (4 + maxCmd) + maxArgs*4 + maxAgg)
+
 type bound struct{ lo, hi uint32 }
 
 func inBounds(t byte) (bound, bool) {
-	startBound := uint32(4 + 2 + 2 + 2 + (4 + maxCmd) + maxArgs*4 + maxAgg)
 	switch t {
 	case tHello, tEOF, tStop:
 		return bound{0, 0}, true
