@@ -147,6 +147,12 @@ def blocked_input_then_disconnect(e: Ending):
     e.s.close()
 
 
+def end_of_input_then_disconnect(e: Ending):
+    e.s.send(p.encode(p.T.EOF))  # the helper's stdin ended; the command does not read it
+    e.caused()
+    e.s.close()
+
+
 def backpressure(e: Ending):
     stalled_at = _stalled(e, "tr")
     state = (e.bus.properties(e.fp.unit) or {}).get("ActiveState")
@@ -204,6 +210,7 @@ ENDINGS = [
     ("reader gone", "exec yes {t}", gone_reader, 60),
     ("blocked input, then disconnect", "stty raw -echo; exec sleep 60.{t}",
      blocked_input_then_disconnect, 60),
+    ("end of input, then disconnect", "exec sleep 60.{t}", end_of_input_then_disconnect, 60),
     ("backpressure", f"head -c {BIG_OUTPUT} /dev/zero | tr '\\0' x", backpressure, 60),
     ("saturated STOP (maximum output)", "exec yes {t}", saturated_stop, 60),
     ("runtime expiry", "exec sleep 60.{t}", runtime_expiry, 2),

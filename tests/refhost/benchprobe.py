@@ -46,7 +46,7 @@ SCRIPT = "/usr/bin/script"
 CGROUP_ROOT = "/sys/fs/cgroup"
 SLICE = "opencode-pty.slice"
 POLL_S = 0.005
-# The reference supervisor's session unit properties (supervisor.py unit_props),
+# The reference supervisor's session unit properties (unitProps in cmd/supervisor/unit.go),
 # less the descriptors, BindsTo/After and the environment.
 HARDENING = [
     "Type=exec", f"Slice={SLICE}", "User=byk", "Group=byk", "CapabilityBoundingSet=",
