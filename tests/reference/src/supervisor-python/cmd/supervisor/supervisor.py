@@ -1142,7 +1142,8 @@ class Conn:
                 return
             # interest sets
             ev = 0
-            if not exit_sent and len(to_pty) < 65536 and not input_eof:
+            # read the peer after EOF too: a disconnect stops the session (CONC-2)
+            if not exit_sent and len(to_pty) < 65536:
                 ev |= selectors.EVENT_READ
             if to_conn:
                 ev |= selectors.EVENT_WRITE
@@ -1163,7 +1164,7 @@ class Conn:
                         pass
                 elif k == 'conn':
                     if mask & selectors.EVENT_READ:
-                        while len(to_pty) < 65536 and not input_eof:
+                        while len(to_pty) < 65536:
                             f = self.reader.poll()   # EOFError: helper gone
                             if f is None:
                                 break
@@ -1173,6 +1174,9 @@ class Conn:
                                 stop_unit()
                                 raise Reject(E_PROTOCOL, 'descriptors on a non-START frame')
                             if t == T_DATA:
+                                if input_eof:
+                                    stop_unit()
+                                    raise Reject(E_PROTOCOL, 'DATA after EOF')
                                 if not pty_wr_closed:
                                     to_pty += p
                             elif t == T_EOF:
