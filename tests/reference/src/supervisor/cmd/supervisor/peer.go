@@ -21,11 +21,18 @@ type pin struct {
 }
 
 // pidfdAlive: the pidfd does not poll readable (POLLIN means the process has
-// exited, zombie or not).
+// exited, zombie or not). poll(2) is retried on EINTR: the Go runtime's own
+// signals (SIGURG, asynchronous preemption) interrupt it even with a zero
+// timeout, and an interrupted poll says nothing about the peer.
 func pidfdAlive(fd int) bool {
 	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	n, err := unix.Poll(fds, 0)
-	return err == nil && n == 0
+	for {
+		n, err := unix.Poll(fds, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		return err == nil && n == 0
+	}
 }
 
 func authErr(err error, during string) *reject {
