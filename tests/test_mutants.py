@@ -107,3 +107,15 @@ def test_the_python_supervisors_control_passes():
     assert c["marker"] and c["status"] == 0, c
     assert "supervisor implementation: python" in (REPO / "reports/mutants/latest/kill-table.md").read_text()
     assert status == 0
+
+
+def test_the_cli_offers_the_supervisor_implementations_the_harness_deploys():
+    """cli.py keeps its own list (it imports tests/ only once a reference command
+    runs): it must name the implementations tests/refhost/run.py deploys, with
+    the same default."""
+    from pty_acceptance import cli
+
+    from tests.refhost.run import DEFAULT_SUPERVISOR, SUPERVISORS
+    assert sorted(cli.SUPERVISOR_IMPLS) == sorted(SUPERVISORS)
+    for command in ("reference", "mutants"):
+        assert cli.parser().parse_args([command]).supervisor == DEFAULT_SUPERVISOR, command

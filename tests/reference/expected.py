@@ -84,11 +84,12 @@ def stage(dst: pathlib.Path, impl: str) -> pathlib.Path:
     return dst
 
 
-def build(tmp: pathlib.Path, sub: str, impl: str) -> dict[str, str]:
-    src = stage(tmp / sub / "supervisor", impl)
+def build(src: pathlib.Path, impl: str) -> dict[str, str]:
+    """The three binaries built in the staged tree `src` (stage()), by name: their sha256."""
     # no GOFLAGS: Go's default, -mod=vendor with vendor/modules.txt (as deploy.sh builds)
-    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(tmp / sub / "home"),
-           "GOCACHE": str(tmp / sub / "cache"), "GOPATH": str(tmp / sub / "gopath"),
+    work = src.parent
+    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(work / "home"),
+           "GOCACHE": str(work / "cache"), "GOPATH": str(work / "gopath"),
            "GOPROXY": "off", "GOTOOLCHAIN": "local",
            "CGO_ENABLED": "0", "GOOS": "linux", "GOARCH": "amd64"}
     out = {}
@@ -142,10 +143,11 @@ def revision(tmp: pathlib.Path) -> str:
 def compute(tmp: pathlib.Path, impl: str) -> dict:
     """{manifest, manifest_sha256, bins} for `impl`, or {error} when it does not build
     (or builds differently twice)."""
-    text, msha = manifest(stage(tmp / impl / "manifest" / "supervisor", impl))
+    first = stage(tmp / impl / "a" / "supervisor", impl)
+    text, msha = manifest(first)  # before the build: only the *.go files count, never bin/
     try:
-        a = build(tmp / impl, "a", impl)
-        b = build(tmp / impl, "b/deeper/elsewhere", impl)
+        a = build(first, impl)
+        b = build(stage(tmp / impl / "b/deeper/elsewhere" / "supervisor", impl), impl)
     except BuildFailed as e:
         return {"manifest": text, "manifest_sha256": msha, "error": str(e)}
     out = {"manifest": text, "manifest_sha256": msha, "bins": a}
@@ -161,24 +163,28 @@ def write_go(s: str, rev: str, values: dict, shared: dict[str, str], sea: str, b
     for n, h in shared.items():
         s = re.sub(rf'({n}: {{path: [^,]*, sha256: ")[0-9a-f]*(")', rf"\g<1>{h}\2", s)
     if "error" not in values:
-        s = re.sub(r'(source_manifest_sha256: ")[0-9a-f]*(")', rf"\g<1>{values['manifest_sha256']}\2", s)
-        s = re.sub(r'(supervisor: {path: [^,]*, sha256: ")[0-9a-f]*(")',
-                   rf"\g<1>{values['bins']['supervisor']}\2", s)
+        s = impl_values(s, values["manifest_sha256"], values["bins"]["supervisor"])
     s = re.sub(r'(\n *sha256: ")[0-9a-f]*(")', rf"\g<1>{sea}\2", s)
     s = re.sub(r'(\n *bun_sha256: ")[0-9a-f]*(")', rf"\g<1>{bun}\2", s)
     s = re.sub(r'(\n *harness_sha256: ")[0-9a-f]*(")', rf"\g<1>{harness}\2", s)
     return s
 
 
-def python_inventory(go_text: str, manifest_sha256: str, supervisor_sha256: str) -> str:
-    """reference-python.yml: reference.yml with only the two implementation-specific
-    values replaced, under PYTHON_HEADER."""
-    s, n1 = re.subn(r'(source_manifest_sha256: ")[0-9a-f]*(")', rf"\g<1>{manifest_sha256}\2", go_text)
+def impl_values(text: str, manifest_sha256: str, supervisor_sha256: str) -> str:
+    """An inventory's text with its two implementation-specific values replaced:
+    source_manifest_sha256 and binaries.supervisor.sha256 (each exactly once)."""
+    s, n1 = re.subn(r'(source_manifest_sha256: ")[0-9a-f]*(")', rf"\g<1>{manifest_sha256}\2", text)
     s, n2 = re.subn(r'(supervisor: {path: [^,]*, sha256: ")[0-9a-f]*(")', rf"\g<1>{supervisor_sha256}\2", s)
     if (n1, n2) != (1, 1):
         raise ValueError(f"{INV}: expected one source_manifest_sha256 and one binaries.supervisor "
                          f"(found {n1}, {n2})")
-    return PYTHON_HEADER + s
+    return s
+
+
+def python_inventory(go_text: str, manifest_sha256: str, supervisor_sha256: str) -> str:
+    """reference-python.yml: reference.yml with only the two implementation-specific
+    values replaced, under PYTHON_HEADER."""
+    return PYTHON_HEADER + impl_values(go_text, manifest_sha256, supervisor_sha256)
 
 
 def main() -> int:
