@@ -50,6 +50,18 @@ def _private_run_dir(_need_root):
             os.close(parent)
 
 
+@pytest.fixture(autouse=True)
+def _no_systemd_here(monkeypatch):
+    """PID 1 of the lab machine is not systemd: what the library runs as the
+    service user in a unit of its own (host/userunit.py) runs through
+    tests/unitless.py's stand-in here; the real units are tried on a
+    reference host (tests/test_userunit.py, and every reference run)."""
+    from pty_acceptance.host import userunit
+    from tests import unitless
+
+    monkeypatch.setattr(userunit, "run_all", unitless.run_all)
+
+
 @pytest.fixture
 def safe_dir():
     """A fresh directory under /run: every directory above it is root-owned
@@ -157,7 +169,8 @@ def make_target(base: Path) -> FakeTarget:
         "isolation": {"session_workspace_writable": True, "session_network": True},
         "plugin": {"bun": "/nonexistent/bun", "bun_sha256": "cd" * 32,
                    "harness": "/nonexistent/pty-plugin-smoke.ts", "harness_sha256": "ef" * 32,
-                   "plugin_dir": "/nonexistent/plugins", "args": [], "fresh_args": ["--helper", "{helper}"]},
+                   "plugin_dir": "/nonexistent/plugins", "args": [], "fresh_args": ["--helper", "{helper}"],
+                   "success": {"last_line": "^PASS ", "result_file": "^result-[0-9]+\\.json$"}},
         "session_environment": {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/home/byk",
                                 "TERM": "xterm-256color", "LANG": "C.UTF-8"},
     }

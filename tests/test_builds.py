@@ -223,6 +223,6 @@ def test_a_failing_build_fails_both_and_leaves_no_directory(build, rendezvous):
     go.write_text(RENDEZVOUS_GO)
     tmp = scratch.root().path  # where the build directories are made
     before = set(os.listdir(tmp))
-    with pytest.raises(builds.BuildError, match=r"build b of \w+ failed \(9\): stand-in failure of b"):
+    with pytest.raises(builds.BuildError, match=r"build b of \w+ failed \(exit 9\): stand-in failure of b"):
         build(env={"STANDIN_RDV": str(rdv), "STANDIN_FAIL": "b"}, both=True)
     assert not [d for d in set(os.listdir(tmp)) - before if d.startswith("pty-acceptance-build-")]

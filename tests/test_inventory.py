@@ -30,9 +30,14 @@ def test_shipped_target_inventory_refuses_to_load_until_the_runtime_pin_is_fille
     assert "RUNTIME-1" in str(e.value) and "\n" not in str(e.value)
 
 
+FILLED = {"runtime.sha256": RUNTIME_PIN, "plugin.bun_sha256": BUN_PIN, "plugin.harness_sha256": HARNESS_PIN}
+
+
 @pytest.mark.parametrize("filled, key", [
     ({"runtime.sha256": RUNTIME_PIN}, "plugin.bun_sha256"),
     ({"runtime.sha256": RUNTIME_PIN, "plugin.bun_sha256": BUN_PIN}, "plugin.harness_sha256"),
+    (FILLED, "plugin.success.last_line"),
+    ({**FILLED, "plugin.success.last_line": "^PASS "}, "plugin.success.result_file"),
 ])
 def test_shipped_target_inventory_refuses_to_load_until_the_plugin_pins_are_filled_in(tmp_path, filled, key):
     """PLUGIN-1: bun and the harness are pinned from the review; the shipped
@@ -45,7 +50,8 @@ def test_shipped_target_inventory_refuses_to_load_until_the_plugin_pins_are_fill
     with pytest.raises(inventory.InventoryError) as e:
         inventory.load(f)
     assert str(e.value).startswith(f"{f}: all.hosts.pilot.{key}: malformed value 'FILL-IN"), str(e.value)
-    assert "PLUGIN-1" in str(e.value) and "never from the live host" in str(e.value)
+    assert "PLUGIN-1" in str(e.value) and ("never from the live host" in str(e.value)
+                                           or "the review's record" in str(e.value))
 
 
 def test_shipped_target_inventory_loads(tmp_path):
@@ -102,6 +108,8 @@ def _good():
     data = yaml.safe_load((REPO / "inventories/target.yml").read_text())
     data["all"]["hosts"]["pilot"]["runtime"]["sha256"] = RUNTIME_PIN
     data["all"]["hosts"]["pilot"]["plugin"].update(bun_sha256=BUN_PIN, harness_sha256=HARNESS_PIN)
+    data["all"]["hosts"]["pilot"]["plugin"]["success"] = {"last_line": "^PASS ",
+                                                          "result_file": r"^smoke-result-\d+\.json$"}
     return data
 
 
@@ -156,6 +164,9 @@ BAD = [
      "plugin.harness_sha256: missing required key (PLUGIN-1: the SHA-256 of the smoke harness"),
     ("short harness pin", "plugin.harness_sha256", "ef" * 31, "plugin.harness_sha256: malformed value"),
     ("string for harness args", "plugin.fresh_args", "--helper {helper}", "plugin.fresh_args: expected a list"),
+    ("success line not a regex", "plugin.success.last_line", "PASS (",
+     "plugin.success.last_line: not a regular expression"),
+    ("no success report", "plugin.success", KeyError, "plugin.success: missing required key"),
     ("missing session variable", "session_environment.TERM", KeyError,
      "session_environment.TERM: missing"),
     ("extra session variable", "session_environment.SHELL", "/bin/sh",

@@ -1,17 +1,18 @@
 """PLUGIN-1's runner (pty_acceptance/candidate/smoke.py) on this machine, as root:
 refusals before any run (bun root-controlled and pinned, the harness pinned),
-the root-owned copy bun runs, the deadline, and how the working directory is read."""
+the cell bun runs from (root's copies of the pinned bytes), how a run is
+judged, and how its working directory is read. The runs themselves, each in a
+unit of its own, are tried on a reference host (tests/test_userunit.py)."""
 import hashlib
 import os
 import pwd
 import shutil
-import tempfile
 import types
 
 import pytest
 
 from pty_acceptance.candidate import smoke
-from pty_acceptance.host import hostfs
+from pty_acceptance.host import hostfs, userunit
 from pty_acceptance.spec.inventory import LIMIT_DEFAULTS
 
 NOBODY = pwd.getpwnam("nobody")
@@ -121,70 +122,121 @@ def test_a_harness_that_is_a_link_or_a_fifo_is_not_opened(files, tmp_path):
         smoke.preflight(_inv(files[0], fifo, harness_sha256=_sha(files[1])))
 
 
-def test_bun_runs_a_root_owned_copy_of_the_pinned_harness(files, tmp_path):
-    """The user owns the original: replaced after the check, the run is still
-    the pinned bytes' (here: exit 7, never the user's exit 0)."""
+def test_the_cell_holds_root_owned_copies_of_the_pinned_bytes(files):
+    """The user owns the original harness: what runs is the suite's cell, root's
+    copies of the pinned bytes (bun execute-only: it runs non-dumpable), and an
+    empty bunfig.toml; swapping the original afterwards changes nothing."""
     inv = _inv(*files)
     checked = smoke.preflight(inv)
-    d = smoke.stage_harness(checked.harness_bytes, files[1].name)
-    copy = os.path.join(d, files[1].name)
+    cell = smoke.stage(checked, inv.plugin)
     try:
-        dst, fst = os.lstat(d), os.lstat(copy)
-        assert (dst.st_uid, dst.st_mode & 0o7777) == (0, 0o755)
-        assert (fst.st_uid, fst.st_gid, fst.st_mode & 0o7777) == (0, 0, 0o444)
+        d = os.lstat(cell.path)
+        assert (d.st_uid, d.st_mode & 0o7777) == (0, 0o755)
+        modes = {n: (st.st_uid, st.st_gid, st.st_mode & 0o7777, st.st_nlink)
+                 for n in os.listdir(cell.path) for st in [os.lstat(os.path.join(cell.path, n))]}
+        assert modes == {"bun": (0, 0, 0o711, 1), files[1].name: (0, 0, 0o444, 1), "bunfig.toml": (0, 0, 0o444, 1)}
+        assert open(os.path.join(cell.path, "bun"), "rb").read() == open(files[0], "rb").read()
+        assert open(os.path.join(cell.path, files[1].name), "rb").read() == PINNED
+        assert open(os.path.join(cell.path, "bunfig.toml"), "rb").read() == b""
         files[1].write_bytes(b"#!/bin/sh\nexit 0\n")  # the user's swap, after the check
-        assert smoke.before_run(inv.plugin, copy).startswith(f"bun {_sha(files[0])}  ")
-        work = _workdir()
-        r = smoke.run("1/10", str(files[0]), copy, [], NOBODY, work, 20)
-        assert r.exit_status == 7 and not r.passed, (r.exit_status, r.last_line)
+        assert cell.check().startswith(f"bun copy {_sha(files[0])}  {cell.path}/bun; harness copy ")
+        assert cell.argv(["--x"]) == ("/tmp/pty-acceptance-cell/bun", "--config=/tmp/pty-acceptance-cell/bunfig.toml",
+                                      "--no-env-file", "--no-install",
+                                      f"/tmp/pty-acceptance-cell/{files[1].name}", "--x")
     finally:
-        smoke.unstage(d, files[1].name)
-    assert not os.path.lexists(d)
+        smoke.unstage(cell)
+    assert not os.path.lexists(cell.path)
 
 
-def test_before_every_run_bun_and_the_copy_are_hashed_again(files):
+def test_a_bun_that_changes_while_it_is_copied_is_refused(files):
     inv = _inv(*files)
     checked = smoke.preflight(inv)
-    d = smoke.stage_harness(checked.harness_bytes, files[1].name)
-    copy = os.path.join(d, files[1].name)
+    with open(files[0], "ab") as f:  # another build in bun's place after the preflight
+        f.write(b"x")
+    with pytest.raises(smoke.Refused, match="bun .* hashes to .*, the inventory pins"):
+        smoke.stage(checked, inv.plugin)
+
+
+@pytest.mark.parametrize("change", ["content", "mode", "link"])
+def test_before_every_run_both_copies_are_checked_again(files, change):
+    inv = _inv(*files)
+    cell = smoke.stage(smoke.preflight(inv), inv.plugin)
+    bun = os.path.join(cell.path, "bun")
     try:
-        with open(files[0], "ab") as f:  # another build in bun's place after the preflight
-            f.write(b"x")
-        with pytest.raises(smoke.Refused, match="bun .* hashes to .*, the inventory pins"):
-            smoke.before_run(inv.plugin, copy)
+        if change == "content":
+            with open(bun, "ab") as f:
+                f.write(b"x")
+        elif change == "mode":
+            os.chmod(bun, 0o755)
+        else:
+            os.link(bun, os.path.join(cell.path, "second-name"))
+        with pytest.raises(smoke.Refused, match="hashes to|not root's 0711 with one"):
+            cell.check()
     finally:
-        smoke.unstage(d, files[1].name)
+        smoke.unstage(cell)
 
 
-def test_run_refuses_root():
-    with pytest.raises(smoke.Refused):
-        smoke.run("x", "/bin/sh", "-c", ["true"], pwd.getpwnam("root"), "/", 5)
+def test_run_refuses_root(files):
+    inv = _inv(*files)
+    cell = smoke.stage(smoke.preflight(inv), inv.plugin)
+    try:
+        with pytest.raises(smoke.Refused, match="never run as root"):
+            smoke.run(cell, "x", [], pwd.getpwnam("root"), 5)
+    finally:
+        smoke.unstage(cell)
 
 
-def _workdir():
-    d = tempfile.mkdtemp()
-    os.chown(d, NOBODY.pw_uid, NOBODY.pw_gid)
-    return d
+SUCCESS = types.SimpleNamespace(last_line=r"^PASS \d+/\d+ checks ", result_file=r"^smoke-result-\d{3}\.json$",
+                                results_per_run=1)
 
 
-def test_deadline_kills_the_group_and_names_what_ran():
-    d = _workdir()
-    r = smoke.run("1/10", "/bin/sh", "-c", ["echo started; /bin/sleep 30 & /bin/sleep 31"], NOBODY, d, 1)
-    assert r.exit_status is None and not r.passed
-    assert any("sleep" in p for p in r.still_running), r.still_running
-    assert r.duration_s < 10 and r.last_line == b"started"
+def _run(output=b"ok  a\nPASS 9/9 checks (smoke-result-001.json)\n", files=None, home=None, **ended):
+    e = userunit.Ended("pty-acceptance-plugin-smoke-0.service", ("bun",), 60.0,
+                       **{"exit_status": 0, "duration_s": 2.5, **ended})
+    e.output, e.output_bytes = output, len(output)
+    return smoke.Run("1/10", e, files if files is not None else {"smoke-result-001.json": b"{}"}, home or {})
 
 
-def test_exit_status_last_line_leftovers_and_files():
-    d = _workdir()
-    r = smoke.run("2/10", "/bin/sh", "-c",
-                  ["printf 'x\\033]0;t\\007\\nlast\\n'; echo '{}' > r-001.json; mkfifo f; ln -s /etc/shadow s;"
-                   " /bin/sleep 30 & exit 0"], NOBODY, d, 20)
-    assert r.exit_status == 0 and r.last_line == b"last"
-    assert r.left_behind and not r.passed  # the backgrounded sleep outlived the harness
-    assert r.files["r-001.json"] == b"{}\n"
-    assert r.files["f"].startswith("not read") and r.files["s"].startswith("not read")
-    assert r.output_bytes > 0
+def test_a_run_passes_only_on_exit_0_with_the_harness_s_own_success_report():
+    assert smoke.judge(_run(), SUCCESS) == []
+    # the planted preload of issue 29: exit 0 in 10 ms, no output, no result file
+    why = smoke.judge(_run(output=b"", files={}, duration_s=0.01), SUCCESS)
+    assert len(why) == 2, why
+    assert why[0].startswith("its last line '' is not the harness's success report (plugin.success.last_line")
+    assert "0 bytes of output in 0.01 s" in why[0]
+    assert why[1].startswith("it left 0 result files matching plugin.success.result_file")
+    two = {"smoke-result-001.json": b"{}", "smoke-result-002.json": b"{}"}
+    assert "it left 2 result files" in smoke.judge(_run(files=two), SUCCESS)[0]
+    unread = {"smoke-result-001.json": "not read: a hard link (more than one link to this file)"}
+    why = smoke.judge(_run(files=unread), SUCCESS)
+    assert "could not be read: smoke-result-001.json: not read: a hard link" in why[0]
+
+
+def test_a_run_fails_on_how_it_ended_and_on_what_it_left():
+    assert smoke.judge(_run(exit_status=1), SUCCESS) == ["ended with exit 1 after 2.5 s"]
+    assert smoke.judge(_run(exit_status=None, signal=9), SUCCESS) == ["ended with killed by signal 9 after 2.5 s"]
+    why = smoke.judge(_run(exit_status=None, still_running=["pid 7 bun"]), SUCCESS)
+    assert why == ["did not finish within its 60 s deadline; still running then: pid 7 bun"]
+    why = smoke.judge(_run(left_behind=["pid 8 sleep"]), SUCCESS)
+    assert why == ["left processes running after it exited (killed with its cgroup): pid 8 sleep"]
+    assert "held open by a process outside its unit" in smoke.judge(_run(held_open=True), SUCCESS)[0]
+    planted = smoke.judge(_run(files={"smoke-result-001.json": b"{}", "bunfig.toml": b"", "p.ts": b""},
+                               home={".bunfig.toml": b"", ".env.local": b""}), SUCCESS)
+    assert planted == ["files bun would read as configuration were there after the run: HOME/.bunfig.toml, "
+                       "HOME/.env.local, working directory/bunfig.toml"]
+
+
+def test_results_are_read_by_descriptor_and_a_hard_link_is_not_read(tmp_path):
+    (tmp_path / "r.json").write_text("{}")
+    secret = tmp_path.parent / f"{tmp_path.name}-secret"
+    secret.write_text("root only")
+    os.link(secret, tmp_path / "linked.json")
+    os.mkfifo(tmp_path / "f")
+    os.symlink("/etc/shadow", tmp_path / "s")
+    got = smoke.read_results(str(tmp_path))
+    assert got["r.json"] == b"{}"
+    assert got["linked.json"] == "not read: a hard link (more than one link to this file)"
+    assert got["f"].startswith("not read") and got["s"].startswith("not read")
 
 
 def test_fill_and_inside():

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from pty_acceptance.host import analyze, programs, systemd
+from pty_acceptance.host import analyze, programs, systemd, userunit
 from pty_acceptance.host.terminal import escape
 
 from conftest import REPO
@@ -52,14 +52,24 @@ def test_systemctl_runs_by_absolute_path_with_a_fixed_environment(monkeypatch):
         assert kw.get("env") == programs.ROOT_ENV, kw.get("env")
 
 
-def test_systemd_analyze_runs_by_absolute_path_with_a_fixed_environment(monkeypatch):
-    seen = _capture(monkeypatch)
+def test_systemd_analyze_runs_by_absolute_path_with_a_fixed_environment_in_a_unit(monkeypatch):
+    """As the build user, in a unit of its own (userunit.py, SUITE-4)."""
+    seen = []
+
+    def fake_run_all(jobs, deadline_s, word="run"):
+        seen.extend(jobs)
+        return [userunit.Ended("u.service", j.argv, deadline_s, exit_status=0) for j in jobs]
+
+    monkeypatch.setattr(userunit, "run_all", fake_run_all)
+    monkeypatch.setenv("PATH", "/tmp/planted-bin:/usr/bin:/bin")
+    monkeypatch.setenv("SYSTEMD_PAGER", "/tmp/planted-pager")
     analyze.verify("nobody", "/etc/systemd/system/x.service")
     analyze.security("nobody", "x.service")
     assert len(seen) == 2
-    for argv, kw in seen:
-        assert argv[0] in ("/usr/bin/systemd-analyze", "/bin/systemd-analyze"), argv
-        assert kw["env"]["PATH"] == "/usr/bin:/bin" and "/tmp" not in "".join(kw["env"].values())
+    for job in seen:
+        assert job.argv[0] in ("/usr/bin/systemd-analyze", "/bin/systemd-analyze"), job.argv
+        assert job.account.pw_name == "nobody" and not job.binds
+        assert job.env["PATH"] == "/usr/bin:/bin" and "/tmp" not in "".join(job.env.values())
 
 
 def test_program_lookup_ignores_path(monkeypatch, safe_dir):

@@ -162,7 +162,8 @@ def test_expectation_from_inventory(tree, capsys, tmp_path):
     place(tree, good_content(tree))
     data = yaml.safe_load((REPO / "inventories/target.yml").read_text())
     data["all"]["hosts"]["pilot"]["runtime"]["sha256"] = "ab" * 32  # the operator's RUNTIME-1 pin
-    data["all"]["hosts"]["pilot"]["plugin"].update(bun_sha256="cd" * 32, harness_sha256="ef" * 32)  # PLUGIN-1's
+    data["all"]["hosts"]["pilot"]["plugin"].update(bun_sha256="cd" * 32, harness_sha256="ef" * 32,  # PLUGIN-1's
+                                                   success={"last_line": "^PASS ", "result_file": "^r$"})
     inv = tmp_path / "target.yml"
     inv.write_text(yaml.safe_dump(data))
     code = cli.main(["verify-marker", "--root", str(tree), "--inventory", str(inv)])

@@ -424,6 +424,17 @@ FAULTS += [
     Fault("plugin-bun-owned-by-service-user", ("PLUGIN-1",), "bun belongs to the service user, who "
           "could put another program in its place between its check and its run",
           f"chown byk:byk {BUN}", modules=_m("plugin")),
+    # -- PLUGIN-1: the harness in a cell of its own (issue 29): what the user plants or leaves
+    Fault("plugin-user-plants-bun-config", ("PLUGIN-1",), "the plugin's first run fails, and for the whole "
+          "run the service user plants a bunfig.toml and .bunfig.toml whose preload ends bun with exit 0, and "
+          "a .env, wherever it can reach (the run directories, its processes' cwd and /tmp, /tmp, its HOME): "
+          "PLUGIN-1 must see the harness's own failure, not the plant's exit 0",
+          f"printf 'fail-run:1\\n' > {PLUGIN_FAULTS}", script_file="user-plants-bun-config.sh",
+          modules=_m("plugin"), first_cause="PLUGIN-1: run 1/10: ended with exit 1", deadline_s=600),
+    Fault("plugin-harness-leaves-a-process", ("PLUGIN-1",), "every harness run leaves a setsid'd sleep 600 "
+          "behind, holding the run's output open: the run ends in time, naming it",
+          f"printf 'leave-process\\n' > {PLUGIN_FAULTS}", modules=_m("plugin"),
+          first_cause="left processes running after it exited (killed with its cgroup): pid ", deadline_s=600),
     # -- RUNTIME-2: the runtime it runs is the one RUNTIME-1 hashed (issue 21 item 4)
     Fault("runtime-swapped-before-handoff", ("RUNTIME-2",), "the service user renames a working "
           "runtime one byte longer into runtime.binary's place right after RUNTIME-1 read it, and puts "

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import secrets
 import statistics
 import subprocess
@@ -36,8 +35,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.getcwd(), "acceptance"))
 
-from pty_acceptance.provenance import builds
-from pty_acceptance.spec import inventory# noqa: E402
+from pty_acceptance.provenance import builds  # noqa: E402
+from pty_acceptance.spec import inventory  # noqa: E402
 from pty_acceptance.host.programs import ROOT_ENV  # noqa: E402
 
 SYSTEMD_RUN = "/usr/bin/systemd-run"
@@ -146,43 +145,39 @@ PLUGIN_RUNS = 11  # PLUGIN-1: the harness ten times in a row, then once against 
 
 
 def plugin_runs(inv, repeats: int) -> list[float]:
-    """One harness run as PLUGIN-1 makes it (smoke.run: bun, the harness, its
-    args, as the service user, in a fresh workspace), `repeats` times. Its own
-    waits (a 1 s session runtime, a 1 s HELLO timeout to a mute listener...)
-    are the pilot harness's, and the requirement runs it in a row: the suite
-    cannot make these runs shorter or overlap them."""
+    """One harness run as PLUGIN-1 makes it (smoke.run: the cell's bun and
+    harness, its args, as the service user in a unit of its own, fresh
+    working directory and HOME), `repeats` times. Its own waits (a 1 s session
+    runtime, a 1 s HELLO timeout to a mute listener...) are the pilot
+    harness's, and the requirement runs it in a row: the suite cannot make
+    these runs shorter or overlap them."""
     from pty_acceptance.candidate import smoke
-    from pty_acceptance.supervisor.peer import workspace
     p = inv.plugin
-    acct = smoke.preflight(inv)
-    deadline = p.deadline_s
+    checked = smoke.preflight(inv)
+    cell = smoke.stage(checked, p, smoke.limits(inv)[0])
     samples = []
-    with workspace(inv.service_user, "ptybench-plugin-") as (workdir, _):
+    try:
         for i in range(repeats):
-            r = smoke.run(f"bench {i}", p.bun, p.harness,
-                          smoke.fill(p.args, inv.binaries.client.path, workdir), acct, workdir,
-                          deadline)
-            if not r.passed:
-                raise RuntimeError(f"the plugin harness failed in the floor probe: exit {r.exit_status}, "
-                                   f"{r.last_line[-200:]!r}")
-            samples.append(r.duration_s)
+            r = smoke.run(cell, f"bench {i}", smoke.fill(list(p.args), inv.binaries.client.path, smoke.WORK_INSIDE),
+                          checked.account, p.deadline_s)
+            why = smoke.judge(r, p.success)
+            if why:
+                raise RuntimeError(f"the plugin harness failed in the floor probe: {'; '.join(why)}")
+            samples.append(r.ended.duration_s)
+    finally:
+        smoke.unstage(cell)
     return samples
-
-
-def _children_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
 
 
 def build(inv) -> tuple[float, float]:
     """(wall, CPU) seconds of one clean build; CPU counts every process of it
-    (go and its compilers are reaped, so they are in RUSAGE_CHILDREN)."""
+    (go and its compilers run in the build's units: systemd's count of them)."""
     acct = builds._account(inv.build.user)
-    cpu0, t0 = _children_cpu(), time.monotonic()
+    t0 = time.monotonic()
     made = builds.build_once(inv, acct, "bench")
-    took, cpu = time.monotonic() - t0, _children_cpu() - cpu0
+    took = time.monotonic() - t0
     subprocess.run(["/bin/rm", "-rf", "--", made.directory], env=ROOT_ENV, check=False)
-    return took, cpu
+    return took, made.cpu_s
 
 
 def main(argv: list[str]) -> int:

@@ -4,23 +4,40 @@ bun and the harness are the reviewed ones (inventory ``plugin.*``): each is
 pinned by SHA-256 (``plugin.bun_sha256``, ``plugin.harness_sha256``, from the
 review, never from the host). bun must be root-controlled (OWN-1's chain
 check: a root-owned regular file no group or other may write, every directory
-from / down to it likewise), because it is run by path after it was hashed;
-it is hashed by descriptor (bounded) before every run. The harness is read
-once by descriptor (a no-follow walk from /, bounded) and must hash to its
-pin; those exact bytes are written root-owned 0444 into a fresh root-owned
-0755 directory of the suite's own, and bun runs that copy, so that whoever
-owns the original (it may lie in /tmp) cannot change what runs. The copy is
-hashed again before every run.
+from / down to it likewise) and not elevated (no set-ID bit, no file
+capabilities); preflight refuses a root service user before anything runs.
 
-They run as the service user, never root: ``preflight`` refuses before
-anything is started when the user is uid 0, or when bun would run with other
-privileges than the user's (set-user-ID or set-group-ID bit, file
-capabilities). Environment fixed (PATH, HOME = the working directory, LANG,
-TERM), stdin /dev/null, its own session and process group, umask 077; each
-run has a deadline, after which the whole process group is killed and what
-was still running is named. Its output is hostile: only its size and its
-last line (escaped by the caller) are kept. The files it leaves in its
-working directory are read by descriptor, regular files only, size-bounded.
+What runs is a cell of the suite's own (stage): a fresh root-owned 0755
+directory holding a root-owned copy of the pinned bun bytes, mode 0711
+(execute-only for the user: the kernel marks such a process non-dumpable, so
+no other process of the user reaches its /proc/<pid>/cwd, fd, environ or
+memory), a root-owned 0444 copy of the pinned harness bytes, and an empty
+bunfig.toml. Both copies are hashed while they are written and again before
+every run (check).
+
+Each run (run) is a transient unit of its own (userunit.py: as the service
+user, no supplementary groups, no new privileges, its cgroup killed and gone
+before the run is judged, its output read from a pipe only the suite holds),
+with a /tmp of its own (PrivateTmp=) into which the cell is bound read-only
+and two fresh directories of the user, made for this run only, are bound
+read-write: the working directory and HOME. On the host those two lie in a
+root-owned 0700 directory of the run's scratch area, which no other process
+of the user can enter; inside, every directory above them is the unit's own
+private /tmp or root's. bun is started with ``--config=<the empty
+bunfig.toml>`` (no bunfig.toml of the working directory), ``--no-env-file``
+(no .env) and ``--no-install`` (no package fetched at run time); its global
+configuration ($HOME/.bunfig.toml) is looked for in the fresh, empty HOME.
+Environment fixed (PATH, HOME, LANG, TERM), stdin /dev/null, umask 077, a
+deadline from the inventory. Its output is hostile: only its size and its last
+line (escaped by the caller) are kept. What it left in its working directory
+and HOME is listed and read by descriptor once the unit is gone (regular
+files with one link only, size-bounded), then removed.
+
+A run passes only on evidence (judge): exit 0, nothing left running and
+nothing outside the unit holding its output, the harness's own success report
+in the form the inventory states (``plugin.success``: its last line, and the
+result files one run writes), and no file bun would read as configuration in
+its working directory or HOME afterwards.
 """
 
 from __future__ import annotations
@@ -29,18 +46,12 @@ import hashlib
 import os
 import pwd
 import re
-import signal
 import stat
-import subprocess
-import threading
-import time
 from dataclasses import dataclass, field
 
-import psutil
-
 from pty_acceptance import errors
-from pty_acceptance.host import hostfs, scratch
-from pty_acceptance.spec.inventory import Plugin
+from pty_acceptance.host import hostfs, scratch, userunit
+from pty_acceptance.spec.inventory import Plugin, PluginSuccess
 
 OUTPUT_KEPT = 64 * 1024
 RESULT_LIMIT = 256 * 1024
@@ -54,6 +65,21 @@ PLACEHOLDER = re.compile(r"\{(helper|workdir)\}")
 BUN_LIMIT = hostfs.Limit(256 << 20, "limits.artifact_bytes")
 HARNESS_LIMIT = hostfs.Limit(32 << 20, "limits.file_bytes")
 COPY_MODE, COPY_DIR_MODE = 0o444, 0o755
+BUN_MODE = 0o711  # execute-only for the user: bun runs non-dumpable
+BUN_NAME, CONFIG_NAME = "bun", "bunfig.toml"
+# where the run sees its cell, working directory, HOME and a staged helper:
+# inside its own /tmp (PrivateTmp=), every directory above them the unit's or root's
+CELL_INSIDE = "/tmp/pty-acceptance-cell"
+WORK_INSIDE = "/tmp/pty-acceptance-work"
+HOME_INSIDE = "/tmp/pty-acceptance-home"
+# bun's own options that keep the user's files out of what runs (read from its
+# source, src/cli/Arguments.zig): no bunfig.toml of the working directory, no .env, no
+# package fetched at run time
+BUN_OPTIONS = (f"--config={CELL_INSIDE}/{CONFIG_NAME}", "--no-env-file", "--no-install")
+# what bun would read as configuration or code if it found it there: never in a
+# run's working directory or HOME after the run (a plant names itself here)
+BUN_READS = re.compile(r"^(bunfig\.toml|\.bunfig\.toml|\.env(\..*)?|node_modules|package\.json|"
+                       r"tsconfig\.json|jsconfig\.json|bun\.lockb?|\.npmrc)$")
 
 
 class Refused(errors.Refused):
@@ -62,20 +88,21 @@ class Refused(errors.Refused):
 
 @dataclass
 class Run:
+    """One harness run: how its unit ended, and what it left in its working
+    directory and HOME (name -> bytes, or why not read)."""
     label: str
-    argv: list[str]
-    exit_status: int | None = None  # None: killed at the deadline
-    duration_s: float = 0.0
-    last_line: bytes = b""
-    output_bytes: int = 0
-    deadline_s: float = 0.0
-    still_running: list[str] = field(default_factory=list)  # at the deadline
-    left_behind: list[str] = field(default_factory=list)    # after a normal exit
-    files: dict[str, bytes | str] = field(default_factory=dict)  # name -> bytes, or why not read
+    ended: userunit.Ended
+    files: dict[str, bytes | str] = field(default_factory=dict)
+    home: dict[str, bytes | str] = field(default_factory=dict)
 
     @property
-    def passed(self) -> bool:
-        return self.exit_status == 0 and not self.still_running and not self.left_behind
+    def argv(self) -> tuple[str, ...]:
+        return self.ended.argv
+
+    @property
+    def last_line(self) -> bytes:
+        lines = [ln for ln in self.ended.output.splitlines() if ln.strip()]
+        return lines[-1][-400:] if lines else b""
 
 
 def _privilege_problem(path: str, what: str) -> str | None:
@@ -211,39 +238,92 @@ def read_harness(path: str, pin: str, limit: hostfs.Limit = HARNESS_LIMIT) -> tu
     return data, f"{digest}  {path} ({owner}, read once by descriptor; the pin)"
 
 
-def stage_harness(data: bytes, name: str) -> str:
-    """The pinned harness bytes as `name`, root-owned 0444, in a fresh root-owned
-    0755 directory of the run's scratch area (scratch.py: not the user's
-    workspace, which the user owns and could swap a file in). Returns the
-    directory; unstage removes it."""
-    d = scratch.make("pty-acceptance-harness-", mode=COPY_DIR_MODE)
-    dfd = hostfs.open_dir(d)
-    try:
-        hostfs.create_at(dfd, name, data, COPY_MODE, owner=(0, 0))
-    finally:
-        os.close(dfd)
-    return d
+@dataclass(frozen=True)
+class Cell:
+    """The suite's root-owned directory a run sees read-only at CELL_INSIDE:
+    bun (0711) and the harness (0444), copies of the pinned bytes, and an
+    empty bunfig.toml (0444)."""
+    path: str
+    harness_name: str
+    bun_pin: str
+    harness_pin: str
+
+    def inside(self, name: str) -> str:
+        return f"{CELL_INSIDE}/{name}"
+
+    def argv(self, args: list[str]) -> tuple[str, ...]:
+        return (self.inside(BUN_NAME), *BUN_OPTIONS, self.inside(self.harness_name), *args)
+
+    def check(self, bounds: tuple[hostfs.Limit, hostfs.Limit] = (BUN_LIMIT, HARNESS_LIMIT)) -> str:
+        """Before each run: both copies still root's, in their modes, and the pinned bytes."""
+        bun = _check_copy(os.path.join(self.path, BUN_NAME), "bun", "bun_sha256", self.bun_pin, BUN_MODE,
+                          bounds[0])
+        harness = _check_copy(os.path.join(self.path, self.harness_name), "harness", "harness_sha256",
+                              self.harness_pin, COPY_MODE, bounds[1])
+        return f"bun copy {bun}; harness copy {harness}"
 
 
-def unstage(d: str, name: str) -> None:
-    scratch.remove(d)
-
-
-def check_copy(path: str, pin: str, limit: hostfs.Limit = HARNESS_LIMIT) -> str:
-    """The staged copy still root-owned, read-only and the pinned bytes."""
+def _check_copy(path: str, what: str, key: str, pin: str, mode: int, limit: hostfs.Limit) -> str:
     def roots(st: os.stat_result) -> None:
-        if st.st_uid != 0 or stat.S_IMODE(st.st_mode) != COPY_MODE:
-            raise Refused(f"the harness copy {path} is uid {st.st_uid} mode "
-                          f"{stat.S_IMODE(st.st_mode):04o}, not root's {COPY_MODE:04o}")
+        if st.st_uid != 0 or stat.S_IMODE(st.st_mode) != mode or st.st_nlink != 1:
+            raise Refused(f"the {what} copy {path} is uid {st.st_uid} mode {stat.S_IMODE(st.st_mode):04o} "
+                          f"with {st.st_nlink} links, not root's {mode:04o} with one")
 
-    _pinned(path, "harness", "harness_sha256", pin, limit, roots)
+    _pinned(path, what, key, pin, limit, roots)
     return f"{pin}  {path}"
 
 
-def before_run(p: Plugin, copy: str, bounds: tuple[hostfs.Limit, hostfs.Limit] = (BUN_LIMIT, HARNESS_LIMIT)) -> str:
-    """PLUGIN-1 before each run: bun and the harness copy are still the pinned ones."""
-    return (f"bun {check_bun(p.bun, p.bun_sha256, bounds[0])}; "
-            f"harness copy {check_copy(copy, p.harness_sha256, bounds[1])}")
+def _copy_pinned(src: str, dfd: int, name: str, mode: int, pin: str, key: str, limit: hostfs.Limit) -> None:
+    """`src` (opened by the no-follow walk) copied into a new root-owned file
+    `name` of `dfd`, hashed as it is written: not the pinned bytes, Refused."""
+    fd = _open(src, "bun")
+    out = os.open(name, hostfs.CREATE_FLAGS, 0o600, dir_fd=dfd)
+    try:
+        os.fchown(out, 0, 0)
+        hostfs.check_size(fd, limit, src)
+        h, done = hashlib.sha256(), 0
+        while chunk := os.read(fd, 1 << 20):
+            done += len(chunk)
+            if done > limit.value:
+                raise Refused(f"bun {src} grew past {limit} while it was copied")
+            h.update(chunk)
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(out, view):]
+        if h.hexdigest() != pin:
+            raise _not_pinned("bun", src, h.hexdigest(), key, pin)
+        os.fchmod(out, mode)
+        os.fsync(out)
+    except hostfs.Refused as e:
+        raise Refused(f"bun: {e}") from None
+    finally:
+        os.close(out)
+        os.close(fd)
+
+
+def stage(checked: Checked, p: Plugin, bun_limit: hostfs.Limit = BUN_LIMIT) -> Cell:
+    """The cell, in a fresh root-owned 0755 directory of the run's scratch area
+    (not the user's: nothing in it or above it is the user's to swap);
+    unstage removes it. bun is copied from its pinned original by descriptor
+    (preflight proved it root-controlled), hashed as it is written."""
+    name = os.path.basename(p.harness)
+    d = scratch.make("pty-acceptance-cell-", mode=COPY_DIR_MODE)
+    try:
+        dfd = hostfs.open_dir(d)
+        try:
+            _copy_pinned(p.bun, dfd, BUN_NAME, BUN_MODE, p.bun_sha256, "bun_sha256", bun_limit)
+            hostfs.create_at(dfd, name, checked.harness_bytes, COPY_MODE, owner=(0, 0))
+            hostfs.create_at(dfd, CONFIG_NAME, b"", COPY_MODE, owner=(0, 0))
+        finally:
+            os.close(dfd)
+    except BaseException:
+        scratch.remove(d)
+        raise
+    return Cell(d, name, p.bun_sha256, p.harness_sha256)
+
+
+def unstage(cell: Cell) -> None:
+    scratch.remove(cell.path)
 
 
 def fill(args: list[str], helper: str, workdir: str) -> list[str]:
@@ -251,88 +331,106 @@ def fill(args: list[str], helper: str, workdir: str) -> list[str]:
             for a in args]
 
 
-def _group(pgid: int) -> list[psutil.Process]:
-    out = []
-    for proc in psutil.process_iter(["pid", "name"]):
-        try:
-            if os.getpgid(proc.pid) == pgid:
-                out.append(proc)
-        except (ProcessLookupError, PermissionError):
-            pass
-    return out
-
-
-def _describe(procs: list[psutil.Process]) -> list[str]:
-    out = []
-    for p in procs:
-        try:
-            out.append(f"pid {p.pid} {p.name()}")
-        except psutil.Error:
-            out.append(f"pid {p.pid}")
-    return out
-
-
-def _kill_group(pgid: int) -> None:
+def _user_dir(parent: int, name: str, where: str, acct: pwd.struct_passwd) -> None:
+    os.mkdir(name, 0o700, dir_fd=parent)
+    fd = hostfs.open_dir_at(parent, name, os.path.join(where, name))
     try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+        os.fchown(fd, acct.pw_uid, acct.pw_gid)
+        os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
 
 
-def run(label: str, bun: str, harness: str, args: list[str], acct: pwd.struct_passwd,
-        workdir: str, deadline_s: float) -> Run:
-    """One harness run in `workdir` as `acct`, bounded by `deadline_s`."""
+def run(cell: Cell, label: str, args: list[str], acct: pwd.struct_passwd, deadline_s: float,
+        read_only: tuple[tuple[str, str], ...] = ()) -> Run:
+    """One harness run in a unit of its own (module docstring), bounded by
+    `deadline_s`; `read_only`: more (host path, path inside) binds, e.g. a
+    freshly built helper. Its working directory and HOME are made for it and
+    removed after it."""
     if acct.pw_uid == 0:  # preflight refuses first; this never runs as root either way
         raise Refused("the harness is never run as root")
-    argv = [bun, harness, *args]
-    r = Run(label, argv, deadline_s=deadline_s)
-    env = {"PATH": PATH, "HOME": workdir, "LANG": "C.UTF-8", "TERM": TERM}
-    t0 = time.monotonic()
-    proc = subprocess.Popen(argv, cwd=workdir, env=env, user=acct.pw_uid, group=acct.pw_gid,
-                            extra_groups=[], umask=0o077, start_new_session=True,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, close_fds=True)
-    tail = bytearray()
-
-    def drain():
-        while chunk := proc.stdout.read1(65536):
-            r.output_bytes += len(chunk)
-            tail.extend(chunk)
-            del tail[:-OUTPUT_KEPT]
-
-    reader = threading.Thread(target=drain, daemon=True)
-    reader.start()
+    d = scratch.make("pty-acceptance-plugin-run-", mode=0o700)  # root's: the user cannot enter it
     try:
-        proc.wait(timeout=deadline_s)  # a poll with a deadline, not a sleep
-        r.exit_status = proc.returncode
-    except subprocess.TimeoutExpired:
-        r.still_running = _describe(_group(proc.pid))
-        _kill_group(proc.pid)
-        proc.wait()
-    r.duration_s = time.monotonic() - t0
-    if r.exit_status is not None:
-        left = _group(proc.pid)
-        if left:
-            r.left_behind = _describe(left)
-            _kill_group(proc.pid)
-    reader.join(5)
-    proc.stdout.close()  # type: ignore[union-attr]  # stdout=PIPE: never None
-    lines = [ln for ln in bytes(tail).splitlines() if ln.strip()]
-    r.last_line = lines[-1][-400:] if lines else b""
-    r.files = read_results(workdir)
-    return r
+        dfd = hostfs.open_dir(d)
+        try:
+            _user_dir(dfd, "work", d, acct)
+            _user_dir(dfd, "home", d, acct)
+        finally:
+            os.close(dfd)
+        job = userunit.Job(
+            purpose=f"PLUGIN-1 smoke run {label}", argv=cell.argv(args), account=acct, cwd=WORK_INSIDE,
+            env={"PATH": PATH, "HOME": HOME_INSIDE, "LANG": "C.UTF-8", "TERM": TERM}, umask=0o077,
+            private_tmp=True, binds=((os.path.join(d, "work"), WORK_INSIDE), (os.path.join(d, "home"), HOME_INSIDE)),
+            read_only=((cell.path, CELL_INSIDE), *read_only), output_kept=OUTPUT_KEPT)
+        ended = userunit.run(job, deadline_s, "plugin-smoke")
+        return Run(label, ended, read_results(os.path.join(d, "work")), read_results(os.path.join(d, "home")))
+    finally:
+        scratch.remove(d)
+
+
+def judge(r: Run, success: PluginSuccess) -> list[str]:
+    """Why run `r` did not pass (empty: it passed), each a phrase naming what
+    was missing or wrong; host text escaped by the caller."""
+    e = r.ended
+    why = []
+    if e.timed_out:
+        why.append(f"did not finish within its {e.deadline_s:g} s deadline; still running then: "
+                   f"{', '.join(e.still_running) or 'nothing listed'}")
+    elif e.exit_status != 0:
+        why.append(f"ended with {e.ending()} after {e.duration_s:.1f} s")
+    if e.left_behind:
+        why.append(f"left processes running after it exited (killed with its cgroup): {', '.join(e.left_behind)}")
+    if e.held_open:
+        why.append("its output was still held open by a process outside its unit once the unit was gone")
+    if e.not_gone:
+        why.append(f"its unit could not be seen gone: {e.not_gone}")
+    if e.exit_status == 0:
+        why += _report_problems(r, success)
+    planted = sorted(f"{where}/{n}" for where, names in (("working directory", r.files), ("HOME", r.home))
+                     for n in names if BUN_READS.match(n))
+    if planted:
+        why.append(f"files bun would read as configuration were there after the run: {', '.join(planted)}")
+    return why
+
+
+def _report_problems(r: Run, success: PluginSuccess) -> list[str]:
+    """The harness's own success report, as the inventory states it (plugin.success)."""
+    why = []
+    try:
+        line_ok = re.search(success.last_line, r.last_line.decode("utf-8", "replace")) is not None
+        results = [n for n in r.files if re.search(success.result_file, n)]
+    except re.error as err:
+        return [f"plugin.success is not a usable pattern: {err}"]
+    if not line_ok:
+        why.append(f"its last line {r.last_line.decode('utf-8', 'replace')!r} is not the harness's success "
+                   f"report (plugin.success.last_line {success.last_line!r}; {r.ended.output_bytes} bytes of "
+                   f"output in {r.ended.duration_s:.2f} s)")
+    if len(results) != success.results_per_run:
+        why.append(f"it left {len(results)} result files matching plugin.success.result_file "
+                   f"{success.result_file!r}, not {success.results_per_run}"
+                   + (f" ({', '.join(sorted(results))})" if results else ""))
+    unread = [f"{n}: {v}" for n, v in r.files.items() if n in results and isinstance(v, str)]
+    if unread:
+        why.append(f"its result files could not be read: {', '.join(unread)}")
+    return why
 
 
 def read_results(workdir: str) -> dict[str, bytes | str]:
-    """The files the harness left in `workdir`: regular files only, by
-    descriptor, each at most RESULT_LIMIT bytes, at most RESULT_FILES names."""
+    """The files a run left in `workdir`: regular files with one link only, by
+    descriptor, each at most RESULT_LIMIT bytes, at most RESULT_FILES names;
+    anything else is named with why it was not read."""
     out: dict[str, bytes | str] = {}
     dfd = hostfs.open_dir(workdir)
     try:
         for name in sorted(hostfs.list_at(dfd, NAMES_LISTED))[:RESULT_FILES]:
             where = os.path.join(workdir, name)
             try:
-                out[name] = hostfs.read_fd(hostfs.open_file_at(dfd, name, where), RESULT_LIMIT, where)
+                fd = hostfs.open_file_at(dfd, name, where)
+                if os.fstat(fd).st_nlink != 1:
+                    os.close(fd)
+                    out[name] = "not read: a hard link (more than one link to this file)"
+                    continue
+                out[name] = hostfs.read_fd(fd, RESULT_LIMIT, where)
             except hostfs.Refused as e:
                 out[name] = f"not read: {e}"
             except OSError as e:

@@ -1,16 +1,17 @@
 """`systemd-analyze verify` and `systemd-analyze security`, run as the
-unprivileged build user: reading unit definitions needs no root."""
+unprivileged build user in a unit of its own (userunit.py, SUITE-4):
+reading unit definitions needs no root."""
 
 from __future__ import annotations
 
 import pwd
 import re
-import subprocess
 from dataclasses import dataclass
 
-from pty_acceptance.host import programs
+from pty_acceptance.host import programs, userunit
 
 EXPOSURE = re.compile(r"Overall exposure level for (\S+): ([0-9.]+) (\S+)")
+DEADLINE_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -20,22 +21,23 @@ class Result:
     output: str
 
 
-def _run(user: str, argv: list[str], timeout: float = 60) -> Result:
+def _run(user: str, argv: list[str], deadline_s: float = DEADLINE_S) -> Result:
     try:
         acct = pwd.getpwnam(user)
     except KeyError:
         return Result(argv, 1, f"user {user!r} does not exist on this host")
+    job = userunit.Job(purpose=f"systemd-analyze {argv[1]}", argv=tuple(argv), account=acct, cwd="/",
+                       env={**programs.ROOT_ENV, "HOME": "/"}, umask=0o077, output_kept=1 << 20)
     try:
-        done = subprocess.run(argv, user=acct.pw_uid, group=acct.pw_gid, extra_groups=[],
-                              env={**programs.ROOT_ENV, "HOME": "/"},
-                              cwd="/", capture_output=True, timeout=timeout, check=False,
-                              stdin=subprocess.DEVNULL)
-    except FileNotFoundError:
-        return Result(argv, 127, f"{argv[0]} is not installed")
-    except subprocess.TimeoutExpired:
-        return Result(argv, 124, f"no answer within {timeout} s")
-    text = (done.stdout + done.stderr).decode("utf-8", "replace")
-    return Result(argv, done.returncode, text)
+        ended = userunit.run(job, deadline_s, "analyze")
+    except userunit.UnitError as e:
+        return Result(argv, 125, f"could not be run: {e}")
+    text = ended.output.decode("utf-8", "replace")
+    if ended.timed_out:
+        return Result(argv, 124, f"no answer within {deadline_s:g} s")
+    if ended.signal is not None:
+        return Result(argv, 128 + ended.signal, text)
+    return Result(argv, ended.exit_status if ended.exit_status is not None else 125, text)
 
 
 def verify(user: str, unit_file: str) -> Result:

@@ -2,6 +2,11 @@
 time in its own private temporary directory with its own Go caches; the two
 builds of a binary run at the same time (nothing is shared between them).
 
+Every go process runs as the build user in a transient unit of its own
+(host/userunit.py: no supplementary groups, no new privileges, its output
+read from a pipe only the suite holds, its cgroup killed and gone before its
+result is read), against one deadline for the builds of a binary.
+
 The source tree belongs to the service user (SUITE-4). Root copies it by
 descriptor walk: openat with O_NOFOLLOW on every component, only directories
 and regular files (a link, FIFO, socket or device is a BuildError naming the
@@ -22,15 +27,11 @@ import hashlib
 import os
 import pwd
 import stat
-import subprocess
-import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 from pty_acceptance.errors import Finding
-from pty_acceptance.host import hostfs, scratch
+from pty_acceptance.host import hostfs, scratch, terminal, userunit
 from pty_acceptance.spec.inventory import Inventory
 
 BUILD_ENV = {"CGO_ENABLED": "0", "GOOS": "linux", "GOARCH": "amd64"}
@@ -49,6 +50,7 @@ DEFAULT_ENV = {"GOPROXY": "off", "GOTOOLCHAIN": "local", "GOFLAGS": "",
 # (a go.work above it, a go env file) takes part in a build.
 ISOLATION_ENV = {"GOWORK": "off", "GOENV": "off"}
 TIMEOUT_S = 600
+ERROR_KEPT = 2000  # the end of a failed build's output, in its BuildError
 
 
 class BuildError(Finding):
@@ -61,6 +63,7 @@ class BuildSet:
     directory: str
     commands: list[str] = field(default_factory=list)
     artifacts: dict[str, bytes] = field(default_factory=dict)  # role -> bytes
+    cpu_s: float = 0.0  # CPU time of its go processes, as systemd counted it (0: not counted)
 
     def sha256(self, role: str) -> str:
         return hashlib.sha256(self.artifacts[role]).hexdigest()
@@ -84,15 +87,24 @@ def _account(name: str) -> pwd.struct_passwd:
     return acct
 
 
-def _run_as(acct, argv, cwd, env, timeout=TIMEOUT_S) -> subprocess.CompletedProcess:
-    try:
-        return subprocess.run(argv, cwd=cwd, env=env, user=acct.pw_uid, group=acct.pw_gid,
-                              extra_groups=[], umask=0o022, capture_output=True,
-                              timeout=timeout, check=False, stdin=subprocess.DEVNULL)
-    except FileNotFoundError:
-        raise BuildError(f"{argv[0]} not found") from None
-    except subprocess.TimeoutExpired:
-        raise BuildError(f"{' '.join(argv)} did not finish within {timeout} s") from None
+def _job(acct, argv: list[str], cwd: str, env: dict[str, str], purpose: str) -> userunit.Job:
+    return userunit.Job(purpose=purpose, argv=tuple(argv), account=acct, cwd=cwd, env=env, umask=0o022,
+                        output_kept=1 << 16)
+
+
+def _problem(ended: userunit.Ended, what: str) -> str | None:
+    """Why a go run did not end cleanly (None: it did), its output's end escaped."""
+    if ended.clean:
+        return None
+    why = [ended.ending()]
+    if ended.left_behind:
+        why.append(f"left running {', '.join(ended.left_behind)}")
+    if ended.held_open:
+        why.append("its output held open by a process outside its unit")
+    if ended.not_gone:
+        why.append(ended.not_gone)
+    tail = ended.output.decode("utf-8", "replace").strip()[-ERROR_KEPT:]
+    return terminal.escape(f"{what} failed ({'; '.join(why)}): {tail}")
 
 
 def _give(fd: int, acct, mode: int) -> None:
@@ -185,35 +197,20 @@ def _artifact(path: str, limit: hostfs.Limit) -> bytes:
         raise BuildError(f"the built artifact cannot be read safely: {e.strerror or e}") from None
 
 
-def _spawn_as(acct, argv, cwd, env, err) -> subprocess.Popen:
+def _build_all(jobs: list[tuple[BuildSet, userunit.Job]], role: str) -> None:
+    """The builds of `role`, side by side in units of their own, against one
+    deadline; each unit is gone before its result is read."""
     try:
-        return subprocess.Popen(argv, cwd=cwd, env=env, user=acct.pw_uid, group=acct.pw_gid,
-                                extra_groups=[], umask=0o022, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=err)
-    except FileNotFoundError:
-        raise BuildError(f"{argv[0]} not found") from None
-
-
-def _wait_all(jobs: list[tuple[BuildSet, str, subprocess.Popen, IO[bytes]]], role: str) -> None:
-    """Wait for the builds of `role` running side by side, against one deadline;
-    on any way out but success every one still running is killed and reaped."""
-    end = time.monotonic() + TIMEOUT_S
-    try:
-        for bs, _out, proc, _err in jobs:
-            try:
-                proc.wait(max(0.0, end - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                raise BuildError(f"build {bs.label} of {role} did not finish within {TIMEOUT_S} s") from None
-    finally:
-        for _bs, _out, proc, _err in jobs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    for bs, _out, proc, err in jobs:
-        if proc.returncode != 0:
-            err.seek(0)
-            text = err.read(1 << 20).decode(errors="replace").strip()[-2000:]
-            raise BuildError(f"build {bs.label} of {role} failed ({proc.returncode}): {text}")
+        ended = userunit.run_all([j for _bs, j in jobs], TIMEOUT_S, "build")
+    except userunit.UnitError as e:
+        raise BuildError(f"the builds of {role} could not be run: {e}") from None
+    for bs, done in zip((bs for bs, _ in jobs), ended, strict=True):
+        bs.cpu_s += done.cpu_s
+        if done.timed_out:
+            raise BuildError(f"build {bs.label} of {role} did not finish within {TIMEOUT_S} s")
+        why = _problem(done, f"build {bs.label} of {role}")
+        if why:
+            raise BuildError(why)
 
 
 def build_sets(inv: Inventory, acct, labels) -> list[BuildSet]:
@@ -228,28 +225,18 @@ def build_sets(inv: Inventory, acct, labels) -> list[BuildSet]:
             copy_source(inv.build.source_dir, sets[-1].directory, acct, inv.tree_bounds())
         isolation = " ".join(f"{k}={v}" for k, v in ISOLATION_ENV.items())
         for b in inv.binaries_list:
-            jobs: list[tuple[BuildSet, str, subprocess.Popen, IO[bytes]]] = []
-            try:
-                for bs in sets:
-                    src = os.path.join(bs.directory, "src")
-                    out = os.path.join(bs.directory, "out", b.name)
-                    argv = [inv.build.go, *BUILD_ARGS, "-o", out, b.package]
-                    bs.commands.append(f"(cd {src} && {isolation} {SEED_COMMAND} -o {out} {b.package})")
-                    err = tempfile.TemporaryFile()  # root's, unnamed: the build only inherits the descriptor
-                    try:
-                        jobs.append((bs, out, _spawn_as(acct, argv, src, _env(inv, bs.directory), err), err))
-                    except BaseException:
-                        err.close()
-                        raise
-                _wait_all(jobs, b.role)
-            finally:
-                for job in jobs:
-                    if job[2].poll() is None:
-                        job[2].kill()
-                        job[2].wait()
-                    job[3].close()
-            for bs, out, _proc, _err in jobs:
-                bs.artifacts[b.role] = _artifact(out, inv.limit("artifact_bytes"))
+            jobs: list[tuple[BuildSet, userunit.Job]] = []
+            for bs in sets:
+                src = os.path.join(bs.directory, "src")
+                out = os.path.join(bs.directory, "out", b.name)
+                argv = [inv.build.go, *BUILD_ARGS, "-o", out, b.package]
+                bs.commands.append(f"(cd {src} && {isolation} {SEED_COMMAND} -o {out} {b.package})")
+                jobs.append((bs, _job(acct, argv, src, _env(inv, bs.directory),
+                                      f"BUILD-1 build {bs.label} of {b.role}")))
+            _build_all(jobs, b.role)
+            for bs in sets:
+                bs.artifacts[b.role] = _artifact(os.path.join(bs.directory, "out", b.name),
+                                                 inv.limit("artifact_bytes"))
     except BaseException:
         for bs in sets:
             scratch.remove(bs.directory)
@@ -270,10 +257,16 @@ def reproduce(inv: Inventory) -> Reproduction:
         raise BuildError(str(e)) from None
     except OSError as e:
         raise BuildError(f"{go_sum}: {e.strerror or e}") from None
-    ver = _run_as(acct, [inv.build.go, "version"], "/", _env(inv, "/nonexistent"), timeout=60)
-    if ver.returncode != 0:
-        raise BuildError(f"{inv.build.go} version failed: {ver.stderr.decode(errors='replace')}")
+    try:
+        ver = userunit.run(_job(acct, [inv.build.go, "version"], "/", _env(inv, "/nonexistent"),
+                                "BUILD-2 go version"), 60, "build")
+    except userunit.UnitError as e:
+        raise BuildError(f"{inv.build.go} version could not be run: {e}") from None
+    why = _problem(ver, f"{inv.build.go} version")
+    if why:
+        raise BuildError(why)
     sets = build_sets(inv, acct, ("a", "b"))
     for s in sets:
         scratch.remove(s.directory)
-    return Reproduction(acct.pw_name, ver.stdout.decode().strip(), go_sum_sha, sets)
+    version = terminal.escape(ver.output.decode("utf-8", "replace").strip()[-200:])
+    return Reproduction(acct.pw_name, version, go_sum_sha, sets)

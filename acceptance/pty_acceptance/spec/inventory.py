@@ -42,6 +42,7 @@ GO_VERSION = re.compile(r"^go\d+\.\d+(\.\d+)?$")
 URL_PATH = re.compile(r"^/[A-Za-z0-9._~/%-]*$")
 PLUGIN_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 ENV_VALUE = re.compile(r"^[^\0\n]*$")
+PATTERN = re.compile(r"^(?!FILL-IN)[^\0\n]+$")  # a regular expression (compiled when loaded)
 
 
 class InventoryError(AcceptanceError):
@@ -173,6 +174,19 @@ class Cutover:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PluginSuccess:
+    """PLUGIN-1: the harness's own success report, which a run must show
+    besides exit 0 (TARGET-CONTRACT 9): its last non-empty output line matches
+    `last_line`, and it leaves `results_per_run` files whose names match
+    `result_file` in its fresh working directory (regular expressions)."""
+    last_line: Annotated[str, PATTERN, Why(
+        "PLUGIN-1: the harness's success line as the review's record of its runs shows it")]
+    result_file: Annotated[str, PATTERN, Why(
+        "PLUGIN-1: the name of the result file one harness run writes, from the review's record")]
+    results_per_run: Annotated[int, POSITIVE] = 1
+
+
+@dataclass(frozen=True, kw_only=True)
 class Plugin:
     """PLUGIN-1: the review's smoke harness and the bun that runs it
     (TARGET-CONTRACT 9); {helper} and {workdir} in the arguments are filled in
@@ -188,6 +202,7 @@ class Plugin:
     plugin_dir: Annotated[str, ABS_PATH]  # the auto-discovered plugin directory
     args: Annotated[tuple[str, ...], AtLeast(0)]        # the ten runs
     fresh_args: Annotated[tuple[str, ...], AtLeast(0)]  # the run against the fresh helper
+    success: PluginSuccess  # what a passing run shows besides exit 0
     deadline_s: int = 120  # each run's bound
 
 
@@ -417,6 +432,11 @@ def _check(file: str, key: str, value: Any, spec: Any, problems: list[str]) -> N
         problems.append(f"{file}: {key}: expected {typ.__name__}, got {type(value).__name__} {value!r}")
     elif rx is not None and not rx.match(value):
         problems.append(f"{file}: {key}: malformed value {value!r} (must match {rx.pattern})")
+    elif rx is PATTERN:
+        try:
+            re.compile(value)
+        except re.error as e:
+            problems.append(f"{file}: {key}: not a regular expression: {e}")
 
 
 def schema_problems(file: str, key: str, vars_: Any) -> list[str]:

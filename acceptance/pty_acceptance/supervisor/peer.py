@@ -23,8 +23,9 @@ from pty_acceptance.errors import Unreadable
 from pty_acceptance.host import hostfs, scratch
 from pty_acceptance.supervisor import protocol
 from pty_acceptance.host.bus import BusError, Systemd
+from pty_acceptance.host.userunit import DISPOSABLE
 
-TAG_PREFIX = "pty-acceptance disposable"
+TAG_PREFIX = DISPOSABLE  # every unit the suite makes (userunit.py)
 PACKAGE = Path(__file__).resolve().parents[1]
 AGENT_FILES = (PACKAGE / "probes" / "agent.py", PACKAGE / "supervisor" / "protocol.py")
 START_DEADLINE_S = 10

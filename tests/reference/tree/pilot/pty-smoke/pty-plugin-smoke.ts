@@ -27,11 +27,16 @@
 //
 // Fault switches (reference host only): words in
 // /etc/opencode-reference/plugin-faults, read at start:
-//   fail-run:N        check "fault" fails on result number N
-//   hang-run:N        result number N never finishes
+//   fail-run:N        check "fault" fails on the Nth run
+//   hang-run:N        the Nth run never finishes
+//                     (runs are counted, only while one of these two is set, in
+//                     FAULT_COUNT in the service user's home: each run has a
+//                     fresh working directory, so its result is always number 1)
 //   start-in-plugins  the refusal is skipped and the run happens (and writes
 //                     its result) inside the plugin directory
 //   allow-root        the root refusal is skipped
+//   leave-process     a process (setsid sleep 600) outlives the run, holding its
+//                     output open (stdout inherited), whatever the run's result
 import fs from "node:fs"
 import path from "node:path"
 import crypto from "node:crypto"
@@ -47,6 +52,7 @@ const PLUGIN_DIR = path.join(PILOT, "config/opencode/plugins")
 const SUPERVISOR = path.join(PILOT, "pty-smoke/smoke-supervisor.py")
 const PYTHON = "/usr/bin/python3"
 const FAULTS_FILE = "/etc/opencode-reference/plugin-faults"
+const FAULT_COUNT = "/home/byk/.pty-smoke-fault-runs"
 const STOP_BOUND_MS = 6000
 
 function faults(): Set<string> {
@@ -80,6 +86,14 @@ const cwd = fs.realpathSync(process.cwd())
 const results: { name: string; ok: boolean; detail: string; ms: number }[] = []
 const number = fs.readdirSync(cwd).filter((n) => /^smoke-result-\d{3}\.json$/.test(n)).length + 1
 const resultName = `smoke-result-${String(number).padStart(3, "0")}.json`
+function faultRun(): number {
+  if (![...FAULTS].some((f) => /^(fail|hang)-run:/.test(f))) return number
+  let n = 0
+  try { n = parseInt(fs.readFileSync(FAULT_COUNT, "utf8"), 10) || 0 } catch {}
+  fs.writeFileSync(FAULT_COUNT, String(n + 1))
+  return n + 1
+}
+const run = faultRun()
 
 async function check(name: string, fn: () => Promise<string> | string) {
   const t = performance.now()
@@ -261,9 +275,9 @@ await check("timeouts", async () => {
   return `runtime 1 s -> ended in ${Math.round(e.ms)} ms (143); mute HELLO refused after ${Math.round(waited)} ms`
 })
 
-if ([...FAULTS].includes(`hang-run:${number}`)) await new Promise(() => setInterval(() => {}, 1 << 30))
+if ([...FAULTS].includes(`hang-run:${run}`)) await new Promise(() => setInterval(() => {}, 1 << 30))
 await check("fault", () => {
-  assert(![...FAULTS].includes(`fail-run:${number}`), `fault switch fail-run:${number}`)
+  assert(![...FAULTS].includes(`fail-run:${run}`), `fault switch fail-run:${run}`)
   return "no fault switch for this run"
 })
 
@@ -309,4 +323,6 @@ for (const r of results) console.log(`${r.ok ? "ok  " : "FAIL"} ${r.name} (${r.m
 const failed = results.filter((r) => !r.ok).map((r) => r.name)
 console.log(ok ? `PASS ${results.length}/${results.length} checks (${resultName})`
   : `FAIL ${failed.length}/${results.length} checks: ${failed.join(", ")} (${resultName})`)
+if (FAULTS.has("leave-process"))
+  Bun.spawn(["/usr/bin/setsid", "/bin/sleep", "600"], { stdin: "ignore", stdout: "inherit", stderr: "inherit" }).unref()
 process.exit(ok ? 0 : 1)

@@ -1,0 +1,338 @@
+"""A program run as the service user in a transient unit of its own (SUITE-4).
+
+Whatever the suite runs as the service user (PLUGIN-1's smoke harness under
+bun, BUILD-1's go builds, `systemd-analyze`) runs here: a transient service
+unit the suite starts over D-Bus, as that user and group with no
+supplementary groups, no new privileges, the environment the caller built
+(systemd adds USER, LOGNAME, SHELL, INVOCATION_ID and SYSTEMD_EXEC_PID, never
+anything the user chose), stdin from /dev/null, stdout and stderr into a pipe
+whose reading end only the suite holds. `RemainAfterExit=yes` keeps the unit
+(and so its cgroup) after its main process exits, so what the program left
+running is seen and named before the suite kills the cgroup and waits until
+the unit is gone. Only then is the run judged: nothing it started outlives it,
+and nothing it started can still write into its output.
+
+The output is read from the raw descriptor with a bounded wait (poll), never
+through a buffered reader another thread could block; only its last
+`output_kept` bytes are kept (and counted). Once the unit is gone, a pipe that
+still has a writer belongs to a process outside the unit (one that reopened it
+through /proc): that is reported (`held_open`), the rest is not waited for.
+
+Every deadline here is the caller's or this module's own, never a value read
+from the host. The unit's name carries no user text; its Description starts
+with DISPOSABLE, so that a later run removes what a SIGKILLed one left
+(peer.cleanup_leftovers).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import pwd
+import secrets
+import select
+import signal
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from pty_acceptance.errors import Unreadable
+from pty_acceptance.host import cgroups, proc
+from pty_acceptance.host.bus import SERVICE_IFACE, BusError, Systemd
+
+DISPOSABLE = "pty-acceptance disposable"  # every unit the suite makes: Description's first words
+OUTPUT_KEPT = 64 * 1024
+STOP_DEADLINE_S = 15.0  # kill, stop and wait until the unit and its cgroup are gone
+START_DEADLINE_S = 10.0  # StartTransientUnit's job until the main process runs (or ended)
+DRAIN_S = 1.0  # after the unit is gone: how long the rest of the output may take to arrive
+POLL_S = 0.05  # one wait on the pipe between two looks at the unit
+MS_REC = 16384  # BindPaths=' flag for a recursive bind (what systemd-run's -p BindPaths= gives)
+CLD_EXITED, CLD_KILLED, CLD_DUMPED = 1, 2, 3
+NOT_COUNTED = (1 << 64) - 1  # systemd's "no value" for a counter
+SIGNALS = tuple(int(s) for s in signal.valid_signals() if 0 < int(s) < 32)
+
+
+class UnitError(Unreadable):
+    """The unit could not be started, read or removed."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """What to run, as whom, where, with what; paths are as the program sees them."""
+    purpose: str  # words for the Description and the evidence: "plugin smoke 3/10"
+    argv: tuple[str, ...]
+    account: pwd.struct_passwd
+    cwd: str
+    env: Mapping[str, str]
+    umask: int = 0o077
+    private_tmp: bool = False  # a /tmp and /var/tmp of its own, empty
+    binds: tuple[tuple[str, str], ...] = ()  # (host path, path inside), read-write
+    read_only: tuple[tuple[str, str], ...] = ()  # (host path, path inside), read-only
+    output_kept: int = OUTPUT_KEPT
+
+    def properties(self, unit: str, out_fd: int) -> list:
+        props = [
+            ("Description", ("s", f"{DISPOSABLE} {unit[:-len('.service')]}: {self.purpose}")),
+            ("Type", ("s", "exec")),
+            ("User", ("s", self.account.pw_name)),
+            ("Group", ("s", str(self.account.pw_gid))),
+            ("SupplementaryGroups", ("as", [])),
+            ("NoNewPrivileges", ("b", True)),
+            ("WorkingDirectory", ("s", self.cwd)),
+            ("Environment", ("as", [f"{k}={v}" for k, v in self.env.items()])),
+            ("UMask", ("u", self.umask)),
+            # no-env-expand: systemd would replace $NAME in the arguments with the environment's
+            ("ExecStartEx", ("a(sasas)", [(self.argv[0], list(self.argv), ["no-env-expand"])])),
+            ("StandardInput", ("s", "null")),
+            ("StandardOutputFileDescriptor", ("h", out_fd)),
+            ("StandardErrorFileDescriptor", ("h", out_fd)),
+            ("RemainAfterExit", ("b", True)),
+            # every exit counts as success to systemd, so that the unit stays (RemainAfterExit)
+            # whatever the status: the suite reads it and names what is left before it kills
+            ("SuccessExitStatus", ("(aiai)", (list(range(1, 256)), list(SIGNALS)))),
+            ("KillMode", ("s", "control-group")),
+            ("TimeoutStopUSec", ("t", int(STOP_DEADLINE_S * 1e6) // 3)),
+            ("CollectMode", ("s", "inactive-or-failed")),
+            ("CPUAccounting", ("b", True)),
+        ]
+        if self.private_tmp:
+            props.append(("PrivateTmp", ("b", True)))
+        if self.binds:
+            props.append(("BindPaths", ("a(ssbt)", [(s, d, False, MS_REC) for s, d in self.binds])))
+        if self.read_only:
+            props.append(("BindReadOnlyPaths", ("a(ssbt)", [(s, d, False, MS_REC) for s, d in self.read_only])))
+        return props
+
+
+@dataclass
+class Ended:
+    """How one run ended, read before its unit was removed."""
+    unit: str
+    argv: tuple[str, ...]
+    deadline_s: float
+    exit_status: int | None = None  # the main process exited with this status
+    signal: int | None = None  # ... or was killed by this signal
+    duration_s: float = 0.0  # from its exec to its exit (or to the deadline)
+    output: bytes = b""  # the last Job.output_kept bytes of stdout and stderr
+    output_bytes: int = 0
+    still_running: list[str] = field(default_factory=list)  # at the deadline, killed then
+    left_behind: list[str] = field(default_factory=list)  # after the main process exited, killed then
+    held_open: bool = False  # a process outside the unit still held its output open once it was gone
+    not_gone: str = ""  # why the unit or its cgroup could not be seen gone (empty: gone)
+    cpu_s: float = 0.0  # the unit's CPU time when its main process ended, as systemd counted it (0: not)
+
+    @property
+    def timed_out(self) -> bool:
+        return self.exit_status is None and self.signal is None
+
+    @property
+    def clean(self) -> bool:
+        """Exited with 0, left nothing running, nothing outside wrote into its output, gone."""
+        return (self.exit_status == 0 and not self.still_running and not self.left_behind
+                and not self.held_open and not self.not_gone)
+
+    def ending(self) -> str:
+        if self.timed_out:
+            return f"still running at its {self.deadline_s:g} s deadline (killed)"
+        if self.signal is not None:
+            return f"killed by signal {self.signal}"
+        return f"exit {self.exit_status}"
+
+
+def unit_name(purpose_word: str) -> str:
+    return f"pty-acceptance-{purpose_word}-{secrets.token_hex(8)}.service"
+
+
+class _Run:
+    """One started job: its unit, the reading end of its output, what was read."""
+
+    def __init__(self, bus: Systemd, job: Job, word: str, deadline_s: float):
+        self.bus, self.job = bus, job
+        self.unit = unit_name(word)
+        self.ended = Ended(self.unit, job.argv, deadline_s)
+        self.fd: int | None = None
+        self.eof = False
+        self.t0 = time.monotonic()
+        self.main_done = False
+        self.started = False
+
+    def start(self) -> None:
+        r, w = os.pipe2(os.O_CLOEXEC)
+        self.fd = r
+        try:
+            self.started = True  # from here on, the name may exist: stop() may touch it
+            self.bus.start_transient(self.unit, self.job.properties(self.unit, w))
+        except BusError as e:
+            raise UnitError(f"{self.job.purpose}: the unit {self.unit} did not start: {e}") from None
+        finally:
+            os.close(w)  # systemd holds its own copy: end of file comes when the unit's last writer goes
+        os.set_blocking(r, False)
+        self.t0 = time.monotonic()
+
+    def read(self) -> None:
+        """Whatever the pipe holds now (never blocks)."""
+        while self.fd is not None and not self.eof:
+            try:
+                chunk = os.read(self.fd, 65536)
+            except BlockingIOError:
+                return
+            except OSError as e:
+                if e.errno == errno.EINTR:
+                    continue
+                raise
+            if not chunk:
+                self.eof = True
+                return
+            got = self.ended
+            got.output_bytes += len(chunk)
+            got.output = (got.output + chunk)[-self.job.output_kept:]
+
+    def service(self) -> dict:
+        props = self.bus.properties(self.unit, SERVICE_IFACE)
+        if props is None:
+            raise UnitError(f"{self.job.purpose}: the unit {self.unit} is gone before the suite read how it ended")
+        return props
+
+    def look(self) -> bool:
+        """True once the main process has exited (its status recorded)."""
+        if self.main_done:
+            return True
+        svc = self.service()
+        code = svc.get("ExecMainCode", 0)
+        if not code:
+            return False
+        status = svc.get("ExecMainStatus", 0)
+        e = self.ended
+        if code == CLD_EXITED:
+            e.exit_status = status
+        elif code in (CLD_KILLED, CLD_DUMPED):
+            e.signal = status
+        else:
+            raise UnitError(f"{self.job.purpose}: ExecMainCode {code!r} of {self.unit} is not an exit or a signal")
+        start, end = svc.get("ExecMainStartTimestampMonotonic", 0), svc.get("ExecMainExitTimestampMonotonic", 0)
+        e.duration_s = (end - start) / 1e6 if start and end >= start else time.monotonic() - self.t0
+        cpu = svc.get("CPUUsageNSec", NOT_COUNTED)
+        e.cpu_s = cpu / 1e9 if cpu != NOT_COUNTED else 0.0
+        self.main_done = True
+        return True
+
+    def left(self) -> list[str]:
+        """The processes in the unit's cgroup now, as 'pid N comm' (comm is the
+        process's own: callers escape it)."""
+        try:
+            cg = self.service().get("ControlGroup") or ""
+        except UnitError:
+            return []
+        path = cgroups.cgroup_dir(cg)
+        out = []
+        for pid in (cgroups.cgroup_pids(path) if path else []):
+            try:
+                out.append(f"pid {pid} {proc.comm(pid)}")
+            except OSError:
+                out.append(f"pid {pid}")
+        return out
+
+    def stop(self) -> None:
+        """Kill the cgroup, stop the unit, wait until it and its cgroup are gone,
+        then take what is left in the pipe; never raises for a unit that
+        ended by itself."""
+        if not self.started:
+            return
+        cg = ""
+        try:
+            props = self.bus.properties(self.unit, SERVICE_IFACE)
+            cg = (props or {}).get("ControlGroup") or ""
+            if props is not None:
+                self.bus.kill(self.unit, signal.SIGKILL)
+                self.bus.stop(self.unit)
+        except BusError as e:
+            if not e.name.endswith(("NoSuchUnit", "UnknownObject")):
+                self.ended.not_gone = f"stopping {self.unit}: {e}"
+        end = time.monotonic() + STOP_DEADLINE_S
+        while True:
+            self.read()
+            try:
+                props = self.bus.properties(self.unit)
+            except BusError as e:
+                self.ended.not_gone = f"reading {self.unit}: {e}"
+                break
+            unit_gone = props is None or props.get("ActiveState") in ("inactive", "failed")
+            if unit_gone and not (cg and cgroups.cgroup_dir(cg)):
+                if props is not None:
+                    self.bus.reset_failed(self.unit)
+                break
+            if time.monotonic() > end:
+                self.ended.not_gone = (f"{self.unit} still {props.get('ActiveState')}/{props.get('SubState')}"
+                                       if props is not None else f"{self.unit}'s cgroup {cg} still there")
+                self.ended.not_gone += f" {STOP_DEADLINE_S:g} s after it was killed and stopped"
+                break
+            self._wait(min(POLL_S, max(0.0, end - time.monotonic())))
+        self.started = False
+        self._drain()
+
+    def _drain(self) -> None:
+        end = time.monotonic() + DRAIN_S
+        while self.fd is not None and not self.eof and time.monotonic() < end:
+            self._wait(min(POLL_S, max(0.0, end - time.monotonic())))
+            self.read()
+        if self.fd is not None and not self.eof and not self.ended.not_gone:
+            self.ended.held_open = True
+        self.close()
+
+    def _wait(self, timeout: float) -> None:
+        """Until the pipe has something or `timeout` passed (a poll, not a sleep)."""
+        if self.fd is None or self.eof:
+            time.sleep(timeout)  # poll interval: nothing left to read, only the unit to look at
+            return
+        select.select([self.fd], [], [], timeout)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def run_all(jobs: Sequence[Job], deadline_s: float, word: str = "run") -> list[Ended]:
+    """Run `jobs` side by side, each in a unit of its own, against one
+    deadline; each ends as Ended once its unit and cgroup are gone. An
+    interrupt or an error on the way kills and removes every unit started."""
+    bus = Systemd.connect()
+    runs = [_Run(bus, j, word, deadline_s) for j in jobs]
+    try:
+        for r in runs:
+            r.start()
+        end = time.monotonic() + deadline_s
+        for r in runs:
+            r.read()
+        while not all(r.look() for r in runs):
+            if time.monotonic() > end:
+                break
+            fds = [r.fd for r in runs if r.fd is not None and not r.eof]
+            wait = min(POLL_S, max(0.0, end - time.monotonic()))
+            if fds:
+                select.select(fds, [], [], wait)
+            else:
+                time.sleep(wait)  # poll interval: no output left to read, only the units to look at
+            for r in runs:
+                r.read()
+        for r in runs:
+            names = r.left()
+            if r.main_done:
+                r.ended.left_behind = names
+            else:
+                r.ended.still_running = names
+                r.ended.duration_s = time.monotonic() - r.t0
+            r.stop()
+        return [r.ended for r in runs]
+    finally:
+        for r in runs:  # an interrupt or an error half way: nothing of it stays (SUITE-5)
+            try:
+                r.stop()
+            except Exception:  # noqa: BLE001 - best effort on the way out; the first error stands
+                pass
+            r.close()
+        bus.close()
+
+
+def run(job: Job, deadline_s: float, word: str = "run") -> Ended:
+    return run_all([job], deadline_s, word)[0]
