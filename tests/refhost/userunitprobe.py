@@ -1,0 +1,106 @@
+"""Run inside a reference host (as root) by tests/test_userunit.py: host/userunit.py
+for real, each scenario a transient unit as `nobody`; prints one JSON object
+with what each scenario saw."""
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import signal
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.getcwd(), "acceptance"))
+
+from pty_acceptance.host import hostfs, scratch, userunit  # noqa: E402
+from pty_acceptance.host.bus import Systemd  # noqa: E402
+
+NOBODY = pwd.getpwnam("nobody")
+ENV = {"PATH": "/usr/bin:/bin", "HOME": "/", "LANG": "C.UTF-8"}
+
+
+def job(purpose, script, **kw):
+    return userunit.Job(purpose, ("/bin/sh", "-c", script), NOBODY, kw.pop("cwd", "/"), kw.pop("env", ENV), **kw)
+
+
+def seen(e: userunit.Ended) -> dict:
+    return {"unit": e.unit, "exit": e.exit_status, "signal": e.signal, "timed_out": e.timed_out,
+            "duration": e.duration_s, "output": e.output.decode("utf-8", "replace"), "bytes": e.output_bytes,
+            "still": e.still_running, "left": e.left_behind, "held": e.held_open, "not_gone": e.not_gone}
+
+
+def disposable_units() -> list[str]:
+    bus = Systemd.connect()
+    try:
+        return [r[0] for r in bus.call("ListUnits")[0] if r[1].startswith(userunit.DISPOSABLE)]
+    finally:
+        bus.close()
+
+
+def holder(stop: threading.Event) -> None:
+    """Root outside the unit reopens the main process's stdout (/proc/<pid>/fd/1)
+    as soon as a unit of the scenario runs, and keeps it open."""
+    fd = None
+    while not stop.is_set() and fd is None:
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if b"held-open-scenario" in open(f"/proc/{pid}/cmdline", "rb").read():
+                    fd = os.open(f"/proc/{pid}/fd/1", os.O_WRONLY)
+                    break
+            except OSError:
+                continue
+        time.sleep(0.01)
+    stop.wait()
+    if fd is not None:
+        os.close(fd)
+
+
+def main() -> int:
+    out: dict = {}
+    out["status"] = seen(userunit.run(job("exit status", "id; env | sort; pwd; umask; exit 3", umask=0o027), 20))
+    out["signal"] = seen(userunit.run(job("signal", "kill -KILL $$"), 20))
+    out["dollar"] = seen(userunit.run(job("no expansion", "echo '$HOME' \"$PATH\""), 20))
+    out["deadline"] = seen(userunit.run(job("deadline", "echo started; exec /bin/sleep 600"), 1.5))
+    out["left"] = seen(userunit.run(job("left behind", "echo x; /usr/bin/setsid /bin/sleep 600 & exit 0"), 20))
+    stop = threading.Event()
+    t = threading.Thread(target=holder, args=(stop,), daemon=True)
+    t.start()
+    t0 = time.monotonic()
+    out["held"] = seen(userunit.run(job("held open", "echo held-open-scenario >/dev/null; sleep 0.5; "
+                                        ": held-open-scenario; exit 0"), 20))
+    out["held_took"] = time.monotonic() - t0
+    stop.set()
+    t.join(5)
+    # a private /tmp holding only what is bound there; the host directory in a root-only parent
+    d = scratch.make("pty-acceptance-probe-", mode=0o700)
+    dfd = hostfs.open_dir(d)
+    os.mkdir("work", 0o700, dir_fd=dfd)
+    os.chown("work", NOBODY.pw_uid, NOBODY.pw_gid, dir_fd=dfd)
+    os.mkdir("ro", 0o755, dir_fd=dfd)
+    rfd = hostfs.open_dir_at(dfd, "ro", f"{d}/ro")
+    hostfs.create_at(rfd, "ro.txt", b"read only\n", 0o444, owner=(0, 0))
+    os.close(rfd)
+    os.close(dfd)
+    out["binds"] = seen(userunit.run(job(
+        "binds", "ls -A /tmp; cat /tmp/ro/ro.txt; touch /tmp/ro/x 2>/dev/null && echo ro-writable; "
+                 "touch /tmp/w/made && echo made; pwd", cwd="/tmp/w", private_tmp=True,
+        binds=((f"{d}/work", "/tmp/w"),), read_only=((f"{d}/ro", "/tmp/ro"),)), 20))
+    out["made_on_host"] = sorted(os.listdir(f"{d}/work"))
+    scratch.remove(d)
+    # an interrupt while a run waits: its unit is removed on the way out
+    signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    signal.setitimer(signal.ITIMER_REAL, 1.0)
+    try:
+        userunit.run(job("interrupted", "exec /bin/sleep 600"), 30)
+        out["interrupt"] = "not interrupted"
+    except KeyboardInterrupt:
+        out["interrupt"] = "interrupted"
+    out["units_left"] = disposable_units()
+    print(json.dumps(out))
+    scratch.finish()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
