@@ -53,6 +53,8 @@ class Fault:
     kill: str = "tests"
     # text the report's first blocker must hold: the one cause an operator reads first
     first_cause: str = ""
+    # text the failure of a test carrying a must_fail ID must hold: what that test saw
+    says: str = ""
     deadline_s: float | None = None  # the suite is stopped after this long (None: no bound)
 
     @property
@@ -430,11 +432,18 @@ FAULTS += [
           "a .env, wherever it can reach (the run directories, its processes' cwd and /tmp, /tmp, its HOME): "
           "PLUGIN-1 must see the harness's own failure, not the plant's exit 0",
           f"printf 'fail-run:1\\n' > {PLUGIN_FAULTS}", script_file="user-plants-bun-config.sh",
-          modules=_m("plugin"), first_cause="PLUGIN-1: run 1/10: ended with exit 1", deadline_s=600),
+          modules=_m("plugin"), says="PLUGIN-1: run 1/10: ended with exit 1", deadline_s=600,
+          after="cat /var/lib/pty-fault/planter.log"),
+    Fault("plugin-user-plants-escaping-preload", ("PLUGIN-1",), "as plugin-user-plants-bun-config, the "
+          "planted preload also starting `setsid sleep 600` holding bun's output open (issue 29: it hung the "
+          "run): PLUGIN-1 must see the harness's own failure, in time",
+          f"printf 'fail-run:1\\n' > {PLUGIN_FAULTS}; PTY_FAULT_PRELOAD=escape",
+          script_file="user-plants-bun-config.sh", modules=_m("plugin"),
+          says="PLUGIN-1: run 1/10: ended with exit 1", deadline_s=600, after="cat /var/lib/pty-fault/planter.log"),
     Fault("plugin-harness-leaves-a-process", ("PLUGIN-1",), "every harness run leaves a setsid'd sleep 600 "
           "behind, holding the run's output open: the run ends in time, naming it",
           f"printf 'leave-process\\n' > {PLUGIN_FAULTS}", modules=_m("plugin"),
-          first_cause="left processes running after it exited (killed with its cgroup): pid ", deadline_s=600),
+          says="left processes running after it exited (killed with its cgroup): pid ", deadline_s=600),
     # -- RUNTIME-2: the runtime it runs is the one RUNTIME-1 hashed (issue 21 item 4)
     Fault("runtime-swapped-before-handoff", ("RUNTIME-2",), "the service user renames a working "
           "runtime one byte longer into runtime.binary's place right after RUNTIME-1 read it, and puts "

@@ -110,6 +110,12 @@ def run_one(repo: pathlib.Path, out: pathlib.Path, fault: catalogue.Fault | None
             row["killed"] = False
             row["note"] = ("the after-suite check failed: the attack achieved something" if fault.kill == "withstood"
                            else "the after-suite check failed: the suite touched what it must leave alone")
+    if fault.says:
+        saying = [c.message for c in new if must & set(c.requirements) and fault.says in (c.message or "")]
+        row["says"] = (saying or [""])[0][:300]
+        if not saying:
+            row["killed"] = False
+            row["note"] = f"no failure of {', '.join(sorted(must))} says {fault.says!r}"
     if fault.first_cause:
         first = (report.prop("blocker") or [""])[0]
         row["first_blocker"] = first[:300]

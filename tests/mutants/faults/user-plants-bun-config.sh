@@ -9,6 +9,8 @@
 # (/var/lib/pty-fault/planter.log). With the plugin's first run made to fail
 # (fail-run:1 in the catalogue entry), a plant that took effect would turn
 # that failure into exit 0: PLUGIN-1 must still see the harness's own failure.
+# PTY_FAULT_PRELOAD=escape (set by the catalogue entry) makes the preload also
+# start `setsid sleep 600` holding bun's output open, as issue 29 tried.
 set -eu
 mkdir -p -m 0755 /usr/local/lib/pty-fault
 cat > /usr/local/lib/pty-fault/planter.py <<'PY'
@@ -22,7 +24,7 @@ FILES = {
     "bunfig.toml": f'preload = ["{PRELOAD}"]\n',
     ".bunfig.toml": f'preload = ["{PRELOAD}"]\n',
     ".env": "PTY_FAULT_PLANTED=1\n",
-    "p.ts": "process.exit(0);\n",
+    "p.ts": open(PRELOAD).read(),
 }
 
 
@@ -71,7 +73,12 @@ while True:
     time.sleep(0.005)
 PY
 mkdir -p -m 0755 /var/lib/pty-fault
-printf 'process.exit(0);\n' > /var/lib/pty-fault/p.ts
+if [ "${PTY_FAULT_PRELOAD:-exit}" = escape ]; then
+	printf '%s\n' 'Bun.spawn(["/usr/bin/setsid", "/bin/sleep", "600"], { stdin: "ignore", stdout: "inherit", stderr: "inherit" }).unref();' \
+		'process.exit(0);' > /var/lib/pty-fault/p.ts
+else
+	printf 'process.exit(0);\n' > /var/lib/pty-fault/p.ts
+fi
 chmod 0644 /var/lib/pty-fault/p.ts
 install -o byk -g byk -m 0644 /dev/null /var/lib/pty-fault/planter.log
 systemd-run --unit=pty-fault-planter --uid=byk --gid=byk -p WorkingDirectory=/var/lib/pty-fault \
