@@ -70,6 +70,8 @@ def _run(traced, ids, evidence, whole=True):
         fail(f"{ids}: the helper could not be observed in a session: {traced}")
     evidence("helper exit status", traced.status)
     evidence("session output (tail)", traced.output[-120:])
+    if traced.scope_left:
+        fail(f"{ids}: SUITE-4: what the helper ran in could not be removed: {traced.scope_left}")
     if whole:
         if not (b"GOT-ALL" in traced.output and traced.status == 0):
             fail(f"{ids}: the traced session did not run to its end (status {traced.status}, output tail "

@@ -207,6 +207,8 @@ def traced(inv, module_peer):
 def test_a_65536_byte_write_becomes_two_32768_byte_frames(traced, evidence):
     if isinstance(traced, str):
         fail(f"PROTO-2: the helper could not be observed in a session: {traced}")
+    if traced.scope_left:
+        fail(f"PROTO-2: SUITE-4: what the helper ran in could not be removed: {traced.scope_left}")
     frames, problems = traced.frames_to_supervisor()
     data = [f for f in frames if f.type == p.T.DATA]
     evidence("helper reads of its stdin (bytes)", traced.stdin_reads())

@@ -72,6 +72,12 @@ def test_a_private_tmp_holds_only_what_is_bound_there(seen):
     assert seen["made_on_host"] == ["made"]
 
 
+def test_a_scope_holds_what_its_gated_child_starts_and_is_gone_after_close(seen):
+    s = seen["scope"]
+    assert s["before_gate"] == "/bin/sh" and s["sleep_in_scope"], s
+    assert s["left"] == "" and not s["sleep_alive"], s
+
+
 def test_an_interrupt_removes_the_unit(seen):
     assert seen["interrupt"] == "interrupted"
     assert seen["units_left"] == []

@@ -88,6 +88,22 @@ def main() -> int:
         binds=((f"{d}/work", "/tmp/w"),), read_only=((f"{d}/ro", "/tmp/ro"),)), 20))
     out["made_on_host"] = sorted(os.listdir(f"{d}/work"))
     scratch.remove(d)
+    # a scope: a child the suite started itself, gated until it is inside; what it
+    # starts (a setsid'd sleep) is in the scope's cgroup, killed and gone at close
+    import subprocess
+    scope = userunit.Scope("probe")
+    r, w = os.pipe()
+    child = subprocess.Popen(scope.argv(["/bin/sh", "-c", "/usr/bin/setsid /bin/sleep 600 & echo $!"]),
+                             close_fds=False, stdout=w, preexec_fn=lambda: os.dup2(scope.gate_r, 5))
+    os.close(w)
+    before_gate = open(f"/proc/{child.pid}/cmdline", "rb").read().split(b"\0")[0].decode()
+    scope.enter(child.pid)
+    sleep_pid = int(os.read(r, 100).decode().strip())
+    os.close(r)
+    child.wait(10)
+    cg = open(f"/proc/{sleep_pid}/cgroup").read()
+    out["scope"] = {"before_gate": before_gate, "sleep_in_scope": scope.unit in cg, "unit": scope.unit,
+                    "left": scope.close(), "sleep_alive": os.path.exists(f"/proc/{sleep_pid}")}
     # an interrupt while a run waits: its unit is removed on the way out
     signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     signal.setitimer(signal.ITIMER_REAL, 1.0)

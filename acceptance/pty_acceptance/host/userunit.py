@@ -336,3 +336,89 @@ def run_all(jobs: Sequence[Job], deadline_s: float, word: str = "run") -> list[E
 
 def run(job: Job, deadline_s: float, word: str = "run") -> Ended:
     return run_all([job], deadline_s, word)[0]
+
+
+# ------------------------------------------------------------------ a scope
+GATE_FD = 5
+# the gate: the child waits for one line on GATE_FD (the suite writes it once the
+# child is in its scope), closes it, and only then runs what it was started for
+GATE_SH = f'read -r _ <&{GATE_FD} || exit 125; exec {GATE_FD}<&-; exec "$@"'
+
+
+class Scope:
+    """A program the suite must start itself (root's strace, which runs the
+    service user's helper: its descriptors are arranged by the suite) in a
+    transient scope unit of its own: started behind a gate (/bin/sh waiting
+    for a line on fd GATE_FD), moved into the scope, and only then let go, so
+    that everything it starts is in the scope's cgroup; close() kills that
+    cgroup and waits until the scope and its cgroup are gone."""
+
+    def __init__(self, purpose: str):
+        self.purpose = purpose
+        self.unit = f"pty-acceptance-scope-{secrets.token_hex(8)}.scope"
+        self.gate_r, self.gate_w = os.pipe2(os.O_CLOEXEC)
+        self.bus: Systemd | None = None
+        self.started = False
+        self.control_group = ""
+
+    def argv(self, argv: Sequence[str]) -> list[str]:
+        """What to start instead of `argv`; the child must get gate_r at fd GATE_FD."""
+        return ["/bin/sh", "-c", GATE_SH, "sh", *argv]
+
+    def enter(self, pid: int) -> None:
+        """Move `pid` (the gated child) into the scope, check it is there, open the gate."""
+        os.close(self.gate_r)  # the child has its own copy
+        self.gate_r = -1
+        self.bus = Systemd.connect()
+        props = [("Description", ("s", f"{DISPOSABLE} {self.unit[:-len('.scope')]}: {self.purpose}")),
+                 ("PIDs", ("au", [pid])), ("CollectMode", ("s", "inactive-or-failed"))]
+        try:
+            self.started = True
+            self.bus.start_transient(self.unit, props)
+            self.bus.wait_for(self.unit, lambda p: p is not None and p.get("ActiveState") == "active",
+                              START_DEADLINE_S, "active")
+            svc = self.bus.properties(self.unit, "org.freedesktop.systemd1.Scope") or {}
+            self.control_group = svc.get("ControlGroup") or ""
+        except (BusError, TimeoutError) as e:
+            raise UnitError(f"{self.purpose}: the scope {self.unit} did not start: {e}") from None
+        if not self.control_group or not cgroups.inside(proc.cgroups(pid), self.control_group):
+            raise UnitError(f"{self.purpose}: pid {pid} is not in the scope {self.unit}'s cgroup "
+                            f"{self.control_group or '(none)'}")
+        os.write(self.gate_w, b"go\n")
+        os.close(self.gate_w)
+        self.gate_w = -1
+
+    def close(self) -> str:
+        """Kill the scope's cgroup, wait until the scope and its cgroup are gone;
+        '' when they are, else why not (never raises)."""
+        for fd in (self.gate_r, self.gate_w):
+            if fd >= 0:
+                os.close(fd)
+        self.gate_r = self.gate_w = -1
+        if self.bus is None:
+            return ""
+        why = ""
+        try:
+            if self.started:
+                try:
+                    self.bus.kill(self.unit, signal.SIGKILL)
+                except BusError as e:
+                    if not e.name.endswith(("NoSuchUnit", "UnknownObject")):
+                        why = f"killing {self.unit}: {e}"
+                end = time.monotonic() + STOP_DEADLINE_S
+                while True:
+                    props = self.bus.properties(self.unit)
+                    gone = props is None or props.get("ActiveState") in ("inactive", "failed")
+                    if gone and not (self.control_group and cgroups.cgroup_dir(self.control_group)):
+                        break
+                    if time.monotonic() > end:
+                        why = (f"the scope {self.unit} or its cgroup {self.control_group} still there "
+                               f"{STOP_DEADLINE_S:g} s after its processes were killed")
+                        break
+                    time.sleep(POLL_S)  # poll interval, not a wait for an outcome
+        except BusError as e:
+            why = f"reading {self.unit}: {e}"
+        finally:
+            self.bus.close()
+            self.bus = None
+        return why
