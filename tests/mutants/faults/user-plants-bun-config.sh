@@ -1,6 +1,7 @@
 # The service user plants configuration bun would read (issue 29): for the whole
 # run, a loop of its own drops a bunfig.toml and a .bunfig.toml whose preload
-# (p.ts) ends bun with exit 0 before the harness runs, and a .env, into every
+# (p.ts) ends bun with exit 0 before the harness runs, a .env, .env.local,
+# package.json, tsconfig.json, bun.lock, .npmrc and a node_modules, into every
 # place it can reach where a harness run might look: the PLUGIN-1 run
 # directories in the scratch area (/tmp/pty-acceptance-run-*/pty-acceptance-*),
 # the working directory and root of each of its own processes
@@ -20,10 +21,15 @@ LOG = sys.argv[1]
 me = os.getuid()
 said = set()
 PRELOAD = "/var/lib/pty-fault/p.ts"
-FILES = {
+FILES = {  # every file bun's source (src/cli/Arguments.zig, its resolver) says it looks for
     "bunfig.toml": f'preload = ["{PRELOAD}"]\n',
     ".bunfig.toml": f'preload = ["{PRELOAD}"]\n',
     ".env": "PTY_FAULT_PLANTED=1\n",
+    ".env.local": "PTY_FAULT_PLANTED=1\n",
+    "package.json": '{"name": "planted", "type": "module", "imports": {"#p": "/var/lib/pty-fault/p.ts"}}\n',
+    "tsconfig.json": '{"compilerOptions": {"paths": {"*": ["/var/lib/pty-fault/*"]}}}\n',
+    "bun.lock": "{}\n",
+    ".npmrc": "registry=http://127.0.0.1:9/\n",
     "p.ts": open(PRELOAD).read(),
 }
 
@@ -58,6 +64,12 @@ def places():
 log(f"STARTED uid {me}")
 while True:
     for place in sorted(places()):
+        try:
+            os.mkdir(os.path.join(place, "node_modules"), 0o755)
+            log(f"PLANTED {place}/node_modules/")
+        except OSError as e:
+            if not isinstance(e, FileExistsError):
+                log(f"REFUSED {place}/node_modules/: {e.strerror}")
         for name, body in FILES.items():
             path = os.path.join(place, name)
             try:
