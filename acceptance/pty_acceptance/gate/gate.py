@@ -15,6 +15,8 @@ The last line of the terminal output is either
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from pty_acceptance.gate import finish, hostfacts, interrupts, properties, recorder, rules, startup
@@ -164,9 +166,13 @@ class Gate:
             decision = rules.decide(st, happened, self.at_start, now)
         except Exception as e:  # noqa: BLE001  # the suite's own fault: a blocker, the report still written
             decision = rules.Decision((rules.internal_error("deciding the verdict", e),), (), sign_refused=True)
+        try:
+            for name, value in properties.at_decision(st, now, decision):
+                self.properties.add(name, value)
+        except Exception as e:  # noqa: BLE001  # as above
+            decision = dataclasses.replace(decision, blockers=decision.blockers + (
+                rules.internal_error("recording the decision in the report", e),))
         self.said = decision.blockers
-        for name, value in properties.at_decision(st, now, decision):
-            self.properties.add(name, value)
         return decision
 
     def summary_lines(self) -> list[str]:
