@@ -53,7 +53,7 @@ def _run(tmp_path, prod_port, cand_port, env_file, extra=(), runtime=RUNTIME):
     (xml,) = reports.glob("acceptance-standin-*.xml")
     text = xml.read_text()
     cases = {c.get("name"): (c.find("failure") is None and c.find("error") is None, c)
-             for c in ET.fromstring(text).iter("testcase")}
+             for c in ET.fromstring(text).iter("testcase") if c.get("classname") != "pty-acceptance"}
     return done.stdout + done.stderr, text, cases
 
 

@@ -24,14 +24,20 @@ def test_complete_passing_run_writes_a_verified_marker(project, target):
     marker.verify(target.marker, expectation(target))
     st = os.lstat(target.marker)
     assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (0, 0, 0o644)
-    reports = list((project.path / "reports").glob("acceptance-fake-*.xml"))
-    assert len(reports) == 1
-    tree = ET.parse(reports[0])
-    cases = tree.getroot().iter("testcase")
-    for case in cases:
+    written = list((project.path / "reports").glob("acceptance-fake-*.xml"))
+    assert len(written) == 1
+    tree = ET.parse(written[0])
+    cases = list(tree.getroot().iter("testcase"))
+    for case in cases[:-1]:
         props = [(p.get("name"), p.get("value")) for p in case.iter("property")]
         assert ("requirement", "OWN-1") in props
-    names = [p.get("name") for p in tree.getroot().find("./testsuite/properties")]
+    verdict = cases[-1]  # the gate's own case, last: passed, READY
+    assert (verdict.get("classname"), verdict.get("name")) == reports.VERDICT_CASE
+    assert not [e for e in verdict if e.tag in ("failure", "error", "skipped")]
+    assert verdict.find("system-out").text == f"READY: marker written {target.marker}"
+    suite = tree.getroot().find("./testsuite")
+    assert suite.get("name") == "fake"  # the inventory's host
+    names = [p.get("name") for p in suite.find("./properties")]
     assert "MARK-4" in names and "gate" in names
 
 

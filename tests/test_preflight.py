@@ -6,11 +6,12 @@ withholds only those."""
 import os
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 
 from pty_acceptance.gate import preflight
 
 from conftest import REPO
-from gateproject import PASSING, last_line, relist, run
+from gateproject import PASSING, junit, last_line, relist, run
 
 BUN = preflight.Finding("program plugin.bun (PLUGIN-1)", False, "/x/bun is not an executable file",
                         ("PLUGIN-1",))
@@ -65,12 +66,19 @@ def test_a_failed_check_withholds_its_tests_and_says_so_once_per_module(project,
     text = "\n".join(res.outlines)
     assert last_line(res).startswith("NOT READY: ") and "PLUGIN-1" in last_line(res).split()
     # test_everything names PLUGIN-1 among its IDs: withheld with test_plugin; test_other runs
-    assert "SKIPPED [2] acceptance/test_all.py:0: not run: preflight: program plugin.bun (PLUGIN-1)" in text
     assert "BLOCKER [SUITE-3] preflight: program plugin.bun (PLUGIN-1): /x/bun is not an executable file" \
         in text, text[-3000:]
     assert "acceptance/test_all.py: 2 tests not run: preflight: program plugin.bun (PLUGIN-1) (above)" in text
-    assert "1 passed, 2 skipped" in text  # the test that does not need bun ran
+    assert "1 passed, 2 not run" in text  # the test that does not need bun ran
+    assert "ERROR" not in text  # pytest's summary counts them apart: the cause is said once, above
     assert not os.path.lexists(target.marker)
+    # in the JUnit each is an error at setup (not passed, for every reader), naming the cause
+    cases = {c.get("name"): c for c in ET.parse(junit(project)).getroot().iter("testcase")}
+    for name in ("test_everything", "test_plugin"):
+        (err,) = cases[name].findall("error")
+        assert "not run: preflight: program plugin.bun (PLUGIN-1)" in err.get("message"), err.attrib
+        assert cases[name].find("skipped") is None
+    assert [e.tag for e in cases["test_other"]] == ["properties"]
 
 
 def test_the_not_ready_html_leads_with_the_cause_once(project, target):

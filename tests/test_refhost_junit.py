@@ -14,6 +14,10 @@ XML = """<?xml version="1.0" encoding="utf-8"?>
 <testcase classname="acceptance.test_pty" name="ok">
   <properties><property name="requirement" value="PTY-1"/></properties>
 </testcase>
+<testcase classname="pty-acceptance" name="verdict">
+  <properties><property name="requirement" value="MARK-1"/></properties>
+  <failure message="NOT READY: 1 blockers: HELPER-4">HELPER-4: acceptance/test_helper.py::t: call failed</failure>
+</testcase>
 </testsuite></testsuites>
 """
 
@@ -30,3 +34,4 @@ def test_failures_carry_their_first_message_line(tmp_path):
     assert bad["acceptance.test_pty::long"].message == "x" * MESSAGE_MAX
     assert [c.message for c in r.cases if c.outcome == "passed"] == [""]
     assert r.blocker_ids() == {"HELPER-4"}
+    assert r.verdict == "failure"  # the gate's own case: not one of the checklist's failures

@@ -1,6 +1,15 @@
 """Every JUnit report the suite writes is read by third-party tools
 (junitparser, xunitparser: issue 22): READY, NOT READY, a run whose preflight
-failed, and the verdict fixtures the suite's own tests read back."""
+failed, and the verdict fixtures the suite's own tests read back. Read as a
+CI system reads it (issue 29 item 9), a NOT READY report is unsuccessful:
+the gate's verdict is a test case of its own that fails naming the
+blockers, a test the preflight withheld is an error, not a skip, and the
+suite is named after the host (a fleet's reports are told apart)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -68,19 +77,98 @@ def strict_problems(data: bytes) -> list[str]:
     return out
 
 
-def test_the_report_is_not_strict_junit_but_its_strict_form_is(project, target, tmp_path):
-    import subprocess
-    import sys
+def strict_form(project, report: Path, out_dir: Path) -> tuple[subprocess.CompletedProcess, Path]:
+    """`pty-acceptance report --strict-junit`: its run, and the strict form it wrote."""
+    done = subprocess.run([sys.executable, "-m", "pty_acceptance.cli", "report", str(report),
+                           "--checklist", str(project.path / "ROOT-ACCEPTANCE.md"), "--out-dir", str(out_dir),
+                           "--strict-junit"], capture_output=True, text=True, timeout=120)
+    strict = out_dir / report.name.replace(".xml", ".strict.xml")
+    assert strict_problems(strict.read_bytes()) == [], done.stdout + done.stderr
+    return done, strict
 
+
+def test_the_report_is_not_strict_junit_but_its_strict_form_is(project, target, tmp_path):
     run(project, target)
     report = _report(project)
     assert strict_problems(report.read_bytes())  # testcase file/line and properties: SUITE-2's form
-    done = subprocess.run([sys.executable, "-m", "pty_acceptance.cli", "report", str(report),
-                           "--checklist", str(project.path / "ROOT-ACCEPTANCE.md"), "--out-dir", str(tmp_path),
-                           "--strict-junit"], capture_output=True, text=True, timeout=120)
+    done, strict = strict_form(project, report, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    strict = tmp_path / report.name.replace(".xml", ".strict.xml")
-    assert strict_problems(strict.read_bytes()) == []
     text = strict.read_text()
     assert "requirement: OWN-1" in text and "evidence: checked: all of it" in text
     assert_junit_readers_accept(strict)
+
+
+# -- NOT READY is red to every reader (issue 29 item 9)
+def read_by_every_reader(path: Path) -> dict:
+    """What junitparser, xunitparser and the strict form's reader make of a
+    report: whether it is successful, and the failing verdict case's text."""
+    import junitparser
+    import xunitparser
+
+    xml = junitparser.JUnitXml.fromfile(str(path))
+    (suite,) = list(xml)
+    bad = [c for c in suite if any(isinstance(r, (junitparser.Failure, junitparser.Error)) for r in c.result)]
+    verdicts = [c for c in suite if (c.classname, c.name) == ("pty-acceptance", "verdict")]
+    with open(path, "rb") as f:
+        xsuite, result = xunitparser.parse(f)
+    xfail = {f"{tc.classname}::{tc.methodname}": tc for tc, _ in result.failures}
+    return {
+        "suite name": suite.name,
+        "junitparser not passed": len(bad),
+        "junitparser verdict": [(r.message, r.text) for c in verdicts for r in c.result],
+        "xunitparser successful": result.wasSuccessful(),
+        "xunitparser errors": len(result.errors),
+        "xunitparser skipped": len(result.skipped),
+        "xunitparser verdict": xfail.get("pty-acceptance::verdict"),
+    }
+
+
+def assert_red(path: Path, host: str, *blockers: str) -> dict:
+    seen = read_by_every_reader(path)
+    assert seen["suite name"] == host, seen
+    assert not seen["xunitparser successful"] and seen["junitparser not passed"], seen
+    ((message, text),) = seen["junitparser verdict"]
+    assert message.startswith("NOT READY: "), message
+    tc = seen["xunitparser verdict"]
+    assert tc is not None and tc.message == message and tc.trace == text
+    for b in blockers:
+        assert b in text, text
+    return seen
+
+
+def test_a_not_ready_run_whose_preflight_failed_is_red_to_every_reader(project, target, tmp_path):
+    target.inventory.write_text(target.inventory.read_text().replace("    revision:", "    revisionx:"))
+    res = run(project, target)
+    assert last_line(res).startswith("NOT READY: ")
+    report = _report(project)
+    # the inventory did not load: the suite is named after the machine, as the report's file is
+    seen = assert_red(report, os.uname().nodename, "SUITE-3: preflight: ", "tests not run: preflight: inventory")
+    # every test withheld is an error, none a skip: 2 tests and the verdict
+    assert (seen["xunitparser errors"], seen["xunitparser skipped"], seen["junitparser not passed"]) == (2, 0, 3)
+    done, strict = strict_form(project, report, tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert_red(strict, os.uname().nodename, "SUITE-3: preflight: ")
+
+
+def test_a_run_whose_tests_all_passed_but_the_gate_blocked_is_red_to_every_reader(project, target, tmp_path):
+    """The gate's own blockers (here: a binary that is not the inventory's
+    build, read at marker time) used to live only in the suite property
+    `gate`, which GitLab does not read: the verdict case fails with them."""
+    Path(target.binaries[2]).write_bytes(b"not the claimed build\n")
+    res = run(project, target)
+    assert last_line(res).startswith("NOT READY: ")
+    report = _report(project)
+    seen = assert_red(report, "fake", f"SCOPE-2 MARK-3: {target.binaries[2]} hashes to ")
+    assert seen["junitparser not passed"] == 1  # the tests passed; the verdict did not
+    done, strict = strict_form(project, report, tmp_path)
+    assert done.returncode == 1
+    assert_red(strict, "fake", f"SCOPE-2 MARK-3: {target.binaries[2]} hashes to ")
+
+
+def test_a_ready_run_is_green_to_every_reader(project, target, tmp_path):
+    res = run(project, target)
+    assert last_line(res).startswith("READY: ")
+    for path in (_report(project), strict_form(project, _report(project), tmp_path)[1]):
+        seen = read_by_every_reader(path)
+        assert seen["xunitparser successful"] and not seen["junitparser not passed"], seen
+        assert seen["suite name"] == "fake" and seen["junitparser verdict"] == []

@@ -19,6 +19,7 @@ from pty_acceptance.spec import checklist
 
 from conftest import REPO
 from gateproject import junit, last_line, run
+from signkeys import openssl_key
 
 CLI = REPO / ".venv/bin/pty-acceptance"
 FIXTURES = REPO / "tests/fixtures/verdict"
@@ -38,14 +39,6 @@ def keys(safe_dir) -> Path:
     d = safe_dir / "keys"
     d.mkdir(mode=0o700)
     return d
-
-
-def openssl_key(keys: Path) -> tuple[Path, Path]:
-    key, pub = keys / "statement.pem", keys / "statement.pub.pem"
-    subprocess.run(["/usr/bin/openssl", "genpkey", "-algorithm", "ed25519", "-out", str(key)], check=True)
-    os.chmod(key, 0o600)
-    subprocess.run(["/usr/bin/openssl", "pkey", "-in", str(key), "-pubout", "-out", str(pub)], check=True)
-    return key, pub
 
 
 def ssh_key(keys: Path) -> tuple[Path, Path]:

@@ -10,6 +10,8 @@ import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
+
 from pty_acceptance.report import bundle, intoto, verdict
 from pty_acceptance.spec import checklist
 from pty_acceptance.spec.requirements import CATALOGUE, ENFORCED_BY_GATE
@@ -247,9 +249,14 @@ def test_rows_name_failing_ids_and_missing_modules():
     assert v.last_line == "NOT READY: 1 blockers: PEER-2"
 
 
+VERDICT_PASSED = '<testcase classname="pty-acceptance" name="verdict" time="0.000"/>'
+READY_PROPS = '<property name="gate" value="READY"/><property name="marker" value="/m (written)"/>'
+
+
 def test_a_concern_severity_id_is_never_a_plain_pass():
     v = verdict.from_junit(_report(
-        _case("t1", ["PEER-1", "PEER-2", "UNIT-9"], props='<property name="evidence" value="exposure: 9.6 UNSAFE"/>'),
+        _case("t1", ["PEER-1", "PEER-2", "UNIT-9"], props='<property name="evidence" value="exposure: 9.6 UNSAFE"/>')
+        + VERDICT_PASSED,
         '<property name="gate" value="READY"/><property name="marker" value="/m (written)"/>'))
     sections = [checklist.Section("A", "acceptance/test_a.py", ("PEER-1", "PEER-2", "UNIT-9"))]
     (row, gate_row) = verdict.rows(v, sections)
@@ -258,9 +265,21 @@ def test_a_concern_severity_id_is_never_a_plain_pass():
 
 
 def test_a_report_that_says_ready_without_a_marker_is_not_ready():
-    v = verdict.from_junit(_report(_case("t1", ["PEER-1"]), '<property name="gate" value="READY"/>'))
+    v = verdict.from_junit(_report(_case("t1", ["PEER-1"]) + VERDICT_PASSED, '<property name="gate" value="READY"/>'))
     assert not v.ready
     assert verdict.rows(v, SECTIONS[:1])[-1].failing == ["SUITE-3"]
+
+
+@pytest.mark.parametrize("case", ["", '<testcase classname="pty-acceptance" name="verdict">'
+                                      '<failure message="NOT READY: 1 blockers: MARK-1">MARK-1: x</failure></testcase>',
+                                  VERDICT_PASSED * 2], ids=["no verdict case", "it failed", "two of them"])
+def test_ready_properties_without_one_passing_verdict_case_are_not_ready(case):
+    """SUITE-2: READY is said in the properties and by the gate's one verdict
+    case; a report where they disagree is not READY (and the case is never
+    one of the checklist's tests)."""
+    v = verdict.from_junit(_report(_case("t1", ["PEER-1", "PEER-2"]) + case, READY_PROPS))
+    assert not v.ready and v.last_line.startswith("NOT READY: ")
+    assert [c.nodeid for c in v.cases] == ["acceptance/test_a.py::t1"]
 
 
 def test_every_catalogue_id_is_in_some_row():

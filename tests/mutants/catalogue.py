@@ -482,6 +482,14 @@ FAULTS += [
           f"cd {PILOT}/config/opencode && rm tsconfig.json && mkfifo -m 0644 tsconfig.json && "
           "chown byk:byk tsconfig.json",
           modules=_m("builds"), expect=("SCOPE-1",)),
+    # issue 29 item 5: the manifest walked recursively, bounded in entries only; this
+    # chain raised RecursionError out of the gate's decision: INTERNALERROR, no report
+    Fault("source-tree-1200-deep", ("SCOPE-1", "BUILD-1", "SUITE-2"),
+          "a chain of directories 1,200 deep in the supervisor source: refused naming "
+          "limits.tree_depth, in a report that is written (no RecursionError, no INTERNALERROR)",
+          f"cd {PILOT}/supervisor && mkdir -p \"$(printf 'd/%.0s' $(seq 1200))\" && "
+          "chown -R byk:byk d",
+          modules=_m("builds"), expect=("SCOPE-1",)),
 ]
 
 

@@ -1,4 +1,6 @@
-"""Reading a reference run's JUnit report: outcomes, requirement IDs, gate."""
+"""Reading a reference run's JUnit report: outcomes, requirement IDs, gate.
+The gate's own verdict case (classname `pty-acceptance`, name `verdict`) is
+not one of the checklist's tests: `verdict` holds its outcome, `cases` the rest."""
 from __future__ import annotations
 
 import pathlib
@@ -17,10 +19,14 @@ class Case:
     message: str = ""  # the first line of a failure's or error's message, bounded
 
 
+VERDICT_CASE = ("pty-acceptance", "verdict")  # pty_acceptance.report.reports.VERDICT_CASE
+
+
 @dataclass(frozen=True)
 class Report:
     cases: list[Case]
     properties: list[tuple[str, str]]
+    verdict: str = "missing"  # the gate's verdict case: passed | failure | missing
 
     @classmethod
     def find(cls, run_dir: pathlib.Path) -> "Report | None":
@@ -30,9 +36,12 @@ class Report:
     @classmethod
     def parse(cls, path: pathlib.Path) -> "Report":
         root = ET.parse(path).getroot()
-        cases = []
+        cases, verdict = [], "missing"
         for c in root.iter("testcase"):
             bad = [ch for ch in c if ch.tag in ("failure", "error", "skipped")]
+            if (c.get("classname"), c.get("name")) == VERDICT_CASE:
+                verdict = bad[0].tag if bad else "passed"
+                continue
             reqs = tuple(p.get("value") for p in c.iter("property") if p.get("name") == "requirement")
             message = (bad[0].get("message") or "").strip().split("\n", 1)[0][:MESSAGE_MAX] if bad else ""
             cases.append(Case(f"{c.get('classname')}::{c.get('name')}", bad[0].tag if bad else "passed",
@@ -41,7 +50,7 @@ class Report:
         # suite-level names are unique in the report (blocker, blocker.2, ...): the base name
         glob = [(re.sub(r"\.[0-9]+$", "", p.get("name")), p.get("value"))
                 for p in props] if props is not None else []
-        return cls(cases, glob)
+        return cls(cases, glob, verdict)
 
     def failed(self) -> list[Case]:
         return [c for c in self.cases if c.outcome != "passed"]

@@ -5,15 +5,21 @@ The gate records every collection and test report (recorder.py), reads the
 host at session start and when the marker is decided (hostfacts.py), applies
 the rules to what happened (rules.py) and ends in one straight sequence
 (finish.py): the marker is written only when no rule and no step blocks it.
+SIGINT and SIGTERM are held from the decision to the recorded outcome
+(interrupts.py): an interrupt there takes back what the end wrote. An error
+of the suite's own while deciding or ending is a blocker in a report that
+is still written, never a run without one (SUITE-2).
 The last line of the terminal output is either
 ``READY: marker written <path>`` or ``NOT READY: <n> blockers: <IDs>``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from pty_acceptance.gate import finish, hostfacts, properties, recorder, rules, startup
+from pty_acceptance.gate import finish, hostfacts, interrupts, properties, recorder, rules, startup
 from pty_acceptance.gate.happened import AtStart, Setup
 from pty_acceptance.gate.marks import check_requirement_marks, requirement_ids
 from pty_acceptance.host import terminal
@@ -33,6 +39,7 @@ class Gate:
         self.at_start = AtStart()  # read at session start, when the inventory loaded
         self.said: tuple[rules.Blocker, ...] | None = None  # the decision's blockers, then the end's
         self.outcome: finish.Outcome | None = None
+        self.late: str | None = None  # signals held after the READY end's last look
 
     def cleaned(self) -> str:
         """What the start-up removed of an earlier, killed run (startup.take_lock)."""
@@ -88,15 +95,28 @@ class Gate:
             self.withheld.append(item)
         items[:] = kept
 
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    @pytest.hookimpl(wrapper=True, trylast=True)  # inside the terminal's: its 100% comes after them
     def pytest_runtestloop(self, session):
-        """Each test withheld by the preflight is reported (JUnit, terminal) as
-        not run, with its requirement IDs: skipped at setup, the cause named
-        by module, so that pytest's summary says it once per module."""
-        for item in self.withheld:
-            recorder.report_not_run(item, f"not run: {rules.cause_label(self.recorder.not_run[item.nodeid])} "
-                                          "(the preflight's cause, above)")
-        return (yield)
+        """Each test withheld by the preflight is reported (JUnit, terminal)
+        as not run, with its requirement IDs: an error at setup (a JUnit reader
+        counts it as not passed), after the tests that do run (pytest stops
+        before its loop when a failure is reported ahead of it). They count
+        among the session's tests (pytest's progress and totals)."""
+        session.testscollected += len(self.withheld)
+        try:
+            return (yield)
+        finally:
+            for item in self.withheld:
+                recorder.report_not_run(item, f"not run: {rules.cause_label(self.recorder.not_run[item.nodeid])} "
+                                              "(the preflight's cause, above)")
+
+    def pytest_report_teststatus(self, report, config):
+        """A withheld test's error is counted apart in pytest's own summary
+        ("161 not run", not one ERROR section per test): the gate's lines say
+        its cause once, per module (rules.not_run_blockers)."""
+        if report.when == "setup" and report.failed and recorder.NOT_RUN_KEY in report.keywords:
+            return "not run", "n", "NOT RUN"
+        return None
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         for item in session.items:
@@ -112,28 +132,47 @@ class Gate:
     # -- end
     # The order at the end is the point (MARK-1, SUITE-2): decide; pytest's
     # JUnit writer writes (into a private directory); then finish.py's
-    # sequence: the report is published, read back and parsed; only then the marker.
+    # sequence: the report is published NOT READY, read back and parsed; the
+    # marker written and read back; only then the READY bundle and report.
+    # SIGINT and SIGTERM are held (interrupts.py) until the outcome is recorded.
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus):
-        decision = self._decide(session, exitstatus)  # before the JUnit writer: its properties go in
-        result = yield  # pytest's JUnit writer has written its file
-        out = finish.finish(self.setup, self.at_start, decision, recorder.junit_file(self.config))
+        with interrupts.Held() as held:
+            decision = self._decide(session, exitstatus)  # before the JUnit writer: its properties go in
+            result = yield  # pytest's JUnit writer has written its file
+            try:
+                out = finish.finish(self.setup, self.at_start, decision, recorder.junit_file(self.config), held)
+            except Exception as e:  # noqa: BLE001  # the end's own guard failed: still NOT READY, and said
+                out = finish.failed(self.setup, decision, e)
+            self.outcome, self.said = out, out.blockers
+            self.late = held.said() if out.written else None
         if out.published:
             recorder.show_published(self.config, self.setup.report_path)
-        self.outcome, self.said = out, out.blockers
         withheld_all = self.withheld and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED
-        if out.blockers and (session.exitstatus == pytest.ExitCode.OK or withheld_all):
+        if out.interrupted:
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
+        elif out.blockers and (session.exitstatus == pytest.ExitCode.OK or withheld_all):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # NOT READY: 1, as any failed run
         return result
 
     def _decide(self, session: pytest.Session, exitstatus) -> rules.Decision:
+        """The rules applied to what happened and what the host says now; an
+        error of the suite's own here is the decision's one blocker."""
         st = self.setup
-        happened = self.recorder.freeze(self.config, session, exitstatus)
-        now = hostfacts.at_marker_time(st, read_content=rules.preflight_cause(st) is None)
-        decision = rules.decide(st, happened, self.at_start, now)
+        now = None
+        try:
+            happened = self.recorder.freeze(self.config, session, exitstatus)
+            now = hostfacts.at_marker_time(st, read_content=rules.preflight_cause(st) is None)
+            decision = rules.decide(st, happened, self.at_start, now)
+        except Exception as e:  # noqa: BLE001  # the suite's own fault: a blocker, the report still written
+            decision = rules.Decision((rules.internal_error("deciding the verdict", e),), (), sign_refused=True)
+        try:
+            for name, value in properties.at_decision(st, now, decision):
+                self.properties.add(name, value)
+        except Exception as e:  # noqa: BLE001  # as above
+            decision = dataclasses.replace(decision, blockers=decision.blockers + (
+                rules.internal_error("recording the decision in the report", e),))
         self.said = decision.blockers
-        for name, value in properties.at_decision(st, now, decision):
-            self.properties.add(name, value)
         return decision
 
     def summary_lines(self) -> list[str]:
@@ -164,6 +203,12 @@ class Gate:
         lines += [startup.SIGINT_IGNORED] if startup.sigint_ignored() else []
         lines += [f"BLOCKER [{' '.join(b.ids)}] {b.reason}" for b in self.said or ()]
         if self.outcome is not None:
+            if self.outcome.interrupted:
+                lines.append(f"SUITE-5: {self.outcome.interrupted} received at the end of the run, held "
+                             "until the end had taken back what it wrote: no marker stands")
+            if self.late:
+                lines.append(f"SUITE-5: {self.late} received after the marker was written and read back "
+                             "and the report said READY: the run had ended")
             lines += self.outcome.matrix
             lines += [f"bundle: {path}" for path in self.outcome.bundle_files]
         terminalreporter.section("root acceptance gate")

@@ -184,7 +184,7 @@ def _schema_problems(path: str, vars_: dict) -> list[str]:
 
 def _limits(vars_: dict) -> dict[str, hostfs.Limit]:
     given = limits if isinstance(limits := vars_.get("limits"), dict) else {}
-    return {k: hostfs.Limit(given.get(k, v), f"limits.{k}") for k, v in inventory.LIMIT_DEFAULTS.items()}
+    return {k: inventory.limit(k, given.get(k, v)) for k, v in inventory.LIMIT_DEFAULTS.items()}
 
 
 def _peer_line(name: Any, shown: dict[str, dict]) -> Line:
@@ -228,7 +228,7 @@ def _source(vars_: dict, lim: dict[str, hostfs.Limit]) -> list[Line]:
     out = []
     pilot, code = vars_.get("pilot_root"), vars_.get("code_root")
     if isinstance(pilot, str) and isinstance(code, str):
-        bounds = hostfs.TreeBounds(lim["file_bytes"], lim["tree_bytes"], lim["tree_entries"])
+        bounds = hostfs.TreeBounds(lim["file_bytes"], lim["tree_bytes"], lim["tree_entries"], lim["tree_depth"])
         try:
             digest, _ = manifest.compute(pilot, code, bounds)
         except manifest.ManifestError as e:

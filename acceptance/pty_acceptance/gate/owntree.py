@@ -27,6 +27,7 @@ from pty_acceptance.gate import startup
 from pty_acceptance.host import hostfs
 
 MAX_LISTED = 20
+MAX_DEPTH = 64  # directories below a walked top (the virtualenv's deepest is about 10)
 AT_START = pytest.StashKey[list[str]]()  # problems found when the plugin registered
 
 
@@ -78,27 +79,47 @@ class Checker:
             self.walk(own.what, own.path)
 
     def walk(self, what: str, top: str) -> None:
+        """Every entry below `top`, links not followed, `skip` not entered;
+        iterative (a stack, never recursion), so a chain of directories
+        deeper than MAX_DEPTH is one problem, never a RecursionError."""
         if top in self._walked:
             return
         self._walked.add(top)
-        for dirpath, dirs, files in os.walk(top, followlinks=False):
-            dirs[:] = [d for d in dirs if os.path.join(dirpath, d) not in self.skip]
-            for name in dirs + files:
-                self.entry(what, os.path.join(dirpath, name))
+        todo = [(top, 0)]
+        while todo:
+            here, depth = todo.pop()
+            try:
+                names = sorted(os.listdir(here))
+            except OSError:
+                continue  # gone, or not a directory any more (os.walk's way)
+            for name in names:
+                path = os.path.join(here, name)
+                if path in self.skip:
+                    continue
+                st = self.entry(what, path)
+                if st is None or not stat.S_ISDIR(st.st_mode):
+                    continue
+                if depth + 1 > MAX_DEPTH:
+                    self.problems.append(f"{what}: {path} lies {depth + 1} directories below {top}, past "
+                                         f"the walk's bound of {MAX_DEPTH}: not walked, so not judged")
+                    continue
+                todo.append((path, depth + 1))
 
-    def entry(self, what: str, path: str) -> None:
+    def entry(self, what: str, path: str) -> os.stat_result | None:
+        """One entry judged; its lstat (None: it is gone)."""
         try:
             st = os.lstat(path)
         except FileNotFoundError:
-            return
+            return None
         node = hostfs.Node(path, st)
         if stat.S_ISLNK(st.st_mode):
             if st.st_uid != 0:
                 self.problems.append(f"{what}: {path} is a symlink owned by uid {st.st_uid}, not root")
             self.link_target(what, path)
-            return
+            return st
         want = "directory" if stat.S_ISDIR(st.st_mode) else "regular file"
         self.problems += [f"{what}: {p}" for p in node.root_controlled_problems(want)]
+        return st
 
     def link_target(self, what: str, path: str) -> None:
         target = os.path.realpath(path)

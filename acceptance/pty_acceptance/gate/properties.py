@@ -2,8 +2,11 @@
 (name, value) pairs made from the records (happened.py, rules.Decision):
 at session start the preflight, MARK-4's removal, the pins and what was read
 (SCOPE-2, RUNTIME-1); when the marker is decided the marker-time readings,
-the waivers, every blocker and the verdict, before pytest's JUnit writer
-writes (MARK-1, SUITE-2). recorder.SuiteProperties adds them.
+the signing and the waivers, before pytest's JUnit writer writes.
+recorder.SuiteProperties adds them. The verdict (every blocker, `gate`,
+`marker` and the verdict test case) is the end's to set, when it publishes
+the report and when the marker stands (reports.settle, finish.py: MARK-1,
+SUITE-2).
 """
 
 from __future__ import annotations
@@ -44,21 +47,18 @@ def at_start(setup: Setup, start: AtStart, cleaned: str, sigint: str | None) -> 
     return out
 
 
-def at_decision(setup: Setup, now: AtMarkerTime, decision: Decision) -> list[tuple[str, str]]:
-    """The marker-time readings, the signing and the waivers, every blocker
-    and the verdict; with no blocker, the marker the run is about to write."""
-    hashes = now.content.hashes if now.content is not None else {}
+def at_decision(setup: Setup, now: AtMarkerTime | None, decision: Decision) -> list[tuple[str, str]]:
+    """The marker-time readings (`now` None: the decision failed before they
+    were read), the signing and the waivers that stand."""
+    content = now.content if now is not None else None
+    hashes = content.hashes if content is not None else {}
     out = [("binary-at-marker-time", f"{digest}  {path}") for path, digest in hashes.items()]
-    out.append(("runtime-at-marker-time", (now.content.runtime if now.content is not None else NOT_READ)[1]))
-    if now.waivers_digest is not None:
+    out.append(("runtime-at-marker-time", (content.runtime if content is not None else NOT_READ)[1]))
+    if now is not None and now.waivers_digest is not None:
         out.append(("waiver-file", now.waivers_digest))
     if setup.signer:
         out.append(("signing", f"{setup.signer.tool} key {setup.signer.key}"
                     + (": refused, nothing signed" if decision.sign_refused else
                        ": the Statement is signed in a DSSE envelope beside it")))
     out += [("waiver", w.describe()) for w in decision.waivers]
-    out += [("blocker", b.said()) for b in decision.blockers]
-    out.append(("gate", "READY" if not decision.blockers else "NOT READY"))
-    if not decision.blockers:
-        out.append(("marker", f"{setup.marker} (written after this report, only if it can be)"))
     return out

@@ -87,14 +87,20 @@ class Recorder:
             junit=junit_writer(config) is not None, exitstatus=int(exitstatus))
 
 
+NOT_RUN_KEY = "pty_acceptance_not_run"  # a keyword of the report_not_run reports (gate.pytest_report_teststatus)
+
+
 def report_not_run(item: pytest.Item, why: str) -> None:
     """Report a test that is not run (JUnit, terminal) with its requirement
-    IDs: skipped at setup, `why` shown, then a passing teardown."""
-    where = (str(item.path), 0, why)
-    for when, outcome, longrepr in (("setup", "skipped", where), ("teardown", "passed", None)):
+    IDs: failed at setup, `why` its text (a JUnit `error`: not passed, for
+    every reader), then a passing teardown."""
+    keywords = {k: 1 for k in item.keywords} | {NOT_RUN_KEY: 1}
+    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    for when, outcome, longrepr in (("setup", "failed", why), ("teardown", "passed", None)):
         item.ihook.pytest_runtest_logreport(report=pytest.TestReport(
-            item.nodeid, item.location, {k: 1 for k in item.keywords}, outcome, longrepr, when,  # type: ignore[arg-type]  # pytest's words, from the tuple above
+            item.nodeid, item.location, keywords, outcome, longrepr, when,  # type: ignore[arg-type]  # pytest's words, from the tuple above
             user_properties=list(item.user_properties)))
+    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
 
 
 # -- pytest's JUnit writer

@@ -49,6 +49,13 @@ class Blocker:
         return f"{' '.join(self.ids)}: {self.reason}"
 
 
+def internal_error(during: str, e: BaseException) -> Blocker:
+    """An error of the suite's own (an exception it did not expect) at the
+    run's end: a blocker, so that the run still ends with a report (SUITE-2)."""
+    return Blocker(("SUITE-2",), f"an internal error of the suite while {during}: "
+                   f"{type(e).__name__}: {str(e)[:500]}")
+
+
 @dataclass(frozen=True)
 class Decision:
     """What the rules made of a session, before any effect."""

@@ -305,10 +305,11 @@ class Limit:
 @dataclass(frozen=True)
 class TreeBounds:
     """What a walk over a user-writable tree may read: each file, all files
-    together, entries walked."""
+    together, entries walked, directories below its top (treewalk.py)."""
     file: Limit = Limit(32 << 20)
     total: Limit = Limit(256 << 20)
     entries: Limit = Limit(50_000, unit="entries")
+    depth: Limit = Limit(32, unit="levels")
 
 
 TREE_BOUNDS = TreeBounds()  # the defaults, for a parameter's default
@@ -333,6 +334,12 @@ class Tally:
         if self.bytes > self.bounds.total.value:
             raise TooLarge(f"{self.top}: its files come to more than {self.bounds.total} "
                            f"(at {where}): not read further")
+
+    def level(self, depth: int, where: str) -> None:
+        """A directory `depth` levels below the top, about to be entered."""
+        if depth > self.bounds.depth.value:
+            raise TooLarge(f"{self.top}: {where} lies {depth} directories deep, past "
+                           f"{self.bounds.depth}: not walked further")
 
     def checked(self, fd: int, where: str) -> int:
         """`fd` once its file fits (size from fstat, nothing read); closed on TooLarge."""

@@ -12,11 +12,13 @@ descriptor walk: openat with O_NOFOLLOW on every component, only directories
 and regular files (a link, FIFO, socket or device is a BuildError naming the
 path and its kind), each copy created O_EXCL and handed to the build user by
 descriptor; the copy is bounded (the inventory's limits.file_bytes per file,
-tree_bytes and tree_entries per copy, each file's size taken from fstat
-before it is read), so a tree of huge or sparse files cannot fill /tmp as
-root. The build directories are made in the run's scratch area (scratch.py:
-the build user cannot rename them or put a FIFO in their place) and removed
-by descriptor. Go runs with an environment built here, never inherited, and with
+tree_bytes, tree_entries and tree_depth per copy, each file's size taken
+from fstat before it is read), so a tree of huge or sparse files cannot fill
+/tmp as root, and walked iteratively (treewalk.py), so a chain of
+directories as deep as the user likes is refused naming its bound. The
+build directories are made in the run's scratch area (scratch.py: the build
+user cannot rename them or put a FIFO in their place) and removed by
+descriptor. Go runs with an environment built here, never inherited, and with
 GOWORK=off and GOENV=off: a go.work in a parent directory (/tmp) or a go env
 file cannot steer either build. The artifacts are read back the same way.
 """
@@ -31,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pty_acceptance.errors import Finding
-from pty_acceptance.host import hostfs, scratch, terminal, userunit
+from pty_acceptance.host import hostfs, scratch, terminal, treewalk, userunit
 from pty_acceptance.spec.inventory import Inventory
 
 BUILD_ENV = {"CGO_ENABLED": "0", "GOOS": "linux", "GOARCH": "amd64"}
@@ -124,32 +126,36 @@ def _new_dir(parent: int, name: str) -> int:
     return hostfs.open_dir_at(parent, name, name)
 
 
-def _copy_tree(src: int, dst: int, where: str, acct, tally: hostfs.Tally) -> None:
-    """Copy directory `src` into `dst`: directories and regular files only."""
-    for name in sorted(tally.names(src, where)):
-        here = os.path.join(where, name)
-        st = os.stat(name, dir_fd=src, follow_symlinks=False)
-        if stat.S_ISREG(st.st_mode):
-            _copy_file(hostfs.open_file_at(src, name, here), dst, name, here, acct,
-                       stat.S_IMODE(st.st_mode) & 0o755, tally)
-        elif stat.S_ISDIR(st.st_mode):
-            sub = hostfs.open_dir_at(src, name, here)
-            try:
-                _copy_dir(sub, dst, name, here, acct, tally)
-            finally:
-                os.close(sub)
-        else:
-            raise BuildError(f"{here} is a {hostfs.kind_of(st.st_mode)}: the build source is "
-                             "copied only as directories and regular files")
-
-
 def _copy_dir(src: int, parent: int, name: str, where: str, acct, tally: hostfs.Tally) -> None:
-    out = _new_dir(parent, name)
+    """Directory `src` copied as `name` in `parent`: directories and regular
+    files only, walked iteratively within the depth bound (treewalk.py); each
+    directory is given to the build user once all it holds is copied."""
+    made = [_new_dir(parent, name)]  # the copy of the directory being walked, and of each above it
+
+    def visit(fd: int, entry: str, here: str, st: os.stat_result) -> bool:
+        if stat.S_ISREG(st.st_mode):
+            _copy_file(hostfs.open_file_at(fd, entry, here), made[-1], entry, here, acct,
+                       stat.S_IMODE(st.st_mode) & 0o755, tally)
+            return False
+        if stat.S_ISDIR(st.st_mode):
+            made.append(_new_dir(made[-1], entry))
+            return True
+        raise BuildError(f"{here} is a {hostfs.kind_of(st.st_mode)}: the build source is "
+                         "copied only as directories and regular files")
+
+    def leave(here: str) -> None:
+        done = made.pop()
+        try:
+            _give(done, acct, 0o755)
+        finally:
+            os.close(done)
+
     try:
-        _copy_tree(src, out, where, acct, tally)
-        _give(out, acct, 0o755)
+        treewalk.walk(src, where, tally, visit, leave)
+        _give(made[0], acct, 0o755)
     finally:
-        os.close(out)
+        for fd in made:
+            os.close(fd)
 
 
 def copy_source(source_dir: str, work: str, acct,

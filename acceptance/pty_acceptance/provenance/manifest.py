@@ -10,8 +10,10 @@ and only regular files are hashed. A link, FIFO, socket or device among the
 inputs is a ManifestError naming the path and its kind: its target's hash
 never reaches the evidence, and a FIFO never hangs the gate. The walk and the
 reads are bounded (hostfs.TreeBounds: the inventory's limits.file_bytes,
-tree_bytes and tree_entries): a file's size is taken from fstat before it is
-read, so a sparse 8 TiB file is refused at once, naming the limit.
+tree_bytes, tree_entries and tree_depth): a file's size is taken from fstat
+before it is read, so a sparse 8 TiB file is refused at once, naming the
+limit, and the walk is iterative (treewalk.py), so a chain of directories
+1,200 deep is refused naming limits.tree_depth, never a RecursionError.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import stat
 from pathlib import Path
 
 from pty_acceptance.errors import Unreadable
-from pty_acceptance.host import hostfs
+from pty_acceptance.host import hostfs, treewalk
 
 PILOT_FILES = (
     "supervisor/go.mod",
@@ -62,20 +64,19 @@ def _entries(fd: int, where: str, tally: hostfs.Tally) -> list[tuple[str, str, b
 
 
 def _go_files(fd: int, where: str, tally: hostfs.Tally) -> list[str]:
-    """What `find <where> -name '*.go'` lists (find follows no link either)."""
-    found = []
-    for name, path, is_dir in _entries(fd, where, tally):
+    """What `find <where> -name '*.go'` lists (find follows no link either),
+    walked iteratively within the depth bound (treewalk.py)."""
+    found: list[str] = []
+
+    def visit(parent: int, name: str, path: str, st: os.stat_result) -> bool:
         if name.endswith(".go"):
             found.append(path)
-        if is_dir:
-            try:
-                sub = hostfs.open_dir_at(fd, name, path)
-            except hostfs.Refused as e:  # swapped for a link since it was listed
-                raise ManifestError(str(e)) from None
-            try:
-                found += _go_files(sub, path, tally)
-            finally:
-                os.close(sub)
+        return True
+
+    try:
+        treewalk.walk(fd, where, tally, visit)
+    except hostfs.Refused as e:  # at a bound, or swapped for a link since it was listed
+        raise ManifestError(str(e)) from None
     return found
 
 

@@ -3,7 +3,9 @@
 One source: the JUnit report the gate published (its global properties carry
 the gate's blockers, the inventory's pins and the hashes seen at start and at
 marker time; its cases carry each test's IDs, evidence, concerns and failure
-text). `from_junit` reads it; `rows` turns it into the matrix the terminal,
+text; its verdict case, reports.VERDICT_CASE, is the gate's and not one of
+the checklist's tests: READY needs it passed, once, as well as the `gate`
+and `marker` properties and no blocker). `from_junit` reads it; `rows` turns it into the matrix the terminal,
 the HTML report (htmlreport.py) and the in-toto Statement (intoto.py) show.
 The gate renders the very report it published, so `pty-acceptance report
 FILE.xml` prints what the gate printed.
@@ -21,7 +23,6 @@ html.escape); this module keeps it as it was recorded.
 
 from __future__ import annotations
 
-import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
@@ -33,8 +34,6 @@ from pty_acceptance.spec.requirements import BY_ID, CONCERN, ENFORCED_BY_GATE, s
 PASS = "PASS"
 MUST_FIX = "MUST-FIX"
 ACKNOWLEDGED = "ACKNOWLEDGED"
-LEADING_IDS = re.compile(r"^((?:[A-Z]+-\d+ ?)+):")
-ID = re.compile(r"\b[A-Z]+-\d+\b")
 GATE_ROW = "The run itself (gate)"
 
 
@@ -58,7 +57,7 @@ class Verdict:
     ready: bool  # the marker was written
     gate: str  # the gate's word in the report: READY / NOT READY
     blockers: list[str]  # "<IDs>: reason"
-    cases: list[Case]
+    cases: list[Case]  # the checklist's tests (the gate's verdict case is not one)
     properties: list[tuple[str, str]]  # the report's global properties, in order
     hostname: str = ""
     timestamp: str = ""
@@ -71,19 +70,14 @@ class Verdict:
         return {w.split(":", 1)[0]: w for w in self.values("waiver")}
 
     def blocker_ids(self) -> set[str]:
-        out: set[str] = set()
-        for b in self.blockers:
-            m = LEADING_IDS.match(b)
-            out.update(ID.findall(m.group(1)) if m else ["SUITE-3"])
-        return out
+        return reports.blocker_ids(self.blockers)
 
     @property
     def last_line(self) -> str:
         if self.ready:
             marker = (self.values("marker") or ["?"])[0].split(" (", 1)[0]
             return f"READY: marker written {marker}"
-        ids = sorted(self.blocker_ids() or {"SUITE-3"}, key=sort_key)
-        return f"NOT READY: {max(len(self.blockers), 1)} blockers: {' '.join(ids)}"
+        return reports.not_ready_line(self.blockers)
 
 
 @dataclass
@@ -128,7 +122,11 @@ def from_junit(root: ET.Element) -> Verdict:
              for p in suite.findall("./properties/property")]
     cases: list[Case] = []
     seen: dict[str, Case] = {}
+    said: list[str] = []  # the gate's verdict case: its outcomes (reports.settle)
     for c in suite.findall("./testcase"):
+        if reports.is_verdict_case(c):
+            said.append(_failure(c)[0])
+            continue
         nodeid, module = _nodeid(c)
         outcome, failure = _failure(c)
         case = seen.get(nodeid)
@@ -147,7 +145,9 @@ def from_junit(root: ET.Element) -> Verdict:
                 case.concerns.append(value)
     gate = ([v for n, v in props if n == "gate"] or ["NOT READY"])[-1]
     blockers = [v for n, v in props if n == "blocker"]
-    ready = gate == "READY" and not blockers and any(n == "marker" for n, _ in props)
+    # READY only when every place the gate says it agrees: its property, no
+    # blocker, the marker named, and its one verdict case passed
+    ready = gate == "READY" and not blockers and any(n == "marker" for n, _ in props) and said == ["passed"]
     return Verdict(ready=ready, gate=gate, blockers=blockers, cases=cases, properties=props,
                    hostname=suite.get("hostname", ""), timestamp=suite.get("timestamp", ""))
 

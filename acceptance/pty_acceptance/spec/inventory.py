@@ -236,6 +236,7 @@ class Limits:
     file_bytes: Annotated[int, POSITIVE] = 32 << 20
     tree_bytes: Annotated[int, POSITIVE] = 256 << 20      # the manifest's files together; the build's source copy, each
     tree_entries: Annotated[int, POSITIVE] = 50_000       # entries walked for the manifest; copied for a build, each
+    tree_depth: Annotated[int, POSITIVE] = 32             # directories below either walk's top (MAX_TREE_DEPTH)
     runtime_bytes: Annotated[int, POSITIVE] = 512 << 20   # the candidate's runtime binary (RUNTIME-1)
     artifact_bytes: Annotated[int, POSITIVE] = 256 << 20  # an installed binary, a build's output
 
@@ -280,12 +281,11 @@ class Inventory:
     def limit(self, key: str) -> hostfs.Limit:
         """A bound of `limits:` (its default where the inventory sets none),
         named by its key for the message that refuses a file over it."""
-        return hostfs.Limit(getattr(self.limits, key), f"limits.{key}",
-                            "entries" if key.endswith("_entries") else "bytes")
+        return limit(key, getattr(self.limits, key))
 
     def tree_bounds(self) -> hostfs.TreeBounds:
         return hostfs.TreeBounds(self.limit("file_bytes"), self.limit("tree_bytes"),
-                                 self.limit("tree_entries"))
+                                 self.limit("tree_entries"), self.limit("tree_depth"))
 
 
 # ---------------------------------------------------------------- the schema, derived
@@ -383,6 +383,15 @@ REQUIRED = frozenset(_required(SCHEMA))
 ARTIFACTS = tuple(f.name for f in fields(Binaries))  # the roles, in the marker's order (MARK-2)
 SESSION_ENV = tuple(f.name for f in fields(SessionEnvironment))  # UNIT-6: the fixed list
 LIMIT_DEFAULTS = {f.name: f.default for f in fields(Limits)}
+# limits.tree_depth's greatest value: a build's copy lies two levels below the
+# directory the run removes (work/src), and the removal is bounded in depth too
+MAX_TREE_DEPTH = hostfs.REMOVE_DEPTH - 4
+
+
+def limit(key: str, value: int) -> hostfs.Limit:
+    """`limits.<key>` = `value`, in its unit, for the message that refuses what is over it."""
+    unit = "entries" if key.endswith("_entries") else "levels" if key.endswith("_depth") else "bytes"
+    return hostfs.Limit(value, f"limits.{key}", unit)
 
 
 def _whys(sec: Section, dotted: str = "") -> dict[str, str]:
@@ -560,6 +569,10 @@ def load(path: str | Path) -> Inventory:
     paths = [b.path for b in inv.binaries_list]
     if len(set(paths)) != len(paths):
         raise InventoryError(f"{file}: {prefix}.binaries: two artifacts share one path")
+    if inv.limits.tree_depth > MAX_TREE_DEPTH:
+        raise InventoryError(f"{file}: {prefix}.limits.tree_depth: {inv.limits.tree_depth} is past "
+                             f"{MAX_TREE_DEPTH}: a build's source copy that deep could not be removed "
+                             f"(the run removes what it made {hostfs.REMOVE_DEPTH} levels deep)")
     if inv.supervisor_exec.path != paths[0]:
         raise InventoryError(f"{file}: {prefix}.supervisor_exec.path: "
                              f"{inv.supervisor_exec.path!r} is not binaries.supervisor.path "
