@@ -5,10 +5,11 @@ builds of a binary run at the same time (nothing is shared between them).
 The source tree belongs to the service user (SUITE-4). Root copies it by
 descriptor walk: openat with O_NOFOLLOW on every component, only directories
 and regular files (a link, FIFO, socket or device is a BuildError naming the
-path and its kind), each copy created O_EXCL and handed to the build user by
-descriptor; the copy is bounded (the inventory's limits.file_bytes per file,
-tree_bytes and tree_entries per copy, each file's size taken from fstat
-before it is read), so a tree of huge or sparse files cannot fill /tmp as
+path and its kind, and so is a hard link: a file with more than one link),
+each copy created O_EXCL and handed to the build user by descriptor; the
+copy is bounded (the inventory's limits.file_bytes per file, tree_bytes and
+tree_entries per copy, each file's size taken from fstat before it is
+read), so a tree of huge or sparse files cannot fill /tmp as
 root. The build directories are made in the run's scratch area (scratch.py:
 the build user cannot rename them or put a FIFO in their place) and removed
 by descriptor. Go runs with an environment built here, never inherited, and with
@@ -118,7 +119,7 @@ def _copy_tree(src: int, dst: int, where: str, acct, tally: hostfs.Tally) -> Non
         here = os.path.join(where, name)
         st = os.stat(name, dir_fd=src, follow_symlinks=False)
         if stat.S_ISREG(st.st_mode):
-            _copy_file(hostfs.open_file_at(src, name, here), dst, name, here, acct,
+            _copy_file(hostfs.open_file_at(src, name, here, user_writable=True), dst, name, here, acct,
                        stat.S_IMODE(st.st_mode) & 0o755, tally)
         elif stat.S_ISDIR(st.st_mode):
             sub = hostfs.open_dir_at(src, name, here)
@@ -180,7 +181,7 @@ def _artifact(path: str, limit: hostfs.Limit) -> bytes:
     """A build output, read as root from the build user's directory: no link
     followed, at most `limit` (limits.artifact_bytes)."""
     try:
-        return hostfs.read_file(path, limit)
+        return hostfs.read_file(path, limit, user_writable=True)
     except OSError as e:
         raise BuildError(f"the built artifact cannot be read safely: {e.strerror or e}") from None
 
@@ -265,7 +266,7 @@ def reproduce(inv: Inventory) -> Reproduction:
     acct = _account(inv.build.user)
     go_sum = str(Path(inv.build.source_dir) / "go.sum")
     try:
-        go_sum_sha = hostfs.sha256_file(go_sum, inv.limit("file_bytes"))
+        go_sum_sha = hostfs.sha256_file(go_sum, inv.limit("file_bytes"), user_writable=True)
     except hostfs.Refused as e:
         raise BuildError(str(e)) from None
     except OSError as e:
