@@ -9,6 +9,10 @@ SUITE-4 the suite's checkout, the virtualenv and interpreter running it, the
         (a link there must itself be root's and lead to root's). Checked when
         the plugin registers (before any test ran) and again here; otherwise
         the service user chose what root ran, and the run cannot earn the marker.
+        The kernel's link protections the preflight read (fs.protected_hardlinks,
+        _symlinks, _fifos, _regular) are recorded here as evidence, never relied
+        on (the suite refuses links, FIFOs and hard links in the user's trees
+        itself); each one at 0 is a concern.
 """
 
 import pytest
@@ -20,10 +24,15 @@ from pty_acceptance.gate.marks import fail
 
 
 @pytest.mark.requirement("SUITE-4")
-def test_the_suites_own_tree_is_root_controlled(pytestconfig, inv, evidence):
-    owns, skip = owntree.of_run(pytestconfig, pytestconfig.stash[STATE].report_path)
+def test_the_suites_own_tree_is_root_controlled(pytestconfig, inv, evidence, concern):
+    state = pytestconfig.stash[STATE]
+    owns, skip = owntree.of_run(pytestconfig, state.report_path)
     for own in owns:
         evidence(own.what, hostfs.Node.at(own.path).describe())  # lstat, not host.file: it follows links
+    for p in (state.preflight.protections if state.preflight is not None else ()):
+        evidence("kernel link protection", p.line())
+        if p.off:
+            concern("SUITE-4", f"{p.line()} (the suite itself refuses them in the user's trees)")
     at_start = pytestconfig.stash.get(owntree.AT_START, None)
     if at_start is None:
         fail("SUITE-4: the suite's own tree was not checked when the plugin registered")

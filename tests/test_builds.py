@@ -27,6 +27,7 @@ while [ $# -gt 0 ]; do
 done
 { env | LC_ALL=C sort; echo "cwd=$(pwd)"; } > "$out"
 if [ -n "$STANDIN_LINK_OUTPUT" ]; then rm -f "$out"; ln -s "$STANDIN_LINK_OUTPUT" "$out"; fi
+if [ -n "$STANDIN_SECOND_NAME" ]; then ln "$out" "$out.second"; fi
 """
 
 
@@ -153,6 +154,28 @@ def test_the_copy_refuses_what_is_not_a_directory_or_a_regular_file(build, targe
     word = kind.split(" to ")[0]
     assert f"{p} is a {word}" in str(e.value), str(e.value)
     assert "secret-hash" not in str(e.value)
+
+
+def test_the_copy_refuses_a_hard_link(build, target, secret):
+    """SUITE-4: the copy is handed to the build user: a hard link to a
+    root-only file would hand over the file itself."""
+    p = target.pilot / "supervisor/internal/planted.go"
+    os.link(secret, p)
+    with pytest.raises(builds.BuildError) as e:
+        build()
+    assert f"{p} is a hard link" in str(e.value), str(e.value)
+    assert "secret-hash" not in str(e.value)
+    p.unlink()
+    os.link(secret, target.pilot / "supervisor/go.sum.tmp")
+    os.replace(target.pilot / "supervisor/go.sum.tmp", target.pilot / "supervisor/go.sum")
+    with pytest.raises(builds.BuildError, match="go.sum is a hard link"):
+        build(both=True)
+
+
+def test_an_artifact_with_a_second_name_is_not_read(build):
+    """The build user's output with two links: its other name could be anyone's file."""
+    with pytest.raises(builds.BuildError, match="is a hard link"):
+        build(env={"STANDIN_SECOND_NAME": "1"})
 
 
 def test_a_link_above_the_source_is_refused(build, target, safe_dir):

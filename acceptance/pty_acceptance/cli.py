@@ -264,6 +264,8 @@ def cmd_preflight(a: argparse.Namespace) -> int:
     found = preflight.check(a.inventory or str(DEFAULT_INVENTORY))
     for f in found.findings:
         print(escape(f.line()))
+    for p in found.protections:  # recorded, never judged (preflight.py)
+        print(escape(f"{'finding' if p.off else 'recorded'}  {p.line()}"))
     if found.cause:
         print(escape(f"PREFLIGHT FAILED: {len(found.failed)} of {len(found.findings)} checks: "
                      f"first {found.cause}"))

@@ -81,6 +81,12 @@ def vault(secret: str) -> str:
 # 40 hex digits: what a ref file holds, so a followed link would even read as a revision
 GIT_SECRET = "5ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7"
 TREE_SECRET = "pty-acceptance-vault-secret-9c1d0b"
+HARDLINK_SECRET = "pty-acceptance-hardlink-secret-3a7e52"
+# fs.protected_hardlinks=0 lets the service user link a root-only file into its
+# tree. The sysctl is the host kernel's, not the machine's: systemd-nspawn
+# mounts /proc/sys read-only (`/proc/sys ro` in the machine's mountinfo,
+# checked), and setting it would change the shared host. So root makes the
+# link the user could make with it at 0: what matters is what the suite reads.
 ENV_SECRET = "PTY_ACC_ROOT_ONLY=pty-acceptance-env-vault-4be1d7"  # an EnvironmentFile= line
 RUNTIME = f"{CODE}/packages/cli/dist-v2-pilot-final/cli-node-linux-x64/bin/opencode2-node"
 # the runtime swap happened and was undone: the runtime is the deployed one again
@@ -477,6 +483,12 @@ FAULTS += [
           vault(TREE_SECRET) + f" && cd {PILOT}/config/opencode && mv tsconfig.json tsconfig.real && "
           f"ln -s {VAULT} tsconfig.json && chown -h byk:byk tsconfig.json",
           modules=_m("builds"), expect=("SCOPE-1",), secret=TREE_SECRET),
+    Fault("pilot-hardlink-to-root-secret", ("SCOPE-1", "SUITE-4"),
+          "with fs.protected_hardlinks=0, a file of the source manifest made a hard link to a root-only "
+          "file (the file itself under the user's name: its hash would go to the evidence)",
+          vault(HARDLINK_SECRET) + f" && cd {PILOT}/config/opencode && "
+          f"rm tsconfig.json && ln {VAULT} tsconfig.json && stat -c '%n %h links %U %a' tsconfig.json",
+          modules=_m("builds"), expect=("SCOPE-1",), secret=HARDLINK_SECRET),
     Fault("pilot-fifo", ("SCOPE-1", "SUITE-4"),
           "a file of the source manifest made a FIFO (opening it would hang the gate)",
           f"cd {PILOT}/config/opencode && rm tsconfig.json && mkfifo -m 0644 tsconfig.json && "

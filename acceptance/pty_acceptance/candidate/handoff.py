@@ -229,7 +229,7 @@ def open_runtime(path: str, pin: str, limit: hostfs.Limit) -> Hashed:
     descriptor (bounded); the pin (RUNTIME-1's) or HandoffError. The caller
     closes `fd`."""
     try:
-        fd = hostfs.open_file(path)
+        fd = hostfs.open_file(path, user_writable=True)
     except OSError as e:
         raise HandoffError(f"the runtime {path} cannot be opened (walked from / without following "
                            f"a link): {e.strerror or e}") from None
@@ -661,14 +661,8 @@ def observe_session(bus: Systemd, inv, tag: str, password: str) -> Observation:
 
 
 def runtime_unit_text(path: str) -> str:
-    """The candidate unit file, judged by lstat and read through O_NOFOLLOW."""
-    node = hostfs.Node.at(path)
-    if node.kind != "regular file":
-        raise HandoffError(f"the candidate unit file {path} is {node.kind}, expected a regular file")
-    data = hostfs.read_nofollow(path, runtime.MAX_UNIT_FILE + 1)
-    if len(data) > runtime.MAX_UNIT_FILE:
-        raise HandoffError(f"{path} exceeds {runtime.MAX_UNIT_FILE} bytes")
+    """The candidate unit file (runtime.unit_file_text: walked from /, bounded)."""
     try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise HandoffError(f"{path} is not UTF-8 (byte {e.start})") from None
+        return runtime.unit_file_text(path)
+    except runtime.UnitFileError as e:
+        raise HandoffError(f"the candidate unit file: {e}") from None

@@ -3,7 +3,8 @@ and, as the runtime's only environment, by RUNTIME-2.
 
 The path is walked from / without following a link in any component
 (hostfs: a directory of the path made a link is itself the finding); the file
-is judged by lstat (a symlink is itself the finding) and read through an
+is judged by lstat (a symlink is itself the finding, and so is a hard link:
+a file with more than one link, whose other names may be root's) and read through an
 O_NOFOLLOW descriptor whose fstat must be the same regular file, at most
 MAX_SIZE bytes. Lines are read the way systemd's EnvironmentFile= reads the
 simple cases: blank lines and lines starting with ``#`` or ``;`` are ignored,
@@ -143,6 +144,8 @@ def _read_at(dfd: int, name: str, path: str) -> ServerEnv:
                 uid=lst.st_uid, gid=lst.st_gid, size=lst.st_size)
     if not stat.S_ISREG(lst.st_mode):
         return ServerEnv(**base, problem="not a regular file, not opened")
+    if lst.st_nlink > 1:  # the service user's tree: its other names may be root's (hostfs.one_link)
+        return ServerEnv(**base, problem=f"a hard link ({lst.st_nlink} links), not opened")
     if lst.st_size > MAX_SIZE:
         return ServerEnv(**base, problem=f"larger than {MAX_SIZE} bytes, not read")
     try:
@@ -154,6 +157,8 @@ def _read_at(dfd: int, name: str, path: str) -> ServerEnv:
         st = os.fstat(fd)
         if (st.st_dev, st.st_ino) != (lst.st_dev, lst.st_ino) or not stat.S_ISREG(st.st_mode):
             return ServerEnv(**base, problem="the file changed between lstat and open")
+        if st.st_nlink > 1:
+            return ServerEnv(**base, problem=f"a hard link ({st.st_nlink} links) since lstat, not read")
         chunks, total = [], 0
         while total <= MAX_SIZE:
             chunk = os.read(fd, MAX_SIZE + 1 - total)

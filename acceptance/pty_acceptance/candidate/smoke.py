@@ -164,11 +164,11 @@ def _not_pinned(what: str, path: str, digest: str, key: str, pin: str) -> Refuse
                    f"not the reviewed {what}")
 
 
-def _open(path: str, what: str) -> int:
+def _open(path: str, what: str, user_writable: bool = False) -> int:
     """`path` opened by the no-follow walk from /: a link anywhere, a FIFO or
-    a device is refused, never opened."""
+    a device is refused, never opened (in the user's tree a hard link too)."""
     try:
-        return hostfs.open_file(path)
+        return hostfs.open_file(path, user_writable)
     except FileNotFoundError:
         raise Refused(f"{what} {path} does not exist") from None
     except hostfs.Refused as e:
@@ -223,7 +223,7 @@ def read_harness(path: str, pin: str, limit: hostfs.Limit = HARNESS_LIMIT) -> tu
     """The harness's bytes, read once by descriptor (bounded), hashing to `pin`;
     (bytes, evidence), or Refused. Its owner is evidence only: what runs is a
     root-owned copy of these bytes (stage_harness)."""
-    fd = _open(path, "the harness")
+    fd = _open(path, "the harness", user_writable=True)  # the service user's file
     try:
         st = os.fstat(fd)
         data = hostfs.read_fd(fd, limit, path)  # closes fd
@@ -425,12 +425,8 @@ def read_results(workdir: str) -> dict[str, bytes | str]:
         for name in sorted(hostfs.list_at(dfd, NAMES_LISTED))[:RESULT_FILES]:
             where = os.path.join(workdir, name)
             try:
-                fd = hostfs.open_file_at(dfd, name, where)
-                if os.fstat(fd).st_nlink != 1:
-                    os.close(fd)
-                    out[name] = "not read: a hard link (more than one link to this file)"
-                    continue
-                out[name] = hostfs.read_fd(fd, RESULT_LIMIT, where)
+                out[name] = hostfs.read_fd(hostfs.open_file_at(dfd, name, where, user_writable=True), RESULT_LIMIT,
+                                           where)
             except hostfs.Refused as e:
                 out[name] = f"not read: {e}"
             except OSError as e:

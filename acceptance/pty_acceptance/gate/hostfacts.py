@@ -38,7 +38,7 @@ def runtime_digest(inv: Inventory) -> tuple[str | None, str]:
     read by descriptor, at most limits.runtime_bytes."""
     path = inv.runtime.binary
     try:
-        fd = hostfs.open_file(path)
+        fd = hostfs.open_file(path, user_writable=True)
         try:
             digest = hostfs.sha256_fd_bounded(fd, inv.limit("runtime_bytes"), path)
         finally:

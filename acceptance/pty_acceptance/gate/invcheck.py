@@ -27,8 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from pty_acceptance.host import hostfs, systemd
 from pty_acceptance.provenance import gitrev, manifest, runtime
 from pty_acceptance.spec import inventory
@@ -66,10 +64,21 @@ def _placeholder(value: Any) -> bool:
     return isinstance(value, str) and value.startswith("FILL-IN")
 
 
+def _exists(path: str) -> bool:
+    """Something is at `path` (reached from / without following a link)."""
+    try:
+        return hostfs.Node.walked(path).exists
+    except OSError:
+        return False
+
+
 def _node_line(key: str, path: Any, kind_test, kind: str) -> Line:
     if not isinstance(path, str):
         return Line(INVALID, key, f"{path!r} is not a path")
-    node = hostfs.Node.at(path)
+    try:
+        node = hostfs.Node.walked(path)  # never through a link in any component
+    except OSError as e:
+        return Line(DIFFERS, key, f"{path}: not reached: {e.strerror or e} (not followed)")
     if node.st is None:
         return Line(MISSING, key, f"{path} does not exist on this host")
     if not kind_test(node.st.st_mode):
@@ -86,20 +95,22 @@ def _program_line(key: str, path: Any) -> Line:
     return Line(MISSING, key, f"{path} is not an executable file on this host")
 
 
-def _hash(path: str, limit: hostfs.Limit) -> str:
+def _hash(path: str, limit: hostfs.Limit, user_writable: bool) -> str:
     try:
-        return hostfs.sha256_file(path, limit)
+        return hostfs.sha256_file(path, limit, user_writable)
     except OSError as e:
         return f"not readable ({e.strerror or e})"
 
 
-def _pin_line(key: str, pin: Any, path: Any, limit: hostfs.Limit, why: str) -> Line:
+def _pin_line(key: str, pin: Any, path: Any, limit: hostfs.Limit, why: str,
+              user_writable: bool = False) -> Line:
+    """`user_writable`: the file lies in the service user's tree (a hard link there is not read)."""
     if not isinstance(path, str):
         return Line(NOT_READ, key, "the file it pins is not named")
-    if not hostfs.Node.at(path).exists:
+    if not _exists(path):
         return Line(FILL_IN if _placeholder(pin) else MISSING, key,
                     (f"comes from {why}; " if _placeholder(pin) else "") + f"{path} does not exist on this host")
-    now = _hash(path, limit)
+    now = _hash(path, limit, user_writable)
     if _placeholder(pin):
         return Line(FILL_IN, key, f"comes from {why}; {path} hashes to {now} now {NOT_A_SOURCE}")
     if now == pin:
@@ -132,13 +143,16 @@ def _show(name: str) -> dict:
 
 def check(path: str) -> list[Line]:
     """The lines for the inventory at `path` on this host."""
+    try:  # walked from /, bounded, never a FIFO; its bytes are never echoed (inventory.read_text)
+        data = inventory.parse(inventory.read_text(path), path)
+    except inventory.InventoryError as e:
+        return [Line(INVALID, "(file)", str(e))]
     try:
-        data = yaml.safe_load(hostfs.read_file(os.path.abspath(path), 1 << 20))
         ((_, vars_),) = data["all"]["hosts"].items()
         if not isinstance(vars_, dict):
             raise TypeError("host vars are not a mapping")
-    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError) as e:
-        return [Line(INVALID, "(file)", f"{path}: not an inventory of one host ({e})")]
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return [Line(INVALID, "(file)", f"{path}: not an inventory of one host (all: hosts: NAME: vars)")]
     out = [Line(INVALID, "(schema)", p) for p in _schema_problems(path, vars_)]
     lim = _limits(vars_)
     shown = {n: _show(n) for n in (_get(vars_, "units.supervisor"), _get(vars_, "units.slice"),
@@ -168,7 +182,7 @@ def check(path: str) -> list[Line]:
                       lim["artifact_bytes"], "the review's record of the bun it ran"),
             _node_line("plugin.harness", _get(vars_, "plugin.harness"), stat.S_ISREG, "regular file"),
             _pin_line("plugin.harness_sha256", _get(vars_, "plugin.harness_sha256"), _get(vars_, "plugin.harness"),
-                      lim["file_bytes"], "the review's record of the harness it ran"),
+                      lim["file_bytes"], "the review's record of the harness it ran", user_writable=True),
             _node_line("plugin.plugin_dir", _get(vars_, "plugin.plugin_dir"), stat.S_ISDIR, "directory")]
     out += _source(vars_, lim)
     out += _properties(vars_, shown)
@@ -212,8 +226,8 @@ def _runtime(vars_: dict, lim: dict[str, hostfs.Limit]) -> list[Line]:
     path, pin, want = (_get(vars_, f"runtime.{k}") for k in ("binary", "sha256", "node_version"))
     out = [_node_line("runtime.binary", path, stat.S_ISREG, "regular file"),
            _pin_line("runtime.sha256", pin, path, lim["runtime_bytes"],
-                     "the review's record of the approved Node 26.4 SEA build (RUNTIME-1)")]
-    if isinstance(path, str) and hostfs.Node.at(path).exists:
+                     "the review's record of the approved Node 26.4 SEA build (RUNTIME-1)", user_writable=True)]
+    if isinstance(path, str) and _exists(path):
         try:
             found = runtime.identify(path, limit=lim["runtime_bytes"]).version
         except runtime.RuntimeError_ as e:

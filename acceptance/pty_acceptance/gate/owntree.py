@@ -11,7 +11,9 @@ not group/other-writable too; a link inside them must itself be root's and
 lead to something that passes the same check. Everything is judged with
 lstat; nothing is opened. Reports are the suite's output (created O_EXCL,
 never read back as input), so the report directory is checked but its
-contents are not walked.
+contents are not walked: the checkout's reports/ is left out of the walk,
+and a report directory anywhere else in the checkout or the virtualenv is
+refused at start-up (reporting.py), so no other subtree is ever left out.
 """
 
 from __future__ import annotations
@@ -132,7 +134,10 @@ class Checker:
 
 
 def of_run(config: pytest.Config, report_path: str) -> tuple[list[Own], list[str]]:
-    """(what this run trusts, subtrees not walked) for a pytest session."""
+    """(what this run trusts, subtrees not walked) for a pytest session. The
+    one subtree not walked is the checkout's own reports/: a report directory
+    elsewhere in the checkout or in the virtualenv is refused at start-up
+    (reporting.py), and is walked like the rest if it gets that far."""
     root = str(startup.project_root(config))
     if report_path:
         report_dir = os.path.dirname(report_path)
@@ -141,7 +146,7 @@ def of_run(config: pytest.Config, report_path: str) -> tuple[list[Own], list[str
                                   config.getoption("--report-dir") or os.path.join(root, "reports"))
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     owns = own_tree(root, startup.inventory_file(config), report_dir, package)
-    return owns, [report_dir, os.path.join(root, "reports")]
+    return owns, [os.path.join(root, "reports")]
 
 
 def problems(owns: list[Own], skip: list[str] | tuple[str, ...] = ()) -> list[str]:

@@ -121,7 +121,8 @@ def pytest_configure(config: pytest.Config) -> None:
         state = _setup(config)
         config.stash[STATE] = state
         config.stash[owntree.AT_START] = owntree.problems(*owntree.of_run(config, state.report_path))
-        config.pluginmanager.register(hosttext.HostText(), "pty-acceptance-host-text")
+        if config.pluginmanager.register(hosttext.HostText(), "pty-acceptance-host-text") is None:
+            raise RegistrationFailed("the suite's host-text escaping is blocked (-p no:pty-acceptance-host-text)")
         config.pluginmanager.register(gate.Gate(config, state), startup.GATE)
     except Exception as e:  # noqa: BLE001 - any failure to register is NOT READY, never a quiet run
         if state is not None:

@@ -22,6 +22,13 @@ Checks, in order (a later one needs the earlier ones):
 5. every host program the suite runs, by absolute path (`programs.py`): it
    lists them, it never installs one.
 
+It also reads, and the report records, the kernel's link protections
+(`fs.protected_hardlinks`, `_symlinks`, `_fifos`, `_regular`). They are
+evidence, never a reason to pass: the suite refuses a link, a FIFO and a
+hard link in the user's trees whatever they say (hostfs). A 0 is a finding
+the report names (SUITE-4's concern): other programs root runs may not be
+so careful.
+
 Every check only reads (lstat, /proc, D-Bus properties); none follows a link
 in a place the service user can write.
 """
@@ -70,10 +77,50 @@ class Finding:
         return not self.ok and (not self.needed_by or bool(set(ids) & set(self.needed_by)))
 
 
+# What each protection, when 0, lets another user do to root (proc_sys_fs(5)).
+PROTECTIONS = {
+    "fs.protected_hardlinks": "any user may hard-link a file it does not own, a root-only one included, "
+                              "into a tree it can write",
+    "fs.protected_symlinks": "root follows a symlink another user planted in a sticky world-writable "
+                             "directory (/tmp)",
+    "fs.protected_fifos": "root's O_CREAT opens a FIFO another user planted in a sticky world-writable "
+                          "directory",
+    "fs.protected_regular": "root's O_CREAT opens a regular file another user planted in a sticky "
+                            "world-writable directory",
+}
+
+
+@dataclass(frozen=True)
+class Protection:
+    """A kernel link protection as this host has it (its /proc/sys value)."""
+    name: str
+    value: str
+
+    @property
+    def off(self) -> bool:
+        return self.value == "0"
+
+    def line(self) -> str:
+        return f"{self.name} = {self.value}" + (f": {PROTECTIONS[self.name]}" if self.off else "")
+
+
+def protections() -> tuple[Protection, ...]:
+    out = []
+    for name in PROTECTIONS:
+        path = "/proc/sys/" + name.replace(".", "/")
+        try:
+            value = hostfs.read_file(path, 64).decode("ascii", "replace").strip()
+        except OSError as e:
+            value = f"not read ({e.strerror or e})"
+        out.append(Protection(name, value))
+    return tuple(out)
+
+
 @dataclass
 class Result:
     findings: list[Finding]
     inventory: inventory.Inventory | None = None
+    protections: tuple[Protection, ...] = ()  # recorded, never judged
 
     @property
     def failed(self) -> list[Finding]:
@@ -145,11 +192,15 @@ def _no_peer(bus, name: str) -> Finding:
 
 
 def _exists(path: str, what: str, needed_by: tuple[str, ...] = ()) -> Finding:
-    """`path` is there (lstat). What it is (a link, a FIFO, a group-writable
-    file...) is its own requirement's to judge (OWN-1, SCOPE-2, CUT-3, ...),
-    with that requirement's words: the preflight only asks whether there is
-    anything to judge."""
-    node = hostfs.Node.at(path)
+    """`path` is there (fstatat in its directory, reached from / without
+    following a link). What it is (a link, a FIFO, a group-writable file, a
+    link above it...) is its own requirement's to judge (OWN-1, SCOPE-2,
+    CUT-3, ...), with that requirement's words: the preflight only asks
+    whether there is anything to judge."""
+    try:
+        node = hostfs.Node.walked(path)
+    except OSError as e:
+        return Finding(what, True, f"{path} (not reached: {e.strerror or e}; its requirement judges it)", needed_by)
     if not node.exists:
         return Finding(what, False, f"{path} does not exist", needed_by)
     return Finding(what, True, f"{path} ({node.kind})", needed_by)
@@ -225,7 +276,7 @@ def check(inventory_file: str) -> Result:
         inv, loaded = None, Finding("inventory", False, str(e))
     host = host_findings(inv)
     first = [f for f in host if f.what in ("systemd", "system bus")]
-    return Result(first + [loaded] + [f for f in host if f not in first], inv)
+    return Result(first + [loaded] + [f for f in host if f not in first], inv, protections())
 
 
 def _program(path: str, why: str, needed_by: tuple[str, ...] = ()) -> Finding:

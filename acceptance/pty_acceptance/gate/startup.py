@@ -19,6 +19,10 @@ acceptance/:
 - removes the marker in pytest_cmdline_main, before any pytest_configure,
   so before the inventory is loaded: where the inventory file names it (else
   at the default path), and at `--marker` too when that is another path;
+- then refuses, NOT READY, a run whose reporting was turned off or
+  redirected (reporting.py: `-p no:` one of the suite's own plugins or a
+  reporting one, Testinfra's `--nagios`, a report directory inside the
+  checkout or its virtualenv, ...), before anything else ran (SUITE-3);
 - ends at the last pytest_configure, NOT READY with the reason, when no
   gate got registered (the plugin disabled, or its registration failed).
 
@@ -31,6 +35,7 @@ none of them.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import tempfile
@@ -38,7 +43,7 @@ from pathlib import Path
 
 import pytest
 
-from pty_acceptance.gate import marker, nodeids
+from pty_acceptance.gate import marker, nodeids, reporting
 from pty_acceptance.host import rundir, scratch, terminal
 from pty_acceptance.spec import inventory
 
@@ -204,6 +209,25 @@ def units_left() -> list[str]:
         bus.close()
 
 
+def report_places(config: pytest.Config) -> list[tuple[str, str]]:
+    """(option, absolute path) of each report directory the run was given."""
+    here = str(config.invocation_params.dir)
+    out = []
+    if config.getoption("--report-dir"):
+        out.append(("--report-dir", os.path.join(here, config.getoption("--report-dir"))))
+    xml = getattr(config.option, "xmlpath", None)
+    if xml:
+        out.append(("--junitxml", os.path.dirname(os.path.join(here, xml))))
+    return out
+
+
+def reporting_problems(config: pytest.Config) -> list[str]:
+    """SUITE-3: what this run's options turn off or redirect (reporting.py)."""
+    return (reporting.disabled_problems(list(getattr(config.option, "plugins", None) or []))
+            + reporting.option_problems(config.option)
+            + reporting.report_place_problems(report_places(config), project_root(config), sys.prefix))
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
     """Before pytest_configure, so before the plugin loads the inventory."""
@@ -211,7 +235,12 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         problem = take_lock(config)
         config.stash[SIGTERM_BEFORE] = signal.signal(signal.SIGTERM, _terminated)
         config.stash[REMOVAL] = remove_markers(marker_paths(config))
+        if not problem:
+            refused = reporting_problems(config)
+            problem = "SUITE-3: " + "; ".join(refused) if refused else None
         if problem:
+            signal.signal(signal.SIGTERM, config.stash[SIGTERM_BEFORE])
+            del config.stash[SIGTERM_BEFORE]
             _give_back(config)  # no pytest_unconfigure follows a UsageError here
             raise pytest.UsageError(not_ready(config, problem))
 

@@ -35,6 +35,23 @@ class Node:
         except FileNotFoundError:
             return cls(path, None)
 
+    @classmethod
+    def walked(cls, path: str) -> "Node":
+        """`path` (absolute) judged by fstatat in its directory, which is
+        reached by the walk from / (open_dir): a link in any component above
+        is Refused, never followed; the last one is not followed either."""
+        parent, name = os.path.split(path)
+        try:
+            dfd = open_dir(parent or "/")
+        except FileNotFoundError:
+            return cls(path, None)
+        try:
+            return cls(path, os.stat(name, dir_fd=dfd, follow_symlinks=False))
+        except FileNotFoundError:
+            return cls(path, None)
+        finally:
+            os.close(dfd)
+
     @property
     def exists(self) -> bool:
         return self.st is not None
@@ -144,11 +161,45 @@ def first_difference(a: bytes, b: bytes) -> int | None:
 # tree (.git/refs, a source directory, a report directory) is itself the
 # finding, never followed. A file is judged by fstatat before it is opened
 # (a FIFO or a device is never opened) and again by fstat after.
+#
+# A hard link is no symlink: it is the file itself, under a second name. With
+# fs.protected_hardlinks=0 the service user can give any file, a root-only
+# one included, a name in its own tree. So a caller that reads a tree the
+# user can write says so (`user_writable`), and there a regular file with
+# more than one link is refused (HardLink), never read: the suite cannot tell
+# where its other names are. Root's own trees (the checkout, the
+# virtualenv: a local git clone or an installer may hard-link files there
+# legitimately) are read without that rule.
 
 
 class Refused(errors.Refused, OSError):
     """A path that is not read: a component is a link or not a directory, or
     the file is not a regular file. The message names the path and the kind."""
+
+
+class HardLink(Refused):
+    """A regular file with more than one link, in a tree the service user can
+    write (SUITE-4): not read, whatever its other names are."""
+
+
+def one_link(st: os.stat_result, where: str) -> None:
+    """HardLink when `st` (a regular file's) has more than one link."""
+    if st.st_nlink > 1:
+        raise HardLink(f"{where} is a hard link (a regular file with {st.st_nlink} links, in a tree "
+                       "the service user can write: its other names may be outside the tree, a "
+                       "root-only file's among them): not read")
+
+
+def unread(e: OSError, path: str) -> str:
+    """Why `path` was not read, in words: the refusal as it is (it names the
+    path and the kind), a missing file, or the system's error."""
+    if isinstance(e, NotText):
+        return str(e)
+    if isinstance(e, Refused):
+        return f"{e} (not read)"
+    if isinstance(e, FileNotFoundError):
+        return f"{path} does not exist (or a directory above it does not)"
+    return f"{path}: {e.strerror or e}"
 
 
 def kind_of(mode: int) -> str:
@@ -240,13 +291,17 @@ def open_dir(path: str, each: Callable[[int, str], None] | None = None, create: 
         os.close(root)
 
 
-def open_file_at(dfd: int, name: str, where: str) -> int:
+def open_file_at(dfd: int, name: str, where: str, user_writable: bool = False) -> int:
     """Regular file `name` in `dfd`: never a link, FIFO, socket or device (those
     are refused before they are opened, and the open itself is O_NOFOLLOW and
-    O_NONBLOCK in case one is swapped in)."""
+    O_NONBLOCK in case one is swapped in). `user_writable`: `dfd` is in a tree
+    the service user can write, where a file with more than one link is
+    refused too (HardLink), judged before the open and again after."""
     before = os.stat(name, dir_fd=dfd, follow_symlinks=False)  # FileNotFoundError passes through
     if not stat.S_ISREG(before.st_mode):
         raise Refused(f"{where} is a {kind_of(before.st_mode)}, not a regular file")
+    if user_writable:
+        one_link(before, where)
     try:
         fd = os.open(name, FILE_FLAGS, dir_fd=dfd)
     except OSError as e:
@@ -254,29 +309,35 @@ def open_file_at(dfd: int, name: str, where: str) -> int:
             raise Refused(f"{where} is a symlink, not a regular file") from None
         raise
     st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino):
+    try:
+        if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino):
+            raise Refused(f"{where} is a {kind_of(st.st_mode)} that changed while it was opened")
+        if user_writable:
+            one_link(st, where)
+    except BaseException:
         os.close(fd)
-        raise Refused(f"{where} is a {kind_of(st.st_mode)} that changed while it was opened")
+        raise
     return fd
 
 
-def open_file_beneath(dfd: int, rel: str, where: str) -> int:
+def open_file_beneath(dfd: int, rel: str, where: str, user_writable: bool = False) -> int:
     parts = parts_of(rel, relative=True)
     parent = open_dir_beneath(dfd, parts[:-1], where)
     try:
-        return open_file_at(parent, parts[-1], os.path.join(where, *parts))
+        return open_file_at(parent, parts[-1], os.path.join(where, *parts), user_writable)
     finally:
         os.close(parent)
 
 
-def open_file(path: str) -> int:
-    """Regular file `path`, walked from "/" without following a link anywhere."""
+def open_file(path: str, user_writable: bool = False) -> int:
+    """Regular file `path`, walked from "/" without following a link anywhere
+    (`user_writable`: see open_file_at)."""
     parts = parts_of(path)
     if not parts:
         raise Refused(f"{path} is a directory, not a regular file")
     parent = open_dir("/" + "/".join(parts[:-1]))
     try:
-        return open_file_at(parent, parts[-1], path)
+        return open_file_at(parent, parts[-1], path, user_writable)
     finally:
         os.close(parent)
 
@@ -397,8 +458,21 @@ def read_fd(fd: int, limit: "int | Limit", where: str) -> bytes:
     return data
 
 
-def read_file(path: str, limit: "int | Limit") -> bytes:
-    return read_fd(open_file(path), limit, path)
+def read_file(path: str, limit: "int | Limit", user_writable: bool = False) -> bytes:
+    return read_fd(open_file(path, user_writable), limit, path)
+
+
+class NotText(Refused):
+    """A file read whole that is not UTF-8: the message says where, never what."""
+
+
+def read_text(path: str, limit: "int | Limit", user_writable: bool = False) -> str:
+    """read_file, decoded as UTF-8 (NotText names the first bad byte's offset)."""
+    data = read_file(path, limit, user_writable)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise NotText(f"{path} is not UTF-8 (byte {e.start})") from None
 
 
 def sha256_fd(fd: int, limit: "int | Limit | None" = None, where: str = "the file") -> str:
@@ -418,8 +492,8 @@ def sha256_fd(fd: int, limit: "int | Limit | None" = None, where: str = "the fil
         os.close(fd)
 
 
-def sha256_file(path: str, limit: "int | Limit | None" = None) -> str:
-    return sha256_fd(open_file(path), limit, path)
+def sha256_file(path: str, limit: "int | Limit | None" = None, user_writable: bool = False) -> str:
+    return sha256_fd(open_file(path, user_writable), limit, path)
 
 
 def sha256_fd_bounded(fd: int, limit: "int | Limit", where: str) -> str:

@@ -10,15 +10,16 @@ result is read), against one deadline for the builds of a binary.
 The source tree belongs to the service user (SUITE-4). Root copies it by
 descriptor walk: openat with O_NOFOLLOW on every component, only directories
 and regular files (a link, FIFO, socket or device is a BuildError naming the
-path and its kind), each copy created O_EXCL and handed to the build user by
-descriptor; the copy is bounded (the inventory's limits.file_bytes per file,
-tree_bytes, tree_entries and tree_depth per copy, each file's size taken
-from fstat before it is read), so a tree of huge or sparse files cannot fill
-/tmp as root, and walked iteratively (treewalk.py), so a chain of
-directories as deep as the user likes is refused naming its bound. The
-build directories are made in the run's scratch area (scratch.py: the build
-user cannot rename them or put a FIFO in their place) and removed by
-descriptor. Go runs with an environment built here, never inherited, and with
+path and its kind, and so is a hard link: a file with more than one link),
+each copy created O_EXCL and handed to the build user by descriptor; the
+copy is bounded (the inventory's limits.file_bytes per file, tree_bytes,
+tree_entries and tree_depth per copy, each file's size taken from fstat
+before it is read), so a tree of huge or sparse files cannot fill /tmp as
+root, and walked iteratively (treewalk.py), so a chain of directories as
+deep as the user likes is refused naming its bound. The build directories
+are made in the run's scratch area (scratch.py: the build user cannot rename
+them or put a FIFO in their place) and removed by descriptor. Go runs with an
+environment built here, never inherited, and with
 GOWORK=off and GOENV=off: a go.work in a parent directory (/tmp) or a go env
 file cannot steer either build. The artifacts are read back the same way.
 """
@@ -134,7 +135,7 @@ def _copy_dir(src: int, parent: int, name: str, where: str, acct, tally: hostfs.
 
     def visit(fd: int, entry: str, here: str, st: os.stat_result) -> bool:
         if stat.S_ISREG(st.st_mode):
-            _copy_file(hostfs.open_file_at(fd, entry, here), made[-1], entry, here, acct,
+            _copy_file(hostfs.open_file_at(fd, entry, here, user_writable=True), made[-1], entry, here, acct,
                        stat.S_IMODE(st.st_mode) & 0o755, tally)
             return False
         if stat.S_ISDIR(st.st_mode):
@@ -198,7 +199,7 @@ def _artifact(path: str, limit: hostfs.Limit) -> bytes:
     """A build output, read as root from the build user's directory: no link
     followed, at most `limit` (limits.artifact_bytes)."""
     try:
-        return hostfs.read_file(path, limit)
+        return hostfs.read_file(path, limit, user_writable=True)
     except OSError as e:
         raise BuildError(f"the built artifact cannot be read safely: {e.strerror or e}") from None
 
@@ -258,7 +259,7 @@ def reproduce(inv: Inventory) -> Reproduction:
     acct = _account(inv.build.user)
     go_sum = str(Path(inv.build.source_dir) / "go.sum")
     try:
-        go_sum_sha = hostfs.sha256_file(go_sum, inv.limit("file_bytes"))
+        go_sum_sha = hostfs.sha256_file(go_sum, inv.limit("file_bytes"), user_writable=True)
     except hostfs.Refused as e:
         raise BuildError(str(e)) from None
     except OSError as e:

@@ -34,7 +34,7 @@ def _read(gfd: int, git: str, rel: str) -> bytes:
     """A file below .git; FileNotFoundError passes through."""
     where = f"{git}/{rel}"
     try:
-        return hostfs.read_fd(hostfs.open_file_beneath(gfd, rel, git), LIMIT, where)
+        return hostfs.read_fd(hostfs.open_file_beneath(gfd, rel, git, user_writable=True), LIMIT, where)
     except FileNotFoundError:
         raise
     except hostfs.Refused as e:

@@ -7,8 +7,9 @@ the SHA-256 of that listing.
 The trees belong to the service user (SUITE-4): every directory and file is
 reached by a descriptor walk from "/" that follows no link in any component,
 and only regular files are hashed. A link, FIFO, socket or device among the
-inputs is a ManifestError naming the path and its kind: its target's hash
-never reaches the evidence, and a FIFO never hangs the gate. The walk and the
+inputs is a ManifestError naming the path and its kind, and so is a hard
+link (a file with more than one link): its target's hash never reaches the
+evidence, and a FIFO never hangs the gate. The walk and the
 reads are bounded (hostfs.TreeBounds: the inventory's limits.file_bytes,
 tree_bytes, tree_entries and tree_depth): a file's size is taken from fstat
 before it is read, so a sparse 8 TiB file is refused at once, naming the
@@ -114,7 +115,8 @@ def paths(pilot_root: str, code_root: str, bounds: hostfs.TreeBounds = hostfs.TR
 
 def _sha256sum_line(path: str, tally: hostfs.Tally) -> str:
     try:
-        digest = hostfs.sha256_fd(tally.checked(hostfs.open_file(path), path), tally.bounds.file, path)
+        fd = tally.checked(hostfs.open_file(path, user_writable=True), path)
+        digest = hostfs.sha256_fd(fd, tally.bounds.file, path)
     except hostfs.Refused as e:
         raise ManifestError(str(e)) from None
     except OSError as e:

@@ -1,7 +1,10 @@
 """The candidate's Node runtime, identified statically (RUNTIME-1).
 
-The binary is never executed. One streaming pass over an O_NOFOLLOW
-descriptor (1 MiB chunks, the binary is ~150 MB) yields:
+The binary is never executed. It lies in the service user's tree: it is
+reached by hostfs's walk from / (a link in any component is refused, never
+followed; a FIFO is never opened; a hard link is refused), and one
+streaming pass over that descriptor (1 MiB chunks, the binary is ~150 MB)
+yields:
 
 - its SHA-256;
 - the SEA fuse: Node carries the sentinel ``NODE_SEA_FUSE_<hex>`` followed by
@@ -19,7 +22,8 @@ the buffer is carried into the next round.
 
 And the live side: the process that listens on a TCP port, its uids, its start
 time and whether /proc/<pid>/exe is the very file (st_dev, st_ino) that the
-inventory's path names (lstat: that path is never followed).
+inventory's path names (that path is walked from / and never followed).
+The candidate unit file is read the same way (unit_file_text).
 """
 
 from __future__ import annotations
@@ -44,7 +48,6 @@ _PATTERN = re.compile(
 # Longest possible match is well below this; a match starting at least this
 # far before the end of the buffer is complete.
 _HOLD = 128
-READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
 
 FUSED, PLAIN, NOT_NODE = "fused", "plain", "absent"
 
@@ -98,27 +101,28 @@ class RuntimeError_(Unreadable):
     """The binary could not be read as a regular file without following links."""
 
 
+class UnitFileError(Unreadable):
+    """The candidate unit file could not be read safely, or is not UTF-8."""
+
+
+def _open_user_file(path: str, error: type[Unreadable]) -> int:
+    """A file of the service user's tree, by hostfs's walk from / (no link
+    followed in any component, no FIFO or device opened, no hard link);
+    `error` names why not."""
+    try:
+        return hostfs.open_file(path, user_writable=True)
+    except OSError as e:
+        raise error(hostfs.unread(e, path)) from None
+
+
 def identify(path: str, chunk: int = CHUNK, limit: hostfs.Limit | int | None = None) -> Identity:
     """Stream the file once: hash, fuse sentinel(s), release-URL versions.
     At most `limit` bytes (the inventory's limits.runtime_bytes): its size is
     taken from fstat first, a larger file is refused unread (SUITE-4)."""
     lim = hostfs.as_limit(limit)
-    try:
-        lst = os.lstat(path)
-    except OSError as e:
-        raise RuntimeError_(f"{path}: lstat: {e.strerror}") from None
-    if stat.S_ISLNK(lst.st_mode):
-        raise RuntimeError_(f"{path} is a symlink; the runtime path must name the file itself")
-    if not stat.S_ISREG(lst.st_mode):
-        raise RuntimeError_(f"{path} is not a regular file")
-    try:
-        fd = os.open(path, READ_FLAGS)
-    except OSError as e:
-        raise RuntimeError_(f"{path}: open (O_NOFOLLOW): {e.strerror}") from None
+    fd = _open_user_file(path, RuntimeError_)
     try:
         st = os.fstat(fd)
-        if (st.st_dev, st.st_ino) != (lst.st_dev, lst.st_ino) or not stat.S_ISREG(st.st_mode):
-            raise RuntimeError_(f"{path} changed between lstat and open")
         if st.st_size > lim.value:
             raise RuntimeError_(f"{path} is {st.st_size} bytes, over {lim}: not read")
         h = hashlib.sha256()
@@ -247,11 +251,20 @@ def listener(port: int) -> Listener:
 
 
 def same_file(path: str, dev_ino: tuple[int, int] | None) -> tuple[bool, str]:
-    """Whether `path` (lstat, never followed) is the file (st_dev, st_ino)."""
+    """Whether `path` is the file (st_dev, st_ino): its directory walked from
+    / (no link followed in any component), the file itself judged by fstatat
+    without following it. Nothing is opened."""
+    parent, name = os.path.split(path)
     try:
-        st = os.lstat(path)
+        dfd = hostfs.open_dir(parent or "/")
+        try:
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        finally:
+            os.close(dfd)
+    except hostfs.Refused as e:
+        return False, f"{e} (never followed)"
     except OSError as e:
-        return False, f"{path}: lstat: {e.strerror}"
+        return False, f"{path}: lstat: {e.strerror or e}"
     if stat.S_ISLNK(st.st_mode):
         return False, f"{path} is a symlink (never followed)"
     if not stat.S_ISREG(st.st_mode):
@@ -268,6 +281,17 @@ def same_file(path: str, dev_ino: tuple[int, int] | None) -> tuple[bool, str]:
 
 EXEC_PREFIXES = "-@:+!"
 MAX_UNIT_FILE = 256 * 1024
+UNIT_FILE_LIMIT = hostfs.Limit(MAX_UNIT_FILE, "the suite's bound on a unit file")
+
+
+def unit_file_text(path: str) -> str:
+    """The candidate unit file (the service user's): walked from / without
+    following a link in any component, never a FIFO or a hard link, at most
+    UNIT_FILE_LIMIT, UTF-8; UnitFileError says why not (never its bytes)."""
+    try:
+        return hostfs.read_text(path, UNIT_FILE_LIMIT, user_writable=True)
+    except OSError as e:
+        raise UnitFileError(hostfs.unread(e, path)) from None
 
 
 def unit_lines(text: str) -> list[tuple[str, str, str]]:

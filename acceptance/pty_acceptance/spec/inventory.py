@@ -15,10 +15,19 @@ Loading validates every key against that schema; any problem is one line that
 names the file and the key (``<file>: <key>: <problem>``, InventoryError),
 raised before any test runs (the preflight's inventory check). A `FILL-IN`
 pin is refused as a malformed value, naming the requirement it is for.
+
+The file is read as root before anything judged it (SUITE-4): walked from /
+(hostfs: a link in any component is refused, never followed; a FIFO or a
+device is never opened, so it cannot block the run), at most
+INVENTORY_LIMIT, and what is wrong with it is said without its bytes: YAML's
+complaint and where (line, column), never the text around it, a value at
+most SHOWN characters, escaped (a file that is not an inventory may be
+anything, a root-only secret among them).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import types
 from collections.abc import Mapping
@@ -30,6 +39,7 @@ import yaml
 
 from pty_acceptance.errors import AcceptanceError
 from pty_acceptance.host import hostfs
+from pty_acceptance.host.terminal import escape
 
 HEX40 = re.compile(r"^[0-9a-f]{40}$")
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -47,6 +57,52 @@ PATTERN = re.compile(r"^(?!FILL-IN)[^\0\n]+$")  # a regular expression (compiled
 
 class InventoryError(AcceptanceError):
     """One line: ``<file>: <key>: <problem>``."""
+
+
+INVENTORY_LIMIT = hostfs.Limit(1 << 20, "the suite's bound on an inventory file")
+SHOWN = 80  # characters of a value a problem shows
+
+
+def shown(value: Any) -> str:
+    """A value of the file in a problem: its repr, escaped, at most SHOWN characters."""
+    text = escape(repr(value))
+    return text if len(text) <= SHOWN else text[:SHOWN] + f"... ({len(text)} characters)"
+
+
+def read_text(path: str | Path) -> str:
+    """The inventory file's text: walked from /, at most INVENTORY_LIMIT,
+    UTF-8; InventoryError names what is wrong, never the content."""
+    file = str(path)
+    try:
+        return hostfs.read_text(os.path.abspath(file), INVENTORY_LIMIT)
+    except FileNotFoundError:
+        raise InventoryError(f"{file}: (file): no such file") from None
+    except OSError as e:
+        raise InventoryError(f"{file}: (file): {hostfs.unread(e, file)}") from None
+
+
+_QUOTED = re.compile("'(?!<)[^']*'|\"(?!<)[^\"]*\"")  # a quoted piece of the file ('<token>' names stay)
+
+
+def yaml_problem(e: yaml.YAMLError) -> str:
+    """What YAML found wrong and where, without the file's text (its snippet,
+    a quoted piece of it)."""
+    if isinstance(e, yaml.MarkedYAMLError):
+        what = _QUOTED.sub("'...'", e.problem or e.context or "malformed")
+        mark = e.problem_mark or e.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        return escape(what)[:200] + where
+    if isinstance(e, yaml.reader.ReaderError):
+        return f"{e.reason} at character {e.position}"
+    return f"not YAML ({type(e).__name__})"
+
+
+def parse(text: str, file: str) -> Any:
+    """The YAML document in `text`; InventoryError (yaml_problem) when it is not one."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise InventoryError(f"{file}: (yaml): {yaml_problem(e)}") from None
 
 
 # ---------------------------------------------------------------- field extras
@@ -438,9 +494,9 @@ def _check(file: str, key: str, value: Any, spec: Any, problems: list[str]) -> N
         return
     typ, rx = spec.kind, spec.rx
     if typ is int and isinstance(value, bool) or not isinstance(value, typ):
-        problems.append(f"{file}: {key}: expected {typ.__name__}, got {type(value).__name__} {value!r}")
+        problems.append(f"{file}: {key}: expected {typ.__name__}, got {type(value).__name__} {shown(value)}")
     elif rx is not None and not rx.match(value):
-        problems.append(f"{file}: {key}: malformed value {value!r} (must match {rx.pattern})")
+        problems.append(f"{file}: {key}: malformed value {shown(value)} (must match {rx.pattern})")
     elif rx is PATTERN:
         try:
             re.compile(value)
@@ -520,26 +576,17 @@ def marker_named(path: str | Path) -> str | None:
     of the file validates: a run removes that marker before anything else
     (MARK-4). None when the file names none."""
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        data = parse(read_text(path), str(path))
         (vars_,) = data["all"]["hosts"].values()
         named = vars_["marker"]
-    except (OSError, UnicodeError, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError):
+    except (InventoryError, KeyError, TypeError, ValueError, AttributeError):
         return None
     return named if isinstance(named, str) and ABS_PATH.match(named) else None
 
 
 def load(path: str | Path) -> Inventory:
     file = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InventoryError(f"{file}: (file): no such file") from None
-    except OSError as e:
-        raise InventoryError(f"{file}: (file): cannot read: {e.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise InventoryError(f"{file}: (yaml): {' '.join(str(e).split())}") from None
+    data = parse(read_text(path), file)
     if not isinstance(data, dict) or set(data) != {"all"}:
         raise InventoryError(f"{file}: (top): expected exactly one key 'all'")
     group = data["all"]
