@@ -7,9 +7,13 @@ CONC-2 each ending the suite can cause ends clean (unit unloaded, cgroup
        directory removed, no process of the session left): a slow reader that
        stops reading and then sends STOP, a reader that goes away, blocked
        input plus disconnect, backpressure (throttled, not killed, complete
-       output), a saturated STOP, runtime expiry, TERM ignored so KILL follows,
-       a protocol failure after STARTED, and the supervisor stopped with live
-       sessions (it is started again afterwards).
+       output), output held past the end (a command writes 308,000 bytes of
+       numbered lines and exits while the suite reads nothing, more than the
+       suite's socket holds: once the unit is gone the suite reads every
+       byte, in order, then EXIT, then the close), a saturated STOP, runtime
+       expiry, TERM ignored so KILL follows, a protocol failure after
+       STARTED, and the supervisor stopped with live sessions (it is started
+       again afterwards).
 CONC-3 after every start attempt: a bounded stop (a finite TimeoutStopSec,
        and the measured end within it), complete cgroup removal and no
        orphan; a refused start creates no unit and no cgroup.
@@ -40,7 +44,9 @@ from pty_acceptance.host.processes import token_processes
 from pty_acceptance.supervisor.endings import Ending, run_endings
 from pty_acceptance.supervisor.gone import wait_gone
 from pty_acceptance.supervisor.readiness import wait_supervisor_ready
-from pty_acceptance.supervisor.sessionio import Drain, fill_input
+from pty_acceptance.supervisor.livesession import wait_for_command
+from pty_acceptance.supervisor.sessionio import (Drain, counted_lines, counted_lines_sh, counted_lines_waiting,
+                                                 fill_input, first_difference, queued_bytes, read_to_close)
 from pty_acceptance.supervisor.tokens import new_token, tagged_sh
 from pty_acceptance.host.unitwatch import UnitWatch
 from pty_acceptance.gate.marks import fail
@@ -58,6 +64,7 @@ CONC3_NOT_CHECKED = (
 BIG_OUTPUT = 4 << 20       # bytes of the backpressure case: far more than every buffer on the way
 CAPACITY_RETURN_S = 10     # how long a freed slot may take to become usable
 INPUT_LIMIT = 4 << 20      # input sent to a session that reads none, unless sending blocks first
+HELD_LINES = 14_000        # 22-byte lines: 308,000 bytes, more than the suite's socket holds
 
 
 # ------------------------------------------------------------------ CONC-1
@@ -172,6 +179,42 @@ def backpressure(e: Ending):
                           f"{drain.output_bytes} bytes and {out.describe()}")
 
 
+def output_held_past_the_end(e: Ending):
+    """The command writes HELD_LINES numbered lines and exits; the suite reads
+    nothing until the unit is gone, then everything: every byte, in order, then
+    EXIT, then the close (CONC-2: every byte before EXIT)."""
+    want = counted_lines(e.token, HELD_LINES)
+    waiting = [a.encode() for a in counted_lines_waiting(e.token, HELD_LINES)]
+    wait_for_command(e.fp.control_group, waiting, 10)
+    e.s.send(p.encode(p.T.DATA, b"\n"))  # go: the command writes its lines and exits
+    e.caused()
+    took, left = wait_gone(e.bus, [e.fp], e.fp.stop_bound_s(), since=e.t0)
+    queued = queued_bytes(e.s.sock)
+    if left:  # allowed: a supervisor may hold less and throttle the command instead
+        e.facts.append(f"throttled: the command had not ended {e.fp.stop_bound_s():g} s into the "
+                       f"wait while nobody read ({left[e.fp.unit]}); {queued} bytes waited at "
+                       f"the suite's socket")
+        e.caused()  # now reading ends it
+    else:
+        e.facts.append(f"gone {took[e.fp.unit]:.2f} s into the wait while nobody read: {queued} bytes "
+                       f"(frames) waited at the suite's socket, so at least {len(want) - queued} of the "
+                       f"{len(want)} output bytes were still on the supervisor's side")
+    try:
+        got = read_to_close(e.s, 15, len(want) + 64)
+    except TimeoutError as ex:
+        e.problems.append(f"{ex}")
+        return
+    out = e.s.outcome
+    e.facts.append(f"read {len(got.output)} bytes, then {out.describe()}, then {got.after_end or 'nothing'}"
+                   f" until the close")
+    if out.exit != (0, 0):
+        e.problems.append(f"expected EXIT (0, 0) after the output, the host sent {out.describe()}")
+    if problem := first_difference(got.output, want):
+        e.problems.append(f"expected every byte the command wrote before EXIT: {problem}")
+    if got.after_end:
+        e.problems.append(f"frames after {'EXIT' if out.exit else 'ERROR'}: {got.after_end}")
+
+
 def saturated_stop(e: Ending):
     drain = Drain(e.s)
     drain.until(lambda d: d.output_bytes >= 1 << 20, 10)
@@ -212,6 +255,7 @@ ENDINGS = [
      blocked_input_then_disconnect, 60),
     ("end of input, then disconnect", "exec sleep 60.{t}", end_of_input_then_disconnect, 60),
     ("backpressure", f"head -c {BIG_OUTPUT} /dev/zero | tr '\\0' x", backpressure, 60),
+    ("output held past the end", counted_lines_sh("{t}", HELD_LINES), output_held_past_the_end, 60),
     ("saturated STOP (maximum output)", "exec yes {t}", saturated_stop, 60),
     ("runtime expiry", "exec sleep 60.{t}", runtime_expiry, 2),
     ("TERM ignored, KILL follows", "trap '' TERM HUP; sleep 60.{t}", term_ignored, 60),

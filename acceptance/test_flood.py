@@ -2,9 +2,16 @@
 
 FLOOD-1 a same-UID process of another unit opens hundreds of unauthenticated
         and junk connections and holds the silent ones; the supervisor keeps
-        at most a small number of them (its own quota), and meanwhile the
-        peer (authenticated once before) authenticates 16 connections, which
+        at most its quota of them (the inventory's admission.unauth_quota,
+        itself at most 32: "a small quota"), and meanwhile the peer
+        (authenticated once before) authenticates 16 connections, which
         then carry 16 running sessions; closing them removes the sessions.
+FLOOD-1 the quota is a cap on connections held at once, apart from the rate:
+        a slow flood (one silent connection every HELLO timeout / (3 x
+        quota) s, far under any rate limit that lets a quota's worth in per
+        HELLO timeout) for twice the HELLO timeout never has more than the
+        quota held at once; a rate limit alone would let three times the
+        quota pile up before the first expires.
 FLOOD-2 right after a rejected flood a fresh peer (never authenticated)
         is answered HELLO_OK with its InvocationID, retrying only on
         ERROR RATE_LIMITED.
@@ -43,7 +50,9 @@ from pty_acceptance.gate.marks import fail
 FLOOD_CONNECTIONS = 400
 JUNK_EVERY = 3               # every third flood connection sends junk instead of staying silent
 ANSWER_WINDOW_S = 0.5        # what the supervisor has not answered by then, it holds
-UNAUTH_HELD_MAX = 32         # our reading of "a small quota" (TARGET-CONTRACT section 2): twice the slots
+QUOTA_CEILING = 32           # our reading of "a small quota" (TARGET-CONTRACT section 2): twice the slots
+SLOW_FLOOD_PILE = 3          # the slow flood opens this many quotas' worth per HELLO timeout
+HELLO_TIMEOUT_MAX_S = 25     # the slow flood lasts twice the HELLO timeout: the agent answers within 60 s
 HANDSHAKE_BOUND_S = 5.0      # every D-Bus call of the handshake has a 5 s deadline
 SESSIONS = 16
 FLOOD3_NOT_PROVOKED = (
@@ -102,10 +111,12 @@ def test_a_flood_leaves_all_sixteen_slots_to_the_peer(inv, bus, peer, flooder, e
     ss, times, problems = Sessions(bus, peer, inv.socket, Owner.of(inv)), [], []
     try:
         ss.open_sessions.append(open_timed(peer, inv, times))  # the peer is known before the flood
+        quota = _quota(inv)
         r = flood(flooder, inv, evidence)
-        if r["held"] > UNAUTH_HELD_MAX:
+        if r["held"] > quota:
             problems.append(f"the supervisor held {r['held']} of {FLOOD_CONNECTIONS} unauthenticated "
-                            f"connections open (quota at most {UNAUTH_HELD_MAX}); answers {r['answers']}")
+                            f"connections open (the inventory's admission.unauth_quota: {quota}); "
+                            f"answers {r['answers']}")
         try:
             while len(ss.open_sessions) < SESSIONS:  # every handshake while the flood holds on
                 ss.open_sessions.append(open_timed(peer, inv, times))
@@ -133,6 +144,38 @@ def test_a_flood_leaves_all_sixteen_slots_to_the_peer(inv, bus, peer, flooder, e
         fail(f"FLOOD-1: closing the connections did not remove the sessions: {forced}")
     if slow(times):
         fail(f"FLOOD-3: handshakes during the flood took {slow(times)} s (bound {HANDSHAKE_BOUND_S})")
+
+
+def _quota(inv) -> int:
+    """The inventory's quota of unauthenticated connections, if it is a small one."""
+    quota = inv.admission.unauth_quota
+    if quota > QUOTA_CEILING:
+        fail(f"FLOOD-1: the inventory's admission.unauth_quota is {quota}, not a small quota "
+             f"(TARGET-CONTRACT 2; at most {QUOTA_CEILING}, twice the session slots)")
+    return quota
+
+
+@pytest.mark.requirement("FLOOD-1")
+def test_a_slow_flood_under_the_rate_stays_at_the_quota(inv, flooder, evidence):
+    quota, hello_s = _quota(inv), inv.admission.hello_timeout_s
+    if hello_s > HELLO_TIMEOUT_MAX_S:
+        fail(f"FLOOD-1: the inventory's admission.hello_timeout_s is {hello_s} s; the slow flood "
+             f"must outlast it twice and can last at most {2 * HELLO_TIMEOUT_MAX_S} s")
+    interval = hello_s / (SLOW_FLOOD_PILE * quota)
+    duration = 2 * hello_s + ANSWER_WINDOW_S
+    r = flooder.agent("slow_flood", path=inv.socket, interval=interval, duration=duration,
+                      window=ANSWER_WINDOW_S)
+    r.pop("ok", None)
+    closed_after = r.pop("held_closed_after_s")
+    evidence("slow flood", f"one connection every {interval:.3f} s for {duration:g} s from "
+                           f"{flooder.name}: {r}")
+    evidence("held connections the supervisor closed", f"{len(closed_after)}, after " + (
+        f"{min(closed_after):g} to {max(closed_after):g} s of silence" if closed_after else "-"))
+    if r["max_held"] > quota:
+        fail(f"FLOOD-1: a slow flood (one silent connection every {interval:.3f} s for {duration:g} s, "
+             f"HELLO timeout {hello_s} s) had {r['max_held']} unauthenticated connections held at "
+             f"once {r['max_held_at_s']} s in, over the inventory's admission.unauth_quota of "
+             f"{quota}: the quota is not a cap apart from the rate; answers {r['answers']}")
 
 
 # ------------------------------------------------------------------ FLOOD-2

@@ -4,16 +4,20 @@ cleanup touches nothing but strict session units bound to it.
 ORPHAN-1 (static) every loaded unit matching `opencode-pty-*.service` other
          than the supervisor is named `opencode-pty-<32 lowercase hex>.service`
          and has exactly one BindsTo=, the supervisor.
-ORPHAN-1 (dynamic) with two live sessions and three units of the suite's
+ORPHAN-1 (dynamic) with two live sessions and five units of the suite's
          (tagged), the supervisor is restarted (RestartUnit). Once the new
          invocation is ready: the old sessions' units, cgroups and processes
          are gone; a planted strict-name unit bound to the supervisor (the
          orphan a crashed invocation would leave; systemd restarts it with
          the supervisor, so only the new invocation's cleanup ends it) is not
          active; a look-alike `opencode-pty-lookalike-<tag>` bound to the
-         supervisor is active; a strict-name unit not bound to it is
-         untouched (same invocation). The suite removes all three and brings
-         the supervisor back on every path.
+         supervisor is active; a strict-name unit bound to the supervisor
+         and to an anchor unit of the suite's as well (BindsTo= contains the
+         supervisor but is not exactly it: CONC-3's exact BindsTo) is active
+         (systemd restarts it with the supervisor too, so only a cleanup that
+         matches "contains" ends it); a strict-name unit not bound to it is
+         untouched (same invocation). The suite removes all of them and
+         brings the supervisor back on every path.
 """
 
 import time
@@ -65,7 +69,9 @@ def test_a_restart_leaves_no_old_session_and_touches_no_other_unit(inv, bus, run
     orphan = Decoy(bus, strict_session_name(), run_tag, [name], new_token())  # must be cleaned
     lookalike = Decoy(bus, f"opencode-pty-lookalike-{run_tag}.service", run_tag, [name])
     unbound = Decoy(bus, strict_session_name(), run_tag)              # strict name, not bound
-    decoys = [orphan, lookalike, unbound]
+    anchor = Decoy(bus, f"pty-acceptance-anchor-{run_tag}.service", run_tag)
+    bound_twice = Decoy(bus, strict_session_name(), run_tag, [name, anchor.name])  # not exactly bound
+    decoys = [orphan, lookalike, unbound, anchor, bound_twice]  # started in this order
     try:
         for unit in decoys:
             unit.start()
@@ -81,10 +87,11 @@ def test_a_restart_leaves_no_old_session_and_touches_no_other_unit(inv, bus, run
         took, left = wait_gone(bus, fps, bound, since=t0)
         evidence("old sessions and the planted orphan",
                  [f"{fp.describe()} gone after {took.get(fp.unit, -1):.2f} s" for fp in fps])
-        after = {lookalike.name: _active_again(lookalike), unbound.name: unbound.state()}
+        after = {lookalike.name: _active_again(lookalike), bound_twice.name: _active_again(bound_twice),
+                 unbound.name: unbound.state()}
         evidence("suite units after", after)
     finally:
-        for unit in decoys:
+        for unit in reversed(decoys):
             unit.remove()
     if left:
         fail(f"ORPHAN-1: expected no session of the old supervisor invocation (nor the "
@@ -93,6 +100,10 @@ def test_a_restart_leaves_no_old_session_and_touches_no_other_unit(inv, bus, run
     if not (after[lookalike.name] and after[lookalike.name]["ActiveState"] == "active"):
         fail(f"ORPHAN-1: {lookalike.name} (not a strict session name, bound to {name}) must never be "
              f"touched by the cleanup; after the restart it was {after[lookalike.name]}")
+    if not (after[bound_twice.name] and after[bound_twice.name]["ActiveState"] == "active"):
+        fail(f"ORPHAN-1: {bound_twice.name} (strict name, BindsTo={bound_twice.binds_to}: bound to "
+             f"{name} and to another unit, not exactly to {name}) must never be touched by the "
+             f"cleanup; after the restart it was {after[bound_twice.name]}")
     if after[unbound.name] != before[unbound.name]:
         fail(f"ORPHAN-1: {unbound.name} (strict name, not bound to {name}) must not be cleaned; it was "
              f"{before[unbound.name]} before the restart and {after[unbound.name]} after")

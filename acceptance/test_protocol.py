@@ -26,8 +26,10 @@ PROTO-2 a 65,536-byte write into the real helper's stdin reaches the
         session's command reading all 1,024 lines shows they arrived.
 PROTO-3 each malformed message is ERROR PROTOCOL, then the connection is
         closed, no unit appears and no supervisor descriptor is left: bad
-        UTF-8, NUL, START without a descriptor or with two, MSG_CTRUNC
-        (provoked with 253 descriptors, the kernel's SCM_MAX_FD, more than any
+        UTF-8, NUL (inside an argument, last in the command, the first
+        byte of the command and of an argument, an argument that is only
+        NUL), START without a descriptor or with two, MSG_CTRUNC (provoked
+        with 253 descriptors, the kernel's SCM_MAX_FD, more than any
         bounded receive buffer has room for), argc/length fields that
         disagree with the payload, frames in the wrong direction, unknown
         types, a length field over the type's bound (header only: a bound
@@ -268,6 +270,9 @@ PRE_START = {
     "malformed UTF-8 in the command": _start([b"/bin/tru\xff"]),
     "NUL in an argument": _start([TRUE, b"a\x00b"]),
     "NUL in the command": _start([b"/bin/true\x00"]),
+    "NUL as the first byte of the command": _start([b"\x00/bin/true"]),
+    "NUL as the first byte of an argument": _start([TRUE, b"\x00a"]),
+    "an argument that is only NUL": _start([TRUE, b"\x00"]),
     "START without a descriptor": _with_dirs(0),
     "START with two descriptors": _with_dirs(2),
     "MSG_CTRUNC (253 descriptors)": _with_dirs(253),

@@ -173,6 +173,7 @@ def make_target(base: Path) -> FakeTarget:
                    "success": {"last_line": "^PASS ", "result_file": "^result-[0-9]+\\.json$"}},
         "session_environment": {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/home/byk",
                                 "TERM": "xterm-256color", "LANG": "C.UTF-8"},
+        "admission": {"unauth_quota": 8, "hello_timeout_s": 5},
     }
     inv = base / "inventory.yml"
     inv.write_text(yaml.safe_dump({"all": {"hosts": {"fake": vars_}}}, sort_keys=False))

@@ -172,6 +172,10 @@ BAD = [
     ("extra session variable", "session_environment.SHELL", "/bin/sh",
      "session_environment.SHELL: unknown key"),
     ("newline in a session value", "session_environment.LANG", "C\nX", "session_environment.LANG: malformed"),
+    ("missing admission", "admission", KeyError, "admission: missing required key"),
+    ("missing HELLO timeout", "admission.hello_timeout_s", KeyError, "admission.hello_timeout_s: missing"),
+    ("no quota", "admission.unauth_quota", 0, "admission.unauth_quota: 0 is not a positive bound"),
+    ("string for a quota", "admission.unauth_quota", "8", "admission.unauth_quota: expected int"),
 ]
 
 

@@ -1,7 +1,10 @@
 """A session's stream read from a socket pair standing in for the supervisor
 (CONC-2, FLOOD-4): RawSession.read keeps frames and output within bounds,
 Drain counts output at full speed; both note STARTED, EXIT and ERROR, say
-how the stream ended and name what was not reached by the deadline."""
+how the stream ended and name what was not reached by the deadline;
+read_to_close keeps the output before EXIT and names what came after it,
+first_difference says where the counted lines a command wrote and the stream
+part (CONC-2: every byte before EXIT)."""
 import socket
 import struct
 
@@ -9,7 +12,8 @@ import pytest
 
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.supervisor.session import RawSession
-from pty_acceptance.supervisor.sessionio import Drain
+from pty_acceptance.supervisor.sessionio import (Drain, counted_lines, first_difference, queued_bytes,
+                                                 read_to_close)
 
 UNIT = b"opencode-pty-0123456789abcdef0123456789abcdef.service"
 
@@ -65,3 +69,34 @@ def test_drain_counts_output_and_keeps_only_a_sample(stream):
     out = d.to_end(5)
     assert out.error is not None and out.error[0] == p.Code.CAPACITY and out.closed is None
     assert d.to_end(5).closed is None  # ended by its ERROR: nothing more is read
+
+
+def test_read_to_close_waits_for_the_close_and_says_so_at_its_deadline(stream):
+    s, sup = stream
+    want = counted_lines("123456789012", 3)
+    assert want == b"123456789012:00000001\n123456789012:00000002\n123456789012:00000003\n"
+    sent = frames((p.T.OUTPUT, want[:30]), (p.T.OUTPUT, want[30:]), (p.T.EXIT, struct.pack(">ii", 0, 0)))
+    sup.sendall(sent)
+    assert queued_bytes(s.sock) == len(sent)  # nothing read yet
+    with pytest.raises(TimeoutError, match=r"did not close within 0.2 s: .*exit=\(0, 0\).* after 66 output"):
+        read_to_close(s, 0.2, 1000)
+    assert queued_bytes(s.sock) == 0
+
+
+def test_read_to_close_reads_to_the_close(stream):
+    s, sup = stream
+    want = counted_lines("123456789012", 3)
+    sup.sendall(frames((p.T.OUTPUT, want), (p.T.EXIT, struct.pack(">ii", 0, 0)), (p.T.OUTPUT, b"late")))
+    sup.shutdown(socket.SHUT_WR)
+    got = read_to_close(s, 5, len(want) + 1)
+    assert got.output == want and got.after_end == ["OUTPUT"] and s.outcome.exit == (0, 0)
+    assert first_difference(got.output, want) is None
+
+
+def test_first_difference_names_the_byte_and_the_line_where_the_stream_parts():
+    want = counted_lines("123456789012", 4)
+    got = want[:22] + want[44:]  # line 2 dropped
+    assert first_difference(got, want) == (
+        "received 66 of 88 bytes; they part at byte 42 (line 2): the command wrote b'2\\n123456789012:00000003\\n', "
+        "the stream carried b'3\\n123456789012:00000004\\n'")
+    assert first_difference(want[:50], want).startswith("received 50 of 88 bytes; they part at byte 50 (line 3)")

@@ -320,6 +320,21 @@ FAULTS += [
 ]
 
 FAULTS += [
+    # -- issue 30: what a Go developer would ship (reference-supervisor fault switches)
+    Fault("unauth-rate-only", ("FLOOD-1",), "unauthenticated connections have a rate limit and no "
+          "quota of connections held at once (the bucket's burst is the quota's 8): a slow flood piles up",
+          supervisor=("unauth-rate-only",), modules=_m("flood")),
+    Fault("nul-check-from-second-byte", ("PROTO-3",), "the NUL check of START's command and arguments "
+          "starts at their second byte", supervisor=("nul-check-from-second-byte",), modules=_m("protocol")),
+    Fault("orphans-binds-contains", ("ORPHAN-1",), "orphan cleanup stops strict-name units whose "
+          "BindsTo= contains the supervisor, also those bound to another unit as well",
+          supervisor=("orphans-binds-contains",), modules=_m("orphans")),
+    Fault("exit-without-flush", ("CONC-2",), "once the unit has ended, EXIT is sent at once and the "
+          "output not yet written to the client is dropped", supervisor=("exit-without-flush",),
+          modules=_m("concurrency"), expect=("CONC-2", "CONC-3")),  # the endings test carries both
+]
+
+FAULTS += [
     # -- faults for the IDs the groups above leave without one
     Fault("any-process-of-the-peer-unit", ("PEER-1", "PEER-5"),
           "the supervisor accepts any process of the peer unit, not only MainPID",

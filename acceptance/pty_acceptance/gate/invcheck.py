@@ -38,6 +38,7 @@ NOT_A_SOURCE = "(the host's, not a source of truth: the pin comes from the revie
 ONLY_A_RUN = {
     "session_environment": "only a live session shows its environment (UNIT-6)",
     "isolation": "only a live session shows it (ISO-2 records it)",
+    "admission": "only a flood shows the quota and the HELLO timeout (FLOOD-1)",
     "cutover": "the health paths and the plugins are requests to the servers (CUT-1, CUT-2)",
     "build.go_version": "only running the toolchain tells it (BUILD-2 records it)",
     "build.env": "the build's environment is used by BUILD-1's builds",

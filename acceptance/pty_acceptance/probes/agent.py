@@ -207,6 +207,52 @@ class Agent:
         out["held"] = len(held)
         return out
 
+    def op_slow_flood(self, req, fds):
+        """One silent connection every `interval` s for `duration` s (a flood under
+        the rate limit, held longer than the HELLO timeout). A connection is held
+        when it is open and has been silent for `window` s; after every poll
+        (every answer and close read first) the held ones are counted. Returns
+        the most held at once, what the supervisor answered, and after how long
+        it closed the held ones it closed; every connection is closed at the end."""
+        import time
+        out = {"opened": 0, "connect_errors": {}, "answers": {}, "max_held": 0, "max_held_at_s": None,
+               "held_closed_after_s": []}
+        live, poller = {}, select.poll()
+        start = time.monotonic()
+        next_at, end = start, start + req["duration"]
+        try:
+            while (now := time.monotonic()) < end:
+                if now >= next_at:
+                    next_at += req["interval"]
+                    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_NONBLOCK)
+                    err = s.connect_ex(req["path"])
+                    out["opened"] += 1
+                    if err:
+                        s.close()
+                        name = os.strerror(err)
+                        out["connect_errors"][name] = out["connect_errors"].get(name, 0) + 1
+                    else:
+                        live[s.fileno()] = (s, now)
+                        poller.register(s.fileno(), select.POLLIN)
+                wait_s = max(0.0, min(next_at, end) - time.monotonic())
+                for fd, _ in poller.poll(min(wait_s, 0.05) * 1000):
+                    poller.unregister(fd)
+                    s, opened = live.pop(fd)
+                    kind = answer_kind(s)
+                    out["answers"][kind] = out["answers"].get(kind, 0) + 1
+                    if time.monotonic() - opened >= req["window"]:
+                        out["held_closed_after_s"].append(round(time.monotonic() - opened, 2))
+                    s.close()
+                now = time.monotonic()
+                held = sum(1 for _, opened in live.values() if now - opened >= req["window"])
+                if held > out["max_held"]:
+                    out["max_held"], out["max_held_at_s"] = held, round(now - start, 2)
+        finally:
+            for s, _ in live.values():
+                s.close()
+        out["still_open_at_end"] = len(live)
+        return out
+
     def op_flood_release(self, req, fds):
         """Close the held flood connections; say how many the supervisor had closed."""
         held, self.flooded = self.flooded, []
@@ -291,19 +337,25 @@ def classify(socks, window, answers):
         ready = poller.poll(left * 1000)
         for fd, _ in ready:
             poller.unregister(fd)
-            s = silent.pop(fd)
-            try:
-                data, kind = s.recv(256), "closed"
-            except OSError as e:
-                data, kind = b"", type(e).__name__
-            if len(data) >= 7 and data[4] == p.T.ERROR:
-                kind = f"ERROR {int.from_bytes(data[5:7], 'big')}"
-            elif len(data) >= 5:
-                kind = f"frame 0x{data[4]:02x}"
+            kind = answer_kind(silent.pop(fd))
             answers[kind] = answers.get(kind, 0) + 1
         if not ready and left == 0:
             break
     return list(silent.values())
+
+
+def answer_kind(s):
+    """What the supervisor said first on a flood connection that became readable:
+    "ERROR <code>", "frame 0x<type>", "closed" or the receive error's name."""
+    try:
+        data, kind = s.recv(256), "closed"
+    except OSError as e:
+        data, kind = b"", type(e).__name__
+    if len(data) >= 7 and data[4] == p.T.ERROR:
+        kind = f"ERROR {int.from_bytes(data[5:7], 'big')}"
+    elif len(data) >= 5:
+        kind = f"frame 0x{data[4]:02x}"
+    return kind
 
 
 def main():

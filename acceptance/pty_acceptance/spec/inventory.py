@@ -283,6 +283,15 @@ class SessionEnvironment:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Admission:
+    """FLOOD-1: how the supervisor admits unauthenticated connections, from its
+    reviewed source (TARGET-CONTRACT 2 says "their own small quota and rate
+    limit" and gives no numbers)."""
+    unauth_quota: Annotated[int, POSITIVE]     # unauthenticated connections held at once
+    hello_timeout_s: Annotated[int, POSITIVE]  # how long a connection may stay silent before HELLO
+
+
+@dataclass(frozen=True, kw_only=True)
 class Limits:
     """SUITE-4 (optional, key by key): bounds on root's reads and copies of what
     the service user can write. A refusal names the key and its value, so that
@@ -324,6 +333,7 @@ class Inventory:
     plugin: Plugin
     isolation: Isolation
     session_environment: SessionEnvironment
+    admission: Admission
     limits: Limits = field(default_factory=Limits)
 
     @property

@@ -1,6 +1,8 @@
 """Decoy units for the orphan cleanup (ORPHAN-1): transient units of the
 suite's own that look like session units, a planted orphan bound to the
-supervisor or a look-alike that must be left untouched. Each is tagged (a
+supervisor or a look-alike that must be left untouched (another name, or
+bound to another unit as well: only BindsTo= exactly the supervisor is an
+orphan's), and the anchor such a unit is bound to. Each is tagged (a
 crashed run's leftover is found by its Description) and carries a token in
 its argv, so its processes are found like a session's (Footprint)."""
 from __future__ import annotations

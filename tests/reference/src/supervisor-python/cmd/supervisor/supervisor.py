@@ -29,6 +29,13 @@ comments allowed), read once at start. Unknown words are logged and ignored.
   session-private-network    PrivateNetwork=yes for session units (no loopback to the servers)
   other-framing              every frame to the peer as u8 type + u32 little-endian length (a
                              supervisor that read PROTOCOL.md otherwise: HELLO_OK is not ours)
+  unauth-rate-only           no quota on unauthenticated connections held at once: only the
+                             token bucket, its burst the quota's 8 (a slow flood piles up)
+  nul-check-from-second-byte the NUL check of START strings starts at their second byte
+  orphans-binds-contains     orphan cleanup stops strict-name units whose BindsTo= contains the
+                             supervisor, not only those bound to it alone
+  exit-without-flush         once the unit has ended, drop the output not yet written to the
+                             peer and send EXIT at once
 
 Not a fault (the bench's what-if, `pty-acceptance bench --what-if WORD`; the
 suite must still pass with it, and the fault catalogue never names it):
@@ -339,12 +346,13 @@ class Server:
             return None
         with self.lock:
             now = time.monotonic()
-            self.tokens = min(RATE_BURST, self.tokens + (now - self.token_t) * RATE_PER_SEC)
+            burst = UNAUTH_QUOTA if 'unauth-rate-only' in FAULTS else RATE_BURST
+            self.tokens = min(burst, self.tokens + (now - self.token_t) * RATE_PER_SEC)
             self.token_t = now
             if now < self.locked_until:
                 return 'locked out after a flood'
             why = None
-            if self.unauth >= UNAUTH_QUOTA:
+            if self.unauth >= UNAUTH_QUOTA and 'unauth-rate-only' not in FAULTS:
                 why = 'too many unauthenticated connections'
             elif self.tokens < 1.0:
                 why = 'connection rate limit'
@@ -569,7 +577,10 @@ class Server:
             except Exception as e:
                 log('CLEANUP-ERROR reading BindsTo of', name, e)
                 continue
-            if binds != [SELF_UNIT]:
+            exact = binds == [SELF_UNIT]
+            if 'orphans-binds-contains' in FAULTS:
+                exact = SELF_UNIT in binds
+            if not exact:
                 log('leaving', name, 'alone: BindsTo', binds)
                 continue
             log('stopping orphan session unit', name)
@@ -742,7 +753,10 @@ def sd_notify(msg):
 
 
 def valid_text(b):
-    if b'\0' in b:
+    if 'nul-check-from-second-byte' in FAULTS:
+        if b.find(b'\0') > 0:
+            return False
+    elif b'\0' in b:
         return False
     try:
         b.decode('utf-8', 'strict')
@@ -1062,6 +1076,10 @@ class Conn:
         pty.setblocking(False)
         to_pty = bytearray()
         to_conn = bytearray()
+        # fault exit-without-flush: the sizes of the frames in to_conn, so that
+        # what it drops starts at a frame's end
+        drop_fault = 'exit-without-flush' in FAULTS
+        frames_left = []
         input_eof = False
         pty_wr_closed = False
         pty_eof = False
@@ -1123,6 +1141,11 @@ class Conn:
                         continue
                 except Exception:
                     pass
+            if ended and drop_fault and not exit_sent:
+                log('fault: dropping the output not yet written for', st.unit)
+                del to_conn[frames_left[0] if frames_left else 0:]
+                frames_left.clear()
+                pty_eof = True     # and what the unit's socket still holds: EXIT at once
             if not exit_sent and ended and (pty_eof or now - end_seen_at > 2.0):
                 # session over: make sure everything is gone, free the slot,
                 # then report
@@ -1192,6 +1215,12 @@ class Conn:
                         try:
                             n = self.sock.send(to_conn)
                             del to_conn[:n]
+                            while drop_fault and n and frames_left:
+                                k = min(n, frames_left[0])
+                                n -= k
+                                frames_left[0] -= k
+                                if not frames_left[0]:
+                                    del frames_left[0]
                         except (BlockingIOError, InterruptedError):
                             pass
                         except OSError:
@@ -1202,6 +1231,8 @@ class Conn:
                             d = pty.recv(MAX_DATA)
                             if d:
                                 to_conn += frame(T_DATA_OUT, d)
+                                if drop_fault:
+                                    frames_left.append(5 + len(d))
                             else:
                                 pty_eof = True
                         except (BlockingIOError, InterruptedError):

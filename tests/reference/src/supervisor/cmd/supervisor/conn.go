@@ -30,6 +30,7 @@ type conn struct {
 
 	stopRequested atomic.Bool
 	inRelay       atomic.Bool
+	dropOutput    atomic.Bool // fault exit-without-flush: output not yet written is dropped
 	unauth        bool
 	slot          bool
 	pidfd         int
@@ -338,7 +339,7 @@ func (c *conn) pumpOut(eof, gone chan<- struct{}) {
 			continue
 		}
 		c.wmu.Lock()
-		if !c.exitSent {
+		if !c.exitSent && !c.dropOutput.Load() {
 			if _, err := c.sock.Write(encode(tDataOut, b)); err != nil {
 				failed = true
 				close(gone)
@@ -378,6 +379,11 @@ func (c *conn) relay() error {
 			stopUnit()
 		}
 		ended := st.isEnded()
+		if ended && fault("exit-without-flush") && !c.dropOutput.Load() {
+			logf("fault: dropping the output not yet written for %s", st.unit)
+			c.dropOutput.Store(true)
+			eofSeen = true // EXIT at once
+		}
 		now := time.Now()
 		if ended && endSeenAt.IsZero() {
 			endSeenAt = now

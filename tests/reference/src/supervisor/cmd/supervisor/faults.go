@@ -23,6 +23,13 @@ package main
 //	session-killmode-process     KillMode=process for session units
 //	session-private-network      PrivateNetwork=yes for session units
 //	other-framing                every frame to the peer as u8 type + u32 little-endian length
+//	unauth-rate-only             no quota on unauthenticated connections held at once: only the
+//	                             token bucket, its burst the quota's 8 (a slow flood piles up)
+//	nul-check-from-second-byte   the NUL check of START strings starts at their second byte
+//	orphans-binds-contains       orphan cleanup stops strict-name units whose BindsTo= contains
+//	                             the supervisor, not only those bound to it alone
+//	exit-without-flush           once the unit has ended, drop the output not yet written to the
+//	                             peer and send EXIT at once
 //
 // Not a fault (the bench's what-if; the suite must still pass with it):
 //

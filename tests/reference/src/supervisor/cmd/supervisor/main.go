@@ -114,16 +114,20 @@ func (s *server) admitUnauth() string {
 		return ""
 	}
 	now := time.Now()
+	burst := float64(rateBurst)
+	if fault("unauth-rate-only") {
+		burst = unauthQuota
+	}
 	s.tokens += now.Sub(s.tokenT).Seconds() * ratePerSec
-	if s.tokens > rateBurst {
-		s.tokens = rateBurst
+	if s.tokens > burst {
+		s.tokens = burst
 	}
 	s.tokenT = now
 	if now.Before(s.lockedUntil) {
 		return "locked out after a flood"
 	}
 	why := ""
-	if s.unauth >= unauthQuota {
+	if s.unauth >= unauthQuota && !fault("unauth-rate-only") {
 		why = "too many unauthenticated connections"
 	} else if s.tokens < 1.0 {
 		why = "connection rate limit"

@@ -201,7 +201,11 @@ func (s *server) cleanupOrphans() {
 			continue
 		}
 		binds, _ := v.Value().([]string)
-		if len(binds) != 1 || binds[0] != selfUnit {
+		exact := len(binds) == 1 && binds[0] == selfUnit
+		if fault("orphans-binds-contains") {
+			exact = boundTo(binds, selfUnit)
+		}
+		if !exact {
 			logf("leaving %s alone: BindsTo %v", u.Name, binds)
 			continue
 		}
@@ -228,4 +232,14 @@ func (s *server) cleanupOrphans() {
 			logf("CLEANUP-ERROR orphan unit not removed %s", w.st.unit)
 		}
 	}
+}
+
+// boundTo: whether binds names unit (the orphans-binds-contains fault's match)
+func boundTo(binds []string, unit string) bool {
+	for _, b := range binds {
+		if b == unit {
+			return true
+		}
+	}
+	return false
 }

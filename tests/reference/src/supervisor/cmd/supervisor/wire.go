@@ -4,6 +4,7 @@ package main
 // big-endian payload length, a u8 type and the payload.
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -178,6 +179,12 @@ func (r *frameReader) fill(buf []byte, header bool) error {
 }
 
 func validText(b []byte) bool {
+	if fault("nul-check-from-second-byte") {
+		if bytes.IndexByte(b, 0) > 0 {
+			return false
+		}
+		return utf8.Valid(b)
+	}
 	for _, c := range b {
 		if c == 0 {
 			return false
