@@ -486,6 +486,16 @@ FAULTS += [
           after=SWAPS_WITHSTOOD, secret=SWAP_SECRET, deadline_s=900),
 ]
 
+FAULTS += [
+    # -- CONC-3: stops, bounded from both sides (issue 29 item 10, issue 30 item 2)
+    Fault("session-stop-timeout-infinity", ("CONC-3",), "an administrator's drop-in for every "
+          "opencode-pty-* unit sets TimeoutStopSec=infinity: a stop that SIGTERM does not end never "
+          "ends (the suite waited on it for over 15 minutes); the run must end in its usual time",
+          "mkdir -p /etc/systemd/system/opencode-pty-.service.d && printf '[Service]\\nTimeoutStopSec="
+          "infinity\\n' > /etc/systemd/system/opencode-pty-.service.d/stop.conf && systemctl daemon-reload",
+          modules=FULL, deadline_s=600),
+]
+
 
 BY_ID = {f.id: f for f in FAULTS}
 

@@ -19,10 +19,11 @@ from pty_acceptance.host import processes, terminal
 from pty_acceptance.host.bus import Systemd
 from pty_acceptance.host.polling import POLL_S
 from pty_acceptance.supervisor import protocol as p
-from pty_acceptance.supervisor.footprint import STOP_GRACE_S, STOP_SLACK_S, Footprint, HostReadError
+from pty_acceptance.supervisor.footprint import Footprint, HostReadError
 from pty_acceptance.supervisor.gone import force_stop, wait_gone
 from pty_acceptance.supervisor.session import RawSession, SessionError
 from pty_acceptance.supervisor.sessionunit import NotOurs, Owner
+from pty_acceptance.supervisor.stopbounds import SCRIPT_GRACE_S, STOP_SLACK_S
 from pty_acceptance.supervisor.tokens import tagged_sh
 
 
@@ -90,7 +91,7 @@ class Sessions:
         return out
 
 
-def end_refused(token: str, deadline_s: float = STOP_GRACE_S + STOP_SLACK_S + 6) -> list[str]:
+def end_refused(token: str, deadline_s: float = SCRIPT_GRACE_S + STOP_SLACK_S + 6) -> list[str]:
     """A session whose STARTED named a unit the suite refused: its connection is
     closed (the supervisor ends the session); what carries its token is waited
     for and reported, never signalled: it runs in no unit the suite vouched
