@@ -6,18 +6,27 @@ as long as the unit's own TimeoutStopSec said. Now every wait on a stop is
 the suite's own (the inventory's session_stop, capped at 30 s), and the
 host's value is judged: below the grace or above the bound fails CONC-3.
 
-"""
+Issue 30 item 2: a stop is TERM, then KILL. termgrace's command notes a
+SIGTERM in its comm and ignores it; the suite measures from outside (pidfd
+and comm) when it saw SIGTERM and when it was killed. Here a local process
+runs that very command and this test plays the supervisor's part."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from pty_acceptance.host import cgroups, processes
+from pty_acceptance.host import cgroups, processes, proc
+from pty_acceptance.host.polling import poll
 from pty_acceptance.spec import inventory
-from pty_acceptance.supervisor import sessionunit, stopbounds
+from pty_acceptance.supervisor import sessionunit, stopbounds, termgrace
 from pty_acceptance.supervisor.footprint import Footprint, bounded_stop_problem
 from pty_acceptance.supervisor.gone import wait_gone
 from pty_acceptance.supervisor.stopbounds import StopBounds
@@ -81,3 +90,60 @@ def test_the_hosts_stop_timeout_is_judged_from_both_sides(usec, ok):
 
 def test_the_inventorys_stop_timeout_is_capped_by_the_suite():
     assert StopBounds.of(inventory.SessionStop(timeout_s=3600)).timeout_s == stopbounds.STOP_BOUND_MAX_S
+
+
+# ------------------------------------------------------------------ TERM, then KILL
+@pytest.fixture
+def command():
+    """termgrace's command, run here, held once its handlers are in place."""
+    p = subprocess.Popen([sys.executable, "-I", "-c", termgrace.PROGRAM, "pty-acceptance-term-test"])
+
+    def ready():
+        st = proc.status(p.pid)
+        return int(st["SigCgt"], 16) >> 14 & 1 and int(st["SigIgn"], 16) & 1
+
+    try:
+        poll(ready, 10, "the command's handlers")
+        yield p, termgrace.Held(p.pid, proc.create_time(p.pid), proc.pidfd_open(p.pid), proc.comm(p.pid))
+    finally:
+        p.kill()
+        p.wait()
+
+
+def _after(seconds: float, fn) -> None:
+    threading.Timer(seconds, fn).start()
+
+
+def test_sigterm_then_kill_is_seen_from_outside(command):
+    p, held = command
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGHUP)  # ignored: a PTY's hangup is no kill
+    p.send_signal(signal.SIGTERM)
+    _after(0.5, p.kill)
+    seen = termgrace.watch(held, t0, 10)
+    assert seen.term_s is not None and seen.term_s < 0.4 and seen.comm == termgrace.NOTICE
+    assert seen.killed_s is not None and 0.5 <= seen.killed_s < 2
+    assert seen.problems(StopBounds(term_grace_s=0.3, timeout_s=5)) == []
+    (short,) = seen.problems(StopBounds(term_grace_s=2, timeout_s=5))
+    assert "less than session_stop.term_grace_s = 2 s" in short
+    assert held.pidfd == -1  # watch closes it
+
+
+def test_a_kill_without_sigterm_is_named(command):
+    p, held = command
+    t0 = time.monotonic()
+    p.kill()
+    seen = termgrace.watch(held, t0, 10)
+    (problem,) = seen.problems(StopBounds(term_grace_s=1, timeout_s=5))
+    assert "without seeing SIGTERM first" in problem and "'python" in problem
+
+
+def test_a_command_still_alive_at_the_bound_is_named(command):
+    p, held = command
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGTERM)
+    seen = termgrace.watch(held, t0, 0.5)
+    assert seen.killed_s is None and time.monotonic() - t0 < 2
+    (problem,) = seen.problems(StopBounds(term_grace_s=1, timeout_s=5))
+    assert "still alive 0.5 s after" in problem and "seen at" in problem
+    assert os.waitpid(p.pid, os.WNOHANG) == (0, 0)

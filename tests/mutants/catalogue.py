@@ -494,6 +494,12 @@ FAULTS += [
           "mkdir -p /etc/systemd/system/opencode-pty-.service.d && printf '[Service]\\nTimeoutStopSec="
           "infinity\\n' > /etc/systemd/system/opencode-pty-.service.d/stop.conf && systemctl daemon-reload",
           modules=FULL, deadline_s=600),
+    Fault("session-stop-no-grace", ("CONC-3",), "session units are SIGKILLed 5 ms after SIGTERM "
+          "(TimeoutStopUSec= microseconds taken for milliseconds)", supervisor=("session-stop-no-grace",),
+          modules=_m("stops")),
+    Fault("session-stop-sigkill", ("CONC-3",), "session units are stopped by SIGKILL, never SIGTERM "
+          "(KillSignal=SIGKILL; TimeoutStopSec unchanged)", supervisor=("session-stop-sigkill",),
+          modules=_m("stops")),
 ]
 
 

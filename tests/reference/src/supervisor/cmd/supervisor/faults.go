@@ -23,6 +23,9 @@ package main
 //	session-killmode-process     KillMode=process for session units
 //	session-private-network      PrivateNetwork=yes for session units
 //	other-framing                every frame to the peer as u8 type + u32 little-endian length
+//	session-stop-no-grace        TimeoutStopUSec= 5 ms for session units (microseconds taken for
+//	                             milliseconds): SIGKILL 5 ms after the SIGTERM of a stop
+//	session-stop-sigkill         KillSignal=SIGKILL for session units: a stop never sends SIGTERM
 //
 // Not a fault (the bench's what-if; the suite must still pass with it):
 //
