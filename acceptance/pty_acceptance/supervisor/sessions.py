@@ -81,11 +81,11 @@ class Sessions:
             s.close()
         deadline = max([fp.stop_bound_s() for fp in self.footprints] or [0.0])
         _, left = wait_gone(self.bus, self.footprints, deadline)
-        force_stop(self.bus, list(left))
         out = [f"{unit}: {what}" for unit, what in left.items()]
-        for fp in self.footprints:
-            if fp.unit in left:
+        for fp in self.footprints:  # killed first: a stop past the suite's bound may never end
+            if fp.unit in left:     # by itself (TimeoutStopSec=infinity, CONC-3)
                 out += [f"{fp.unit}: {spared}" for spared in fp.kill_survivors() or []]
+        force_stop(self.bus, list(left))
         for token in self.refused:
             out += end_refused(token)
         return out
