@@ -135,7 +135,7 @@ def test_a_kill_without_sigterm_is_named(command):
     p.kill()
     seen = termgrace.watch(held, t0, 10)
     (problem,) = seen.problems(StopBounds(term_grace_s=1, timeout_s=5))
-    assert "without seeing SIGTERM first" in problem and "'python" in problem
+    assert "without having noted a SIGTERM" in problem and "'python" in problem
 
 
 def test_a_command_still_alive_at_the_bound_is_named(command):

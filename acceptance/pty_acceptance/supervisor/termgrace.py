@@ -128,7 +128,8 @@ class Seen:
                     f"{'never seen' if self.term_s is None else f'seen at {self.term_s:.3f} s'})"]
         if self.term_s is None:
             return [f"the command was killed {self.killed_s:.3f} s after the stop was caused without "
-                    f"seeing SIGTERM first (its comm stayed {self.comm!r}): a stop is TERM, then KILL"]
+                    f"having noted a SIGTERM (its comm stayed {self.comm!r}): no SIGTERM came first, or "
+                    f"SIGKILL followed it too soon to act on; a stop is TERM, then KILL"]
         if self.killed_s - self.term_s < bounds.term_grace_s:
             return [f"the command saw SIGTERM {self.term_s:.3f} s after the stop was caused and was "
                     f"killed {self.killed_s - self.term_s:.3f} s later, less than "
