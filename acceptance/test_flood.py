@@ -23,7 +23,8 @@ FLOOD-3 every handshake (connect .. HELLO_OK, measured by the suite around
 FLOOD-4 a session writing without pause while nobody reads: its writer
         stalls and the supervisor's RSS stays bounded; a STOP sent while
         the output is saturated (still not reading) removes the session
-        within TimeoutStopSec + script(1)'s 2 s + slack, and EXIT follows
+        within the inventory's session_stop.timeout_s (never the unit's own
+        TimeoutStopSec, which is judged) + script(1)'s 2 s + slack, and EXIT follows
         once the reader drains.
 """
 
@@ -37,7 +38,7 @@ from pty_acceptance.supervisor import admission
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.host.bus import SERVICE_IFACE
 from pty_acceptance.host.backpressure import wait_stalled
-from pty_acceptance.supervisor.footprint import STOP_GRACE_S, STOP_SLACK_S, bounded_stop_problem
+from pty_acceptance.supervisor.footprint import bounded_stop_problem
 from pty_acceptance.supervisor.gone import wait_gone
 from pty_acceptance.supervisor.sessionio import Drain
 from pty_acceptance.supervisor.sessions import Sessions
@@ -251,7 +252,7 @@ def test_unread_output_is_bounded_and_a_saturated_stop_ends_in_time(inv, bus, pe
         took, left = wait_gone(bus, [fp], fp.stop_bound_s(), since=t0)
         if left:
             problems.append(f"STOP under saturated output: after {fp.stop_bound_s():g} s "
-                            f"(TimeoutStopSec + {STOP_GRACE_S:g} + {STOP_SLACK_S:g}) "
+                            f"(session_stop.timeout_s + script(1)'s 2 s + slack) "
                             f"still there: {left[fp.unit]}")
         t1, drain = time.monotonic(), Drain(s)
         try:

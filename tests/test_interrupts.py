@@ -243,6 +243,7 @@ STUCK_ENDINGS = """
 import sys, threading
 sys.path.insert(0, {lib!r})
 from pty_acceptance.supervisor import endings
+from pty_acceptance.supervisor.stopbounds import CONTRACT
 
 class Stuck(endings.Ending):
     def run(self):
@@ -250,7 +251,7 @@ class Stuck(endings.Ending):
         threading.Event().wait(600)
 
 class Footprint:
-    timeout_stop_s, unit = 5.0, "stuck.service"
+    timeout_stop_usec, unit, bounds = 5_000_000, "stuck.service", CONTRACT
     def describe(self):
         return self.unit
 

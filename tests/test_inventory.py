@@ -287,7 +287,8 @@ def test_the_optional_keys_are_those_with_a_default():
     assert inventory.REQUIRED <= set(_reference_keys())
     assert set(_reference_keys()) - inventory.REQUIRED == {
         "ansible_connection", "build.go_version", "plugin.deadline_s",
-        "unit_properties", "unit_properties.supervisor", "unit_properties.slice"}
+        "unit_properties", "unit_properties.supervisor", "unit_properties.slice",
+        "session_stop", "session_stop.term_grace_s", "session_stop.timeout_s"}
 
 
 def test_a_field_without_a_default_is_a_required_key():

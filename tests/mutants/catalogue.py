@@ -541,6 +541,22 @@ FAULTS += [
           after=SWAPS_WITHSTOOD, secret=SWAP_SECRET, deadline_s=900),
 ]
 
+FAULTS += [
+    # -- CONC-3: stops, bounded from both sides (issue 29 item 10, issue 30 item 2)
+    Fault("session-stop-timeout-infinity", ("CONC-3",), "an administrator's drop-in for every "
+          "opencode-pty-* unit sets TimeoutStopSec=infinity: a stop that SIGTERM does not end never "
+          "ends (the suite waited on it for over 15 minutes); the run must end in its usual time",
+          "mkdir -p /etc/systemd/system/opencode-pty-.service.d && printf '[Service]\\nTimeoutStopSec="
+          "infinity\\n' > /etc/systemd/system/opencode-pty-.service.d/stop.conf && systemctl daemon-reload",
+          modules=FULL, deadline_s=600),
+    Fault("session-stop-no-grace", ("CONC-3",), "session units are SIGKILLed 5 ms after SIGTERM "
+          "(TimeoutStopUSec= microseconds taken for milliseconds)", supervisor=("session-stop-no-grace",),
+          modules=_m("stops")),
+    Fault("session-stop-sigkill", ("CONC-3",), "session units are stopped by SIGKILL, never SIGTERM "
+          "(KillSignal=SIGKILL; TimeoutStopSec unchanged)", supervisor=("session-stop-sigkill",),
+          modules=_m("stops")),
+]
+
 
 BY_ID = {f.id: f for f in FAULTS}
 

@@ -79,6 +79,8 @@ FORCED = {
     "acceptance/test_orphans.py": ("supervisor_restart",),
     # FLOOD-4: a STOP under saturated output ends at the stop timeout's SIGKILL
     "acceptance/test_flood.py": ("term_kill",),
+    # CONC-3: a command that ignores SIGTERM lives until the stop timeout's SIGKILL
+    "acceptance/test_stops.py": ("term_kill",),
     # PLUGIN-1: the pilot's harness, ten times in a row and once more
     "acceptance/test_plugin.py": ("plugin_runs",),
 }

@@ -44,6 +44,7 @@ ONLY_A_RUN = {
     "build.env": "the build's environment is used by BUILD-1's builds",
     "marker": "the marker is the run's to write (MARK-1)",
     "limits": "bounds of the suite's own reads",
+    "session_stop": "only a live session's unit and its stop show them (CONC-3)",
     "ansible_connection": "Ansible's", "ansible_host": "Ansible's", "ansible_python_interpreter": "Ansible's",
 }
 

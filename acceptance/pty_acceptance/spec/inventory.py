@@ -307,6 +307,18 @@ class Limits:
 
 
 @dataclass(frozen=True, kw_only=True)
+class SessionStop:
+    """CONC-3, CGROUP-1 (optional): how a session unit is stopped (TARGET-CONTRACT
+    section 1: TimeoutStopSec= a few seconds; TERM, then KILL), from the reviewed
+    supervisor's source, never from the live host. The suite waits on a stop
+    only as long as these allow (timeout_s capped at 30 s), whatever the host says."""
+    # a stopped command sees SIGTERM and runs at least this long before SIGKILL (it
+    # gets the unit's TimeoutStopSec at least, 2 s more where script(1) waits)
+    term_grace_s: Annotated[int, POSITIVE] = 2
+    timeout_s: Annotated[int, POSITIVE] = 10  # a session unit's TimeoutStopSec, at most
+
+
+@dataclass(frozen=True, kw_only=True)
 class Inventory:
     """The host the inventory file describes; every field but file and host is a key of its vars."""
     file: str = field(metadata=NOT_A_KEY)
@@ -335,6 +347,7 @@ class Inventory:
     session_environment: SessionEnvironment
     admission: Admission
     limits: Limits = field(default_factory=Limits)
+    session_stop: SessionStop = field(default_factory=SessionStop)
 
     @property
     def binaries_list(self) -> list[Binary]:

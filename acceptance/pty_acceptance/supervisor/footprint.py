@@ -11,8 +11,9 @@ the directory no longer exists and no recorded or tagged process is alive.
 The token only finds and reports: any process of the service user may carry
 it. What is left is signalled only when it is, at that moment, inside the
 cgroup of a unit the suite owns (a vouched session unit, or one of its own
-disposable units): cgroupkill.kill_inside. A stop is bounded by the unit's
-own TimeoutStopSec (CONC-3).
+disposable units): cgroupkill.kill_inside. A stop is waited for only as
+long as the suite's own bounds allow (stopbounds: the inventory's, capped),
+never by the TimeoutStopSec the unit reports: that value is judged (CONC-3).
 """
 from __future__ import annotations
 
@@ -24,10 +25,7 @@ from pty_acceptance.host import cgroups, proc, processes, terminal
 from pty_acceptance.host.bus import SERVICE_IFACE, Systemd
 from pty_acceptance.host.cgroupkill import kill_inside
 from pty_acceptance.supervisor.sessionunit import NotLoaded, Owner, vouch
-
-STOP_GRACE_S = 2.0   # script(1) acts on SIGTERM after about 2 s (notes: Stopping)
-STOP_SLACK_S = 2.0   # scheduling: sessions are stopped side by side on a small host
-STOP_BOUND_MAX_S = 30.0  # "a few seconds": an unbounded or huge TimeoutStopSec is a finding
+from pty_acceptance.supervisor.stopbounds import OWN_UNITS, StopBounds
 
 
 class HostReadError(Unreadable):
@@ -40,8 +38,9 @@ class Footprint:
     token: str
     control_group: str = ""
     path: str = ""            # the cgroup directory on this host
-    timeout_stop_s: float = 0.0
+    timeout_stop_usec: int = 0  # as the unit reports it: judged, never waited on
     main_pid: int = 0
+    bounds: StopBounds = OWN_UNITS  # what its stop may take: the suite's own
     procs: dict[int, tuple[float, str]] = field(default_factory=dict)
 
     @classmethod
@@ -50,7 +49,8 @@ class Footprint:
 
         A footprint is what the suite may later stop and kill: a name from a
         reply is vouched for first (sessionunit.vouch: NotOurs fails the test,
-        SUITE-4). owner=None only for the suite's own disposable units (decoys)."""
+        SUITE-4). owner=None only for the suite's own disposable units (decoys),
+        whose stop is bounded as the suite set it up."""
         if owner is not None:
             try:
                 vouch(bus, unit, owner)
@@ -59,9 +59,11 @@ class Footprint:
         props = bus.properties(unit, SERVICE_IFACE)
         if props is None:
             raise HostReadError(f"{unit} is not loaded right after STARTED")
+        usec = props.get("TimeoutStopUSec")
         fp = cls(unit, token, control_group=props.get("ControlGroup") or "",
-                 timeout_stop_s=(props.get("TimeoutStopUSec") or 0) / 1e6,
-                 main_pid=props.get("MainPID") or 0)
+                 timeout_stop_usec=usec if isinstance(usec, int) else 0,
+                 main_pid=props.get("MainPID") or 0,
+                 bounds=owner.stop if owner is not None else OWN_UNITS)
         fp.path = cgroups.cgroup_dir(fp.control_group) or ""
         if not fp.path:
             raise HostReadError(f"{unit}: ControlGroup {fp.control_group!r} is under none of "
@@ -105,19 +107,23 @@ class Footprint:
                 spared.append(terminal.escape(f"pid {pid} {line!r}: {why}: not signalled"))
         return spared
 
+    @property
+    def timeout_stop_s(self) -> float:
+        """The unit's own TimeoutStopSec (evidence; infinity shows as about 1.8e13 s)."""
+        return self.timeout_stop_usec / 1e6
+
     def describe(self) -> str:
         return (f"unit={self.unit} cgroup={self.path} TimeoutStopSec={self.timeout_stop_s:g} "
                 f"processes={ {pid: line for pid, (_, line) in self.procs.items()} }")
 
     def stop_bound_s(self) -> float:
-        """How long a stop may take: the unit's own TimeoutStopSec, then SIGKILL, plus
-        script(1)'s grace and scheduling slack."""
-        return self.timeout_stop_s + STOP_GRACE_S + STOP_SLACK_S
+        """How long the suite waits for its stop: the suite's own bound (the
+        inventory's most TimeoutStopSec, capped, then script(1)'s 2 s and slack),
+        whatever TimeoutStopSec the unit reports."""
+        return self.bounds.wait_s()
 
 
 def bounded_stop_problem(fp: Footprint) -> str | None:
-    """CONC-3: a StopUnit of a session is bounded by a finite TimeoutStopSec."""
-    if not 0 < fp.timeout_stop_s <= STOP_BOUND_MAX_S:
-        return (f"{fp.unit} has TimeoutStopSec={fp.timeout_stop_s:g} s: a stop is bounded only by a "
-                f"finite TimeoutStopSec of at most {STOP_BOUND_MAX_S:g} s")
-    return None
+    """CONC-3: a session unit's own TimeoutStopSec lies within the inventory's
+    bounds (TERM gets its grace, KILL follows in bounded time)."""
+    return fp.bounds.timeout_problem(fp.unit, fp.timeout_stop_usec)

@@ -19,10 +19,11 @@ from pty_acceptance.host import processes, terminal
 from pty_acceptance.host.bus import Systemd
 from pty_acceptance.host.polling import POLL_S
 from pty_acceptance.supervisor import protocol as p
-from pty_acceptance.supervisor.footprint import STOP_GRACE_S, STOP_SLACK_S, Footprint, HostReadError
+from pty_acceptance.supervisor.footprint import Footprint, HostReadError
 from pty_acceptance.supervisor.gone import force_stop, wait_gone
 from pty_acceptance.supervisor.session import RawSession, SessionError
 from pty_acceptance.supervisor.sessionunit import NotOurs, Owner
+from pty_acceptance.supervisor.stopbounds import SCRIPT_GRACE_S, STOP_SLACK_S
 from pty_acceptance.supervisor.tokens import tagged_sh
 
 
@@ -80,17 +81,17 @@ class Sessions:
             s.close()
         deadline = max([fp.stop_bound_s() for fp in self.footprints] or [0.0])
         _, left = wait_gone(self.bus, self.footprints, deadline)
-        force_stop(self.bus, list(left))
         out = [f"{unit}: {what}" for unit, what in left.items()]
-        for fp in self.footprints:
-            if fp.unit in left:
+        for fp in self.footprints:  # killed first: a stop past the suite's bound may never end
+            if fp.unit in left:     # by itself (TimeoutStopSec=infinity, CONC-3)
                 out += [f"{fp.unit}: {spared}" for spared in fp.kill_survivors() or []]
+        force_stop(self.bus, list(left))
         for token in self.refused:
             out += end_refused(token)
         return out
 
 
-def end_refused(token: str, deadline_s: float = STOP_GRACE_S + STOP_SLACK_S + 6) -> list[str]:
+def end_refused(token: str, deadline_s: float = SCRIPT_GRACE_S + STOP_SLACK_S + 6) -> list[str]:
     """A session whose STARTED named a unit the suite refused: its connection is
     closed (the supervisor ends the session); what carries its token is waited
     for and reported, never signalled: it runs in no unit the suite vouched

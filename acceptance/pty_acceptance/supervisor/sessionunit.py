@@ -20,17 +20,20 @@ from pty_acceptance.errors import Refused
 from pty_acceptance.host import terminal
 from pty_acceptance.host.bus import SERVICE_IFACE, UNIT_IFACE, BusError, Systemd
 from pty_acceptance.host.systemd import STRICT_SESSION
+from pty_acceptance.supervisor.stopbounds import CONTRACT, StopBounds
 
 
 @dataclass(frozen=True)
 class Owner:
-    """Who a session unit must belong to: the inventory's supervisor and slice."""
+    """Who a session unit must belong to: the inventory's supervisor and slice;
+    and what its stop may take (the inventory's session_stop, CONC-3)."""
     supervisor: str
     slice: str
+    stop: StopBounds = CONTRACT
 
     @classmethod
     def of(cls, inv) -> "Owner":
-        return cls(inv.units.supervisor, inv.units.slice)
+        return cls(inv.units.supervisor, inv.units.slice, StopBounds.of(inv.session_stop))
 
 
 class NotOurs(Refused):

@@ -36,6 +36,9 @@ comments allowed), read once at start. Unknown words are logged and ignored.
                              supervisor, not only those bound to it alone
   exit-without-flush         once the unit has ended, drop the output not yet written to the
                              peer and send EXIT at once
+  session-stop-no-grace      TimeoutStopUSec= 5 ms for session units (microseconds taken for
+                             milliseconds): SIGKILL 5 ms after the SIGTERM of a stop
+  session-stop-sigkill       KillSignal=SIGKILL for session units: a stop never sends SIGTERM
 
 Not a fault (the bench's what-if, `pty-acceptance bench --what-if WORD`; the
 suite must still pass with it, and the fault catalogue never names it):
@@ -493,7 +496,8 @@ class Server:
             ('Environment', ('as', env)),
             ('RuntimeMaxUSec', ('t', runtime * 1_000_000)),
             ('KillMode', ('s', 'process' if 'session-killmode-process' in FAULTS else 'control-group')),
-            ('TimeoutStopUSec', ('t', STOP_TIMEOUT_USEC)),
+            ('TimeoutStopUSec', ('t', STOP_TIMEOUT_USEC // 1000 if 'session-stop-no-grace' in FAULTS
+                                    else STOP_TIMEOUT_USEC)),
             ('StandardInputFileDescriptor', ('h', pty_fd)),
             ('StandardOutputFileDescriptor', ('h', pty_fd)),
             ('StandardErrorFileDescriptor', ('h', cwd_fd)),
@@ -503,6 +507,8 @@ class Server:
             p.append(('SendSIGHUP', ('b', True)))
         if 'session-private-network' in FAULTS:
             p.append(('PrivateNetwork', ('b', True)))
+        if 'session-stop-sigkill' in FAULTS:
+            p.append(('KillSignal', ('i', int(signal.SIGKILL))))
         if 'no-supplementary-groups-prop' not in FAULTS:
             p.append(('SupplementaryGroups', ('as', [])))
         if 'no-inaccessible-paths' not in FAULTS:

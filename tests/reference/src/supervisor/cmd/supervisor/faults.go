@@ -30,6 +30,9 @@ package main
 //	                             the supervisor, not only those bound to it alone
 //	exit-without-flush           once the unit has ended, drop the output not yet written to the
 //	                             peer and send EXIT at once
+//	session-stop-no-grace        TimeoutStopUSec= 5 ms for session units (microseconds taken for
+//	                             milliseconds): SIGKILL 5 ms after the SIGTERM of a stop
+//	session-stop-sigkill         KillSignal=SIGKILL for session units: a stop never sends SIGTERM
 //
 // Not a fault (the bench's what-if; the suite must still pass with it):
 //

@@ -44,6 +44,10 @@ func (s *server) unitProps(unit string, argv []string, runtime uint32, ptyFd, cw
 	if fault("session-killmode-process") {
 		killMode = "process"
 	}
+	stopTimeout := uint64(stopTimeoutUSec)
+	if fault("session-stop-no-grace") {
+		stopTimeout /= 1000 // 5 ms: SIGKILL right after SIGTERM
+	}
 	p := []sd.Property{
 		prop("Description", "opencode PTY session "+unit[13:45]),
 		prop("Type", "exec"),
@@ -77,7 +81,7 @@ func (s *server) unitProps(unit string, argv []string, runtime uint32, ptyFd, cw
 		prop("Environment", env),
 		prop("RuntimeMaxUSec", uint64(runtime)*1_000_000),
 		prop("KillMode", killMode),
-		prop("TimeoutStopUSec", uint64(stopTimeoutUSec)),
+		prop("TimeoutStopUSec", stopTimeout),
 		prop("StandardInputFileDescriptor", dbus.UnixFD(ptyFd)),
 		prop("StandardOutputFileDescriptor", dbus.UnixFD(ptyFd)),
 		prop("StandardErrorFileDescriptor", dbus.UnixFD(cwdFd)),
@@ -88,6 +92,9 @@ func (s *server) unitProps(unit string, argv []string, runtime uint32, ptyFd, cw
 	}
 	if fault("session-private-network") {
 		p = append(p, prop("PrivateNetwork", true))
+	}
+	if fault("session-stop-sigkill") {
+		p = append(p, prop("KillSignal", int32(9))) // SIGKILL: a stop never sends SIGTERM
 	}
 	if !fault("no-supplementary-groups-prop") {
 		p = append(p, prop("SupplementaryGroups", []string{}))

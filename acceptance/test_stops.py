@@ -1,0 +1,75 @@
+"""A stop is TERM, then KILL, as the stopped command sees it.
+
+CONC-3 (and CGROUP-1) two sessions whose command catches SIGTERM (noting it
+       in its own comm), ignores it and ignores SIGHUP are ended side by side,
+       one by a STOP frame and one by a disconnect. Watched from outside (a
+       pidfd and its comm, from the moment the suite caused the end): the
+       command sees SIGTERM first, lives at least the inventory's
+       session_stop.term_grace_s after it, and is then killed; the unit, its
+       cgroup and its processes are gone within the suite's bound
+       (session_stop.timeout_s + script(1)'s 2 s + slack), never a bound read
+       from the host. A supervisor that SIGKILLs a few ms after SIGTERM, or
+       never sends SIGTERM, fails.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import cast
+
+import pytest
+
+from pty_acceptance.gate.marks import fail
+from pty_acceptance.supervisor import protocol as p
+from pty_acceptance.supervisor import termgrace
+from pty_acceptance.supervisor.endings import Ending, run_endings
+from pty_acceptance.supervisor.footprint import Footprint
+
+
+@dataclass
+class Watched(Ending):
+    """An ending whose command is held (termgrace.hold) before the end is caused."""
+    held: termgrace.Held | None = None
+
+
+def _hold(e: Watched) -> None:
+    e.held = termgrace.hold(cast(Footprint, e.fp), e.token)
+
+
+def _judge(e: Watched) -> None:
+    """Watch the command from the moment the end was caused; its grace is judged."""
+    fp = cast(Footprint, e.fp)
+    if e.held is None:
+        e.problems.append("the command never ran with its SIGTERM handler: no stop to watch")
+        return
+    seen = termgrace.watch(e.held, cast(float, e.t0), fp.stop_bound_s())
+    e.facts.append(seen.describe() + f"; bounds: grace at least {fp.bounds.term_grace_s:g} s, "
+                                     f"gone within {fp.stop_bound_s():g} s")
+    e.problems.extend(seen.problems(fp.bounds))
+
+
+def stop_frame(e: Watched):
+    e.caused()
+    e.s.send(p.encode(p.T.STOP))
+    _judge(e)
+    e.want_exit(e.stream_end(deadline_s=e.fp.stop_bound_s()))
+
+
+def disconnect(e: Watched):
+    e.caused()
+    e.s.close()
+    _judge(e)
+
+
+@pytest.mark.requirement("CONC-3", "CGROUP-1")
+def test_a_stopped_command_sees_sigterm_and_its_grace_before_sigkill(sessions, evidence):
+    endings = [Watched("STOP frame", termgrace.command(), stop_frame),
+               Watched("disconnect", termgrace.command(), disconnect)]
+    try:
+        problems = run_endings(sessions, endings, evidence, prepare=_hold)
+    finally:
+        for e in endings:  # a watch that never ran leaves its pidfd open
+            if e.held is not None:
+                e.held.close()
+    if problems:
+        fail("CONC-3: " + " | ".join(problems))
