@@ -645,7 +645,7 @@ class Server:
             state = 'gone' if self.unit_gone(st.unit) else self.active_state(st.path)
         except DBusErrorResponse as e:
             state = 'gone' if e.name == 'org.freedesktop.DBus.Error.UnknownObject' else None
-        except (TimeoutError, ValueError):
+        except Exception:   # a deadline, a reply of another type: not confirmed
             state = None
         with st.cv:
             if state in ('gone', 'inactive', 'failed'):
