@@ -317,6 +317,10 @@ FAULTS += [
           expect=("CGROUP-1", "CONC-2")),
     Fault("no-orphan-cleanup", ("ORPHAN-1",), "the supervisor leaves old session units at start",
           supervisor=("no-orphan-cleanup",), modules=_m("orphans")),
+    Fault("forged-signals-end-sessions", ("CONC-2",), "the supervisor takes systemd's signals from any "
+          "sender at their word (no sender check, no confirming method call): a forged PropertiesChanged "
+          "ends a live session with a forged EXIT", supervisor=("no-signal-sender-check", "no-end-confirmation"),
+          modules=_m("forged_signals")),
 ]
 
 FAULTS += [

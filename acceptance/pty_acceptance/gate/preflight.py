@@ -55,7 +55,7 @@ if TYPE_CHECKING:  # imported where used: the bus only when a check needs it
 # `host` runs (id, getent, ss). Names are looked up in the system directories;
 # absolute paths are where the suite (or the contract's launcher) names them.
 PROGRAMS = ("systemctl", "systemd-analyze", "strace", "id", "getent", "ss", "/usr/bin/python3",
-            "/usr/bin/script", "/bin/sh", "/bin/sleep", "/bin/cat", "/bin/true", "/bin/echo")
+            "/usr/bin/script", "/bin/sh", "/bin/sleep", "/bin/cat", "/bin/true", "/bin/echo", "busctl")
 
 
 @dataclass(frozen=True)
@@ -219,7 +219,8 @@ def _account(name: str, what: str, db, needed_by: tuple[str, ...] = ()) -> Findi
 BUILD = ("BUILD-1", "BUILD-2", "BUILD-3", "PLUGIN-1")
 RUNTIME = ("RUNTIME-1", "RUNTIME-2")
 HELPER = ("HELPER-1", "HELPER-2", "HELPER-3", "HELPER-4", "HELPER-5", "RUNTIME-2")
-NEEDED_BY = {"systemd-analyze": ("CUT-4", "UNIT-9"), "strace": HELPER}
+NEEDED_BY = {"systemd-analyze": ("CUT-4", "UNIT-9"), "strace": HELPER,
+             "busctl": ("CONC-2",)}  # the forged signals of test_forged_signals.py
 
 
 def programs_needed(inv: inventory.Inventory | None) -> list[tuple[str, str, tuple[str, ...]]]:

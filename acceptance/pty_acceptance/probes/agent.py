@@ -262,6 +262,25 @@ class Agent:
             s.close()
         return {"released": len(held), "still_open": len(still), "answers": answers}
 
+    def op_run(self, req, fds):
+        """Run host programs one after the other, as this unit's user: each
+        argv's program by absolute path, stdin /dev/null, the helper's fixed
+        environment; each one's exit status (None: killed at its timeout) and
+        the first bytes of its output. The suite's forged signals (busctl)."""
+        import subprocess
+        results = []
+        for argv in req["argvs"]:
+            if not argv or not argv[0].startswith("/"):
+                raise ValueError(f"not a program by absolute path: {argv[:1]}")
+            try:
+                r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, env=HELPER_ENV,
+                                   timeout=req.get("timeout", 10))
+                results.append({"status": r.returncode,
+                                "output": (r.stdout + r.stderr)[:RAW_KEPT].decode("utf-8", "replace")})
+            except subprocess.TimeoutExpired:
+                results.append({"status": None, "output": "timed out"})
+        return {"results": results}
+
     def op_move_mainpid(self, req, fds):
         """Fork a child and tell systemd it is the new MainPID (NotifyAccess=all);
         this process, the authenticated one, stays alive. The child lives until

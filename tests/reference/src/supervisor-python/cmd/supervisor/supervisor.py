@@ -39,6 +39,11 @@ comments allowed), read once at start. Unknown words are logged and ignored.
   session-stop-no-grace      TimeoutStopUSec= 5 ms for session units (microseconds taken for
                              milliseconds): SIGKILL 5 ms after the SIGTERM of a stop
   session-stop-sigkill       KillSignal=SIGKILL for session units: a stop never sends SIGTERM
+  no-signal-sender-check     believe systemd's signals (PropertiesChanged, JobRemoved) from any
+                             sender, not only from the owner of org.freedesktop.systemd1
+  no-end-confirmation        take a session's end from the signals alone, not confirmed by a
+                             method call (with no-signal-sender-check: a forged PropertiesChanged
+                             ends a live session with a forged EXIT)
 
 Not a fault (the bench's what-if, `pty-acceptance bench --what-if WORD`; the
 suite must still pass with it, and the fault catalogue never names it):
@@ -51,6 +56,14 @@ EXIT reporting: the unit's ExecMainCode/ExecMainStatus as systemd saw them
 the session was ended by a stop (STOP frame, disconnect, supervisor shutdown)
 or by RuntimeMaxSec= (Result=timeout) and script(1) then exited 0, EXIT says
 signal 15 (SIGTERM) rather than a clean exit.
+
+Signals are forgeable (CONC-2): the bus delivers a signal addressed to our
+unique name whatever our match rules say, its policy lets any local user send
+one, and session unit names are public. A signal counts only when its sender
+is the unique name that owns org.freedesktop.systemd1 (GetNameOwner at
+connect, then NameOwnerChanged, believed only from the bus itself), and a
+session's end is confirmed by a method call (Server.confirm_end) before EXIT
+is sent or its slot freed.
 """
 
 import array
@@ -88,7 +101,8 @@ LAUNCHER = '/usr/local/libexec/opencode-pty-launcher'
 SOCK_DIR = '/run/opencode-pty'
 SOCK_PATH = SOCK_DIR + '/supervisor.sock'
 FAULTS_FILE = '/etc/opencode-reference/faults'
-UNIT_RE = re.compile(r'^opencode-pty-[0-9a-f]{32}\.service$')
+UNIT_PREFIX, UNIT_SUFFIX = 'opencode-pty-', '.service'   # a session unit: prefix, 32 hex digits, suffix
+UNIT_RE = re.compile('^' + re.escape(UNIT_PREFIX) + '[0-9a-f]{32}' + re.escape(UNIT_SUFFIX) + '$')
 
 SESSIONS = 16
 MAX_CMD = 4096
@@ -120,6 +134,8 @@ MGR = SD + '.Manager'
 UNIT_IF = SD + '.Unit'
 SERVICE_IF = SD + '.Service'
 PROPS_IF = 'org.freedesktop.DBus.Properties'
+BUS_NAME = 'org.freedesktop.DBus'     # the bus itself: the sender of its own signals
+WRITE_TIMEOUT = 5.0     # once a session is over: a peer that takes no byte for this long is given up
 
 
 def log(*a):
@@ -161,6 +177,17 @@ class PeerGone(Exception):
     pass
 
 
+def session_id(unit):
+    """The 32 hex digits that name a session unit (without UNIT_PREFIX and UNIT_SUFFIX)."""
+    return unit[len(UNIT_PREFIX):len(unit) - len(UNIT_SUFFIX)]
+
+
+def is_orphan(name, binds):
+    """A unit the orphan cleanup stops: strict name, BindsTo= exactly this
+    supervisor (bound to it and to anything else as well: not ours to stop)."""
+    return bool(UNIT_RE.match(name)) and list(binds) == [SELF_UNIT]
+
+
 def unit_path(name):
     out = []
     for ch in name:
@@ -173,24 +200,55 @@ def unit_path(name):
 
 # ------------------------------------------------------------------- D-Bus
 class Bus:
-    def __init__(self):
-        self._cm = open_dbus_router(bus='SYSTEM', enable_fds=True)
-        self.router = self._cm.__enter__()
+    def __init__(self, connect=True):
         self.sigq = Queue()
         self.lock = threading.Lock()
         self.by_path = {}
         self.by_unit = {}
+        self.sd_owner = None    # the unique name that owns org.freedesktop.systemd1
+        self.dropped = 0        # signals from other senders
+        if not connect:         # the tests' bus: they call handle() themselves
+            return
+        self._cm = open_dbus_router(bus='SYSTEM', enable_fds=True)
+        self.router = self._cm.__enter__()
+        # who owns systemd's name: watched before it is asked, so no change is missed
+        owner_rule = MatchRule(type='signal', sender=BUS_NAME, interface=BUS_NAME, member='NameOwnerChanged')
+        owner_rule.add_arg_condition(0, SD)
+        self.call_msg(message_bus.AddMatch(owner_rule))
+        self.router.filter(MatchRule(type='signal', interface=BUS_NAME, member='NameOwnerChanged'),
+                           queue=self.sigq)
+        (owner,) = self.call_msg(message_bus.GetNameOwner(SD))
+        self.set_owner(owner)
         rules = [
             dict(type='signal', interface=PROPS_IF, member='PropertiesChanged',
                  path_namespace=SD_PATH + '/unit'),
             dict(type='signal', interface=MGR, member='JobRemoved', path=SD_PATH),
         ]
         for r in rules:
-            # sender= only in the bus-side rule: signals carry the unique name
+            # sender= only in the bus-side rule: signals carry the unique name,
+            # checked in handle(); the client-side filter lets through any
+            # signal addressed to us, whoever sent it
             self.call_msg(message_bus.AddMatch(MatchRule(sender=SD, **r)))
             self.router.filter(MatchRule(**r), queue=self.sigq)
         self.manager('Subscribe', '', ())
         threading.Thread(target=self._dispatch, daemon=True, name='signals').start()
+
+    def set_owner(self, owner):
+        with self.lock:
+            self.sd_owner = owner or None
+        log(SD, 'is owned by', repr(owner) + ': its signals are the only ones believed')
+
+    def from_systemd(self, sender):
+        if 'no-signal-sender-check' in FAULTS:
+            return True
+        with self.lock:
+            return self.sd_owner is not None and sender == self.sd_owner
+
+    def _drop(self, what, sender):
+        self.dropped += 1
+        if self.dropped <= 20 or self.dropped % 1000 == 0:
+            log('dropped', what, 'from', repr(sender) + ': not', SD + "'s owner", repr(self.sd_owner),
+                '(%d dropped so far)' % self.dropped)
 
     def alive(self):
         return self.router._rcv_thread.is_alive()
@@ -240,22 +298,49 @@ class Bus:
                 msg.set()
                 continue
             try:
-                member = msg.header.fields.get(HeaderFields.member)
-                if member == 'PropertiesChanged':
-                    path = msg.header.fields.get(HeaderFields.path)
-                    with self.lock:
-                        sess = self.by_path.get(path)
-                    if sess is not None:
-                        iface, changed, _inv = msg.body
-                        sess.on_props(iface, {k: v[1] for k, v in changed.items()})
-                elif member == 'JobRemoved':
-                    _id, job, unit, result = msg.body
-                    with self.lock:
-                        sess = self.by_unit.get(unit)
-                    if sess is not None:
-                        sess.on_job(job, result)
+                self.handle(msg)
             except Exception:
                 log('signal dispatch error', traceback.format_exc())
+
+    def handle(self, msg):
+        """One signal, in arrival order: believed only from systemd's owner,
+        and only in the signature systemd sends it with."""
+        fields = msg.header.fields
+        member, sender = fields.get(HeaderFields.member), fields.get(HeaderFields.sender)
+        signature = fields.get(HeaderFields.signature, '')
+        if member == 'NameOwnerChanged':
+            # only the bus says who owns a name (it stamps every sender: nobody else sends as it)
+            if sender != BUS_NAME:
+                self._drop('NameOwnerChanged', sender)
+            elif signature != 'sss':
+                log('malformed NameOwnerChanged: signature', repr(signature))
+            elif msg.body[0] == SD:
+                self.set_owner(msg.body[2])
+            return
+        if member not in ('PropertiesChanged', 'JobRemoved'):
+            return
+        if not self.from_systemd(sender):
+            self._drop(member, sender)
+            return
+        if member == 'PropertiesChanged':
+            if signature != 'sa{sv}as':
+                log('malformed PropertiesChanged: signature', repr(signature))
+                return
+            path = fields.get(HeaderFields.path)
+            with self.lock:
+                sess = self.by_path.get(path)
+            if sess is not None:
+                iface, changed, _inv = msg.body
+                sess.on_props(iface, changed)
+        else:
+            if signature != 'uoss':
+                log('malformed JobRemoved: signature', repr(signature))
+                return
+            _id, job, unit, result = msg.body
+            with self.lock:
+                sess = self.by_unit.get(unit)
+            if sess is not None:
+                sess.on_job(job, result)
 
 
 # ------------------------------------------------------------ session state
@@ -273,9 +358,11 @@ class UnitState:
         self.exec_code = 0      # CLD_EXITED=1, CLD_KILLED=2, CLD_DUMPED=3
         self.exec_status = 0
         self.result = None
-        self.ended = False
+        self.signalled = False  # the signals said it went inactive or failed after running
+        self.ended = False      # confirmed by a method call (Server.confirm_end)
         self.gone = False       # confirmed unloaded (NoSuchUnit)
         self.stop_requested = False
+        self.unreadable = []    # exit properties of another type than systemd's: no EXIT is made of them
 
     def _wake(self):
         self.cv.notify_all()
@@ -285,27 +372,53 @@ class UnitState:
             pass
 
     def on_props(self, iface, ch):
+        """ch: {name: (D-Bus signature, value)} as jeepney gives a{sv}; a value
+        of another type than systemd's is never read as one (fail closed)."""
+        def typed(name, sig):
+            if ch[name][0] != sig:
+                return None, '%s: D-Bus type %r, expected %r' % (name, ch[name][0], sig)
+            return ch[name][1], None
+
         with self.cv:
             if iface == UNIT_IF and 'ActiveState' in ch:
-                st = ch['ActiveState']
-                self.active_state = st
-                if st in ('activating', 'active', 'deactivating', 'reloading'):
-                    self.seen_running = True
-                elif st in ('inactive', 'failed') and self.seen_running:
-                    self.ended = True
+                st, err = typed('ActiveState', 's')
+                if err:
+                    log(self.unit, err, '(ignored)')
+                else:
+                    self.active_state = st
+                    if st in ('activating', 'active', 'deactivating', 'reloading'):
+                        self.seen_running = True
+                    elif st in ('inactive', 'failed') and self.seen_running:
+                        self.signalled = True
+                        if 'no-end-confirmation' in FAULTS:
+                            self.ended = True
             if iface == SERVICE_IF:
                 if 'debug-props' in FAULTS:
                     log('props', self.unit, {k: v for k, v in ch.items() if k.startswith(('Exec', 'Result'))})
-                if 'ExecMainCode' in ch:
-                    self.exec_code = ch['ExecMainCode']
-                if 'ExecMainStatus' in ch:
-                    self.exec_status = ch['ExecMainStatus']
-                if 'Result' in ch:
-                    self.result = ch['Result']
+                for name, sig, attr in (('ExecMainCode', 'i', 'exec_code'), ('ExecMainStatus', 'i', 'exec_status'),
+                                        ('Result', 's', 'result')):
+                    if name in ch:
+                        value, err = typed(name, sig)
+                        if err:
+                            self.unreadable.append(err)
+                        else:
+                            setattr(self, attr, value)
             self._wake()
+
+    def end_hinted(self):
+        """The signals say the unit has ended, not yet confirmed."""
+        with self.cv:
+            return not self.ended and (self.signalled or self.active_state in ('inactive', 'failed'))
+
+    def summary(self):
+        with self.cv:
+            return 'state %s result %s exec %s %s' % (self.active_state, self.result, self.exec_code,
+                                                      self.exec_status)
 
     def on_job(self, job, result):
         with self.cv:
+            if self.job_result is not None:
+                return
             self.job_result = result
             if result == 'done':
                 self.seen_running = True
@@ -315,8 +428,12 @@ class UnitState:
             self._wake()
 
     def exit_pair(self):
+        """EXIT's (exit_code, signal). Raises Reject (INTERNAL) when an exit
+        property came in another type than systemd's: no EXIT is made up."""
         if 'exit-status-zero' in FAULTS:
             return 0, 0
+        if self.unreadable:
+            raise Reject(E_INTERNAL, 'exit status unreadable: %s' % '; '.join(self.unreadable))
         if self.exec_code in (2, 3):
             return 0, self.exec_status
         if self.exec_status == 0 and (self.stop_requested or self.result == 'timeout'):
@@ -464,7 +581,7 @@ class Server:
             # read (and dropped) by the launcher, which sizes the PTY before execve
             env.append('OPENCODE_PTY_WINSIZE=%dx%d' % (rows, cols))
         p = [
-            ('Description', ('s', 'opencode PTY session ' + unit[13:45])),
+            ('Description', ('s', 'opencode PTY session ' + session_id(unit))),
             ('Type', ('s', 'exec')),
             ('ExecStart', ('a(sasb)', [(LAUNCHER, [LAUNCHER] + enc, False)])),
             ('Slice', ('s', SLICE)),
@@ -525,6 +642,34 @@ class Server:
                 return True
             raise
 
+    def active_state(self, path):
+        sig, value = self.bus.call(path, PROPS_IF, 'Get', 'ss', (UNIT_IF, 'ActiveState'))[0]
+        if sig != 's':
+            raise ValueError('ActiveState: D-Bus type %r' % sig)
+        return value
+
+    def confirm_end(self, st):
+        """Ask systemd whether the unit has ended (no longer loaded, or
+        inactive/failed) and record the answer: what the signals said is a
+        hint, never the decision. False when it cannot be read."""
+        with st.cv:
+            if st.ended:
+                return True
+        try:
+            state = 'gone' if self.unit_gone(st.unit) else self.active_state(st.path)
+        except DBusErrorResponse as e:
+            state = 'gone' if e.name == 'org.freedesktop.DBus.Error.UnknownObject' else None
+        except Exception:   # a deadline, a reply of another type: not confirmed
+            state = None
+        with st.cv:
+            if state in ('gone', 'inactive', 'failed'):
+                st.ended = True
+            elif state is not None:
+                if st.signalled:
+                    log(st.unit + ': the signals said it ended, systemd says', state + ': not ended')
+                st.active_state, st.signalled = state, False
+            return st.ended
+
     def stop_and_wait(self, st, cgroup, timeout=20.0):
         """Stop a session unit and wait until it and its cgroup are gone.
         Returns True when confirmed gone; logs CLEANUP-ERROR otherwise."""
@@ -553,10 +698,7 @@ class Server:
             with st.cv:
                 if not st.ended:
                     st.cv.wait(timeout=0.05)
-            try:
-                gone = st.ended or self.unit_gone(st.unit)
-            except Exception:
-                gone = False
+            gone = self.confirm_end(st)
             if gone and not cgroup_exists(cgroup):
                 return True
             if gone:
@@ -583,10 +725,10 @@ class Server:
             except Exception as e:
                 log('CLEANUP-ERROR reading BindsTo of', name, e)
                 continue
-            exact = binds == [SELF_UNIT]
+            orphan = is_orphan(name, binds)
             if 'orphans-binds-contains' in FAULTS:
-                exact = SELF_UNIT in binds
-            if not exact:
+                orphan = SELF_UNIT in binds
+            if not orphan:
                 log('leaving', name, 'alone: BindsTo', binds)
                 continue
             log('stopping orphan session unit', name)
@@ -1094,6 +1236,7 @@ class Conn:
         end_seen_at = None
         pty_eof_at = None
         last_probe = 0.0
+        last_sent = 0.0     # when the peer last took a byte (after EXIT was queued: bounded)
         sel = selectors.DefaultSelector()
         self.sel = sel      # closed in finish()
         sel.register(self.wake_r, selectors.EVENT_READ, 'wake')
@@ -1137,16 +1280,13 @@ class Conn:
                 end_seen_at = now
             if pty_eof and pty_eof_at is None:
                 pty_eof_at = now
-            # the unit may have been collected with coalesced signals
-            if not ended and (pty_eof or st.active_state in ('inactive', 'failed')) and now - last_probe > 0.2:
+            # what the signals say, and the end of the PTY stream, are hints:
+            # systemd is asked (also: the unit may have been collected with
+            # coalesced signals)
+            if not ended and (pty_eof or st.end_hinted()) and now - last_probe > 0.2:
                 last_probe = now
-                try:
-                    if srv.unit_gone(st.unit):
-                        with st.cv:
-                            st.ended = True
-                        continue
-                except Exception:
-                    pass
+                if srv.confirm_end(st):
+                    continue
             if ended and drop_fault and not exit_sent:
                 log('fault: dropping the output not yet written for', st.unit)
                 del to_conn[frames_left[0] if frames_left else 0:]
@@ -1163,12 +1303,14 @@ class Conn:
                 if not srv.bus.sync():
                     log('signal thread did not drain in time; EXIT may be stale', st.unit)
                 code, sig = st.exit_pair()
-                log('ended', st.unit, 'state', st.active_state, 'result', st.result, 'exec', st.exec_code,
-                    st.exec_status, '->', code, sig)
+                log('ended', st.unit, st.summary(), '->', code, sig)
                 to_conn += frame(T_EXIT, struct.pack('>ii', code, sig))
                 exit_sent = True
+                last_sent = now
             if exit_sent and not to_conn:
                 return
+            if exit_sent and time.monotonic() - last_sent > WRITE_TIMEOUT:
+                raise PeerGone()   # the session is over and the peer takes nothing: given up
             # interest sets
             ev = 0
             # read the peer after EOF too: a disconnect stops the session (CONC-2)
@@ -1221,6 +1363,7 @@ class Conn:
                         try:
                             n = self.sock.send(to_conn)
                             del to_conn[:n]
+                            last_sent = time.monotonic()
                             while drop_fault and n and frames_left:
                                 k = min(n, frames_left[0])
                                 n -= k

@@ -39,14 +39,112 @@ type conn struct {
 	cgroup        string
 	pty           *net.UnixConn
 	unitStarted   bool
-
-	wmu      sync.Mutex // one writer of frames to the peer at a time
-	exitSent bool
+	w             *writer // every frame to the peer
 }
 
 func newConn(s *server, c *net.UnixConn) *conn {
 	return &conn{srv: s, sock: c, reader: &frameReader{c: c}, done: make(chan struct{}),
-		stopCh: make(chan struct{}, 1), pidfd: -1}
+		stopCh: make(chan struct{}, 1), pidfd: -1, w: newWriter(c)}
+}
+
+// frame kinds, for the writer
+const (
+	kindControl = iota // HELLO_OK, STARTED, ERROR: the peer must take it within its bound
+	kindData           // DATA: waited for while the session runs (backpressure)
+	kindExit           // EXIT: the last frame; DATA after it is dropped
+)
+
+// writer is the one way frames reach the peer: whole, one at a time, each
+// write(2) bounded by writeSlice. DATA waits for a peer that does not read as
+// long as the session runs (backpressure); any other frame, and DATA once the
+// session is over, gives the peer up when it takes no byte for its bound: the
+// frame is abandoned, every writer returns errPeerGone and the connection
+// ends. So a peer that stops reading holds up neither ERROR, EXIT nor the end
+// of its connection, and never its slot once the unit is gone.
+type writer struct {
+	sock     *net.UnixConn
+	turn     chan struct{} // holds a token while a frame is written
+	dead     chan struct{} // closed when the peer is given up
+	deadOnce sync.Once
+	over     atomic.Bool  // the session is over: DATA is no longer waited for
+	progress atomic.Int64 // UnixNano of the last byte the peer took (or of the session's end)
+	exitSent bool         // under the turn
+}
+
+func newWriter(c *net.UnixConn) *writer {
+	return &writer{sock: c, turn: make(chan struct{}, 1), dead: make(chan struct{})}
+}
+
+func (w *writer) giveUp() { w.deadOnce.Do(func() { close(w.dead) }) }
+
+// sessionOver: from now on DATA the peer does not take is not waited for.
+func (w *writer) sessionOver() {
+	w.progress.Store(time.Now().UnixNano())
+	w.over.Store(true)
+}
+
+// lastOutput: when the peer last took a byte (or the session ended, if later).
+func (w *writer) lastOutput() time.Time { return time.Unix(0, w.progress.Load()) }
+
+func (w *writer) patient(kind int) bool { return kind == kindData && !w.over.Load() }
+
+// acquire the turn; while another frame holds it, wait as long as that frame
+// makes progress (or forever, for patient DATA).
+func (w *writer) acquire(kind int, bound time.Duration) error {
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	for {
+		select {
+		case w.turn <- struct{}{}:
+			return nil
+		case <-w.dead:
+			return errPeerGone
+		case <-t.C:
+			if w.patient(kind) || time.Since(w.lastOutput()) < bound {
+				t.Reset(bound)
+				continue
+			}
+			w.giveUp()
+			return errPeerGone
+		}
+	}
+}
+
+// write sends frame b whole, or gives the peer up (errPeerGone).
+func (w *writer) write(b []byte, kind int, bound time.Duration) error {
+	if err := w.acquire(kind, bound); err != nil {
+		return err
+	}
+	defer func() { <-w.turn }()
+	if w.exitSent {
+		return nil // nothing follows EXIT
+	}
+	last := time.Now()
+	for len(b) > 0 {
+		select {
+		case <-w.dead:
+			return errPeerGone
+		default:
+		}
+		_ = w.sock.SetWriteDeadline(time.Now().Add(writeSlice))
+		n, err := w.sock.Write(b)
+		if n > 0 {
+			b = b[n:]
+			last = time.Now()
+			w.progress.Store(last.UnixNano())
+		}
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) || (!w.patient(kind) && time.Since(last) >= bound) {
+			w.giveUp()
+			return errPeerGone
+		}
+	}
+	if kind == kindExit {
+		w.exitSent = true
+	}
+	return nil
 }
 
 // requestStop (supervisor shutdown): the session is stopped and reported.
@@ -61,16 +159,10 @@ func (c *conn) requestStop() {
 	}
 }
 
+// sendNow: a frame other than DATA and EXIT, which the peer must take
+// within timeout.
 func (c *conn) sendNow(b []byte, timeout time.Duration) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	_ = c.sock.SetWriteDeadline(time.Now().Add(timeout))
-	_, err := c.sock.Write(b)
-	_ = c.sock.SetWriteDeadline(time.Time{})
-	if err != nil {
-		return errPeerGone
-	}
-	return nil
+	return c.w.write(b, kindControl, timeout)
 }
 
 func (c *conn) sendError(code uint16, msg string) {
@@ -97,7 +189,12 @@ func (c *conn) run() {
 			c.sendError(eInternal, "internal error")
 		}
 	}()
-	err := c.handle()
+	c.report(c.handle())
+}
+
+// report how the connection's handling ended: a reject or an internal error
+// as ERROR, nothing when the peer went away or the session ended.
+func (c *conn) report(err error) {
 	var r *reject
 	switch {
 	case err == nil, errors.Is(err, errPeerGone), errors.Is(err, io.EOF):
@@ -224,9 +321,10 @@ func (c *conn) startUnit(req *startRequest, cwdFd int) error {
 	c.st = st
 	srv.bus.register(st)
 	props := srv.unitProps(unit, req.argv, req.runtime, pair[1], cwdFd, req.rows, req.cols)
-	jobs := make(chan string, 1)
 	ctx, cancel := ctx5()
-	_, err = srv.bus.sd.StartTransientUnitContext(ctx, unit, "fail", props, jobs)
+	// no job channel: go-systemd's takes JobRemoved from any sender; the
+	// result comes from our own, sender-checked JobRemoved (st.startJob)
+	_, err = srv.bus.sd.StartTransientUnitContext(ctx, unit, "fail", props, nil)
 	cancel()
 	unix.Close(pair[1])
 	c.unitStarted = true // maybe nothing was created; stop anyway in case it was
@@ -239,21 +337,22 @@ func (c *conn) startUnit(req *startRequest, cwdFd int) error {
 		}
 		return rejectf(eStartFailed, "StartTransientUnit failed: %v", err)
 	}
-	t := time.NewTimer(dbusTimeout)
-	defer t.Stop()
-	select {
-	case res := <-jobs:
-		if res != "done" {
+	deadline := time.Now().Add(dbusTimeout)
+	for res := st.startJob(); res != "done"; res = st.startJob() {
+		if res != "" {
 			return rejectf(eStartFailed, "start job result: %s", res)
 		}
-		st.jobDone()
-	case <-t.C:
-		return rejectf(eStartFailed, "start job did not finish in time")
+		if !time.Now().Before(deadline) {
+			return rejectf(eStartFailed, "start job did not finish in time")
+		}
+		st.waitChange(time.Until(deadline))
 	}
 	v, err := srv.bus.get(st.path, serviceIf, "ControlGroup")
 	switch {
 	case err == nil:
-		c.cgroup, _ = v.Value().(string)
+		if c.cgroup, err = as[string](v, "ControlGroup"); err != nil {
+			return rejectf(eStartFailed, "%s: %v", unit, err)
+		}
 	case timedOut(err):
 		return rejectf(eStartFailed, "D-Bus deadline exceeded after start")
 	default:
@@ -338,14 +437,13 @@ func (c *conn) pumpOut(eof, gone chan<- struct{}) {
 		if failed {
 			continue
 		}
-		c.wmu.Lock()
-		if !c.exitSent && !c.dropOutput.Load() {
-			if _, err := c.sock.Write(encode(tDataOut, b)); err != nil {
-				failed = true
-				close(gone)
-			}
+		if c.dropOutput.Load() {
+			continue
 		}
-		c.wmu.Unlock()
+		if err := c.w.write(encode(tDataOut, b), kindData, writeTimeout); err != nil {
+			failed = true
+			close(gone)
+		}
 	}
 	close(eof)
 }
@@ -369,8 +467,8 @@ func (c *conn) relay() error {
 		st.markStopRequested()
 		srv.stopUnit(st.unit)
 	}
-	eofSeen := false
-	var endSeenAt, lastProbe time.Time
+	eofSeen, over := false, false
+	var lastProbe time.Time
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	eofCh := (<-chan struct{})(ptyEOF)
@@ -378,49 +476,47 @@ func (c *conn) relay() error {
 		if c.stopRequested.Load() {
 			stopUnit()
 		}
-		ended := st.isEnded()
-		if ended && fault("exit-without-flush") && !c.dropOutput.Load() {
+		if st.isEnded() && fault("exit-without-flush") && !c.dropOutput.Load() {
 			logf("fault: dropping the output not yet written for %s", st.unit)
 			c.dropOutput.Store(true)
 			eofSeen = true // EXIT at once
 		}
 		now := time.Now()
-		if ended && endSeenAt.IsZero() {
-			endSeenAt = now
-		}
-		// the unit may have been collected with coalesced signals
-		if !ended && (eofSeen || st.inactive()) && now.Sub(lastProbe) > 200*time.Millisecond {
+		// what the signals say, and the end of the PTY stream, are hints:
+		// systemd is asked (also: the unit may have been collected with
+		// coalesced signals)
+		if !st.isEnded() && (eofSeen || st.endHinted()) && now.Sub(lastProbe) > 200*time.Millisecond {
 			lastProbe = now
-			if gone, err := srv.bus.unitGone(st.unit); err == nil && gone {
-				st.setEnded()
+			if confirmEnd(srv.calls, st) {
 				continue
 			}
 		}
-		if ended && (eofSeen || now.Sub(endSeenAt) > 2*time.Second) {
-			// session over: make sure everything is gone, free the slot, then report
+		if st.isEnded() && !over {
+			// the unit has ended: make sure everything is gone and free the
+			// slot; from now on a peer that does not read is not waited for
+			over = true
 			ok := srv.waitGone(st, c.cgroup, time.Now().Add(5*time.Second))
 			c.unitStarted = !ok
 			if ok && c.slot {
 				srv.releaseSlot()
 				c.slot = false
 			}
+			c.w.sessionOver()
+		}
+		if over && (eofSeen || time.Since(c.w.lastOutput()) > outputIdle) {
+			// every byte of output relayed (or none for outputIdle): report
 			if !srv.bus.sync(dbusTimeout) {
 				logf("signal dispatch did not drain in time; EXIT may be stale %s", st.unit)
 			}
-			code, sig := st.exitPair()
-			logf("ended %s state %s result %s exec %d %d -> %d %d", st.unit, st.activeState, st.result,
-				st.execCode, st.execStatus, code, sig)
+			code, sig, err := st.exitPair()
+			if err != nil {
+				return rejectf(eInternal, "%s: %v", st.unit, err)
+			}
+			logf("ended %s %s -> %d %d", st.unit, st.summary(), code, sig)
 			p := make([]byte, 8)
 			binary.BigEndian.PutUint32(p[0:4], uint32(code))
 			binary.BigEndian.PutUint32(p[4:8], uint32(sig))
-			c.wmu.Lock()
-			c.exitSent = true
-			_, err := c.sock.Write(encode(tExit, p))
-			c.wmu.Unlock()
-			if err != nil {
-				return errPeerGone
-			}
-			return nil
+			return c.w.write(encode(tExit, p), kindExit, writeTimeout)
 		}
 		select {
 		case <-st.changed:

@@ -33,6 +33,11 @@ package main
 //	session-stop-no-grace        TimeoutStopUSec= 5 ms for session units (microseconds taken for
 //	                             milliseconds): SIGKILL 5 ms after the SIGTERM of a stop
 //	session-stop-sigkill         KillSignal=SIGKILL for session units: a stop never sends SIGTERM
+//	no-signal-sender-check       believe systemd's signals (PropertiesChanged, JobRemoved) from any
+//	                             sender, not only from the owner of org.freedesktop.systemd1
+//	no-end-confirmation          take a session's end from the signals alone, not confirmed by a
+//	                             method call (with no-signal-sender-check: a forged PropertiesChanged
+//	                             ends a live session with a forged EXIT)
 //
 // Not a fault (the bench's what-if; the suite must still pass with it):
 //
@@ -43,33 +48,46 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync/atomic"
 )
 
 const faultsFile = "/etc/opencode-reference/faults"
 
-var faults = map[string]bool{}
+// faults: the switch words, set once at start (readFaults; the tests set
+// their own), read by every goroutine.
+var faults atomic.Pointer[map[string]bool]
 
-func fault(word string) bool { return faults[word] }
+func init() { setFaults() }
+
+func setFaults(words ...string) {
+	m := map[string]bool{}
+	for _, w := range words {
+		m[w] = true
+	}
+	faults.Store(&m)
+}
+
+func fault(word string) bool { return (*faults.Load())[word] }
 
 func readFaults() {
+	var words []string
 	if f, err := os.Open(faultsFile); err == nil {
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
 			w := strings.TrimSpace(strings.SplitN(sc.Text(), "#", 2)[0])
 			if w != "" {
-				faults[w] = true
+				words = append(words, w)
 			}
 		}
 		f.Close()
 	} else if !os.IsNotExist(err) {
 		logf("cannot read %s: %v", faultsFile, err)
 	}
-	for _, w := range strings.Fields(os.Getenv("OPENCODE_PTY_FAULTS")) {
-		faults[w] = true
-	}
-	if len(faults) > 0 {
+	words = append(words, strings.Fields(os.Getenv("OPENCODE_PTY_FAULTS"))...)
+	setFaults(words...)
+	if m := *faults.Load(); len(m) > 0 {
 		var ws []string
-		for w := range faults {
+		for w := range m {
 			ws = append(ws, w)
 		}
 		sort.Strings(ws)
@@ -83,7 +101,7 @@ func readFaults() {
 // omitted: the property names the omit-prop:NAME words name
 func omitted() map[string]bool {
 	out := map[string]bool{}
-	for w := range faults {
+	for w := range *faults.Load() {
 		if strings.HasPrefix(w, "omit-prop:") {
 			out[strings.TrimPrefix(w, "omit-prop:")] = true
 		}

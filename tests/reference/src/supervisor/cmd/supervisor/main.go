@@ -43,10 +43,24 @@ const (
 	dbusTimeout  = 5 * time.Second
 	helloTimeout = 5 * time.Second
 	startTimeout = 30 * time.Second
-	writeTimeout = 5 * time.Second
 	unauthQuota  = 8 // concurrent unauthenticated connections
 	rateBurst    = 32
 	ratePerSec   = 16.0
+)
+
+// Bounds on a peer that does not read (variables: the tests shorten them).
+var (
+	// writeTimeout: a frame other than DATA, and DATA once the session is
+	// over, is given up (and the peer with it) when the peer takes no byte of
+	// it for this long; DATA of a running session waits (backpressure).
+	writeTimeout = 5 * time.Second
+	// writeSlice: how long one write(2) may block before the writer looks
+	// again whether it should give up.
+	writeSlice = 100 * time.Millisecond
+	// outputIdle: once the unit has ended and its cgroup is gone, how long
+	// after the last byte of output the end of the PTY stream is waited for
+	// before EXIT is sent without it.
+	outputIdle = 2 * time.Second
 )
 
 func logf(format string, a ...interface{}) {
@@ -58,6 +72,7 @@ type server struct {
 	home     string
 	capacity int
 	bus      *bus
+	calls    unitCalls // s.bus: the method calls a session's unit needs
 
 	mu          sync.Mutex
 	slots       int
@@ -101,7 +116,20 @@ func newServer() (*server, error) {
 	if s.bus, err = openBus(); err != nil {
 		return nil, err
 	}
+	s.calls = s.bus
 	return s, nil
+}
+
+// admit decides on a new connection from pid (-1: unknown): bypass when it is
+// the last authenticated MainPID, which skips the unauthenticated quota and
+// rate (it is still fully authenticated), so a flood by other processes
+// cannot lock the real peer out; otherwise why it is refused ("" when it
+// took an unauthenticated place).
+func (s *server) admit(pid int32) (bypass bool, why string) {
+	if pid > 0 && pid == s.knownMainPID.Load() {
+		return true, ""
+	}
+	return false, s.admitUnauth()
 }
 
 // admitUnauth takes a place for an unauthenticated connection; the reason it
@@ -212,14 +240,7 @@ func (s *server) serve() {
 		if cred, err := peerCred(c); err == nil {
 			pid = cred.Pid
 		}
-		// The last authenticated MainPID skips the unauthenticated quota (it is
-		// still fully authenticated), so a flood by other processes cannot lock
-		// the real peer out.
-		bypass := pid > 0 && pid == s.knownMainPID.Load()
-		why := ""
-		if !bypass {
-			why = s.admitUnauth()
-		}
+		bypass, why := s.admit(pid)
 		if why != "" {
 			_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
 			_, _ = c.Write(encode(tError, append([]byte{0, eRate}, why...)))

@@ -45,9 +45,22 @@ func authErr(err error, during string) *reject {
 	return rejectf(eAuth, "peer lookup failed during %s: %v", during, err)
 }
 
-func str(v dbus.Variant) string {
-	s, _ := v.Value().(string)
-	return s
+// props reads the named properties of m with their types: an absent property
+// or one of another type is an error naming it (the peer is refused), never a
+// zero value compared as if it had been read.
+type props map[string]dbus.Variant
+
+func (m props) str(name string) (string, error)  { return as[string](m[name], name) }
+func (m props) u32(name string) (uint32, error)  { return as[uint32](m[name], name) }
+func (m props) bytes(name string) ([]byte, error) { return as[[]byte](m[name], name) }
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *server) authenticate(pid int32, uid, gid uint32, pidfd int) (*pin, error) {
@@ -60,27 +73,36 @@ func (s *server) authenticate(pid int32, uid, gid uint32, pidfd int) (*pin, erro
 	if err := s.bus.call(sdPath, mgrIf+".GetUnitByPID", uint32(pid)).Store(&upath); err != nil {
 		return nil, authErr(err, "authentication")
 	}
-	u, err := s.bus.getAll(upath, unitIf)
+	ua, err := s.bus.getAll(upath, unitIf)
 	if err != nil {
 		return nil, authErr(err, "authentication")
 	}
-	sv, err := s.bus.getAll(upath, serviceIf)
+	sa, err := s.bus.getAll(upath, serviceIf)
 	if err != nil {
 		return nil, authErr(err, "authentication")
 	}
-	if str(u["Id"]) != peerUnit {
+	u, sv := props(ua), props(sa)
+	id, err1 := u.str("Id")
+	mainPID, err2 := sv.u32("MainPID")
+	active, err3 := u.str("ActiveState")
+	sub, err4 := u.str("SubState")
+	cgroup, err5 := sv.str("ControlGroup")
+	inv, err6 := u.bytes("InvocationID")
+	if err := firstErr(err1, err2, err3, err4, err5, err6); err != nil {
+		return nil, rejectf(eAuth, "peer unit's properties unreadable: %v", err)
+	}
+	if id != peerUnit {
 		return nil, rejectf(eAuth, "peer unit is not %s", peerUnit)
 	}
-	if mainPID, _ := sv["MainPID"].Value().(uint32); mainPID != uint32(pid) {
+	if mainPID != uint32(pid) {
 		return nil, rejectf(eAuth, "peer is not the MainPID of %s", peerUnit)
 	}
-	if str(u["ActiveState"]) != "active" || str(u["SubState"]) != "running" {
+	if active != "active" || sub != "running" {
 		return nil, rejectf(eAuth, "peer unit is not active/running")
 	}
-	if str(sv["ControlGroup"]) != peerCgroup && !fault("skip-cgroup-check") {
+	if cgroup != peerCgroup && !fault("skip-cgroup-check") {
 		return nil, rejectf(eAuth, "peer ControlGroup is not %s", peerCgroup)
 	}
-	inv, _ := u["InvocationID"].Value().([]byte)
 	if len(inv) != 16 {
 		return nil, rejectf(eAuth, "peer has no 16-byte InvocationID")
 	}
@@ -112,10 +134,13 @@ func (s *server) stoppedPeer(uid, gid uint32) *pin {
 	if err != nil {
 		return nil
 	}
-	mainPID, _ := mv.Value().(uint32)
-	inv, _ := iv.Value().([]byte)
+	mainPID, err1 := as[uint32](mv, "MainPID")
+	inv, err2 := as[[]byte](iv, "InvocationID")
+	if firstErr(err1, err2) != nil || mainPID == 0 {
+		return nil
+	}
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", mainPID))
-	if err != nil || mainPID == 0 {
+	if err != nil {
 		return nil
 	}
 	i := bytes.LastIndexByte(stat, ')')
@@ -151,10 +176,15 @@ func (s *server) recheck(p *pin) error {
 	if err != nil {
 		return rejectf(eAuth, "pin re-check failed: %v", err)
 	}
-	if mainPID, _ := mv.Value().(uint32); mainPID != uint32(p.pid) {
+	mainPID, err1 := as[uint32](mv, "MainPID")
+	inv, err2 := as[[]byte](iv, "InvocationID")
+	if err := firstErr(err1, err2); err != nil {
+		return rejectf(eAuth, "pin re-check failed: %v", err)
+	}
+	if mainPID != uint32(p.pid) {
 		return rejectf(eAuth, "peer MainPID changed since authentication")
 	}
-	if inv, _ := iv.Value().([]byte); !bytes.Equal(inv, p.inv) {
+	if !bytes.Equal(inv, p.inv) {
 		return rejectf(eAuth, "peer InvocationID changed since authentication")
 	}
 	if p.pidfd >= 0 && !pidfdAlive(p.pidfd) {

@@ -10,15 +10,33 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"strings"
 	"time"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
 )
 
-const stopTimeoutUSec = 5_000_000
+const (
+	stopTimeoutUSec = 5_000_000
+	unitPrefix      = "opencode-pty-" // a session unit's name: the prefix, 32 lower-case hex digits, the suffix
+	unitSuffix      = ".service"
+)
 
-var unitRe = regexp.MustCompile(`^opencode-pty-[0-9a-f]{32}\.service$`)
+var unitRe = regexp.MustCompile(`^` + regexp.QuoteMeta(unitPrefix) + `[0-9a-f]{32}` + regexp.QuoteMeta(unitSuffix) + `$`)
+
+// sessionID: the 32 hex digits that name a session unit (its name without
+// unitPrefix and unitSuffix).
+func sessionID(unit string) string {
+	return strings.TrimSuffix(strings.TrimPrefix(unit, unitPrefix), unitSuffix)
+}
+
+// isOrphan: a unit the orphan cleanup stops, a session unit by its strict
+// name whose BindsTo= is exactly this supervisor: a unit bound to it and to
+// anything else as well is not ours to stop (ORPHAN-1, CONC-3).
+func isOrphan(name string, bindsTo []string) bool {
+	return unitRe.MatchString(name) && len(bindsTo) == 1 && bindsTo[0] == selfUnit
+}
 
 // allowList is the (bas) of RestrictAddressFamilies= and SystemCallFilter=.
 type allowList struct {
@@ -49,7 +67,7 @@ func (s *server) unitProps(unit string, argv []string, runtime uint32, ptyFd, cw
 		stopTimeout /= 1000 // 5 ms: SIGKILL right after SIGTERM
 	}
 	p := []sd.Property{
-		prop("Description", "opencode PTY session "+unit[13:45]),
+		prop("Description", "opencode PTY session "+sessionID(unit)),
 		prop("Type", "exec"),
 		sd.PropExecStart(cmd, false),
 		prop("Slice", sessionSlice),
@@ -117,9 +135,7 @@ func ctx5() (context.Context, context.CancelFunc) {
 }
 
 func (s *server) stopUnit(unit string) {
-	ctx, cancel := ctx5()
-	defer cancel()
-	if _, err := s.bus.sd.StopUnitContext(ctx, unit, "replace", nil); err != nil {
+	if err := s.calls.stop(unit); err != nil {
 		if timedOut(err) {
 			logf("CLEANUP-ERROR StopUnit deadline %s", unit)
 		} else if errName(err) != noSuchUnit {
@@ -136,11 +152,9 @@ func (s *server) stopAndWait(st *unitState, cgroup string, timeout time.Duration
 	ok := s.waitGone(st, cgroup, deadline)
 	if !ok {
 		logf("CLEANUP-ERROR unit still present, sending SIGKILL %s", st.unit)
-		ctx, cancel := ctx5()
-		if err := s.bus.sd.KillUnitWithTarget(ctx, st.unit, sd.All, 9); err != nil {
+		if err := s.calls.kill(st.unit, 9); err != nil {
 			logf("CLEANUP-ERROR KillUnit %s %v", st.unit, err)
 		}
-		cancel()
 		ok = s.waitGone(st, cgroup, time.Now().Add(5*time.Second))
 		if !ok {
 			logf("CLEANUP-ERROR unit could not be removed %s", st.unit)
@@ -157,18 +171,14 @@ func cgroupExists(cg string) bool {
 	return err == nil && fi.IsDir()
 }
 
-// waitGone: until the unit has ended (or is no longer loaded) and its cgroup
-// is gone, or the deadline.
+// waitGone: until the unit has ended (or is no longer loaded), as systemd
+// answers a method call, and its cgroup is gone, or the deadline.
 func (s *server) waitGone(st *unitState, cgroup string, deadline time.Time) bool {
 	for time.Now().Before(deadline) {
 		if !st.isEnded() {
 			st.waitChange(50 * time.Millisecond)
 		}
-		gone := st.isEnded()
-		if !gone {
-			g, err := s.bus.unitGone(st.unit)
-			gone = err == nil && g
-		}
+		gone := confirmEnd(s.calls, st)
 		if gone && !cgroupExists(cgroup) {
 			return true
 		}
@@ -199,7 +209,7 @@ func (s *server) cleanupOrphans() {
 	}
 	var waits []wait
 	for _, u := range units {
-		if !unitRe.MatchString(u.Name) {
+		if !unitRe.MatchString(u.Name) { // no property of a unit of another name is even read
 			continue
 		}
 		v, err := s.bus.get(u.Path, unitIf, "BindsTo")
@@ -207,12 +217,16 @@ func (s *server) cleanupOrphans() {
 			logf("CLEANUP-ERROR reading BindsTo of %s %v", u.Name, err)
 			continue
 		}
-		binds, _ := v.Value().([]string)
-		exact := len(binds) == 1 && binds[0] == selfUnit
-		if fault("orphans-binds-contains") {
-			exact = boundTo(binds, selfUnit)
+		binds, err := as[[]string](v, "BindsTo")
+		if err != nil {
+			logf("leaving %s alone: %v", u.Name, err)
+			continue
 		}
-		if !exact {
+		orphan := isOrphan(u.Name, binds)
+		if fault("orphans-binds-contains") {
+			orphan = boundTo(binds, selfUnit)
+		}
+		if !orphan {
 			logf("leaving %s alone: BindsTo %v", u.Name, binds)
 			continue
 		}
@@ -221,7 +235,9 @@ func (s *server) cleanupOrphans() {
 		s.bus.register(st)
 		cg := ""
 		if v, err := s.bus.get(u.Path, serviceIf, "ControlGroup"); err == nil {
-			cg, _ = v.Value().(string)
+			if cg, err = as[string](v, "ControlGroup"); err != nil {
+				logf("CLEANUP-ERROR %s: %v (waiting for the unit only)", u.Name, err)
+			}
 		}
 		s.stopUnit(u.Name)
 		waits = append(waits, wait{st, cg})

@@ -164,6 +164,9 @@ func (r *frameReader) fill(buf []byte, header bool) error {
 				return err
 			}
 			if errors.Is(err, unix.ECONNRESET) || errors.Is(err, io.EOF) {
+				if !header || got > 0 { // net reports the end of a stream as io.EOF, never as n == 0
+					return rejectf(eProtocol, "connection closed inside a frame")
+				}
 				return io.EOF
 			}
 			return err
