@@ -30,6 +30,7 @@ errors are surfaced rather than swallowed (CONC-3).
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 
@@ -65,6 +66,10 @@ BIG_OUTPUT = 4 << 20       # bytes of the backpressure case: far more than every
 CAPACITY_RETURN_S = 10     # how long a freed slot may take to become usable
 INPUT_LIMIT = 4 << 20      # input sent to a session that reads none, unless sending blocks first
 HELD_LINES = 14_000        # 22-byte lines: 308,000 bytes, more than the suite's socket holds
+# a slow reader that comes back this long after the unit is gone (a stimulus, not a wait for
+# an outcome): later than a 2 s drain timer after which a supervisor might send EXIT without
+# the output still on its way (what the reference Go supervisor did, issue 30's review)
+LATE_READER_S = 3.0
 
 
 # ------------------------------------------------------------------ CONC-1
@@ -179,10 +184,13 @@ def backpressure(e: Ending):
                           f"{drain.output_bytes} bytes and {out.describe()}")
 
 
-def output_held_past_the_end(e: Ending):
+def output_held_past_the_end(e: Ending, late_s: float = 0.0):
     """The command writes HELD_LINES numbered lines and exits; the suite reads
-    nothing until the unit is gone, then everything: every byte, in order, then
-    EXIT, then the close (CONC-2: every byte before EXIT)."""
+    nothing until the unit is gone (and, with `late_s`, that long after), then
+    everything: every byte, in order, then EXIT, then the close (CONC-2:
+    every byte before EXIT). A reader that late may instead be given up (the
+    connection closed with no EXIT: nothing claims the output complete); an
+    EXIT with bytes missing fails."""
     want = counted_lines(e.token, HELD_LINES)
     waiting = [a.encode() for a in counted_lines_waiting(e.token, HELD_LINES)]
     wait_for_command(e.fp.control_group, waiting, 10)
@@ -199,6 +207,9 @@ def output_held_past_the_end(e: Ending):
         e.facts.append(f"gone {took[e.fp.unit]:.2f} s into the wait while nobody read: {queued} bytes "
                        f"(frames) waited at the suite's socket, so at least {len(want) - queued} of the "
                        f"{len(want)} output bytes were still on the supervisor's side")
+        if late_s:
+            time.sleep(late_s)  # the stimulus: a reader that comes back late, not a wait for an outcome
+            e.facts.append(f"the suite came back {late_s:g} s after the unit was gone")
     try:
         got = read_to_close(e.s, 15, len(want) + 64)
     except TimeoutError as ex:
@@ -207,6 +218,9 @@ def output_held_past_the_end(e: Ending):
     out = e.s.outcome
     e.facts.append(f"read {len(got.output)} bytes, then {out.describe()}, then {got.after_end or 'nothing'}"
                    f" until the close")
+    if late_s and out.exit is None and out.error is None:
+        e.facts.append("given up as a reader too late: closed with no EXIT (nothing claimed the output whole)")
+        return
     if out.exit != (0, 0):
         e.problems.append(f"expected EXIT (0, 0) after the output, the host sent {out.describe()}")
     if problem := first_difference(got.output, want):
@@ -256,6 +270,8 @@ ENDINGS = [
     ("end of input, then disconnect", "exec sleep 60.{t}", end_of_input_then_disconnect, 60),
     ("backpressure", f"head -c {BIG_OUTPUT} /dev/zero | tr '\\0' x", backpressure, 60),
     ("output held past the end", counted_lines_sh("{t}", HELD_LINES), output_held_past_the_end, 60),
+    ("output held past the end, read late", counted_lines_sh("{t}", HELD_LINES),
+     functools.partial(output_held_past_the_end, late_s=LATE_READER_S), 60),
     ("saturated STOP (maximum output)", "exec yes {t}", saturated_stop, 60),
     ("runtime expiry", "exec sleep 60.{t}", runtime_expiry, 2),
     ("TERM ignored, KILL follows", "trap '' TERM HUP; sleep 60.{t}", term_ignored, 60),

@@ -136,6 +136,7 @@ SERVICE_IF = SD + '.Service'
 PROPS_IF = 'org.freedesktop.DBus.Properties'
 BUS_NAME = 'org.freedesktop.DBus'     # the bus itself: the sender of its own signals
 WRITE_TIMEOUT = 5.0     # once a session is over: a peer that takes no byte for this long is given up
+OUTPUT_IDLE = 2.0       # once it is over: how long the PTY may give nothing before EXIT goes without its end
 
 
 def log(*a):
@@ -1233,8 +1234,8 @@ class Conn:
         pty_eof = False
         stop_sent = False
         exit_sent = False
-        end_seen_at = None
-        pty_eof_at = None
+        over_at = None      # when the unit was seen gone and the slot freed
+        last_pty_data = 0.0  # when the PTY last gave bytes
         last_probe = 0.0
         last_sent = 0.0     # when the peer last took a byte (after EXIT was queued: bounded)
         sel = selectors.DefaultSelector()
@@ -1276,10 +1277,6 @@ class Conn:
             with st.cv:
                 ended = st.ended
             now = time.monotonic()
-            if ended and end_seen_at is None:
-                end_seen_at = now
-            if pty_eof and pty_eof_at is None:
-                pty_eof_at = now
             # what the signals say, and the end of the PTY stream, are hints:
             # systemd is asked (also: the unit may have been collected with
             # coalesced signals)
@@ -1292,24 +1289,30 @@ class Conn:
                 del to_conn[frames_left[0] if frames_left else 0:]
                 frames_left.clear()
                 pty_eof = True     # and what the unit's socket still holds: EXIT at once
-            if not exit_sent and ended and (pty_eof or now - end_seen_at > 2.0):
-                # session over: make sure everything is gone, free the slot,
-                # then report
+            if ended and over_at is None:
+                # the unit has ended: make sure everything is gone and free the
+                # slot; from now on a peer that takes nothing is not waited for
                 ok = srv.wait_gone(st, self.cgroup, time.monotonic() + 5.0)
                 self.unit_started = not ok
                 if ok and self.slot:
                     srv.release_slot()
                     self.slot = False
+                over_at = now = time.monotonic()
+            # EXIT after every byte of output (CONC-2): at the end of the PTY
+            # stream, or, when that end does not come (a process outside the
+            # unit holds the stream's other end), once nothing waits to be
+            # written and the PTY has given nothing for OUTPUT_IDLE
+            quiet = not to_conn and over_at is not None and now - max(over_at, last_pty_data) > OUTPUT_IDLE
+            if not exit_sent and over_at is not None and (pty_eof or quiet):
                 if not srv.bus.sync():
                     log('signal thread did not drain in time; EXIT may be stale', st.unit)
                 code, sig = st.exit_pair()
                 log('ended', st.unit, st.summary(), '->', code, sig)
                 to_conn += frame(T_EXIT, struct.pack('>ii', code, sig))
                 exit_sent = True
-                last_sent = now
             if exit_sent and not to_conn:
                 return
-            if exit_sent and time.monotonic() - last_sent > WRITE_TIMEOUT:
+            if over_at is not None and to_conn and time.monotonic() - max(last_sent, over_at) > WRITE_TIMEOUT:
                 raise PeerGone()   # the session is over and the peer takes nothing: given up
             # interest sets
             ev = 0
@@ -1320,7 +1323,7 @@ class Conn:
                 ev |= selectors.EVENT_WRITE
             want(self.sock, 'conn', ev)
             ev = 0
-            if not pty_eof and (len(to_conn) < 262144 or 'unbounded-output' in FAULTS):
+            if not pty_eof and not exit_sent and (len(to_conn) < 262144 or 'unbounded-output' in FAULTS):
                 ev |= selectors.EVENT_READ
             if to_pty and not pty_wr_closed:
                 ev |= selectors.EVENT_WRITE
@@ -1379,6 +1382,7 @@ class Conn:
                         try:
                             d = pty.recv(MAX_DATA)
                             if d:
+                                last_pty_data = time.monotonic()
                                 to_conn += frame(T_DATA_OUT, d)
                                 if drop_fault:
                                     frames_left.append(5 + len(d))

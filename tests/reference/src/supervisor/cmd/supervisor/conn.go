@@ -31,6 +31,8 @@ type conn struct {
 	stopRequested atomic.Bool
 	inRelay       atomic.Bool
 	dropOutput    atomic.Bool // fault exit-without-flush: output not yet written is dropped
+	outPending    atomic.Int64 // PTY reads not yet written to the peer (or dropped)
+	lastRead      atomic.Int64 // UnixNano of the last PTY read that returned bytes
 	unauth        bool
 	slot          bool
 	pidfd         int
@@ -135,6 +137,11 @@ func (w *writer) write(b []byte, kind int, bound time.Duration) error {
 		}
 		if err == nil {
 			continue
+		}
+		// a peer that takes nothing for `bound`: since this frame's last byte, and since the
+		// session's end (sessionOver) for DATA that was waited for until then
+		if last.Before(w.lastOutput()) {
+			last = w.lastOutput()
 		}
 		if !errors.Is(err, os.ErrDeadlineExceeded) || (!w.patient(kind) && time.Since(last) >= bound) {
 			w.giveUp()
@@ -425,6 +432,8 @@ func (c *conn) pumpOut(eof, gone chan<- struct{}) {
 			buf := make([]byte, maxData)
 			n, err := c.pty.Read(buf)
 			if n > 0 {
+				c.lastRead.Store(time.Now().UnixNano())
+				c.outPending.Add(1) // before it is queued: relay() sees it pending from now on
 				out <- buf[:n]
 			}
 			if err != nil {
@@ -434,18 +443,29 @@ func (c *conn) pumpOut(eof, gone chan<- struct{}) {
 	}()
 	failed := false
 	for b := range out {
-		if failed {
-			continue
+		if !failed && !c.dropOutput.Load() {
+			if err := c.w.write(encode(tDataOut, b), kindData, writeTimeout); err != nil {
+				failed = true
+				close(gone)
+			}
 		}
-		if c.dropOutput.Load() {
-			continue
-		}
-		if err := c.w.write(encode(tDataOut, b), kindData, writeTimeout); err != nil {
-			failed = true
-			close(gone)
-		}
+		c.outPending.Add(-1)
 	}
 	close(eof)
+}
+
+// outputQuiet: nothing read from the PTY waits to be written, and the PTY
+// has given nothing for outputIdle since `since` (the session's end) and
+// since its last read: its end is not coming (a process outside the unit
+// holds the other end of the stream), so EXIT goes without it. Output still
+// on its way to a slow peer is never given up for EXIT: every byte comes
+// first (CONC-2), or the peer is given up after writeTimeout.
+func (c *conn) outputQuiet(since time.Time) bool {
+	last := time.Unix(0, c.lastRead.Load())
+	if last.Before(since) {
+		last = since
+	}
+	return c.outPending.Load() == 0 && time.Since(last) > outputIdle
 }
 
 func (c *conn) relay() error {
@@ -468,7 +488,7 @@ func (c *conn) relay() error {
 		srv.stopUnit(st.unit)
 	}
 	eofSeen, over := false, false
-	var lastProbe time.Time
+	var lastProbe, overAt time.Time
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	eofCh := (<-chan struct{})(ptyEOF)
@@ -502,9 +522,10 @@ func (c *conn) relay() error {
 				c.slot = false
 			}
 			c.w.sessionOver()
+			overAt = time.Now()
 		}
-		if over && (eofSeen || time.Since(c.w.lastOutput()) > outputIdle) {
-			// every byte of output relayed (or none for outputIdle): report
+		if over && (eofSeen || c.outputQuiet(overAt)) {
+			// every byte of output relayed (and none for outputIdle, without its end): report
 			if !srv.bus.sync(dbusTimeout) {
 				logf("signal dispatch did not drain in time; EXIT may be stale %s", st.unit)
 			}

@@ -60,6 +60,16 @@ func exitOf(t *testing.T, payload []byte) (int32, int32) {
 // CONC-2: a command that filled every buffer and exited while the peer was
 // not reading; the peer then reads (slowly): every byte arrives, then EXIT.
 func TestEveryByteBeforeEXIT(t *testing.T) {
+	everyByteBeforeEXIT(t, 100*time.Millisecond)
+}
+
+// The same with a peer that comes back after outputIdle (but within
+// writeTimeout): the output still on its way is not given up for EXIT.
+func TestEveryByteBeforeEXITAfterAPausePastOutputIdle(t *testing.T) {
+	everyByteBeforeEXIT(t, (outputIdle+writeTimeout)/2)
+}
+
+func everyByteBeforeEXIT(t *testing.T, pause time.Duration) {
 	setFaults()
 	srv, f := testServer(t)
 	s := startSession(t, srv, f)
@@ -69,7 +79,7 @@ func TestEveryByteBeforeEXIT(t *testing.T) {
 	if !waitFor(5*time.Second, func() bool { return s.slots() == 0 }) {
 		t.Fatal("the unit is gone, its slot is still taken")
 	}
-	time.Sleep(100 * time.Millisecond) // the peer is slow to come back (less than writeTimeout)
+	time.Sleep(pause) // the peer is slow to come back (less than writeTimeout)
 	got := 0
 	for {
 		typ, body, err := readFrame(s.peer, 5*time.Second)

@@ -58,8 +58,8 @@ var (
 	// again whether it should give up.
 	writeSlice = 100 * time.Millisecond
 	// outputIdle: once the unit has ended and its cgroup is gone, how long
-	// after the last byte of output the end of the PTY stream is waited for
-	// before EXIT is sent without it.
+	// the PTY may give nothing, with nothing of it waiting to be written,
+	// before EXIT is sent without the end of its stream (conn.outputQuiet).
 	outputIdle = 2 * time.Second
 )
 
