@@ -487,10 +487,13 @@ def test_no_mount_of_the_session_shows_a_host_socket(session, evidence):
              + terminal.escape("; ".join(shown)))
 
 
-def _found(report: dict) -> list[tuple[str, tuple[int, int]]]:
-    """The probe's [path, dev, ino] entries, each checked for shape (SUITE-4)."""
+def _found(report: dict, key: str) -> list[tuple[str, tuple[int, int]]]:
+    """The probe's [path, dev, ino] entries under `key`, each checked for shape (SUITE-4)."""
     out = []
-    for entry in report.get("found", []):
+    entries = report.get(key)
+    if not isinstance(entries, list):
+        fail(f"UNIT-7: the probe's socket search reported no list {key!r}")
+    for entry in entries:
         if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)
                 and all(isinstance(x, int) and not isinstance(x, bool) for x in entry[1:])):
             fail(f"UNIT-7: the probe's socket search reported a malformed entry: "
@@ -507,9 +510,9 @@ def test_no_socket_found_inside_is_a_host_socket(session, evidence, concern):
     table = _of_their_filesystems(session, _session_mounts(session))
     expected = sorted({m.mountpoint for m in table})
     hosts = {t.ident: t.path for t in session.targets}
-    found = _found(report)
-    inside = [f"{hosts[i]} at {path}" for path, i in found if i in hosts and not path.startswith("/proc/")]
-    through = [f"{hosts[i]} at {path}" for path, i in found if i in hosts and path.startswith("/proc/")]
+    found, via = _found(report, "found"), _found(report, "via_proc_root")
+    inside = [f"{hosts[i]} at {path}" for path, i in found if i in hosts]
+    through = [f"{hosts[i]} at {path}" for path, i in via if i in hosts]
     evidence("mounts searched inside / of the sockets' filesystems in the mount table",
              [report.get("mounts"), expected])
     evidence("names looked at / complete", [report.get("entries"), report.get("complete")])
@@ -517,8 +520,11 @@ def test_no_socket_found_inside_is_a_host_socket(session, evidence, concern):
     evidence("unreadable inside (first 50) / count", [report.get("unreadable"), report.get("unreadable_count")])
     evidence("host sockets found inside", inside or "none")
     evidence("host sockets reached through /proc/<pid>/root of a process outside the session",
-             through or f"none ({report.get('via_proc_root')})")
+             through or f"none (errors: {report.get('via_errors')})")
     problems = []
+    if report.get("found_count") != len(found):
+        problems.append(f"the probe's report holds {len(found)} of the {report.get('found_count')} sockets "
+                        "it found: the rest were not compared")
     if report.get("mounts") != expected:
         problems.append(f"the probe searched the mounts {report.get('mounts')}, the session's mount table "
                         f"holds {expected} of the sockets' filesystems: its search proves nothing")

@@ -219,17 +219,20 @@ while todo and n < spec["entries"]:
             todo.extend(os.path.join(p, x) for x in sorted(os.listdir(p)))
         except OSError as e:
             unreadable.append([p, errname(e)])
-via = {}
-for pid in procs:
+via, via_errors = [], {}
+for pid, seen_pid in procs.items():
+    if seen_pid["cgroup"] == out["self_cgroup"]:
+        continue
     for path in spec["connect"]:
         q = "/proc/%s/root%s" % (pid, path)
         try:
             st = os.lstat(q)
-            found.append([q, st.st_dev, st.st_ino])
+            via.append([q, st.st_dev, st.st_ino])
         except OSError as e:
-            via[errname(e)] = via.get(errname(e), 0) + 1
-out["sockets"] = {"mounts": sorted(tops), "found": found[:1000], "entries": n, "complete": not todo,
-                  "unreadable": unreadable[:50], "unreadable_count": len(unreadable), "via_proc_root": via}
+            via_errors[errname(e)] = via_errors.get(errname(e), 0) + 1
+out["sockets"] = {"mounts": sorted(tops), "found": found[:1000], "found_count": len(found), "entries": n,
+                  "complete": not todo, "unreadable": unreadable[:50], "unreadable_count": len(unreadable),
+                  "via_proc_root": via[:1000], "via_count": len(via), "via_errors": via_errors}
 sys.stdout.write("PROBE-BEGIN" + json.dumps(out) + "PROBE-END\n")
 sys.stdout.flush()
 sys.stdin.read()
