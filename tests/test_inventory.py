@@ -261,6 +261,15 @@ def _without(tmp_path, dotted):
     return f
 
 
+def _key(dotted):
+    """The schema's Key for a dotted key of the inventory."""
+    sec = inventory.SCHEMA
+    *parents, last = dotted.split(".")
+    for p in parents:
+        sec = sec.keys[p].spec
+    return sec.keys[last]
+
+
 @pytest.mark.parametrize("dotted", _reference_keys())
 def test_each_key_of_the_reference_inventory_is_required_exactly_when_the_dataclasses_say(tmp_path, dotted):
     """Issue 23: the required keys are the fields without a default (one edit
@@ -268,7 +277,7 @@ def test_each_key_of_the_reference_inventory_is_required_exactly_when_the_datacl
     naming that key when it is required, and otherwise loads, the attribute
     then its field's default."""
     f = _without(tmp_path, dotted)
-    if dotted in inventory.REQUIRED:
+    if _key(dotted).required:  # required, in a section that is there
         with pytest.raises(inventory.InventoryError) as e:
             inventory.load(f)
         assert str(e.value).startswith(f"{f}: all.hosts.reference.{dotted}: missing required key"), str(e.value)
@@ -285,10 +294,13 @@ def test_each_key_of_the_reference_inventory_is_required_exactly_when_the_datacl
 def test_the_optional_keys_are_those_with_a_default():
     """Every required key is in the reference inventory; of its keys, these alone may be left out."""
     assert inventory.REQUIRED <= set(_reference_keys())
-    assert set(_reference_keys()) - inventory.REQUIRED == {
+    session = {f"unit_properties.session.{k}" for k in inventory.section_of(inventory.SessionUnitProperties).keys}
+    assert set(_reference_keys()) - inventory.REQUIRED - session == {
         "ansible_connection", "build.go_version", "plugin.deadline_s",
-        "unit_properties", "unit_properties.supervisor", "unit_properties.slice",
+        "unit_properties", "unit_properties.supervisor", "unit_properties.slice", "unit_properties.session",
         "session_stop", "session_stop.term_grace_s", "session_stop.timeout_s"}
+    # an optional section's own keys are required where it is given
+    assert all(_key(k).required for k in session)
 
 
 def test_a_field_without_a_default_is_a_required_key():

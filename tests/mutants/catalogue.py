@@ -104,6 +104,26 @@ FULL = None  # run the whole suite: the gate itself must withhold the marker
 
 VICTIM_SESSION = "opencode-pty-0badc0de0badc0de0badc0de0badc0de.service"
 
+# An administrator's drop-in for every opencode-pty-* unit: the session units, and
+# by systemd's prefix rule the supervisor's unit too (not restarted: it runs on as
+# it was; only test_hardening, not run with these, would read its new properties).
+SESSION_DROP_INS = "/etc/systemd/system/opencode-pty-.service.d"
+
+
+def _session_drop_in(name: str, *lines: str) -> str:
+    body = "\\n".join(lines)
+    return (f"mkdir -p {SESSION_DROP_INS} && printf '[Service]\\n{body}\\n' > {SESSION_DROP_INS}/{name}.conf"
+            " && systemctl daemon-reload")
+
+
+# The reference host has no Docker: a listener at /run/docker.sock, root's, mode 0660
+# like dockerd's, accepting and closing every connection.
+FAKE_DOCKER = ("systemd-run --unit=fake-docker.service /usr/bin/python3 -c \"import os, socket; "
+               "s = socket.socket(socket.AF_UNIX); s.bind('/run/docker.sock'); "
+               "os.chmod('/run/docker.sock', 0o660); s.listen(16)\nwhile True: s.accept()[0].close()\" && "
+               "i=0; while [ ! -S /run/docker.sock ] && [ $i -lt 200 ]; do i=$((i+1)); sleep 0.05; done; "
+               "[ -S /run/docker.sock ]")
+
 
 def _victim(unit: str, props: str = "") -> str:
     """A running unit a lying supervisor names in STARTED; its InvocationID and
@@ -296,6 +316,28 @@ FAULTS += [
           "usermod -aG users byk", modules=_m("session_units")),
     Fault("session-reaches-host-sockets", ("UNIT-7",), "session units lack InaccessiblePaths=",
           supervisor=("no-inaccessible-paths",), modules=_m("session_units")),
+    # UNIT-7 through another path: each host socket bound elsewhere inside every session
+    Fault("session-binds-system-bus", ("UNIT-7",), "an administrator's drop-in for every opencode-pty-* "
+          "unit binds the system bus socket at /var/tmp/bus.sock inside each session",
+          _session_drop_in("bus", "BindPaths=-/run/dbus/system_bus_socket:/var/tmp/bus.sock"),
+          modules=_m("session_units")),
+    Fault("session-binds-supervisor-socket-dir", ("UNIT-7",), "an administrator's drop-in for every "
+          "opencode-pty-* unit binds the supervisor's socket directory, read-only, at /var/tmp/opencode-pty",
+          _session_drop_in("sup", "BindReadOnlyPaths=-/run/opencode-pty:/var/tmp/opencode-pty"),
+          modules=_m("session_units")),
+    Fault("session-binds-docker-socket", ("UNIT-7",), "Docker listens at /run/docker.sock, and an "
+          "administrator's drop-in for every opencode-pty-* unit binds it at /var/tmp/docker.sock",
+          FAKE_DOCKER + " && " + _session_drop_in("docker", "BindPaths=-/run/docker.sock:/var/tmp/docker.sock"),
+          modules=_m("session_units")),
+    # every hardening property of the contract, on the live session unit
+    Fault("session-private-tmp-off", ("UNIT-7",), "an administrator's drop-in for every opencode-pty-* "
+          "unit sets PrivateTmp=no", _session_drop_in("tmp", "PrivateTmp=no"), modules=_m("session_units")),
+    Fault("session-protect-system-off", ("UNIT-7",), "an administrator's drop-in for every opencode-pty-* "
+          "unit sets ProtectSystem=no", _session_drop_in("system", "ProtectSystem=no"),
+          modules=_m("session_units")),
+    Fault("session-personality-unlocked", ("UNIT-5",), "an administrator's drop-in for every opencode-pty-* "
+          "unit sets LockPersonality=no", _session_drop_in("personality", "LockPersonality=no"),
+          modules=_m("session_units")),
     # -- PTY
     Fault("exit-always-zero", ("PTY-4",), "EXIT always reports a clean exit",
           supervisor=("exit-status-zero",), modules=_m("pty"), expect=("PTY-3", "PTY-4")),

@@ -37,6 +37,7 @@ NOT_A_SOURCE = "(the host's, not a source of truth: the pin comes from the revie
 # facts only a run can read, and why
 ONLY_A_RUN = {
     "session_environment": "only a live session shows its environment (UNIT-6)",
+    "unit_properties.session": "only a live session unit shows them (UNIT-1..7, CGROUP-1, CONC-3)",
     "isolation": "only a live session shows it (ISO-2 records it)",
     "admission": "only a flood shows the quota and the HELLO timeout (FLOOD-1)",
     "cutover": "the health paths and the plugins are requests to the servers (CUT-1, CUT-2)",

@@ -1,4 +1,4 @@
-"""`systemd-analyze verify` and `systemd-analyze security`, run as the
+"""`systemd-analyze verify`, `security` and `syscall-filter`, run as the
 unprivileged build user in a unit of its own (userunit.py, SUITE-4):
 reading unit definitions needs no root."""
 
@@ -48,3 +48,33 @@ def security(user: str, unit: str) -> tuple[Result, tuple[float, str] | None]:
     res = _run(user, [programs.path("systemd-analyze"), "security", "--no-pager", "--", unit])
     m = EXPOSURE.search(res.output)
     return res, ((float(m.group(2)), m.group(3)) if m else None)
+
+
+def syscall_groups(user: str) -> tuple[Result, dict[str, list[str]]]:
+    """This host's systemd's system call groups (`systemd-analyze syscall-filter`):
+    {"@group": [its members, system calls and @groups]}, empty when unreadable."""
+    res = _run(user, [programs.path("systemd-analyze"), "syscall-filter", "--no-pager"])
+    groups: dict[str, list[str]] = {}
+    members: list[str] | None = None
+    for line in res.output.splitlines() if res.returncode == 0 else []:
+        word = line.strip()
+        if line.startswith("@"):
+            members = groups.setdefault(word, [])
+        elif members is not None and word and not word.startswith("#"):
+            members.append(word)
+    return res, groups
+
+
+def expand_syscalls(words: list[str], groups: dict[str, list[str]]) -> set[str]:
+    """The system calls `words` (names and @groups, SystemCallFilter='s form) allow;
+    KeyError for a group the host's systemd does not know."""
+    out: set[str] = set()
+    todo, seen = list(words), set()
+    while todo:
+        w = todo.pop()
+        if not w.startswith("@"):
+            out.add(w)
+        elif w not in seen:
+            seen.add(w)
+            todo += groups[w]
+    return out

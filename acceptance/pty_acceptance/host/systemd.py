@@ -84,6 +84,34 @@ class Unit:
         return [p for p in dict.fromkeys(found) if p]
 
 
+# How an expected property value is compared with what `systemctl show` prints.
+EXACT, WORDS, SYSCALLS = "exact", "words", "syscalls"
+
+
+def value_problem(key: str, want: str, have: str | None, how: str,
+                  syscalls: set[str] | None = None) -> str | None:
+    """Why `have` is not `want` (None when it is): EXACT the same text; WORDS the
+    same words in any order, each as often; SYSCALLS an allow list of exactly
+    `syscalls` (the names `want` expands to on this host)."""
+    if have is None:
+        return f"{key} is not shown"
+    if how == WORDS:
+        ok = sorted(have.split()) == sorted(want.split())
+    elif how == SYSCALLS:
+        if syscalls is None:
+            raise ValueError(f"{key}: no expansion of {want!r} to compare with")
+        shown = set(have.split())
+        if have.startswith("~") or shown != syscalls:
+            beyond, lacking = sorted(shown - syscalls), sorted(syscalls - shown)
+            return (f"{key}= is not the allow list {want!r} expands to: "
+                    + ("a deny list; " if have.startswith("~") else "")
+                    + f"{len(beyond)} beyond it {beyond[:12]}, {len(lacking)} lacking {lacking[:12]}")
+        return None
+    else:
+        ok = have == want
+    return None if ok else f"{key}={have!r}, expected {want!r}"
+
+
 def show_or_fail(name: str, requirement: str) -> Unit:
     """Unit.show for a test: a host that cannot answer fails the requirement."""
     try:

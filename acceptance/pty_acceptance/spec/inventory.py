@@ -39,6 +39,7 @@ import yaml
 
 from pty_acceptance.errors import AcceptanceError
 from pty_acceptance.host import hostfs
+from pty_acceptance.host.systemd import EXACT, SYSCALLS, WORDS
 from pty_acceptance.host.terminal import escape
 
 HEX40 = re.compile(r"^[0-9a-f]{40}$")
@@ -192,12 +193,75 @@ class Ports:
     candidate: int
 
 
+@dataclass(frozen=True)
+class Judged:
+    """A session unit property's requirement, and how its value is compared with
+    what `systemctl show --all` prints: EXACT, WORDS (the same words in any
+    order, each as often) or SYSCALLS (the same system calls, once systemd's
+    @groups are expanded as `systemd-analyze syscall-filter` lists them)."""
+    requirement: str
+    how: str = EXACT
+
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionUnitProperties:
+    """What a live session unit must show (TARGET-CONTRACT section 1, "Session unit
+    properties"), each property with the requirement it belongs to; from the
+    contract and the reviewed supervisor's source, never from the live host.
+    User= and Group= are service_user and service_group (UNIT-2), Slice=,
+    BindsTo= and After= the units' (UNIT-8), RuntimeMaxSec= the runtime the
+    START asked for (PROTO-1): they are judged there, not listed here."""
+    Type: Annotated[str, Judged("UNIT-1")]
+    SupplementaryGroups: Annotated[str, Judged("UNIT-2", WORDS)]
+    CapabilityBoundingSet: Annotated[str, Judged("UNIT-3", WORDS)]
+    AmbientCapabilities: Annotated[str, Judged("UNIT-3", WORDS)]
+    NoNewPrivileges: Annotated[str, Judged("UNIT-3")]
+    RestrictSUIDSGID: Annotated[str, Judged("UNIT-3")]
+    PrivateDevices: Annotated[str, Judged("UNIT-4")]
+    DevicePolicy: Annotated[str, Judged("UNIT-4")]
+    Delegate: Annotated[str, Judged("UNIT-4")]
+    ProtectControlGroups: Annotated[str, Judged("UNIT-4")]
+    ProtectProc: Annotated[str, Judged("UNIT-5")]
+    ProcSubset: Annotated[str, Judged("UNIT-5")]
+    RestrictNamespaces: Annotated[str, Judged("UNIT-5")]
+    RestrictAddressFamilies: Annotated[str, Judged("UNIT-5", WORDS)]
+    SystemCallArchitectures: Annotated[str, Judged("UNIT-5", WORDS)]
+    SystemCallFilter: Annotated[str, Judged("UNIT-5", SYSCALLS)]
+    LockPersonality: Annotated[str, Judged("UNIT-5")]
+    RestrictRealtime: Annotated[str, Judged("UNIT-5")]
+    ProtectKernelTunables: Annotated[str, Judged("UNIT-5")]
+    ProtectKernelModules: Annotated[str, Judged("UNIT-5")]
+    ProtectKernelLogs: Annotated[str, Judged("UNIT-5")]
+    Environment: Annotated[str, Judged("UNIT-6", WORDS)]
+    ProtectSystem: Annotated[str, Judged("UNIT-7")]
+    PrivateTmp: Annotated[str, Judged("UNIT-7")]
+    InaccessiblePaths: Annotated[str, Judged("UNIT-7", WORDS)]
+    BindPaths: Annotated[str, Judged("UNIT-7", WORDS)]
+    BindReadOnlyPaths: Annotated[str, Judged("UNIT-7", WORDS)]
+    KillMode: Annotated[str, Judged("CGROUP-1")]
+    TimeoutStopUSec: Annotated[str, Judged("CONC-3")]
+    CollectMode: Annotated[str, Judged("CONC-3")]
+
+    def judged(self, requirement: str) -> dict[str, tuple[str, str]]:
+        """{property: (value, how)} of the properties `requirement` judges."""
+        return {f.name: (getattr(self, f.name), j.how) for f, j in _judged() if j.requirement == requirement}
+
+
+def _judged() -> list[tuple[Any, Judged]]:
+    hints = get_type_hints(SessionUnitProperties, include_extras=True)
+    return [(f, next(e for e in get_args(hints[f.name])[1:] if isinstance(e, Judged)))
+            for f in fields(SessionUnitProperties)]
+
+
 @dataclass(frozen=True, kw_only=True)
 class UnitProperties:
     """CUT-4 (optional): `systemctl show` values each unit must have, from the
-    contract, never from the live host."""
+    contract, never from the live host; `session` those of every live session
+    unit (UNIT-1..7, CGROUP-1, CONC-3: a run without them fails each)."""
     supervisor: Mapping[str, str] = field(default_factory=_empty)
     slice: Mapping[str, str] = field(default_factory=_empty)
+    session: SessionUnitProperties | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -471,6 +535,10 @@ def limit(key: str, value: int) -> hostfs.Limit:
     """`limits.<key>` = `value`, in its unit, for the message that refuses what is over it."""
     unit = "entries" if key.endswith("_entries") else "levels" if key.endswith("_depth") else "bytes"
     return hostfs.Limit(value, f"limits.{key}", unit)
+
+
+# the requirements session unit properties belong to, in the fields' order
+SESSION_PROPERTY_REQUIREMENTS = tuple(dict.fromkeys(j.requirement for _, j in _judged()))
 
 
 def _whys(sec: Section, dotted: str = "") -> dict[str, str]:

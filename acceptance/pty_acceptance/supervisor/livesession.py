@@ -26,6 +26,7 @@ from pty_acceptance.host.cgroups import cgroup_dir, cgroup_pids
 
 PROBE_BEGIN, PROBE_END = b"PROBE-BEGIN", b"PROBE-END"
 POLL_S = 0.01
+SEARCH_ENTRIES = 100_000  # names the probe looks at in the sockets' filesystems (UNIT-7)
 
 
 class LiveError(Unreadable):
@@ -115,7 +116,7 @@ def host_seccomp_baseline() -> int:
 
 # ------------------------------------------------------------------ probe
 PROBE = r'''
-import ctypes, errno, json, os, socket, stat, sys
+import ctypes, errno, json, os, re, socket, stat, sys
 out = {"pid": os.getpid()}
 out["environ"] = [e.decode("utf-8", "replace") for e in
                   open("/proc/self/environ", "rb").read().split(b"\0") if e]
@@ -179,8 +180,9 @@ for name, af, kind in (("AF_NETLINK", socket.AF_NETLINK, socket.SOCK_RAW),
     except OSError as e:
         fam[name] = errno.errorcode.get(e.errno, str(e.errno))
 out["socket"] = fam
+spec = json.loads(sys.argv[2])
 conn = {}
-for path in sys.argv[2:]:
+for path in spec["connect"]:
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(2)
     try:
@@ -191,14 +193,58 @@ for path in sys.argv[2:]:
     finally:
         s.close()
 out["connect"] = conn
+def errname(e):
+    return errno.errorcode.get(e.errno, str(e.errno))
+devs, tops = set(spec["devices"]), set()
+for line in open("/proc/self/mountinfo").read(1 << 22).splitlines():
+    f = line.split(" ")
+    if f[2] in devs:
+        tops.add(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), f[4]))
+found, unreadable, seen, todo, n = [], [], set(), sorted(tops), 0
+while todo and n < spec["entries"]:
+    p = todo.pop()
+    n += 1
+    try:
+        st = os.lstat(p)
+    except OSError as e:
+        unreadable.append([p, errname(e)])
+        continue
+    if "%d:%d" % (os.major(st.st_dev), os.minor(st.st_dev)) not in devs:
+        continue
+    if stat.S_ISSOCK(st.st_mode):
+        found.append([p, st.st_dev, st.st_ino])
+    elif stat.S_ISDIR(st.st_mode) and (st.st_dev, st.st_ino) not in seen:
+        seen.add((st.st_dev, st.st_ino))
+        try:
+            todo.extend(os.path.join(p, x) for x in sorted(os.listdir(p)))
+        except OSError as e:
+            unreadable.append([p, errname(e)])
+via, via_errors = [], {}
+for pid, seen_pid in procs.items():
+    if seen_pid["cgroup"] == out["self_cgroup"]:
+        continue
+    for path in spec["connect"]:
+        q = "/proc/%s/root%s" % (pid, path)
+        try:
+            st = os.lstat(q)
+            via.append([q, st.st_dev, st.st_ino])
+        except OSError as e:
+            via_errors[errname(e)] = via_errors.get(errname(e), 0) + 1
+out["sockets"] = {"mounts": sorted(tops), "found": found[:1000], "found_count": len(found), "entries": n,
+                  "complete": not todo, "unreadable": unreadable[:50], "unreadable_count": len(unreadable),
+                  "via_proc_root": via[:1000], "via_count": len(via), "via_errors": via_errors}
 sys.stdout.write("PROBE-BEGIN" + json.dumps(out) + "PROBE-END\n")
 sys.stdout.flush()
 sys.stdin.read()
 '''
 
 
-def probe_argv(token_file: str, sockets: list[str]) -> list[str]:
-    return ["python3", "-I", "-c", PROBE, token_file, *sockets]
+def probe_argv(token_file: str, sockets: list[str], devices: list[tuple[int, int]],
+               entries: int = SEARCH_ENTRIES) -> list[str]:
+    """The probe's command line: it connects to each of `sockets` and searches every
+    mount of the filesystems `devices` for sockets, at most `entries` names."""
+    spec = {"connect": sockets, "devices": [f"{a}:{b}" for a, b in devices], "entries": entries}
+    return ["python3", "-I", "-c", PROBE, token_file, json.dumps(spec)]
 
 
 def parse_probe(output: bytes) -> dict:
