@@ -34,9 +34,11 @@ UNIT-7  from inside, connecting to the supervisor socket, the Docker socket,
         inode (stat as root outside, before the session starts), no mount of
         the session's namespace (/proc/<MainPID>/mountinfo, read from the host)
         shows one at a path no other mount covers, and the probe, searching
-        every mount of the sockets' filesystems inside, finds none. What it
-        reaches through /proc/<pid>/root of the service user's processes
-        outside the session is recorded (a concern), not judged.
+        every mount of the sockets' filesystems inside, finds none; nor is one
+        reachable through /proc/<pid>/root of a process of the service user
+        outside the session (ProtectProc=invisible hides only what the
+        session cannot ptrace: a dumpable process of its own user shows, and
+        its root is the host's), each such process named.
 UNIT-8  Slice= is the session slice and the cgroup is under the slice's;
         exactly one BindsTo=, the supervisor, which After= also names.
 UNIT-9  (CONCERN) the live session unit's `systemd-analyze security` exposure
@@ -502,8 +504,22 @@ def _found(report: dict, key: str) -> list[tuple[str, tuple[int, int]]]:
     return out
 
 
+def _pid_of(path: str) -> int:
+    """The pid in a probe path /proc/<pid>/root/...; 0 if the probe sent another shape."""
+    part = path.split("/")[2] if path.startswith("/proc/") else ""
+    return int(part) if part.isdigit() else 0
+
+
+def _who(pid: int) -> str:
+    """A process outside the session, as root reads it now: pid, program, unit."""
+    try:
+        return f"pid {pid} ({proc.exe(pid)}, in {', '.join(proc.cgroups(pid)) or 'no cgroup'})"
+    except (OSError, ValueError):
+        return f"pid {pid} (gone)"
+
+
 @pytest.mark.requirement("UNIT-7")
-def test_no_socket_found_inside_is_a_host_socket(session, evidence, concern):
+def test_no_socket_found_inside_is_a_host_socket(session, evidence):
     report = session.probe.get("sockets")
     if not isinstance(report, dict):
         fail(f"UNIT-7: {session.unit}: the probe reported no socket search")
@@ -533,13 +549,15 @@ def test_no_socket_found_inside_is_a_host_socket(session, evidence, concern):
                         f"(bound {live.SEARCH_ENTRIES})")
     if inside:
         problems.append("host sockets are reachable inside: " + "; ".join(inside))
+    if through:
+        problems.append(f"{len(through)} host socket paths are reachable inside through /proc/<pid>/root of "
+                        "processes of the service user outside the session: " + "; ".join(through[:8])
+                        + "; by " + "; ".join(_who(pid) for pid in sorted({_pid_of(path) for path, i in via
+                                                                            if i in hosts}))
+                        + " (a dumpable process of the service user outside its sessions hands them the "
+                        "host's root: none may run there, or sessions need a PID namespace of their own)")
     if problems:
         fail(f"UNIT-7: {session.unit}: " + terminal.escape("; ".join(problems)))
-    if through:
-        concern("UNIT-7", f"{len(through)} host socket paths are reachable inside through /proc/<pid>/root "
-                          "of processes of the service user outside the session (ProtectProc=invisible hides "
-                          "only other users' processes); recorded, not judged: "
-                          + terminal.escape("; ".join(through[:4])))
 
 
 # ------------------------------------------------------------------ properties

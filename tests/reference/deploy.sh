@@ -57,6 +57,15 @@ fi
 install -d -o "$USER_NAME" -g "$GROUP_NAME" -m 0750 "$HOME_DIR"
 install -d -o "$USER_NAME" -g "$GROUP_NAME" -m 0755 \
 	"$HOME_DIR/.local" "$HOME_DIR/.local/share" "$HOME_DIR/Code"
+# production opencode runs as a system user of its own, not as the service
+# user: a dumpable process of the service user outside the sessions would
+# hand every session the host's root through /proc/<pid>/root (UNIT-7), and
+# the released opencode (a bun-compiled program that reads its own binary)
+# cannot run execute-only, which would make it not dumpable
+PROD_USER=opencode-production
+getent passwd "$PROD_USER" >/dev/null ||
+	useradd --system --user-group --home-dir /nonexistent --no-create-home \
+		--shell /usr/sbin/nologin "$PROD_USER"
 
 # --- trees ----------------------------------------------------------------
 rm -rf "$PILOT" "$CODE"
@@ -153,8 +162,9 @@ TS=$(( $(now_ms) - TS ))
 # on 14102 (opencode-v2-preview.service, from the pilot's candidate unit).
 # Production on 4096 (opencode.service) is the released opencode server (npm
 # opencode-linux-x64, pinned and checked by the harness, tests/refhost/npmdist.py,
-# which names its path here), installed root:root, run as byk with private
-# state and everything that reaches out switched off. It has no password: the
+# which names its path here), installed root:root, run as its own system user
+# (above: not the service user, UNIT-7) with private state and everything that
+# reaches out switched off. It has no password: the
 # suite reads production's health unauthenticated, on loopback only.
 NODE_DIR=/opt/pty-acceptance/node
 SEA_KEY=v26.4.0-$(sha256sum <"$REF/src/candidate/server.js" | cut -c1-16)
@@ -187,8 +197,8 @@ After=network.target
 
 [Service]
 Type=simple
-User=$USER_NAME
-Group=$GROUP_NAME
+User=$PROD_USER
+Group=$PROD_USER
 StateDirectory=opencode-production
 StateDirectoryMode=0700
 CacheDirectory=opencode-production

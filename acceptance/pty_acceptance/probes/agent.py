@@ -10,6 +10,7 @@ socket to the suite. It can also fork a child that is an agent of its own: a
 process of the same unit that is not MainPID (PEER-5, ISO-3).
 """
 
+import ctypes
 import json
 import os
 import select
@@ -377,7 +378,15 @@ def answer_kind(s):
     return kind
 
 
+PR_SET_DUMPABLE = 4
+
+
 def main():
+    # the suite's stand-in for the runtime, which runs non-dumpable (RUNTIME-1's
+    # execute-only binary): not dumpable either, so that no other process of the
+    # user, a session's included, reaches its descriptors or root through /proc
+    # (ISO-1, UNIT-7); what it execs (the helper) decides for itself
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     ctrl = socket.socket(fileno=os.dup(0))
     devnull = os.open("/dev/null", os.O_RDWR)

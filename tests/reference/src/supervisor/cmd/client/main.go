@@ -7,6 +7,11 @@
 //
 //	opencode-pty-client [--runtime SECONDS] [--rows R] [--cols C] -- COMMAND [ARG...]
 //
+// It first makes itself not dumpable: it holds the authenticated connection,
+// and a dumpable process of the service user hands it (pidfd_getfd, /proc)
+// and its root (/proc/<pid>/root, UNIT-7) to any other process of that user,
+// a session's included.
+//
 // It sends one START frame carrying fd 4 as the only SCM_RIGHTS descriptor,
 // closes fd 4, relays stdin as DATA frames (at most 32,768 bytes each), sends
 // EOF at end of stdin and STOP on SIGTERM/SIGINT/SIGHUP, and writes DATA from
@@ -214,6 +219,10 @@ func relayStdin() {
 }
 
 func main() {
+	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_DUMPABLE, 0, 0); e != 0 {
+		os.Stderr.WriteString("opencode-pty-client: prctl(PR_SET_DUMPABLE, 0): " + e.Error() + "\n")
+		os.Exit(exitUsage)
+	}
 	r := parseArgs(os.Args[1:])
 	checkFD(sockFD, syscall.S_IFSOCK, "a socket")
 	checkFD(dirFD, syscall.S_IFDIR, "a directory")
