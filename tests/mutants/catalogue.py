@@ -321,6 +321,12 @@ FAULTS += [
           "unit binds the system bus socket at /var/tmp/bus.sock inside each session",
           _session_drop_in("bus", "BindPaths=-/run/dbus/system_bus_socket:/var/tmp/bus.sock"),
           modules=_m("session_units")),
+    Fault("service-user-process-outside-sessions", ("UNIT-7",), "a dumpable process of the service user runs "
+          "outside the sessions (as a login shell or a production server of that user would): every session "
+          "reaches the host's sockets through its /proc/<pid>/root",
+          "systemd-run --unit=pty-fault-byk-shell --uid=byk --gid=byk -p WorkingDirectory=/ /bin/sleep infinity",
+          modules=_m("session_units"), says="through /proc/<pid>/root of processes of the service user outside "
+          "the session"),
     Fault("session-binds-supervisor-socket-dir", ("UNIT-7",), "an administrator's drop-in for every "
           "opencode-pty-* unit binds the supervisor's socket directory, read-only, at /var/tmp/opencode-pty",
           _session_drop_in("sup", "BindReadOnlyPaths=-/run/opencode-pty:/var/tmp/opencode-pty"),
