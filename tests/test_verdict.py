@@ -302,3 +302,20 @@ def test_a_statement_has_no_subject_it_did_not_read():
         {"name": "/x/node", "digest": {"sha256": "b" * 64},
          "annotations": {"digestSource": "the inventory's claim; not read by the gate"}}]
     assert st["predicate"]["result"] == "FAILED"
+
+
+def test_report_makes_an_out_dir_that_does_not_exist_and_says_in_one_line_where_it_cannot(tmp_path):
+    """Issue 32 item 6: `report --out-dir` naming a folder that does not exist
+    ended in a traceback; it is made. One that cannot be (a file in its
+    place) is one line on stderr, exit status 2."""
+    fixture = REPO / "tests/fixtures/verdict/ready.xml"
+    out = tmp_path / "not" / "yet"
+    done = subprocess.run([str(CLI), "report", str(fixture), "--out-dir", str(out)],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert sorted(p.name for p in out.iterdir()) == sorted(Path(n).name for n in bundle.names("ready.xml")[:2])
+    (tmp_path / "a-file").write_text("")
+    done = subprocess.run([str(CLI), "report", str(fixture), "--out-dir", str(tmp_path / "a-file" / "x")],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith(f"report: --out-dir {tmp_path / 'a-file' / 'x'}: ")

@@ -159,13 +159,19 @@ def cmd_report(a: argparse.Namespace) -> int:
     if a.strict_junit:
         strict_name = Path(a.junit).name.removesuffix(".xml") + ".strict.xml"
         files.append((strict_name, reports.strict(junit_bytes)))
-    for path, data in files:
-        target = out / Path(path).name
-        if target.resolve() == Path(a.junit).resolve():
-            print(escape(f"report: refusing to overwrite {target}"), file=sys.stderr)
-            return 2
-        target.write_bytes(data)
-        written.append(target)
+    try:
+        out.mkdir(parents=True, exist_ok=True)  # a folder that does not exist yet is made
+        for path, data in files:
+            target = out / Path(path).name
+            if target.resolve() == Path(a.junit).resolve():
+                print(escape(f"report: refusing to overwrite {target}"), file=sys.stderr)
+                return 2
+            target.write_bytes(data)
+            written.append(target)
+    except OSError as e:
+        print(escape(f"report: --out-dir {out}: cannot write there: {e.strerror or e}"
+                     + (f" ({e.filename})" if e.filename else "")), file=sys.stderr)
+        return 2
     for line in verdict.terminal_lines(made.verdict, made.rows):
         print(escape(line))
     for target in written:
@@ -282,7 +288,8 @@ def cmd_inventory_check(a: argparse.Namespace) -> int:
         print(escape(str(line)))
     bad = invcheck.failed(lines)
     print(escape(f"inventory check: {len(lines)} facts, "
-                 + (f"{len(bad)} do not match (differs, missing, FILL-IN, invalid)" if bad else "all match")))
+                 + (f"{len(bad)} do not match (differs, missing, FILL-IN, invalid, or not read now)"
+                    if bad else "all match")))
     return 1 if bad else 0
 
 
