@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
 import re
 import sys
@@ -31,8 +32,17 @@ from pty_acceptance.report import bundle, fleet, reports, signing, verdict
 from pty_acceptance.spec import checklist, inventory
 from pty_acceptance.host.terminal import escape
 
-PROJECT = Path(__file__).resolve().parents[2]
-DEFAULT_INVENTORY = PROJECT / "inventories" / "target.yml"
+PACKAGE_DIR = Path(__file__).resolve().parent
+PROJECT = PACKAGE_DIR.parents[1]
+# A checkout: the package lies in its acceptance/ beside pyproject.toml. An
+# installed package (a wheel, pipx) carries what its commands read of one in
+# shipped/ (setup.py): ROOT-ACCEPTANCE.md and the inventories.
+IN_CHECKOUT = (PROJECT / "pyproject.toml").is_file() and (PROJECT / "acceptance" / "conftest.py").is_file()
+HOME = PROJECT if IN_CHECKOUT else PACKAGE_DIR / "shipped"
+DEFAULT_INVENTORY = HOME / "inventories" / "target.yml"
+CHECKLIST = HOME / "ROOT-ACCEPTANCE.md"
+DISTRIBUTION = "opencode-pty-acceptance"
+INVENTORY_HELP = "default inventories/target.yml (the checkout's, or the installed package's copy)"
 SUPERVISOR_IMPLS = ("go", "python")  # the reference deployment's (tests/refhost/run.py SUPERVISORS)
 
 
@@ -85,13 +95,23 @@ def cmd_source_manifest(a: argparse.Namespace) -> int:
     return 0
 
 
+def needs_checkout(command: str, what: str) -> int | None:
+    """None in a checkout that has `what`; else one line saying what the
+    command needs, and exit status 4."""
+    if IN_CHECKOUT and (PROJECT / what).exists():
+        return None
+    where = f"this checkout has no {what}" if IN_CHECKOUT else \
+        f"the installed package does not carry {what}"
+    print(f"{command}: needs a checkout of the project ({where}): run it from the checkout, as "
+          f"<checkout>/.venv/bin/pty-acceptance {command}", file=sys.stderr)
+    return 4
+
+
 def cmd_reference(a: argparse.Namespace) -> int:
     """Boot the bundled reference host and run the suite inside it. The
     harness is test fixture code: it exists only in a checkout."""
-    harness = PROJECT / "tests" / "refhost" / "run.py"
-    if not harness.is_file():
-        print(f"reference: {harness} not found: this needs a checkout of the project", file=sys.stderr)
-        return 4
+    if (status := needs_checkout("reference", "tests/refhost/run.py")) is not None:
+        return status
     sys.path.insert(0, str(PROJECT))
     from tests.refhost.run import run_reference  # noqa: PLC0415 (fixture code, checkout only)
 
@@ -103,10 +123,8 @@ def cmd_reference(a: argparse.Namespace) -> int:
 
 def cmd_mutants(a: argparse.Namespace) -> int:
     """Every seeded fault on its own reference host, with a kill table."""
-    runner = PROJECT / "tests" / "mutants" / "run.py"
-    if not runner.is_file():
-        print(f"mutants: {runner} not found: this needs a checkout of the project", file=sys.stderr)
-        return 4
+    if (status := needs_checkout("mutants", "tests/mutants/run.py")) is not None:
+        return status
     sys.path.insert(0, str(PROJECT))
     from tests.mutants.run import run_mutants  # noqa: PLC0415 (fixture code, checkout only)
 
@@ -115,10 +133,8 @@ def cmd_mutants(a: argparse.Namespace) -> int:
 
 def cmd_bench(a: argparse.Namespace) -> int:
     """The suite's wall time per module against the floor, on one reference host."""
-    runner = PROJECT / "tests" / "refhost" / "bench.py"
-    if not runner.is_file():
-        print(f"bench: {runner} not found: this needs a checkout of the project", file=sys.stderr)
-        return 4
+    if (status := needs_checkout("bench", "tests/refhost/bench.py")) is not None:
+        return status
     sys.path.insert(0, str(PROJECT))
     from tests.refhost.bench import retable, run_bench  # noqa: PLC0415 (fixture code, checkout only)
 
@@ -239,6 +255,8 @@ def cmd_fleet_summary(a: argparse.Namespace) -> int:
 def cmd_node_ids(a: argparse.Namespace) -> int:
     """SUITE-3: the checkout's acceptance tests by node id, against the
     checked-in list (nodeids.py); --write makes the list anew."""
+    if (status := needs_checkout("node-ids", "acceptance/")) is not None:
+        return status
     try:
         found = nodeids.collect(PROJECT)
     except nodeids.NodeIdsError as e:
@@ -293,8 +311,26 @@ def cmd_inventory_check(a: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+def version() -> str:
+    """The installed distribution's version, and where its checklist comes from."""
+    try:
+        found = importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        found = "(not installed)"
+    return f"{found} ({'checkout ' + str(PROJECT) if IN_CHECKOUT else 'installed package ' + str(PACKAGE_DIR)})"
+
+
+class Version(argparse.Action):
+    """--version as one line, never wrapped (argparse's own wraps it to the terminal)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(escape(f"pty-acceptance {version()}"))
+        parser.exit()
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pty-acceptance")
+    p.add_argument("--version", action=Version, nargs=0, help="print the version and where it runs from, and exit")
     sub = p.add_subparsers(dest="command", required=True)
     v = sub.add_parser("verify-marker", help="exit 0 only for a valid readiness marker")
     v.add_argument("--marker", default=None)
@@ -342,9 +378,10 @@ def parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="the requirement matrix, HTML report and in-toto Statement "
                         "again from a JUnit report the suite wrote")
     rp.add_argument("junit", metavar="FILE.xml")
-    rp.add_argument("--checklist", default=str(PROJECT / "ROOT-ACCEPTANCE.md"),
-                    help="the ROOT-ACCEPTANCE.md whose sections the matrix lists")
-    rp.add_argument("--out-dir", default=".", help="where the HTML and the Statement go")
+    rp.add_argument("--checklist", default=str(CHECKLIST),
+                    help="the ROOT-ACCEPTANCE.md whose sections the matrix lists (default: the "
+                         "checkout's, or the one the installed package carries)")
+    rp.add_argument("--out-dir", default=".", help="where the HTML and the Statement go (made when missing)")
     rp.add_argument("--strict-junit", action="store_true",
                     help="also write <stem>.strict.xml: the report in the strict JUnit form "
                          "(junit-10.xsd: each case's requirement IDs and evidence in its system-out)")
@@ -375,12 +412,12 @@ def parser() -> argparse.ArgumentParser:
     ni.set_defaults(func=cmd_node_ids)
     pf = sub.add_parser("preflight", help="read-only, in seconds: is this a host the suite can judge "
                         "(systemd, the bus, the inventory, what it names, the host programs)?")
-    pf.add_argument("--inventory", default=None, help="default inventories/target.yml")
+    pf.add_argument("--inventory", default=None, help=INVENTORY_HELP)
     pf.set_defaults(func=cmd_preflight)
     ic = sub.add_parser("inventory", help="inventory check: every fact the inventory states that can "
                         "be read without a run, compared with this host, one line each")
     ic.add_argument("action", choices=["check"])
-    ic.add_argument("--inventory", default=None, help="default inventories/target.yml")
+    ic.add_argument("--inventory", default=None, help=INVENTORY_HELP)
     ic.set_defaults(func=cmd_inventory_check)
     return p
 
