@@ -199,7 +199,7 @@ def cmd_report(a: argparse.Namespace) -> int:
 def rerendered_line(v: verdict.Verdict, junit: str) -> str:
     """The report command's last line: whose verdict it re-renders, recorded
     when, and that this command wrote no marker (off the host there is none)."""
-    host = v.hostname or "(host not recorded)"
+    host = v.host or "(host not recorded)"
     when = v.timestamp or "(time not recorded)"
     return (f"re-rendered from {junit}: host {host}'s recorded verdict of {when}: {v.last_line} "
             "(as that run recorded it; this command wrote no marker)")
