@@ -2,13 +2,14 @@
 # Setup for a fresh Debian/Ubuntu machine (run as root): the packages the
 # reference host harness needs (and chromium, which the HTML report's browser
 # test uses; openssl, openssh-client and gnupg, the tools that sign the in-toto
-# Statement with --sign-key, whose round trips the suite's tests check), and
+# Statement with --sign-key, whose round trips the suite's tests check; ansible
+# and ansible-lint, the fleet playbook's run and lint), and
 # .venv/ with the project installed into it (.venv/bin/pty-acceptance,
 # .venv/bin/pytest). Safe to run again.
 set -eu
 cd "$(dirname "$0")/.."
 need=""
-for pkg in debootstrap systemd-container chromium openssl openssh-client gnupg ansible; do
+for pkg in debootstrap systemd-container chromium openssl openssh-client gnupg ansible ansible-lint; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || need="$need $pkg"
 done
 if [ -n "$need" ]; then

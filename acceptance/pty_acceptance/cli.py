@@ -10,7 +10,7 @@
     pty-acceptance report FILE.xml [--checklist ROOT-ACCEPTANCE.md] [--out-dir DIR] [--strict-junit]
                           [--sign-key PATH [--sign-tool openssl|ssh-keygen|gpg]]
     pty-acceptance verify-statement ENVELOPE --pubkey FILE [--sign-tool openssl|ssh-keygen|gpg]
-    pty-acceptance fleet-summary DIR --run-id ID HOST...
+    pty-acceptance fleet-summary DIR --run-id ID [--pubkey HOST=FILE [--sign-tool HOST=TOOL]]... HOST...
     pty-acceptance node-ids [--write]
     pty-acceptance preflight [--inventory FILE]
     pty-acceptance inventory check [--inventory FILE]
@@ -239,7 +239,8 @@ def cmd_fleet_summary(a: argparse.Namespace) -> int:
     """One line per host of a fleet run (fleet/pty-acceptance.yml); 0 only
     when every host is READY."""
     try:
-        lines, status = fleet.summarize(a.directory, a.hosts, a.run_id)
+        keys = fleet_keys(a.pubkey, a.sign_tool)
+        lines, status = fleet.summarize(a.directory, a.hosts, a.run_id, keys)
         fleet.write_summary(a.directory, lines)
     except ValueError as e:
         print(escape(f"fleet-summary: {e}"), file=sys.stderr)
@@ -250,6 +251,33 @@ def cmd_fleet_summary(a: argparse.Namespace) -> int:
     for line in lines:
         print(line)
     return status
+
+
+def _per_host(given: list[str], option: str) -> dict[str, str]:
+    out = {}
+    for g in given:
+        host, sep, value = g.partition("=")
+        if not sep or not host or not value:
+            raise ValueError(f"{option} {g!r}: expected HOST=VALUE")
+        out[host] = value
+    return out
+
+
+def fleet_keys(pubkeys: list[str], tools: list[str]) -> dict[str, fleet.Key]:
+    """--pubkey HOST=FILE (read here: public, bounded, never a FIFO) and --sign-tool HOST=TOOL."""
+    files, by_host = _per_host(pubkeys, "--pubkey"), _per_host(tools, "--sign-tool")
+    if stray := sorted(set(by_host) - set(files)):
+        raise ValueError(f"--sign-tool for {', '.join(stray)} without a --pubkey for it")
+    if wrong := sorted(t for t in by_host.values() if t not in signing.TOOLS):
+        raise ValueError(f"--sign-tool {wrong[0]!r}: expected one of {', '.join(signing.TOOLS)}")
+    keys = {}
+    for host, path in files.items():
+        try:
+            keys[host] = fleet.Key(signing.read_regular(path, signing.KEY_LIMIT),
+                                   by_host.get(host, signing.DEFAULT_TOOL))
+        except OSError as e:
+            raise ValueError(f"--pubkey {host}={path}: {e.strerror or e}") from None
+    return keys
 
 
 def cmd_node_ids(a: argparse.Namespace) -> int:
@@ -404,6 +432,11 @@ def parser() -> argparse.ArgumentParser:
     fs.add_argument("directory", metavar="DIR", help="the run's directory: DIR/<host>/ per host")
     fs.add_argument("--run-id", required=True, metavar="ID",
                     help="the playbook's run id: only DIR/<host>/<ID>.* files are read")
+    fs.add_argument("--pubkey", action="append", default=[], metavar="HOST=FILE",
+                    help="HOST signed its Statement (--sign-key): its envelope must verify with this "
+                         "public key and sign the Statement that came back")
+    fs.add_argument("--sign-tool", action="append", default=[], metavar="HOST=TOOL",
+                    help=f"the tool HOST signed with (one of {', '.join(signing.TOOLS)}; default openssl)")
     fs.add_argument("hosts", nargs="+", metavar="HOST", help="every host the run was for")
     fs.set_defaults(func=cmd_fleet_summary)
     ni = sub.add_parser("node-ids", help=f"check {nodeids.FILE} (every acceptance test by node id, "

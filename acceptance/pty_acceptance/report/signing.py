@@ -316,6 +316,7 @@ def _sign_gpg(key: str, msg: str, fds, secret: bytes) -> tuple[bytes, str]:
 class Verified:
     statement: dict
     keyid: str
+    body: bytes = b""  # the payload's exact bytes: the Statement file that was signed
 
 
 def read_regular(path: str, limit: int) -> bytes:
@@ -367,7 +368,7 @@ def verify(envelope_bytes: bytes, pubkey: bytes, tool: str = DEFAULT_TOOL) -> Ve
                 raise SignError("SUITE-2", f"the signed payload is not JSON: {e}") from None
             if not isinstance(st, dict) or st.get("_type") != intoto.STATEMENT_TYPE:
                 raise SignError("SUITE-2", "the signed payload is not an in-toto Statement v1")
-            return Verified(st, str(s.get("keyid", "")))
+            return Verified(st, str(s.get("keyid", "")), body)
         why.append(f"signature {n}: {problem}")
     raise SignError("SUITE-2", "no signature verifies: " + "; ".join(why))
 
