@@ -391,7 +391,8 @@ def parser() -> argparse.ArgumentParser:
     mu.set_defaults(func=cmd_mutants)
     be = sub.add_parser("bench", help="the suite's time per module against the floor the requirements "
                         "impose, on one reference host (median of --runs warm runs)")
-    be.add_argument("--runs", type=int, default=3, help="counted suite runs (default 3)")
+    be.add_argument("--runs", type=int, default=3, help="counted suite runs (default 3; 0 with --warmup 0: "
+                    "the floor probes alone, a few minutes)")
     be.add_argument("--warmup", type=int, default=1, help="suite runs first, not counted (default 1)")
     be.add_argument("--repeats", type=int, default=5, help="repeats of the bare unit probe (default 5)")
     be.add_argument("--rev", default="HEAD",
