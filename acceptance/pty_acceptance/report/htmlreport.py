@@ -60,6 +60,8 @@ def id_status(row: Row, i: str, waived: dict[str, str]) -> str:
 
 
 _WRAPPED = re.compile(r'^failed on (?:setup|teardown) with "(?P<m>.*)"$')
+# how pytest names the exception before its message: the suite's one way to fail, an assert
+_RAISED = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?(?:Failed|AssertionError): ")
 CAUSES_SHOWN = 5
 
 
@@ -67,7 +69,7 @@ def cause_of(c: Case) -> str:
     """What a case that did not pass says first, without pytest's wrapping."""
     first = c.failure.split("\n", 1)[0].strip()
     m = _WRAPPED.match(first)
-    return (m.group("m") if m else first).removeprefix("Failed: ")
+    return _RAISED.sub("", m.group("m") if m else first)
 
 
 def first_causes(v: Verdict) -> list[tuple[str, list[Case]]]:
