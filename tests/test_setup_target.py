@@ -82,3 +82,26 @@ def test_a_venv_without_pip_is_made_anew(tmp_path):
     done = setup_target(root, "--wheelhouse", str(root / "wheels"))
     assert "setup-target: .venv does not run or has no pip: making it anew" in done.stdout, done.stdout + done.stderr
     assert (root / ".venv/pyvenv.cfg").is_file()
+
+
+def test_the_online_install_makes_a_venv_that_runs_the_command_line(tmp_path):
+    """README "On a target host", `sh tools/setup-target.sh` with access to a
+    package index (here the one pip is configured with): the pinned packages,
+    then the checkout itself (its setup.py under the pinned setuptools, no
+    build isolation), and the command line runs from the .venv."""
+    root = tmp_path / "checkout"
+    for rel in ("tools", "requirements", "acceptance/pty_acceptance", "inventories", "pyproject.toml", "setup.py",
+                "MANIFEST.in", "LICENSE", "README.md", "ROOT-ACCEPTANCE.md", "acceptance/conftest.py"):
+        if (REPO / rel).is_dir():
+            shutil.copytree(REPO / rel, root / rel, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        else:
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(REPO / rel, root / rel)
+    done = subprocess.run(["/bin/sh", str(root / "tools/setup-target.sh")], cwd=root, capture_output=True,
+                          text=True, timeout=900, stdin=subprocess.DEVNULL,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1].startswith("setup-target: .venv ready (Python 3.")
+    version = subprocess.run([str(root / ".venv/bin/pty-acceptance"), "--version"], capture_output=True, text=True,
+                             timeout=60, check=False)
+    assert version.returncode == 0 and version.stdout == f"pty-acceptance 0.1.0 (checkout {root})\n", version
