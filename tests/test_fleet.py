@@ -36,7 +36,7 @@ from conftest import REPO
 from signkeys import openssl_key
 from tests.mutants import catalogue
 from tests.refhost.junit import Report
-from tests.refhost.operator import CHECKOUT, WHEELS, build_wheelhouse, copy_script
+from tests.refhost.targetcheckout import CHECKOUT, WHEELS, build_wheelhouse, copy_script
 from tests.refhost.run import GUEST_OUT, GUEST_PYTHON, GUEST_SRC, MARKER, deploy, new_machine, new_run_id, prepare
 
 from leftovers import assert_nothing_left

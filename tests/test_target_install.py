@@ -8,7 +8,7 @@ untouched (no apt, no dpkg: the install is the .venv alone)."""
 import pytest
 
 from conftest import REPO
-from tests.refhost.operator import CHECKOUT, WHEELS, build_wheelhouse, copy_script
+from tests.refhost.targetcheckout import CHECKOUT, WHEELS, build_wheelhouse, copy_script
 from tests.refhost.run import GUEST_SRC, MARKER, deploy, new_machine, new_run_id, prepare
 
 from leftovers import assert_nothing_left
