@@ -14,6 +14,12 @@
     pty-acceptance node-ids [--write]
     pty-acceptance preflight [--inventory FILE]
     pty-acceptance inventory check [--inventory FILE]
+    pty-acceptance --version
+
+Installed off a checkout (a wheel, pipx), report, verify-marker, preflight and
+inventory check read the checklist and inventories the package carries
+(shipped/, setup.py); node-ids, reference, mutants and bench say in one line
+that they need a checkout.
 """
 
 from __future__ import annotations
