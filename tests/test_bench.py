@@ -188,6 +188,16 @@ def test_a_snapshot_is_the_commit_with_this_checkouts_tools(tmp_path):
     for tool in bench.TOOLS:
         assert (tmp_path / "s" / tool).read_bytes() == (root / tool).read_bytes()
     assert "build_sets" not in (tmp_path / "s/acceptance/pty_acceptance/builds.py").read_text()
+    # the clock is named by the snapshot's root conftest, never with -p (a SUITE-3 blocker since
+    # the gate refuses plugins the checkout does not name: every bench run ended NOT READY)
+    conftest = (tmp_path / "s/conftest.py").read_text()
+    assert conftest.endswith(bench.CLOCK_LINE)
+    named: dict = {"pytest_plugins": ["pty_acceptance.gate.plugin"]}
+    exec(bench.CLOCK_LINE, named)  # noqa: S102 - the line the bench appends, alone
+    assert named["pytest_plugins"] == ["pty_acceptance.gate.plugin", "tests.refhost.benchclock"]
+    import inspect
+    source = inspect.getsource(bench._suite)  # the suite's argv names no plugin
+    assert '"tests.refhost.benchclock"' not in source and "CLOCK_PLUGIN" not in source
     with pytest.raises(bench.BenchError):
         bench.snapshot(root, tmp_path / "t", "no-such-rev")
 
