@@ -128,5 +128,33 @@ def test_hostile_evidence_stays_text_in_chromium(tmp_path):
              "<a href=\"https://example.invalid/\">x</a>\\x7f\\x85[31m #x1B#xDCFF")
     assert f"a file name: {shown}" in text and f"BUILD-1: {shown}" in text
     title = dom.raw.split("<title>", 1)[1].split("</title>", 1)[0]
-    assert title.startswith("Root acceptance: READY") and "pwned" not in title
+    assert title.startswith("Root acceptance of reference: READY") and "pwned" not in title
     assert "\x7f" not in text and "\x85" not in text and "\u202e" not in text
+
+
+@pytest.mark.parametrize("name, verdict, result", [("ready", "READY: marker written", "WARNED"),
+                                                   ("client-group-writable", "NOT READY: 2 blockers", "FAILED")])
+def test_the_first_screen_in_chromium(name, verdict, result, tmp_path):
+    """Issue 32 item 5: what a reviewer sees before scrolling (1400 x 900):
+    the verdict, the inventory's host, the counts, the Statement's result,
+    the concerns (and, NOT READY, the first causes). The screenshots are kept
+    in reports/verdict/header-<name>.png."""
+    page = write_html(FIXTURES / f"{name}.xml", tmp_path)
+    shot = tmp_path / f"header-{name}.png"
+    res = chromium(f"--screenshot={shot}", "--window-size=1400,900", page.resolve().as_uri(),
+                   profile=tmp_path / "p1")
+    assert shot.is_file() and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", res.stderr.decode(errors="replace")[-800:]
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(shot, SHOTS / shot.name)
+    res = chromium("--dump-dom", page.resolve().as_uri(), profile=tmp_path / "p2")
+    dom = Dom()
+    dom.feed(res.stdout.decode("utf-8"))
+    text = " ".join(" ".join(dom.text).split())
+    first = text[:text.index("Requirement matrix")]
+    # (text nodes joined by a space: "(inventory inventories/reference.yml )")
+    assert verdict in first and "Host reference (inventory inventories/reference.yml" in first, first[:600]
+    assert "the machine calls itself vm" in first
+    assert f"in-toto Statement {result}" in first and " passed with concerns" in first
+    assert "UNIT-9" in first.split("Concerns", 1)[1][:80]
+    if result == "FAILED":
+        assert "First causes" in first and "OWN-1: client binary is not root-controlled" in first

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -16,10 +17,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pty_acceptance.report import bundle, fleet
+from pty_acceptance.report import bundle, fleet, signing
 from pty_acceptance.spec import checklist
 
 from conftest import REPO
+from signkeys import openssl_key
 
 FIXTURES = REPO / "tests/fixtures/verdict"
 PLAYBOOK = REPO / "fleet/pty-acceptance.yml"
@@ -218,11 +220,75 @@ def test_an_unusable_directory_is_exit_2(tmp_path):
     assert res.returncode == 2 and "fleet-summary" in res.stderr
 
 
+# ------------------------------------------------------------ signed on the host
+@pytest.fixture
+def keys(safe_dir) -> dict[str, tuple[Path, Path]]:
+    """An openssl key pair per host (root's alone: the suite signs only with such a key)."""
+    d = safe_dir / "keys"
+    d.mkdir(mode=0o700)
+    out = {}
+    for host in ("pilot-a", "pilot-b"):
+        (d / host).mkdir(mode=0o700)
+        out[host] = openssl_key(d / host)
+    return out
+
+
+def sign_as_host(d: Path, key: Path, statement: bytes | None = None) -> None:
+    """What --sign-key leaves beside the Statement, fetched as the playbook names it."""
+    body = statement if statement is not None else at(d, fleet.STATEMENT).read_bytes()
+    at(d, fleet.ENVELOPE).write_bytes(signing.sign(signing.Signer(str(key)), body))
+
+
+def test_each_hosts_envelope_is_verified_with_its_own_key(tmp_path, keys):
+    """Issue 32 item 3: a fleet run signs on each host; the summary verifies
+    each envelope with the host's public key, and says so on its line."""
+    sign_as_host(host_dir(tmp_path, "pilot-a", "ready"), keys["pilot-a"][0])
+    sign_as_host(host_dir(tmp_path, "pilot-b", "client-group-writable"), keys["pilot-b"][0])
+    res = cli(str(tmp_path), "--pubkey", f"pilot-a={keys['pilot-a'][1]}", "--pubkey",
+              f"pilot-b={keys['pilot-b'][1]}", "--sign-tool", "pilot-b=openssl", "pilot-a", "pilot-b")
+    assert res.returncode == 1, res
+    a, b = res.stdout.splitlines()
+    assert re.fullmatch(rf"pilot-a: READY: marker written {MARKER}; Statement signed \(openssl, keyid "
+                        r"[0-9a-f]{64}\), verified", a), a
+    assert re.fullmatch(r"pilot-b: NOT READY: 2 blockers: OWN-1 PLUGIN-1; Statement signed \(openssl, keyid "
+                        r"[0-9a-f]{64}\), verified", b), b
+    assert a.split("keyid ")[1] != b.split("keyid ")[1]  # a key per host
+
+
+@pytest.mark.parametrize("case, why", [
+    ("another host's key", "its envelope does not verify (openssl): no signature verifies"),
+    ("no envelope", "no signed envelope came back"),
+    ("another Statement", "its envelope signs another Statement than the one that came back"),
+])
+def test_a_ready_host_whose_envelope_does_not_verify_is_not_ready(tmp_path, keys, case, why):
+    d = host_dir(tmp_path, "pilot-a", "ready")
+    if case == "another host's key":
+        sign_as_host(d, keys["pilot-b"][0])
+    elif case == "another Statement":
+        sign_as_host(d, keys["pilot-a"][0], b'{"_type": "https://in-toto.io/Statement/v1"}')
+    res = cli(str(tmp_path), "--pubkey", f"pilot-a={keys['pilot-a'][1]}", "pilot-a")
+    assert res.returncode == 1, res
+    (line,) = res.stdout.splitlines()
+    assert line.startswith(f"pilot-a: UNREACHABLE/ERROR: the JUnit report says READY: marker written {MARKER} "
+                           f"but {why}"), line
+
+
+def test_pubkey_options_name_hosts_of_the_summary(tmp_path, keys):
+    host_dir(tmp_path, "pilot-a", "ready")
+    for args, said in ((["--pubkey", f"pilot-x={keys['pilot-a'][1]}"], "--pubkey for pilot-x: not a host"),
+                       (["--pubkey", "pilot-a"], "expected HOST=VALUE"),
+                       (["--sign-tool", "pilot-a=gpg"], "without a --pubkey"),
+                       (["--pubkey", f"pilot-a={tmp_path}/nope"], "No such file")):
+        res = cli(str(tmp_path), *args, "pilot-a")
+        assert res.returncode == 2 and said in res.stderr and res.stderr.count("\n") == 1, (args, res.stderr)
+
+
 # ------------------------------------------------------------ the playbook
 def test_the_playbook_writes_and_fetches_exactly_the_names_the_summary_reads():
     plays = yaml.safe_load(PLAYBOOK.read_text())
-    suite_play = plays[0]
-    assert suite_play["hosts"] == "all" and suite_play["become"] is True
+    assert [p["hosts"] for p in plays] == ["localhost", "all", "localhost"]  # the run id, the suite, the summary
+    suite_play = plays[1]
+    assert suite_play["become"] is True
     names = []
     for task in suite_play["tasks"]:
         for module in ("ansible.builtin.copy", "ansible.builtin.fetch"):
@@ -231,13 +297,44 @@ def test_the_playbook_writes_and_fetches_exactly_the_names_the_summary_reads():
                 dest = task[module]["dest"]
                 assert dest.endswith("/{{ fleet_run_id }}.{{ item.name }}") and \
                     "{{ inventory_hostname }}" in dest
-    assert sorted(names) == sorted(fleet.FILES)
+    assert sorted(names) == sorted(fleet.FILES + (fleet.ENVELOPE,))
     fetch = next(t for t in suite_play["tasks"] if "ansible.builtin.fetch" in t)
     assert fetch["ansible.builtin.fetch"]["flat"] is True  # no host path below the host's directory
-    run = next(t for t in suite_play["tasks"] if "ansible.builtin.command" in t)
+    run = next(t for t in suite_play["tasks"] if t["name"].startswith("Run the suite"))
     assert run["failed_when"] is False  # the suite's exit status is recorded, not a task failure
-    summary = next(t for t in plays[1]["tasks"] if "ansible.builtin.command" in t)
+    assert "+ pa_sign)" in run["ansible.builtin.command"]["argv"]  # --sign-key KEY --sign-tool TOOL
+    summary = next(t for t in plays[2]["tasks"] if "ansible.builtin.command" in t)
     assert "'--run-id', fleet_run_id" in summary["ansible.builtin.command"]["argv"]
+    assert "pa_verify" in summary["ansible.builtin.command"]["argv"]  # --pubkey HOST=FILE per signing host
+
+
+def test_the_playbook_prepares_a_target_with_the_targets_setup_never_the_labs():
+    """Issue 32 item 3: the target's .venv is tools/setup-target.sh's (pinned,
+    hashed); tools/setup.sh (apt, chromium, ansible, the unpinned test extra)
+    is the lab's and is named nowhere in the fleet's files but as what not to run."""
+    plays = yaml.safe_load(PLAYBOOK.read_text())
+    setup = next(t for t in plays[1]["tasks"] if "setup-target.sh" in str(t.get("ansible.builtin.command")))
+    assert setup["when"] == "pa_setup"
+    for f in (PLAYBOOK, REPO / "fleet/hosts.example.yml"):
+        text = f.read_text()
+        assert "setup-target.sh" in text
+        assert all("never the lab's" in line for line in text.splitlines() if "tools/setup.sh" in line), f
+
+
+def test_the_fleet_is_ansible_lint_clean(tmp_path):
+    """Issue 32 item 3: ansible-lint passes the playbook and the example
+    inventory with every rule it has (no --profile: a profile would leave
+    rules out, run-once[task] among them), no skip list, no noqa."""
+    lint = shutil.which("ansible-lint")
+    assert lint, "ansible-lint is not installed (tools/setup.sh installs Debian's ansible-lint)"
+    shutil.copytree(REPO / "fleet", tmp_path / "fleet")  # no lint config of the checkout's, nothing written there
+    for f in (tmp_path / "fleet").iterdir():
+        assert "noqa" not in f.read_text(), f
+    res = subprocess.run([lint, "--offline", "--nocolor", "fleet/"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+                         env=dict(os.environ, HOME=str(tmp_path), ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp")))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "Passed" in res.stdout + res.stderr and "0 failure(s), 0 warning(s)" in res.stdout + res.stderr
 
 
 def test_the_playbook_is_valid_ansible():

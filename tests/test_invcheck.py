@@ -45,4 +45,38 @@ def test_the_command_exits_non_zero_unless_every_fact_matches(target):
                            str(target.inventory)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert done.stdout.splitlines()[-1].startswith("inventory check: ") and "do not match" in done.stdout
-    assert any(l.startswith("missing   units.supervisor: ") for l in done.stdout.splitlines())
+    # missing where systemd answers; not read where it cannot (this lab has no systemd as PID 1)
+    assert any(l.startswith(("missing   units.supervisor: ", "not read  units.supervisor: "))
+               for l in done.stdout.splitlines())
+
+
+def test_a_host_whose_systemd_cannot_answer_is_not_read_never_match(target, monkeypatch):
+    """Issue 32 item 6: `match units.peer` said no unit file where systemd had
+    said nothing; every unit fact is `not read`, and counts as not matching."""
+    from pty_acceptance.host import systemd
+
+    def cannot(name):
+        raise systemd.SystemdError("systemctl show exited 1: Failed to connect to bus: Host is down")
+
+    monkeypatch.setattr(systemd.Unit, "show", staticmethod(cannot))
+    found = lines_of(target.inventory)
+    for key in ("units.supervisor", "units.slice", "units.peer", "supervisor_exec.path"):
+        assert found[key].status == invcheck.NOT_READ, found[key]
+        assert "systemd did not answer" in found[key].detail
+    assert set(invcheck.failed(list(found.values()))) >= {found["units.peer"], found["units.supervisor"]}
+    assert found["session_environment"] not in invcheck.failed(list(found.values()))  # only a run tells
+
+
+def test_every_fill_in_is_its_own_fill_in_line(target):
+    """Issue 32 item 6: the success patterns too, not only the hashed pins."""
+    data = yaml.safe_load(target.inventory.read_text())
+    plugin = data["all"]["hosts"]["fake"]["plugin"]
+    plugin["bun_sha256"] = "FILL-IN-the-bun"
+    plugin["success"]["last_line"] = "FILL-IN-the-line"
+    plugin["success"]["result_file"] = "FILL-IN-the-file"
+    target.inventory.write_text(yaml.safe_dump(data))
+    found = lines_of(target.inventory)
+    for key in ("plugin.bun_sha256", "plugin.success.last_line", "plugin.success.result_file"):
+        assert found[key].status == invcheck.FILL_IN, found.get(key)
+        assert "the review's record" in found[key].detail
+    assert "PLUGIN-1" in found["plugin.success.last_line"].detail

@@ -26,8 +26,23 @@ def test_shipped_target_inventory_refuses_to_load_until_the_runtime_pin_is_fille
     path = REPO / "inventories/target.yml"
     with pytest.raises(inventory.InventoryError) as e:
         inventory.load(path)
-    assert str(e.value).startswith(f"{path}: all.hosts.pilot.runtime.sha256: malformed value 'FILL-IN")
+    assert str(e.value).startswith(f"{path}: all.hosts.pilot.runtime.sha256: FILL-IN 'FILL-IN")
     assert "RUNTIME-1" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_every_fill_in_of_the_shipped_target_inventory_is_named_as_one_in_its_one_line():
+    """Issue 32 item 6: not the first placeholder alone, and not as a
+    "malformed value": each FILL-IN key, with the requirement it is for."""
+    path = REPO / "inventories/target.yml"
+    with pytest.raises(inventory.InventoryError) as e:
+        inventory.load(path)
+    said = str(e.value)
+    keys = ("runtime.sha256", "plugin.bun_sha256", "plugin.harness_sha256", "plugin.success.last_line",
+            "plugin.success.result_file")
+    for key in keys:
+        assert f"all.hosts.pilot.{key}: FILL-IN 'FILL-IN" in said, (key, said)
+    assert "malformed" not in said and "\n" not in said
+    assert said.endswith(f"({len(keys)} FILL-IN values: each from the review's record, never from the live host)")
 
 
 FILLED = {"runtime.sha256": RUNTIME_PIN, "plugin.bun_sha256": BUN_PIN, "plugin.harness_sha256": HARNESS_PIN}
@@ -49,7 +64,7 @@ def test_shipped_target_inventory_refuses_to_load_until_the_plugin_pins_are_fill
     f.write_text(yaml.safe_dump(data))
     with pytest.raises(inventory.InventoryError) as e:
         inventory.load(f)
-    assert str(e.value).startswith(f"{f}: all.hosts.pilot.{key}: malformed value 'FILL-IN"), str(e.value)
+    assert str(e.value).startswith(f"{f}: all.hosts.pilot.{key}: FILL-IN 'FILL-IN"), str(e.value)
     assert "PLUGIN-1" in str(e.value) and ("never from the live host" in str(e.value)
                                            or "the review's record" in str(e.value))
 
@@ -148,8 +163,7 @@ BAD = [
     ("missing server_env", "cutover.server_env", KeyError, "cutover.server_env: missing"),
     ("missing runtime pin", "runtime.sha256", KeyError,
      "runtime.sha256: missing required key (RUNTIME-1: the SHA-256 of the exact Node 26.4 SEA"),
-    ("placeholder runtime pin", "runtime.sha256", "FILL-IN", "runtime.sha256: malformed value 'FILL-IN' "
-     "(must match ^[0-9a-f]{64}$) (RUNTIME-1"),
+    ("placeholder runtime pin", "runtime.sha256", "FILL-IN", "runtime.sha256: FILL-IN 'FILL-IN' (RUNTIME-1"),
     ("missing supervisor ExecStart pin", "supervisor_exec", KeyError, "supervisor_exec: missing required key"),
     ("supervisor ExecStart without argv", "supervisor_exec.argv", [], "supervisor_exec.argv: expected at least 1"),
     ("supervisor ExecStart runs another program", "supervisor_exec.path",

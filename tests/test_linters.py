@@ -213,3 +213,15 @@ def test_ruff_finds_nothing():
                           capture_output=True, text=True, cwd=REPO, timeout=120,
                           env={"PATH": "/usr/bin:/bin", "HOME": str(REPO)})
     assert done.returncode == 0, f"ruff check:\n{done.stdout}{done.stderr}"
+
+
+def test_no_module_shadows_the_standard_library():
+    """A script runs with its own directory first on sys.path
+    (tests/refhost/benchprobe.py in the guest, the probes staged for the
+    service user): a module beside it named like a standard one
+    (tests/refhost/operator.py was, for an hour) is imported in its place."""
+    import sys
+
+    found = [str(p.relative_to(REPO)) for d in ("tests", "acceptance") for p in (REPO / d).rglob("*.py")
+             if p.stem in sys.stdlib_module_names and "reference" not in p.relative_to(REPO).parts]
+    assert not found, f"named like a module of the standard library: {found}"

@@ -5,31 +5,22 @@ wheelhouse that `tools/wheelhouse.sh` built on this (connected) machine, then
 the suite from that install: READY with a marker, and the host's packages
 untouched (no apt, no dpkg: the install is the .venv alone)."""
 
-import subprocess
-
 import pytest
 
 from conftest import REPO
+from tests.refhost.targetcheckout import CHECKOUT, WHEELS, build_wheelhouse, copy_script
 from tests.refhost.run import GUEST_SRC, MARKER, deploy, new_machine, new_run_id, prepare
 
 from leftovers import assert_nothing_left
 
 pytestmark = [pytest.mark.refhost]
 
-WHEELS = "/opt/wheelhouse"
-CHECKOUT = "/root/opencode-pty-acceptance"
-# the checkout as an operator brings it: the files, without this machine's venv, reports and git
-COPY = (f"mkdir -m 0700 {CHECKOUT} && tar -C {GUEST_SRC} --exclude=./.venv --exclude=./reports "
-        f"--exclude=./.git --exclude='*/__pycache__' -cf - . | tar -C {CHECKOUT} --no-same-owner -xf - "
-        f"&& mkdir -m 0755 {CHECKOUT}/reports && chmod -R go-w {CHECKOUT}")
 PACKAGES = "dpkg-query -W -f='${Package} ${Version} ${Status}\\n' | sort | sha256sum"
 
 
 def test_the_offline_target_install_runs_the_suite_ready(tmp_path):
     wheels = tmp_path / "wheelhouse"
-    built = subprocess.run(["sh", str(REPO / "tools/wheelhouse.sh"), str(wheels), "3.11"],
-                           capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
-    assert built.returncode == 0, built.stdout + built.stderr
+    build_wheelhouse(REPO, wheels)
     run_id = new_run_id()
     name = f"ptyacc-{run_id.lower()}-target"
     out = REPO / "reports" / "reference" / f"target-install-{run_id}"
@@ -39,7 +30,7 @@ def test_the_offline_target_install_runs_the_suite_ready(tmp_path):
         m.boot()
         assert deploy(m, [], quiet=True), "the reference deployment failed"
         before = m.run(["/bin/sh", "-c", PACKAGES]).stdout
-        assert m.run(["/bin/sh", "-ec", COPY]).returncode == 0
+        assert m.run(["/bin/sh", "-ec", copy_script(GUEST_SRC)]).returncode == 0
         offline = m.run(["/bin/sh", "-c", "python3 -I -c 'import socket; socket.create_connection"
                          "((\"pypi.org\", 443), timeout=3)'"])
         assert offline.returncode != 0, "the reference host reaches the network: not an offline test"

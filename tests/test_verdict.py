@@ -4,6 +4,7 @@ and a NOT READY run, all from the published report; `pty-acceptance report`
 renders the same matrix from the same file; hostile evidence stays text."""
 
 import hashlib
+import html
 import json
 import os
 import subprocess
@@ -302,3 +303,76 @@ def test_a_statement_has_no_subject_it_did_not_read():
         {"name": "/x/node", "digest": {"sha256": "b" * 64},
          "annotations": {"digestSource": "the inventory's claim; not read by the gate"}}]
     assert st["predicate"]["result"] == "FAILED"
+
+
+def test_report_makes_an_out_dir_that_does_not_exist_and_says_in_one_line_where_it_cannot(tmp_path):
+    """Issue 32 item 6: `report --out-dir` naming a folder that does not exist
+    ended in a traceback; it is made. One that cannot be (a file in its
+    place) is one line on stderr, exit status 2."""
+    fixture = REPO / "tests/fixtures/verdict/ready.xml"
+    out = tmp_path / "not" / "yet"
+    done = subprocess.run([str(CLI), "report", str(fixture), "--out-dir", str(out)],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert sorted(p.name for p in out.iterdir()) == sorted(Path(n).name for n in bundle.names("ready.xml")[:2])
+    (tmp_path / "a-file").write_text("")
+    done = subprocess.run([str(CLI), "report", str(fixture), "--out-dir", str(tmp_path / "a-file" / "x")],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith(f"report: --out-dir {tmp_path / 'a-file' / 'x'}: ")
+
+
+def _glance(name: str) -> tuple[str, str, dict]:
+    """(the page's first screen, the whole page, the Statement) of a fixture report."""
+    sections = checklist.load(REPO / "ROOT-ACCEPTANCE.md")
+    made, _ = bundle.from_file(str(REPO / f"tests/fixtures/verdict/{name}.xml"), sections)
+    page = made.html.decode()
+    return page[page.index('id="verdict"'):page.index('id="matrix"')], page, json.loads(made.statement)
+
+
+@pytest.mark.parametrize("name, result", [("ready", "WARNED"), ("client-group-writable", "FAILED")])
+def test_the_html_says_at_a_glance_host_counts_and_the_statements_result(name, result):
+    """Issue 32 item 5: the first screen names the inventory's host (not the
+    machine's hostname), counts the tests as the Statement does, says its
+    result (WARNED for a READY run with concerns), and lists the IDs with concerns."""
+    import re
+
+    head, _, st = _glance(name)
+    pred = st["predicate"]
+    assert pred["result"] == result
+    host = re.search(r"<tr><th>Host</th><td>(.*?)</td></tr>", head).group(1)
+    assert host.startswith("<b>reference</b> (inventory <code>inventories/reference.yml</code>)"), host
+    assert host.endswith("the machine calls itself vm")  # named as the machine's, never as the host
+    tests = re.search(r"<tr><th>Tests</th><td>(.*?)</td></tr>", head).group(1)
+    total = len(pred["passedTests"]) + len(pred["warnedTests"]) + len(pred["failedTests"])
+    assert re.sub(r"<[^>]+>", "", tests) == (f"{total} tests: {len(pred['passedTests'])} passed, "
+                                             f"{len(pred['warnedTests'])} passed with concerns, "
+                                             f"{len(pred['failedTests'])} failed, 0 not run")
+    assert f"<b>{result}</b>" in re.search(r"<tr><th>in-toto Statement</th><td>(.*?)</td></tr>", head).group(1)
+    assert 'href="#req-UNIT-9">UNIT-9</a>' in re.search(r"<tr><th>Concerns</th><td>(.*?)</td></tr>", head).group(1)
+
+
+def test_a_test_that_carries_a_concern_is_never_a_plain_green_pass():
+    """Issue 32 item 5: the matrix marked their rows CONCERN while the case
+    list showed them as green "passed"."""
+    _, page, st = _glance("ready")
+    warned = st["predicate"]["warnedTests"]
+    assert warned
+    for nodeid in warned:
+        shown = html.escape(nodeid, quote=True)
+        assert f'class="PASS">passed: {shown}</h3>' not in page
+        assert f'class="CONCERN">passed with concerns: {shown}</h3>' in page
+    for nodeid in st["predicate"]["passedTests"]:
+        assert f'class="PASS">passed: {html.escape(nodeid, quote=True)}</h3>' in page
+
+
+def test_the_first_causes_say_why_a_single_test_failed():
+    head, _, _ = _glance("client-group-writable")
+    causes = head[head.index('id="causes"'):head.index('id="blockers"')]
+    assert "OWN-1: client binary is not root-controlled" in causes and "PLUGIN-1: run 1/10 exited 1" in causes
+
+
+def test_report_names_the_inventorys_host_not_the_machines(tmp_path):
+    done = subprocess.run([str(CLI), "report", str(REPO / "tests/fixtures/verdict/ready.xml"), "--out-dir",
+                           str(tmp_path)], capture_output=True, text=True, check=False)
+    assert ": host reference's recorded verdict of " in done.stdout.splitlines()[-1], done.stdout[-500:]

@@ -2,16 +2,17 @@
 # Setup for a fresh Debian/Ubuntu machine (run as root): the packages the
 # reference host harness needs (and chromium, which the HTML report's browser
 # test uses; openssl, openssh-client and gnupg, the tools that sign the in-toto
-# Statement with --sign-key, whose round trips the suite's tests check;
-# bookworm's Go 1.19 with gcc and libc6-dev and the three golang-*-dev packages
-# tests/reference/vendor.py vendors from, for tests/reference/expected.py and
-# `go test -race` of the reference Go supervisor in tests/test_go_supervisor.py:
-# the race detector needs cgo), and .venv/ with the project installed into it
+# Statement with --sign-key, whose round trips the suite's tests check; ansible
+# and ansible-lint, the fleet playbook's run and lint; bookworm's Go 1.19 with
+# gcc and libc6-dev and the three golang-*-dev packages tests/reference/vendor.py
+# vendors from, for tests/reference/expected.py and `go test -race` of the
+# reference Go supervisor in tests/test_go_supervisor.py: the race detector
+# needs cgo), and .venv/ with the project installed into it
 # (.venv/bin/pty-acceptance, .venv/bin/pytest). Safe to run again.
 set -eu
 cd "$(dirname "$0")/.."
 need=""
-for pkg in debootstrap systemd-container chromium openssl openssh-client gnupg ansible \
+for pkg in debootstrap systemd-container chromium openssl openssh-client gnupg ansible ansible-lint \
         golang-go gcc libc6-dev golang-dbus-dev golang-github-coreos-go-systemd-dev golang-golang-x-sys-dev; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || need="$need $pkg"
 done

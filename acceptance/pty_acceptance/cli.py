@@ -10,15 +10,22 @@
     pty-acceptance report FILE.xml [--checklist ROOT-ACCEPTANCE.md] [--out-dir DIR] [--strict-junit]
                           [--sign-key PATH [--sign-tool openssl|ssh-keygen|gpg]]
     pty-acceptance verify-statement ENVELOPE --pubkey FILE [--sign-tool openssl|ssh-keygen|gpg]
-    pty-acceptance fleet-summary DIR --run-id ID HOST...
+    pty-acceptance fleet-summary DIR --run-id ID [--pubkey HOST=FILE [--sign-tool HOST=TOOL]]... HOST...
     pty-acceptance node-ids [--write]
     pty-acceptance preflight [--inventory FILE]
     pty-acceptance inventory check [--inventory FILE]
+    pty-acceptance --version
+
+Installed off a checkout (a wheel, pipx), report, verify-marker, preflight and
+inventory check read the checklist and inventories the package carries
+(shipped/, setup.py); node-ids, reference, mutants and bench say in one line
+that they need a checkout.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
 import re
 import sys
@@ -31,8 +38,17 @@ from pty_acceptance.report import bundle, fleet, reports, signing, verdict
 from pty_acceptance.spec import checklist, inventory
 from pty_acceptance.host.terminal import escape
 
-PROJECT = Path(__file__).resolve().parents[2]
-DEFAULT_INVENTORY = PROJECT / "inventories" / "target.yml"
+PACKAGE_DIR = Path(__file__).resolve().parent
+PROJECT = PACKAGE_DIR.parents[1]
+# A checkout: the package lies in its acceptance/ beside pyproject.toml. An
+# installed package (a wheel, pipx) carries what its commands read of one in
+# shipped/ (setup.py): ROOT-ACCEPTANCE.md and the inventories.
+IN_CHECKOUT = (PROJECT / "pyproject.toml").is_file() and (PROJECT / "acceptance" / "conftest.py").is_file()
+HOME = PROJECT if IN_CHECKOUT else PACKAGE_DIR / "shipped"
+DEFAULT_INVENTORY = HOME / "inventories" / "target.yml"
+CHECKLIST = HOME / "ROOT-ACCEPTANCE.md"
+DISTRIBUTION = "opencode-pty-acceptance"
+INVENTORY_HELP = "default inventories/target.yml (the checkout's, or the installed package's copy)"
 SUPERVISOR_IMPLS = ("go", "python")  # the reference deployment's (tests/refhost/run.py SUPERVISORS)
 
 
@@ -85,13 +101,23 @@ def cmd_source_manifest(a: argparse.Namespace) -> int:
     return 0
 
 
+def needs_checkout(command: str, what: str) -> int | None:
+    """None in a checkout that has `what`; else one line saying what the
+    command needs, and exit status 4."""
+    if IN_CHECKOUT and (PROJECT / what).exists():
+        return None
+    where = f"this checkout has no {what}" if IN_CHECKOUT else \
+        f"the installed package does not carry {what}"
+    print(f"{command}: needs a checkout of the project ({where}): run it from the checkout, as "
+          f"<checkout>/.venv/bin/pty-acceptance {command}", file=sys.stderr)
+    return 4
+
+
 def cmd_reference(a: argparse.Namespace) -> int:
     """Boot the bundled reference host and run the suite inside it. The
     harness is test fixture code: it exists only in a checkout."""
-    harness = PROJECT / "tests" / "refhost" / "run.py"
-    if not harness.is_file():
-        print(f"reference: {harness} not found: this needs a checkout of the project", file=sys.stderr)
-        return 4
+    if (status := needs_checkout("reference", "tests/refhost/run.py")) is not None:
+        return status
     sys.path.insert(0, str(PROJECT))
     from tests.refhost.run import run_reference  # noqa: PLC0415 (fixture code, checkout only)
 
@@ -103,10 +129,8 @@ def cmd_reference(a: argparse.Namespace) -> int:
 
 def cmd_mutants(a: argparse.Namespace) -> int:
     """Every seeded fault on its own reference host, with a kill table."""
-    runner = PROJECT / "tests" / "mutants" / "run.py"
-    if not runner.is_file():
-        print(f"mutants: {runner} not found: this needs a checkout of the project", file=sys.stderr)
-        return 4
+    if (status := needs_checkout("mutants", "tests/mutants/run.py")) is not None:
+        return status
     sys.path.insert(0, str(PROJECT))
     from tests.mutants.run import run_mutants  # noqa: PLC0415 (fixture code, checkout only)
 
@@ -115,10 +139,8 @@ def cmd_mutants(a: argparse.Namespace) -> int:
 
 def cmd_bench(a: argparse.Namespace) -> int:
     """The suite's wall time per module against the floor, on one reference host."""
-    runner = PROJECT / "tests" / "refhost" / "bench.py"
-    if not runner.is_file():
-        print(f"bench: {runner} not found: this needs a checkout of the project", file=sys.stderr)
-        return 4
+    if (status := needs_checkout("bench", "tests/refhost/bench.py")) is not None:
+        return status
     sys.path.insert(0, str(PROJECT))
     from tests.refhost.bench import retable, run_bench  # noqa: PLC0415 (fixture code, checkout only)
 
@@ -159,13 +181,19 @@ def cmd_report(a: argparse.Namespace) -> int:
     if a.strict_junit:
         strict_name = Path(a.junit).name.removesuffix(".xml") + ".strict.xml"
         files.append((strict_name, reports.strict(junit_bytes)))
-    for path, data in files:
-        target = out / Path(path).name
-        if target.resolve() == Path(a.junit).resolve():
-            print(escape(f"report: refusing to overwrite {target}"), file=sys.stderr)
-            return 2
-        target.write_bytes(data)
-        written.append(target)
+    try:
+        out.mkdir(parents=True, exist_ok=True)  # a folder that does not exist yet is made
+        for path, data in files:
+            target = out / Path(path).name
+            if target.resolve() == Path(a.junit).resolve():
+                print(escape(f"report: refusing to overwrite {target}"), file=sys.stderr)
+                return 2
+            target.write_bytes(data)
+            written.append(target)
+    except OSError as e:
+        print(escape(f"report: --out-dir {out}: cannot write there: {e.strerror or e}"
+                     + (f" ({e.filename})" if e.filename else "")), file=sys.stderr)
+        return 2
     for line in verdict.terminal_lines(made.verdict, made.rows):
         print(escape(line))
     for target in written:
@@ -177,7 +205,7 @@ def cmd_report(a: argparse.Namespace) -> int:
 def rerendered_line(v: verdict.Verdict, junit: str) -> str:
     """The report command's last line: whose verdict it re-renders, recorded
     when, and that this command wrote no marker (off the host there is none)."""
-    host = v.hostname or "(host not recorded)"
+    host = v.host or "(host not recorded)"
     when = v.timestamp or "(time not recorded)"
     return (f"re-rendered from {junit}: host {host}'s recorded verdict of {when}: {v.last_line} "
             "(as that run recorded it; this command wrote no marker)")
@@ -217,7 +245,8 @@ def cmd_fleet_summary(a: argparse.Namespace) -> int:
     """One line per host of a fleet run (fleet/pty-acceptance.yml); 0 only
     when every host is READY."""
     try:
-        lines, status = fleet.summarize(a.directory, a.hosts, a.run_id)
+        keys = fleet_keys(a.pubkey, a.sign_tool)
+        lines, status = fleet.summarize(a.directory, a.hosts, a.run_id, keys)
         fleet.write_summary(a.directory, lines)
     except ValueError as e:
         print(escape(f"fleet-summary: {e}"), file=sys.stderr)
@@ -230,9 +259,38 @@ def cmd_fleet_summary(a: argparse.Namespace) -> int:
     return status
 
 
+def _per_host(given: list[str], option: str) -> dict[str, str]:
+    out = {}
+    for g in given:
+        host, sep, value = g.partition("=")
+        if not sep or not host or not value:
+            raise ValueError(f"{option} {g!r}: expected HOST=VALUE")
+        out[host] = value
+    return out
+
+
+def fleet_keys(pubkeys: list[str], tools: list[str]) -> dict[str, fleet.Key]:
+    """--pubkey HOST=FILE (read here: public, bounded, never a FIFO) and --sign-tool HOST=TOOL."""
+    files, by_host = _per_host(pubkeys, "--pubkey"), _per_host(tools, "--sign-tool")
+    if stray := sorted(set(by_host) - set(files)):
+        raise ValueError(f"--sign-tool for {', '.join(stray)} without a --pubkey for it")
+    if wrong := sorted(t for t in by_host.values() if t not in signing.TOOLS):
+        raise ValueError(f"--sign-tool {wrong[0]!r}: expected one of {', '.join(signing.TOOLS)}")
+    keys = {}
+    for host, path in files.items():
+        try:
+            keys[host] = fleet.Key(signing.read_regular(path, signing.KEY_LIMIT),
+                                   by_host.get(host, signing.DEFAULT_TOOL))
+        except OSError as e:
+            raise ValueError(f"--pubkey {host}={path}: {e.strerror or e}") from None
+    return keys
+
+
 def cmd_node_ids(a: argparse.Namespace) -> int:
     """SUITE-3: the checkout's acceptance tests by node id, against the
     checked-in list (nodeids.py); --write makes the list anew."""
+    if (status := needs_checkout("node-ids", "acceptance/")) is not None:
+        return status
     try:
         found = nodeids.collect(PROJECT)
     except nodeids.NodeIdsError as e:
@@ -282,12 +340,31 @@ def cmd_inventory_check(a: argparse.Namespace) -> int:
         print(escape(str(line)))
     bad = invcheck.failed(lines)
     print(escape(f"inventory check: {len(lines)} facts, "
-                 + (f"{len(bad)} do not match (differs, missing, FILL-IN, invalid)" if bad else "all match")))
+                 + (f"{len(bad)} do not match (differs, missing, FILL-IN, invalid, or not read now)"
+                    if bad else "all match")))
     return 1 if bad else 0
+
+
+def version() -> str:
+    """The installed distribution's version, and where its checklist comes from."""
+    try:
+        found = importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        found = "(not installed)"
+    return f"{found} ({'checkout ' + str(PROJECT) if IN_CHECKOUT else 'installed package ' + str(PACKAGE_DIR)})"
+
+
+class Version(argparse.Action):
+    """--version as one line, never wrapped (argparse's own wraps it to the terminal)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(escape(f"pty-acceptance {version()}"))
+        parser.exit()
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pty-acceptance")
+    p.add_argument("--version", action=Version, nargs=0, help="print the version and where it runs from, and exit")
     sub = p.add_subparsers(dest="command", required=True)
     v = sub.add_parser("verify-marker", help="exit 0 only for a valid readiness marker")
     v.add_argument("--marker", default=None)
@@ -320,7 +397,8 @@ def parser() -> argparse.ArgumentParser:
     mu.set_defaults(func=cmd_mutants)
     be = sub.add_parser("bench", help="the suite's time per module against the floor the requirements "
                         "impose, on one reference host (median of --runs warm runs)")
-    be.add_argument("--runs", type=int, default=3, help="counted suite runs (default 3)")
+    be.add_argument("--runs", type=int, default=3, help="counted suite runs (default 3; 0 with --warmup 0: "
+                    "the floor probes alone, a few minutes)")
     be.add_argument("--warmup", type=int, default=1, help="suite runs first, not counted (default 1)")
     be.add_argument("--repeats", type=int, default=5, help="repeats of the bare unit probe (default 5)")
     be.add_argument("--rev", default="HEAD",
@@ -335,9 +413,10 @@ def parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="the requirement matrix, HTML report and in-toto Statement "
                         "again from a JUnit report the suite wrote")
     rp.add_argument("junit", metavar="FILE.xml")
-    rp.add_argument("--checklist", default=str(PROJECT / "ROOT-ACCEPTANCE.md"),
-                    help="the ROOT-ACCEPTANCE.md whose sections the matrix lists")
-    rp.add_argument("--out-dir", default=".", help="where the HTML and the Statement go")
+    rp.add_argument("--checklist", default=str(CHECKLIST),
+                    help="the ROOT-ACCEPTANCE.md whose sections the matrix lists (default: the "
+                         "checkout's, or the one the installed package carries)")
+    rp.add_argument("--out-dir", default=".", help="where the HTML and the Statement go (made when missing)")
     rp.add_argument("--strict-junit", action="store_true",
                     help="also write <stem>.strict.xml: the report in the strict JUnit form "
                          "(junit-10.xsd: each case's requirement IDs and evidence in its system-out)")
@@ -360,6 +439,11 @@ def parser() -> argparse.ArgumentParser:
     fs.add_argument("directory", metavar="DIR", help="the run's directory: DIR/<host>/ per host")
     fs.add_argument("--run-id", required=True, metavar="ID",
                     help="the playbook's run id: only DIR/<host>/<ID>.* files are read")
+    fs.add_argument("--pubkey", action="append", default=[], metavar="HOST=FILE",
+                    help="HOST signed its Statement (--sign-key): its envelope must verify with this "
+                         "public key and sign the Statement that came back")
+    fs.add_argument("--sign-tool", action="append", default=[], metavar="HOST=TOOL",
+                    help=f"the tool HOST signed with (one of {', '.join(signing.TOOLS)}; default openssl)")
     fs.add_argument("hosts", nargs="+", metavar="HOST", help="every host the run was for")
     fs.set_defaults(func=cmd_fleet_summary)
     ni = sub.add_parser("node-ids", help=f"check {nodeids.FILE} (every acceptance test by node id, "
@@ -368,12 +452,12 @@ def parser() -> argparse.ArgumentParser:
     ni.set_defaults(func=cmd_node_ids)
     pf = sub.add_parser("preflight", help="read-only, in seconds: is this a host the suite can judge "
                         "(systemd, the bus, the inventory, what it names, the host programs)?")
-    pf.add_argument("--inventory", default=None, help="default inventories/target.yml")
+    pf.add_argument("--inventory", default=None, help=INVENTORY_HELP)
     pf.set_defaults(func=cmd_preflight)
     ic = sub.add_parser("inventory", help="inventory check: every fact the inventory states that can "
                         "be read without a run, compared with this host, one line each")
     ic.add_argument("action", choices=["check"])
-    ic.add_argument("--inventory", default=None, help="default inventories/target.yml")
+    ic.add_argument("--inventory", default=None, help=INVENTORY_HELP)
     ic.set_defaults(func=cmd_inventory_check)
     return p
 

@@ -16,13 +16,21 @@ requirements impose, measured on ONE booted reference host in the same run.
 3. Per module: floor = sessions x (bare start + bare stop) + the forced waits
    FORCED names for it; median of the runs; ratio = median / floor. Total: the
    pytest process's wall time (median), floor = the sum of the module floors;
-   "(outside tests)" is collection, start-up and the gate's end.
+   "(outside tests)" is collection, start-up and the gate's end. BUILD-1's
+   forced wait is its two builds side by side on this machine's cores: at
+   least one build's wall time, and at least their CPU time over the cores
+   (go build is parallel itself: 2 x one build's CPU / cores), so that the
+   ratio measures the suite alone.
+With runs=0 (and no warm-up) the bench stops after the floor probes and
+prints them: the probe path in a few minutes (tests/test_bench_probe.py).
 The guest runs a snapshot of the checkout's HEAD (git archive), never the
-live checkout. Printed as a table and written to reports/bench/<run id>.json (the runs'
+live checkout, with this checkout's probe and clock (TOOLS), the clock named
+in its root conftest (CLOCK_LINE): a run the bench counts must end READY.
+Printed as a table and written to reports/bench/<run id>.json (the runs'
 outputs beside it in reports/bench/<run id>/). A run that fails makes the bench
 fail (exit 1): its times are kept but no verdict is given on them.
 Beside the floor, not in it: the launcher's stop (script(1) sleeps 2 s after
-a caught SIGTERM) and the least the double build can take on these cores.
+a caught SIGTERM).
 `what_if` (WHAT_IFS) switches a variant of the reference deployment on after
 the floor probes: the suite's time on it, against the same floor."""
 from __future__ import annotations
@@ -73,7 +81,8 @@ START_DONE_IDS = {"39f53479d3a045ac8e11786248231fbf", "be02cf6855d2428ba40df7e9d
 # sleeps 2 s after SIGTERM before it kills its child): the floor's per-session
 # stop is a bare unit's.
 FORCED = {
-    "acceptance/test_builds.py": ("build",),
+    # BUILD-1: the two builds side by side (builds_side_by_side: their CPU on these cores)
+    "acceptance/test_builds.py": ("builds",),
     "acceptance/test_cgroups.py": ("runtime_expiry",),
     "acceptance/test_concurrency.py": ("term_kill", "supervisor_restart"),
     "acceptance/test_orphans.py": ("supervisor_restart",),
@@ -144,10 +153,21 @@ def one_run(clock: dict, journal_json: bytes, wall_s: float, status: int) -> dic
             "sessions": assign(sorted(starts.values()), win), "session_units": len(starts)}
 
 
-def floors(probe: dict, sessions: dict[str, int], forced=FORCED) -> dict[str, float]:
+def derived(probe: dict, cores: int | None) -> dict:
+    """The probes, and what the requirements force from them on `cores`:
+    `builds`, BUILD-1's two builds side by side (build_cpu_share). A bench
+    before build_cpu was probed counts one build's wall time."""
+    out = dict(probe)
+    if "build" in probe:
+        out["builds"] = build_cpu_share(probe, cores)["double_at_least"] if "build_cpu" in probe else probe["build"]
+    return out
+
+
+def floors(probe: dict, sessions: dict[str, int], forced=FORCED, cores: int | None = None) -> dict[str, float]:
     per_session = probe["bare_start"] + probe["bare_stop"]
+    waits = derived(probe, cores)
     # a probe an older bench did not make counts 0 (its JSON is retabled as it was)
-    return {m: n * per_session + sum(probe.get(w, 0.0) for w in forced.get(m, ())) for m, n in sessions.items()}
+    return {m: n * per_session + sum(waits.get(w, 0.0) for w in forced.get(m, ())) for m, n in sessions.items()}
 
 
 def _median(values: list[float]) -> float:
@@ -163,7 +183,7 @@ def summarize(probe: dict, runs: list[dict], forced=FORCED, cores: int | None = 
         if set(r["modules"]) != set(names):
             raise BenchError(f"the runs ran different modules: {sorted(set(r['modules']) ^ set(names))}")
     sessions = {m: int(_median([r["sessions"].get(m, 0) for r in runs])) for m in names}
-    floor = floors(probe, sessions, forced)
+    floor = floors(probe, sessions, forced, cores)
     rows = []
     for m in names:
         med = _median([r["modules"][m] for r in runs])
@@ -219,15 +239,24 @@ def table(summary: dict) -> str:
     lines += [f"goal {g}: {'met' if ok else 'NOT met'}" for g, ok in summary["goals"].items()]
     b = summary.get("build_cpu")
     if b:
-        lines.append(f"not in the floor: one build uses {b['per_build']:.2f} s of CPU, so BUILD-1's two "
+        lines.append(f"in the floor: one build uses {b['per_build']:.2f} s of CPU, so BUILD-1's two "
                      f"side by side take at least {b['double_at_least']:.2f} s on {b['cores']} cores "
-                     f"(the floor counts one build's wall time)")
+                     f"(acceptance/test_builds.py's forced wait)")
     t = summary.get("launcher")
     if t:
         lines.append(f"not in the floor: the launcher's stop (script(1)) takes {t['per_session']:.2f} s, "
                      f"{t['extra_per_session']:.2f} s more than a bare unit's; at most "
                      f"{t['at_most']:.1f} s over {t['sessions']} sessions (if each were stopped, one at a time)")
     return "\n".join(lines)
+
+
+def probe_lines(probe: dict, cores: int | None) -> list[str]:
+    """The floor probes alone (runs=0), and the forced waits they make."""
+    lines = [f"probe {k}: {v:.3f} s" for k, v in probe.items() if isinstance(v, float)]
+    waits = derived(probe, cores)
+    lines += [f"forced wait of {m}: {sum(waits.get(w, 0.0) for w in ws):.2f} s ({' + '.join(ws)})"
+              for m, ws in FORCED.items()]
+    return lines
 
 
 def what_if_line(word: str) -> str:
@@ -263,6 +292,12 @@ def git_dirty(repo_root: pathlib.Path) -> bool:
 
 
 TOOLS = ("tests/refhost/benchclock.py", "tests/refhost/benchprobe.py")
+CLOCK_PLUGIN = "tests.refhost.benchclock"
+# Appended to the snapshot's root conftest: the checkout names the clock, so that
+# the run earns READY as the operator's does (a plugin given with -p is a SUITE-3
+# blocker: gate/runshape.py), and the bench measures READY runs.
+CLOCK_LINE = (f'\npytest_plugins = [*globals().get("pytest_plugins", ()), "{CLOCK_PLUGIN}"]'
+              "  # the bench's clock (tests/refhost/bench.py snapshot)\n")
 
 
 def snapshot(repo_root: pathlib.Path, dest: pathlib.Path, rev: str = "HEAD") -> None:
@@ -280,6 +315,11 @@ def snapshot(repo_root: pathlib.Path, dest: pathlib.Path, rev: str = "HEAD") -> 
     for tool in TOOLS:
         (dest / tool).parent.mkdir(parents=True, exist_ok=True)
         (dest / tool).write_bytes((repo_root / tool).read_bytes())
+    conftest = dest / "conftest.py"
+    if not conftest.is_file():
+        raise BenchError(f"{rev} has no root conftest.py: the bench's clock cannot be named")
+    with conftest.open("a", encoding="utf-8") as f:
+        f.write(CLOCK_LINE)
 
 
 def retable(path: pathlib.Path) -> int:
@@ -301,7 +341,8 @@ def _suite(m: Machine, i: int, out: pathlib.Path, scratch: pathlib.Path) -> dict
     guest_dir = f"{GUEST_OUT}/bench/run-{i}"
     (scratch / "bench" / f"run-{i}").mkdir(parents=True)
     clock = f"{guest_dir}/clock.json"
-    argv = [GUEST_PYTHON, "-m", "pytest", "-p", "no:cacheprovider", "-p", "tests.refhost.benchclock",
+    # the clock is named by the snapshot's conftest (snapshot): no -p, which would earn a SUITE-3 blocker
+    argv = [GUEST_PYTHON, "-m", "pytest", "-p", "no:cacheprovider",
             "acceptance/", "--inventory", "inventories/reference.yml", "--report-dir", f"{guest_dir}/reports"]
     since = int(time.time()) - 1
     t0 = time.monotonic()
@@ -338,11 +379,37 @@ def switch_on(m: Machine, src: pathlib.Path, what_if: str) -> None:
         raise BenchError(f"switching on {what_if} failed ({r.returncode}): {r.stdout[-2000:]!r}")
 
 
+def _suites(m: Machine, src: pathlib.Path, out: pathlib.Path, scratch: pathlib.Path, probe: dict, result: dict,
+            *, runs: int, warmup: int, what_if: str | None) -> int:
+    """The warm-up and counted suite runs on the booted host, the table printed; the exit status."""
+    if what_if:
+        switch_on(m, src, what_if)  # after the probes: the floor is the reference contract's
+        log(what_if_line(what_if))
+    warm = [_suite(m, i, out, scratch) for i in range(warmup)]
+    counted = [_suite(m, warmup + i, out, scratch) for i in range(runs)]
+    result.update(warmup_runs=warm, runs=counted)
+    failed = [i for i, r in enumerate(warm + counted) if r["status"] != 0]
+    summary = summarize(probe, counted, cores=result["cores"])
+    result.update(summary)
+    result["valid"] = not failed
+    status = 0 if not failed else 1
+    if what_if:
+        print(what_if_line(what_if))
+    print(table(summary))
+    if failed:
+        print(f"runs {failed} failed: the times are not a verdict (see {out}/suite-output-*.txt)")
+    return status
+
+
 def run_bench(repo_root: pathlib.Path, *, runs: int = 3, warmup: int = 1, repeats: int = 5,
               rev: str = "HEAD", what_if: str | None = None) -> int:
     repo_root = pathlib.Path(repo_root).resolve()
     if what_if is not None and what_if not in WHAT_IFS:
         print(f"bench: unknown what-if {what_if!r}: one of {sorted(WHAT_IFS)}", file=sys.stderr)
+        return 2
+    if runs < 0 or warmup < 0 or repeats < 1 or runs == 0 and (warmup or what_if):
+        print("bench: --runs and --warmup are counts (--runs 0: the floor probes alone, with no warm-up "
+              "and no what-if), --repeats at least 1", file=sys.stderr)
         return 2
     load_start = loadavg()
     tree = ensure_tree()
@@ -379,22 +446,13 @@ def run_bench(repo_root: pathlib.Path, *, runs: int = 3, warmup: int = 1, repeat
         probe = json.loads(p.stdout)
         result["probe"] = probe
         log("floor probes: " + ", ".join(f"{k} {v:.3f} s" for k, v in probe.items() if isinstance(v, float)))
-        if what_if:
-            switch_on(m, src, what_if)  # after the probes: the floor is the reference contract's
-            log(what_if_line(what_if))
-        warm = [_suite(m, i, out, scratch) for i in range(warmup)]
-        counted = [_suite(m, warmup + i, out, scratch) for i in range(runs)]
-        result.update(warmup_runs=warm, runs=counted)
-        failed = [i for i, r in enumerate(warm + counted) if r["status"] != 0]
-        summary = summarize(probe, counted, cores=result["cores"])
-        result.update(summary)
-        result["valid"] = not failed
-        status = 0 if not failed else 1
-        if what_if:
-            print(what_if_line(what_if))
-        print(table(summary))
-        if failed:
-            print(f"runs {failed} failed: the times are not a verdict (see {out}/suite-output-*.txt)")
+        if runs == 0:  # the floor probes alone
+            result.update(valid=True, runs=[])
+            for line in probe_lines(probe, result["cores"]):
+                print(line)
+            status = 0
+        else:
+            status = _suites(m, src, out, scratch, probe, result, runs=runs, warmup=warmup, what_if=what_if)
     except (BenchError, MachineError, OSError, subprocess.SubprocessError, ValueError, KeyError) as e:
         log(f"bench: {e}")
         result["error"] = str(e)

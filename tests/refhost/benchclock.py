@@ -1,4 +1,5 @@
-"""A pytest plugin the bench loads into the suite (`-p tests.refhost.benchclock`):
+"""A pytest plugin the bench loads into the suite (named in the root conftest
+of the bench's snapshot, bench.CLOCK_LINE: `-p` would be a SUITE-3 blocker):
 it only observes. Every phase report's wall-clock start and stop (pytest's own
 TestReport.start/.stop, time.time()) is written, at the end of the session, as
 JSON to the file named by $PTY_BENCH_CLOCK:

@@ -116,14 +116,39 @@ def launcher_stop(repeats: int) -> list[float]:
     return [_start_and_stop("ptybench-script", argv)[1] for _ in range(repeats)]
 
 
+def _wait_exec(unit: str, comm: str, deadline_s: float = 30) -> None:
+    """Until the unit's main process runs `comm`: systemd-run (Type=exec)
+    returns once /bin/sh is exec'd, before the shell has run its `trap`, and a
+    stop sent then kills the shell at once (a TERM-to-KILL of 0.01 s)."""
+    end = time.monotonic() + deadline_s
+    seen = ""
+    while time.monotonic() < end:
+        r = subprocess.run([SYSTEMCTL, "show", "-P", "MainPID", unit], env=ROOT_ENV, capture_output=True, timeout=30)
+        pid = r.stdout.decode().strip()
+        try:
+            seen = open(f"/proc/{pid}/comm", encoding="ascii").read().strip() if pid not in ("", "0") else ""
+        except OSError:
+            seen = ""
+        if seen == comm:
+            return
+        time.sleep(POLL_S)  # poll interval, not a wait for an outcome
+    raise RuntimeError(f"{unit}: its main process still ran {seen or 'nothing'!r}, not {comm!r}, "
+                       f"{deadline_s:g} s later")
+
+
 def term_kill(stop_timeout_s: float) -> float:
     unit = f"ptybench-term-{secrets.token_hex(4)}.service"
     cg = _start(unit, HARDENING + [f"TimeoutStopSec={stop_timeout_s:g}"],
                 ["/bin/sh", "-c", "trap '' TERM HUP; exec /bin/sleep 60"])
+    _wait_exec(unit, "sleep")  # the trap has run: TERM and HUP are ignored by what runs now
     t0 = time.monotonic()
     _run([SYSTEMCTL, "stop", unit])
     _wait_gone(cg, stop_timeout_s + 30, f"{unit} stopped")
-    return time.monotonic() - t0
+    took = time.monotonic() - t0
+    if took < stop_timeout_s:  # what ignores TERM and HUP ends only at the KILL
+        raise RuntimeError(f"{unit} was gone {took:.3f} s after its stop, before its TimeoutStopSec="
+                           f"{stop_timeout_s:g}: it did not ignore the stop")
+    return took
 
 
 def runtime_expiry(runtime_s: float) -> float:

@@ -7,7 +7,9 @@ be read without running the suite, compared with this host, one line each
     missing   <key>: ... (the host has no such thing)
     FILL-IN   <key>: where its value comes from; what the host has now, labelled
               as not a source of truth
-    not read  <key>: why only a run can tell (a live session, a request)
+    not read  <key>: why only a run can tell (a live session, a request), or
+              why it could not be read now (systemd did not answer, ...):
+              never `match` for what was not read
     invalid   <key>: the inventory's own problem (inventory.py)
 
 Hashes are never taken from the host into the inventory: a pin comes from the
@@ -63,8 +65,7 @@ class Line:
 _get = inventory.value_at
 
 
-def _placeholder(value: Any) -> bool:
-    return isinstance(value, str) and value.startswith("FILL-IN")
+_placeholder = inventory.placeholder
 
 
 def _exists(path: str) -> bool:
@@ -129,18 +130,21 @@ def _account(key: str, name: Any, db, what: str) -> Line:
     return Line(MATCH, key, f"{name} ({what} id {entry[2]})")
 
 
-def _unit_line(key: str, name: Any, shown: dict[str, dict]) -> Line:
+def _unit_line(key: str, name: Any, shown: dict[str, dict | str]) -> Line:
     props = shown.get(name) or {}
+    if isinstance(props, str):
+        return Line(NOT_READ, key, f"{name}: {props}")
     if props.get("LoadState") in (None, "not-found"):
         return Line(MISSING, key, f"{name} is not loaded on this host")
     return Line(MATCH, key, f"{name}: {props.get('LoadState')}, {props.get('ActiveState')}")
 
 
-def _show(name: str) -> dict:
+def _show(name: str) -> dict | str:
+    """The unit's properties, or why systemd could not say (a str)."""
     try:
         unit = systemd.Unit.show(name)
-    except systemd.SystemdError:
-        return {}
+    except systemd.SystemdError as e:
+        return f"systemd did not answer ({str(e).splitlines()[0]})"
     return {k: v[-1] for k, v in unit.values.items()}
 
 
@@ -190,6 +194,9 @@ def check(path: str) -> list[Line]:
     out += _source(vars_, lim)
     out += _properties(vars_, shown)
     out += [Line(NOT_READ, key, why) for key, why in ONLY_A_RUN.items() if _get(vars_, key) is not None]
+    named = {line.key for line in out}  # every other placeholder (plugin.success...) its own FILL-IN line
+    out += [Line(FILL_IN, key, f"comes from the review's record{inventory.why(key)}")
+            for key in inventory.placeholders(vars_) if key not in named]
     return out
 
 
@@ -204,8 +211,10 @@ def _limits(vars_: dict) -> dict[str, hostfs.Limit]:
     return {k: inventory.limit(k, given.get(k, v)) for k, v in inventory.LIMIT_DEFAULTS.items()}
 
 
-def _peer_line(name: Any, shown: dict[str, dict]) -> Line:
+def _peer_line(name: Any, shown: dict[str, dict | str]) -> Line:
     props = shown.get(name) or {}
+    if isinstance(props, str):
+        return Line(NOT_READ, "units.peer", f"{name}: {props}: whether it has a unit file is not known")
     if props.get("FragmentPath"):
         return Line(DIFFERS, "units.peer", f"{name} has a unit file ({props['FragmentPath']}): the suite "
                     "runs before the cutover installs it")
@@ -265,11 +274,13 @@ def _source(vars_: dict, lim: dict[str, hostfs.Limit]) -> list[Line]:
     return out
 
 
-def _properties(vars_: dict, shown: dict[str, dict]) -> list[Line]:
+def _properties(vars_: dict, shown: dict[str, dict | str]) -> list[Line]:
     out = []
     want = _get(vars_, "supervisor_exec.path")
     props = shown.get(_get(vars_, "units.supervisor")) or {}
-    if isinstance(want, str) and props:
+    if isinstance(want, str) and isinstance(props, str):
+        out.append(Line(NOT_READ, "supervisor_exec.path", f"ExecStart= not compared: {props}"))
+    elif isinstance(want, str) and isinstance(props, dict) and props:
         have: Any = systemd._EXEC_PATH.findall(props.get("ExecStart", ""))
         out.append(Line(MATCH if have == [want] else DIFFERS, "supervisor_exec.path",
                         want if have == [want] else f"the inventory says {want}, ExecStart= runs {have}"))
@@ -277,6 +288,11 @@ def _properties(vars_: dict, shown: dict[str, dict]) -> list[Line]:
         name = _get(vars_, f"units.{role}")
         props = shown.get(name) or {}
         wanted = _get(vars_, f"unit_properties.{role}") or {}
+        if isinstance(props, str):
+            if wanted:
+                out.append(Line(NOT_READ, f"unit_properties.{role}", f"{len(wanted)} properties not "
+                                f"compared: {props}"))
+            continue
         if props.get("LoadState") in (None, "not-found"):
             if wanted:
                 out.append(Line(MISSING, f"unit_properties.{role}", f"{name} is not loaded: "
@@ -295,7 +311,10 @@ def _properties(vars_: dict, shown: dict[str, dict]) -> list[Line]:
 
 
 def failed(lines: list[Line]) -> list[Line]:
-    return [line for line in lines if line.status in (DIFFERS, MISSING, FILL_IN, INVALID)]
+    """What does not match: a fact that differs, is missing, unfilled or invalid,
+    and one that could not be read now (only what a run alone can tell is not)."""
+    return [line for line in lines if line.status in (DIFFERS, MISSING, FILL_IN, INVALID)
+            or line.status == NOT_READ and line.key not in ONLY_A_RUN]
 
 
 def path_of(given: str | None, default: Path) -> str:

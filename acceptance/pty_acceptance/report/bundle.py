@@ -52,7 +52,7 @@ def build(data: bytes, junit_name: str, sections: list[Section] | tuple[Section,
     if ready is not None:
         v.ready = ready and not v.blockers
     table = verdict.rows(v, sections)
-    title = f"Root acceptance: {v.last_line}"
+    title = f"Root acceptance of {v.host}: {v.last_line}"
     html = htmlreport.render(v, table, title).encode("utf-8", "backslashreplace")
     st = intoto.statement(v, PurePosixPath(junit_name).name, hashlib.sha256(data).hexdigest())
     return Bundle(v, table, html, intoto.dumps(st))

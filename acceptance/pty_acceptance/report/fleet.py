@@ -19,10 +19,19 @@ not used as one, and every printed line goes through terminal.escape.
 
 READY needs all four to agree: exit status 0, the JUnit report's verdict
 (verdict.from_junit, as `pty-acceptance report` reads it), the in-toto
-Statement's result PASSED (a Statement naming that report's SHA-256) and the
-suite's own last line. A host with no
+Statement's result PASSED or WARNED (a Statement naming that report's
+SHA-256) and the suite's own last line. A host with no
 exit status did not report; it counts as not ready, like every line but
 READY. Exit status 0 only when every host named is READY.
+
+A host given a public key (`--pubkey HOST=FILE`, the playbook's
+`pty_acceptance_sign_pubkey`; `--sign-tool HOST=TOOL`, default openssl)
+signed its Statement on the host (`--sign-key`): its DSSE envelope must have
+come back, verify with that key (signing.verify: the same host tool, PAE
+recomputed) and sign exactly the Statement that came back; the line then
+ends `; Statement signed (<tool>, keyid <keyid>), verified`. Anything else
+is said on the line, and a READY host whose envelope does not verify is not
+READY.
 """
 
 from __future__ import annotations
@@ -35,7 +44,7 @@ import re
 import stat
 from dataclasses import dataclass
 
-from pty_acceptance.report import reports, verdict
+from pty_acceptance.report import reports, signing, verdict
 from pty_acceptance.host.terminal import escape
 
 EXIT_STATUS = "exit-status"
@@ -45,6 +54,7 @@ JUNIT = "junit.xml"
 HTML = "verdict.html"
 STATEMENT = "verdict.intoto.json"
 FILES = (EXIT_STATUS, OUTPUT, ERRORS, JUNIT, HTML, STATEMENT)
+ENVELOPE = "verdict.intoto.dsse.json"  # only from a host that signs (--sign-key)
 SUMMARY = "summary.txt"
 MAX_BYTES = 64 << 20
 
@@ -54,6 +64,13 @@ READY_LINE = re.compile(r"^READY: marker written \S+$")
 NOT_READY_LINE = re.compile(r"^NOT READY: \d+ blockers: [A-Z]+-\d+(?: [A-Z]+-\d+)*$")
 
 READY, NOT_READY, ERROR = "READY", "NOT READY", "UNREACHABLE/ERROR"
+
+
+@dataclass(frozen=True)
+class Key:
+    """The public key a host's envelope is verified with, and its tool."""
+    pubkey: bytes
+    tool: str = signing.DEFAULT_TOOL
 
 
 @dataclass
@@ -109,8 +126,9 @@ def report_name(run_id: str) -> str:
     return f"pty-acceptance-fleet-{run_id}.xml"
 
 
-def judge(root: int, host: str, run_id: str) -> HostLine:
-    """The line for one host; root is an open descriptor of DIR."""
+def judge(root: int, host: str, run_id: str, key: Key | None = None) -> HostLine:
+    """The line for one host; root is an open descriptor of DIR; `key`: its
+    envelope must verify with it."""
     if not PLAIN_NAME.match(host):
         return HostLine(host, ERROR, "not a plain host name: nothing read for it")
     try:
@@ -123,14 +141,38 @@ def judge(root: int, host: str, run_id: str) -> HostLine:
         return HostLine(host, ERROR, f"its directory: {e.strerror or e}")
     try:
         got = {}
-        for name in FILES:
+        for name in FILES + (ENVELOPE,):
             try:
                 got[name] = read_file(d, file_name(run_id, name))
             except OSError as e:
                 return HostLine(host, ERROR, f"{name}: {e.strerror or e}")
     finally:
         os.close(d)
-    return _judge_files(host, got, run_id)
+    line = _judge_files(host, got, run_id)
+    if key is None or line.state == ERROR and line.text.startswith("did not report"):
+        return line
+    signed, problem = _signed(got[ENVELOPE], got[STATEMENT], key)
+    if problem is None:
+        line.text += f"; {signed}"
+    elif line.state == READY:
+        line = HostLine(host, ERROR, f"the JUnit report says READY: {line.text} but {problem}")
+    else:
+        line.text += f"; {problem}"
+    return line
+
+
+def _signed(envelope: bytes | None, statement: bytes | None, key: Key) -> tuple[str, str | None]:
+    """(what verified, None) or ("", why not): the envelope verifies with the
+    key and signs exactly the Statement that came back."""
+    if envelope is None:
+        return "", "no signed envelope came back"
+    try:
+        found = signing.verify(envelope, key.pubkey, key.tool)
+    except signing.SignError as e:
+        return "", f"its envelope does not verify ({key.tool}): {e}"
+    if statement is None or found.body != statement:
+        return "", "its envelope signs another Statement than the one that came back"
+    return f"Statement signed ({key.tool}, keyid {found.keyid or 'none'}), verified", None
 
 
 def _judge_files(host: str, got: dict[str, bytes | None], run_id: str) -> HostLine:
@@ -192,14 +234,19 @@ def _statement_result(data: bytes | None, junit: bytes | None, name: str) -> str
     return result if result in ("PASSED", "WARNED", "FAILED") else "neither PASSED, WARNED nor FAILED"
 
 
-def summarize(directory: str, hosts: list[str], run_id: str) -> tuple[list[HostLine], int]:
-    """(one line per host, exit status: 0 only when every host is READY)."""
+def summarize(directory: str, hosts: list[str], run_id: str,
+              keys: dict[str, Key] | None = None) -> tuple[list[HostLine], int]:
+    """(one line per host, exit status: 0 only when every host is READY);
+    `keys`: the hosts whose envelope must verify, with the key for each."""
     if not RUN_ID.match(run_id):
         raise ValueError(f"--run-id {run_id!r}: expected the playbook's run id "
                          "(YYYYMMDDTHHMMSSZ-N)")
+    keys = keys or {}
+    if unknown := sorted(set(keys) - set(hosts)):
+        raise ValueError(f"--pubkey for {', '.join(map(escape, unknown))}: not a host of this summary")
     root = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        lines = [judge(root, h, run_id) for h in dict.fromkeys(hosts)]
+        lines = [judge(root, h, run_id, keys.get(h)) for h in dict.fromkeys(hosts)]
     finally:
         os.close(root)
     ok = bool(lines) and all(line.state == READY for line in lines)

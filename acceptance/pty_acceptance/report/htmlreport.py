@@ -3,9 +3,13 @@ network (a Content-Security-Policy forbids both), every host-derived string
 through terminal.escape (control characters become visible \\xNN) and then
 html.escape, so that evidence can never become markup.
 
-Layout: the gate's verdict (READY's last line, or NOT READY and the count),
-the first causes of what did not pass, grouped (one line per cause with its
-count and the tests under it), the blockers; the matrix by section, each ID a
+Layout: the first screen a reviewer reads (issue 32 item 5): the gate's
+verdict (READY's last line, or NOT READY and the count), the host as the
+inventory names it, the counts (tests, passed, passed with concerns, failed,
+not run), the in-toto Statement's result (WARNED when any test carries a
+concern), the IDs with concerns; the first causes of what did not pass,
+grouped (one line per cause with its count and the tests under it), the
+blockers; the matrix by section, each ID a
 cell coloured by its outcome in that section and linking to the ID's entry;
 the inventory's pins and the hashes read at start and at marker time; one
 entry per catalogue ID listing its test cases; one entry per test case with
@@ -17,8 +21,11 @@ from __future__ import annotations
 import html
 import re
 
+from dataclasses import dataclass
+
 from pty_acceptance.host import terminal
-from pty_acceptance.spec.requirements import BY_ID, CATALOGUE, CONCERN
+from pty_acceptance.spec.requirements import BY_ID, CATALOGUE, CONCERN, sort_key
+from pty_acceptance.report import intoto
 from pty_acceptance.report.verdict import ACKNOWLEDGED, MUST_FIX, PASS, Case, Row, Verdict
 
 STYLE = """
@@ -29,6 +36,7 @@ td,th{border:1px solid #999;padding:.25em .5em;vertical-align:top;text-align:lef
 .ACKNOWLEDGED{background:#bcd8ff}
 pre{white-space:pre-wrap;word-break:break-all;background:#f4f4f4;padding:.4em;margin:.2em 0}
 .verdict{font-size:1.3em;font-weight:bold;padding:.4em}
+.glance th{background:#eee;width:11em}.glance td{font-size:1.1em}
 code{word-break:break-all}
 """
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'none'; form-action 'none'"
@@ -52,6 +60,8 @@ def id_status(row: Row, i: str, waived: dict[str, str]) -> str:
 
 
 _WRAPPED = re.compile(r'^failed on (?:setup|teardown) with "(?P<m>.*)"$')
+# how pytest names the exception before its message: the suite's one way to fail, an assert
+_RAISED = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?(?:Failed|AssertionError): ")
 CAUSES_SHOWN = 5
 
 
@@ -59,14 +69,15 @@ def cause_of(c: Case) -> str:
     """What a case that did not pass says first, without pytest's wrapping."""
     first = c.failure.split("\n", 1)[0].strip()
     m = _WRAPPED.match(first)
-    return (m.group("m") if m else first).removeprefix("Failed: ")
+    return _RAISED.sub("", m.group("m") if m else first)
 
 
 def first_causes(v: Verdict) -> list[tuple[str, list[Case]]]:
-    """Why cases did not pass, grouped by what they say first: every cause
-    shared by several cases, and every "not run" cause, most cases first
-    ("setup failed: the system bus is not reachable" x105 is one line). A
-    preflight's cause is its full text (the report's `preflight` property)."""
+    """Why cases did not pass, grouped by what they say first, most cases
+    first ("setup failed: the system bus is not reachable" x105 is one line),
+    at most CAUSES_SHOWN of them: a single failure's own first line too, so
+    the first screen says why, not only which test. A preflight's cause is its
+    full text (the report's `preflight` property)."""
     groups: dict[str, list[Case]] = {}
     for c in v.cases:
         if not c.passed:
@@ -74,10 +85,79 @@ def first_causes(v: Verdict) -> list[tuple[str, list[Case]]]:
     full = (v.values("preflight") or [""])[0]
     out = []
     for cause, cases in sorted(groups.items(), key=lambda g: -len(g[1])):
-        if len(cases) > 1 or cause.startswith("not run: "):
-            shown = f"not run: preflight: {full}" if cause.startswith("not run: preflight") and full else cause
-            out.append((shown, cases))
+        shown = f"not run: preflight: {full}" if cause.startswith("not run: preflight") and full else cause
+        out.append((shown, cases))
     return out[:CAUSES_SHOWN]
+
+
+PASSED_WITH_CONCERNS = "passed with concerns"
+
+
+def case_class(c: Case) -> str:
+    """A case's colour: a pass that carries a concern is never a plain green pass."""
+    return (CONCERN if intoto.warned(c) else PASS) if c.passed else MUST_FIX
+
+
+def case_word(c: Case) -> str:
+    return PASSED_WITH_CONCERNS if c.passed and intoto.warned(c) else c.outcome
+
+
+@dataclass(frozen=True)
+class Counts:
+    """The test cases by what a reviewer asks first (the Statement's
+    passedTests, warnedTests and failedTests; failed split from not run)."""
+    tests: int
+    passed: int  # and no concern
+    concerns: int  # passed, with a concern (warnedTests)
+    failed: int  # failed or erred
+    not_run: int  # withheld ("not run: ..."), or skipped
+
+    @classmethod
+    def of(cls, v: Verdict) -> "Counts":
+        not_run = [c for c in v.cases if not c.passed
+                   and (c.outcome == "skipped" or cause_of(c).startswith("not run"))]
+        concerns = [c for c in v.cases if c.passed and intoto.warned(c)]
+        passed = sum(1 for c in v.cases if c.passed) - len(concerns)
+        return cls(len(v.cases), passed, len(concerns), len(v.cases) - passed - len(concerns) - len(not_run),
+                   len(not_run))
+
+
+def glance(v: Verdict, table: list[Row]) -> list[str]:
+    """The first screen: host, counts, the Statement's result, the concerns."""
+    n = Counts.of(v)
+    warned = [c.nodeid for c in v.cases if c.passed and intoto.warned(c)]
+    result = intoto.result(v.ready, warned)
+    inventory = (v.values("inventory") or [""])[0].rpartition(" host ")[0]
+    host = f"<b>{text(v.host or '(not recorded)')}</b>"
+    if inventory:
+        host += f" (inventory <code>{text(inventory)}</code>)"
+    if v.hostname and v.hostname != v.host:
+        host += f"; the machine calls itself {text(v.hostname)}"
+    counts = (f"<b>{n.tests}</b> tests: <span class=\"{PASS}\">{n.passed} passed</span>, "
+              f"<span class=\"{CONCERN if n.concerns else PASS}\">{n.concerns} {PASSED_WITH_CONCERNS}</span>, "
+              f"<span class=\"{MUST_FIX if n.failed else PASS}\">{n.failed} failed</span>, "
+              f"<span class=\"{MUST_FIX if n.not_run else PASS}\">{n.not_run} not run</span>")
+    word = {"PASSED": PASS, "WARNED": CONCERN}.get(result, MUST_FIX)
+    why = {"PASSED": "READY, no test carries a concern",
+           "WARNED": f"READY; {n.concerns} tests carry a concern: warnedTests",
+           "FAILED": "not READY"}[result]
+    concerned: dict[str, str] = {}
+    for r in table:
+        for c in r.concerns:
+            i = c.split(":", 1)[0]
+            concerned[i] = id_status(r, i, v.waivers()) if i in r.ids else CONCERN
+    ids = " ".join(f'<a class="{st}" href="#{anchor("req", i)}">{text(i)}</a>'
+                   for i, st in sorted(concerned.items(), key=lambda kv: sort_key(kv[0])))
+    blockers = f'<a href="#blockers">{len(v.blockers)}</a>' if v.blockers else "none"
+    out = ['<table class="glance" id="glance">',
+           f"<tr><th>Host</th><td>{host}</td></tr>",
+           f"<tr><th>Tests</th><td>{counts}</td></tr>",
+           f'<tr><th>in-toto Statement</th><td><span class="{word}"><b>{result}</b></span> ({why})</td></tr>',
+           f"<tr><th>Concerns</th><td>{ids or 'none'}</td></tr>",
+           f"<tr><th>Blockers</th><td>{blockers}</td></tr>",
+           f"<tr><th>Report time</th><td>{text(v.timestamp or '(not recorded)')}</td></tr>",
+           "</table>"]
+    return out
 
 
 def render(v: Verdict, table: list[Row], title: str) -> str:
@@ -89,9 +169,9 @@ def render(v: Verdict, table: list[Row], title: str) -> str:
     headline = v.last_line if v.ready else f"NOT READY: {len(v.blockers)} blockers"
     out.append(f'<p class="verdict {"PASS" if v.ready else "MUST-FIX"}" id="verdict">'
                f"{text(headline)}</p>")
-    out.append(f"<p>Gate: <b>{word}</b>. Host {text(v.hostname)}, report time {text(v.timestamp)}. "
-               "This is host acceptance only (SCOPE-4): it never stands in for the source "
-               "review's verdict.</p>")
+    out += glance(v, table)
+    out.append(f"<p>Gate: <b>{word}</b>. This is host acceptance only (SCOPE-4): it never stands in for "
+               "the source review's verdict.</p>")
     causes = first_causes(v)
     if causes:
         out.append('<h2 id="causes">First causes</h2><ul>')
@@ -146,7 +226,7 @@ def render(v: Verdict, table: list[Row], title: str) -> str:
         if not cases:
             out.append("<li>no test case of this report names it</li>")
         for c in cases:
-            out.append(f'<li class="{"PASS" if c.passed else "MUST-FIX"}">{text(c.outcome)} '
+            out.append(f'<li class="{case_class(c)}">{text(case_word(c))} '
                        f'<a href="#{anchor("case", str(index[c.nodeid]))}">{text(c.nodeid)}</a></li>')
         out.append("</ul>")
 
@@ -154,8 +234,8 @@ def render(v: Verdict, table: list[Row], title: str) -> str:
     for n, c in enumerate(v.cases):
         ids = " ".join(f'<a href="#{anchor("req", i)}">{text(i)}</a>' if i in BY_ID else text(i)
                        for i in c.ids)
-        out.append(f'<h3 id="{anchor("case", str(n))}" class="{"PASS" if c.passed else "MUST-FIX"}">'
-                   f"{text(c.outcome)}: {text(c.nodeid)}</h3><p>Requirements: {ids}</p>")
+        out.append(f'<h3 id="{anchor("case", str(n))}" class="{case_class(c)}">'
+                   f"{text(case_word(c))}: {text(c.nodeid)}</h3><p>Requirements: {ids}</p>")
         for e in c.evidence:
             out.append(f"<pre>evidence: {text(e)}</pre>")
         for e in c.concerns:

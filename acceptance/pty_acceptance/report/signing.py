@@ -14,8 +14,12 @@ builds the DSSE pre-authentication encoding and the envelope
 
     openssl     the raw signature of `openssl pkeyutl -sign -rawin` with an
                 Ed25519 private key (PEM): 64 bytes, what in-toto and
-                sigstore verifiers expect for ed25519. keyid: SHA-256 (hex)
-                of the public key's DER SubjectPublicKeyInfo.
+                sigstore verifiers expect for ed25519. keyid: the one a
+                verifier computes by default (securesystemslib's
+                SSlibKey.from_crypto: SHA-256 of the canonical JSON
+                {"keytype":"ed25519","keyval":{"public":<raw key, hex>},
+                "scheme":"ed25519"}), so that the in-toto tools verify the
+                envelope with nothing said about the key but the key.
     ssh-keygen  the SSHSIG armour (`-----BEGIN SSH SIGNATURE-----` ...) of
                 `ssh-keygen -Y sign -n in-toto` with an OpenSSH private key.
                 keyid: the key's SHA256: fingerprint.
@@ -235,7 +239,22 @@ def _sign_openssl(key: str, msg: str, fds, secret: bytes) -> tuple[bytes, str]:
     pub = _run("openssl", ["pkey", "-in", key, "-pubout", "-outform", "DER"], fds)
     if pub.returncode != 0 or not pub.stdout:
         raise _failed("openssl", "pkey -pubout", pub, secret)
-    return res.stdout, hashlib.sha256(pub.stdout).hexdigest()
+    return res.stdout, default_keyid(pub.stdout)
+
+
+ED25519_SPKI = bytes.fromhex("302a300506032b6570032100")  # DER SubjectPublicKeyInfo of an Ed25519 key, less the key
+
+
+def default_keyid(der: bytes) -> str:
+    """securesystemslib's default keyid of a public key given as DER
+    SubjectPublicKeyInfo (compute_default_keyid over its canonical JSON). An
+    Ed25519 key is the one openssl signs with here; any other key's keyid is
+    the SHA-256 of its DER."""
+    if len(der) != len(ED25519_SPKI) + 32 or not der.startswith(ED25519_SPKI):
+        return hashlib.sha256(der).hexdigest()
+    key = {"keytype": "ed25519", "scheme": "ed25519", "keyval": {"public": der[len(ED25519_SPKI):].hex()}}
+    canonical = json.dumps(key, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
 
 
 def ssh_fingerprint(public_line: bytes) -> str:
@@ -297,6 +316,7 @@ def _sign_gpg(key: str, msg: str, fds, secret: bytes) -> tuple[bytes, str]:
 class Verified:
     statement: dict
     keyid: str
+    body: bytes = b""  # the payload's exact bytes: the Statement file that was signed
 
 
 def read_regular(path: str, limit: int) -> bytes:
@@ -348,7 +368,7 @@ def verify(envelope_bytes: bytes, pubkey: bytes, tool: str = DEFAULT_TOOL) -> Ve
                 raise SignError("SUITE-2", f"the signed payload is not JSON: {e}") from None
             if not isinstance(st, dict) or st.get("_type") != intoto.STATEMENT_TYPE:
                 raise SignError("SUITE-2", "the signed payload is not an in-toto Statement v1")
-            return Verified(st, str(s.get("keyid", "")))
+            return Verified(st, str(s.get("keyid", "")), body)
         why.append(f"signature {n}: {problem}")
     raise SignError("SUITE-2", "no signature verifies: " + "; ".join(why))
 

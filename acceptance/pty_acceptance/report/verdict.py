@@ -59,11 +59,23 @@ class Verdict:
     blockers: list[str]  # "<IDs>: reason"
     cases: list[Case]  # the checklist's tests (the gate's verdict case is not one)
     properties: list[tuple[str, str]]  # the report's global properties, in order
-    hostname: str = ""
+    hostname: str = ""  # the machine's own name (the report's hostname attribute)
     timestamp: str = ""
+    suite: str = ""  # the test suite's name: the gate names it after the inventory's host
 
     def values(self, name: str) -> list[str]:
         return [v for n, v in self.properties if n == name]
+
+    @property
+    def host(self) -> str:
+        """The host the run judged, as its inventory names it (the `inventory`
+        property, "<file> host <name>"); else the suite's name, which the gate
+        gives it from the inventory; else the machine's hostname."""
+        for value in self.values("inventory"):
+            _file, sep, name = value.rpartition(" host ")
+            if sep and name:
+                return name
+        return self.suite if self.suite and self.suite != "pytest" else self.hostname
 
     def waivers(self) -> dict[str, str]:
         """ID -> the waiver (the `waiver` properties: waivers that stood)."""
@@ -149,7 +161,8 @@ def from_junit(root: ET.Element) -> Verdict:
     # blocker, the marker named, and its one verdict case passed
     ready = gate == "READY" and not blockers and any(n == "marker" for n, _ in props) and said == ["passed"]
     return Verdict(ready=ready, gate=gate, blockers=blockers, cases=cases, properties=props,
-                   hostname=suite.get("hostname", ""), timestamp=suite.get("timestamp", ""))
+                   hostname=suite.get("hostname", ""), timestamp=suite.get("timestamp", ""),
+                   suite=suite.get("name", ""))
 
 
 def _concerns(cases: list[Case], ids: tuple[str, ...]) -> list[str]:

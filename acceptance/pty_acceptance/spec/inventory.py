@@ -14,7 +14,8 @@ type checker follows (``inv.units.supervisor``), never a string look-up.
 Loading validates every key against that schema; any problem is one line that
 names the file and the key (``<file>: <key>: <problem>``, InventoryError),
 raised before any test runs (the preflight's inventory check). A `FILL-IN`
-pin is refused as a malformed value, naming the requirement it is for.
+placeholder is named as one, each of them in the one line (the requirement
+each is for), so the operator fills them in from the review's record at once.
 
 The file is read as root before anything judged it (SUITE-4): walked from /
 (hostfs: a link in any component is refused, never followed; a FIFO or a
@@ -54,6 +55,14 @@ URL_PATH = re.compile(r"^/[A-Za-z0-9._~/%-]*$")
 PLUGIN_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 ENV_VALUE = re.compile(r"^[^\0\n]*$")
 PATTERN = re.compile(r"^(?!FILL-IN)[^\0\n]+$")  # a regular expression (compiled when loaded)
+
+
+FILL_IN = "FILL-IN"  # how a shipped inventory's placeholders begin: the operator fills them in
+
+
+def placeholder(value: Any) -> bool:
+    """A value the operator has yet to fill in (from the review's record)."""
+    return isinstance(value, str) and value.startswith(FILL_IN)
 
 
 class InventoryError(AcceptanceError):
@@ -584,7 +593,9 @@ def _check(file: str, key: str, value: Any, spec: Any, problems: list[str]) -> N
                 _check(file, f"{key}[{i}]", item, spec.leaf, problems)
         return
     typ, rx = spec.kind, spec.rx
-    if typ is int and isinstance(value, bool) or not isinstance(value, typ):
+    if placeholder(value):
+        problems.append(f"{file}: {key}: {FILL_IN} {shown(value)}")
+    elif typ is int and isinstance(value, bool) or not isinstance(value, typ):
         problems.append(f"{file}: {key}: expected {typ.__name__}, got {type(value).__name__} {shown(value)}")
     elif rx is not None and not rx.match(value):
         problems.append(f"{file}: {key}: malformed value {shown(value)} (must match {rx.pattern})")
@@ -602,6 +613,26 @@ def schema_problems(file: str, key: str, vars_: Any) -> list[str]:
     problems: list[str] = []
     _check(file, key, vars_, SCHEMA, problems)
     return problems
+
+
+def placeholders(vars_: Any, dotted: str = "") -> list[str]:
+    """The dotted keys whose value is a FILL-IN placeholder, in the file's order."""
+    if placeholder(vars_):
+        return [dotted]
+    if isinstance(vars_, dict):
+        return [k for name, v in vars_.items() for k in placeholders(v, f"{dotted}.{name}" if dotted else str(name))]
+    if isinstance(vars_, list):
+        return [k for i, v in enumerate(vars_) for k in placeholders(v, f"{dotted}[{i}]")]
+    return []
+
+
+def why(dotted: str) -> str:
+    """Why the operator fills `dotted` in (" (<ID>: ...)"), or ""."""
+    return WHY.get(dotted, "")
+
+
+def _is_fill_in(problem: str) -> bool:
+    return f": {FILL_IN} '{FILL_IN}" in problem
 
 
 def _missing(vars_: dict[str, Any], sec: Section, dotted: str = "") -> list[str]:
@@ -694,8 +725,15 @@ def load(path: str | Path) -> Inventory:
     if not isinstance(vars_, dict):
         raise InventoryError(f"{file}: {prefix}: expected a mapping of host vars")
     problems = schema_problems(file, prefix, vars_)
-    if problems:
-        raise InventoryError(problems[0] + _why(problems[0], prefix))
+    unfilled = [p for p in problems if _is_fill_in(p)]
+    if len(unfilled) < len(problems):
+        first = next(p for p in problems if not _is_fill_in(p))
+        raise InventoryError(first + _why(first, prefix)
+                             + (f"; and {len(unfilled)} {FILL_IN} values not filled in" if unfilled else ""))
+    if unfilled:  # every one named: the operator fills them in from the review's record at once
+        raise InventoryError(f"{file}: " + "; ".join(p.removeprefix(f"{file}: ") + _why(p, prefix) for p in unfilled)
+                             + f" ({len(unfilled)} {FILL_IN} values: each from the review's record, "
+                             "never from the live host)")
     missing = sorted(_missing(vars_, SCHEMA))
     if missing:
         msg = f"{file}: {prefix}.{missing[0]}: missing required key"
