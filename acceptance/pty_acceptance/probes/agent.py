@@ -97,6 +97,7 @@ class Agent:
                 for n, fd in enumerate(moved):
                     os.dup2(fd, n)
                 os.closerange(5, os.sysconf("SC_OPEN_MAX"))
+                signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # as a peer starts its helper
                 os.execve(req["argv"][0], req["argv"], HELPER_ENV)
             finally:
                 os._exit(127)
@@ -387,7 +388,9 @@ def main():
     # user, a session's included, reaches its descriptors or root through /proc
     # (ISO-1, UNIT-7); what it execs (the helper) decides for itself
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    # SIGPIPE stays ignored (Python's own setting): a write to a connection the
+    # supervisor already closed (a rate-limited flood) is an error reported to
+    # the suite, never the agent's death; what it execs gets the default back
     ctrl = socket.socket(fileno=os.dup(0))
     devnull = os.open("/dev/null", os.O_RDWR)
     os.dup2(devnull, 0)
