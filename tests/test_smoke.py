@@ -213,8 +213,13 @@ def test_a_run_passes_only_on_exit_0_with_the_harness_s_own_success_report():
 
 
 def test_a_run_fails_on_how_it_ended_and_on_what_it_left():
-    assert smoke.judge(_run(exit_status=1), SUCCESS) == ["ended with exit 1 after 2.5 s"]
-    assert smoke.judge(_run(exit_status=None, signal=9), SUCCESS) == ["ended with killed by signal 9 after 2.5 s"]
+    failed = _run(output=b"FAIL permissions (1 ms): mode 0775\nFAIL 1/9 checks: permissions (smoke-result-001.json)\n",
+                  exit_status=1)
+    # the harness's own last line says which of its checks failed (the operator's first clue)
+    assert smoke.judge(failed, SUCCESS) == [
+        "ended with exit 1 after 2.5 s; its last line 'FAIL 1/9 checks: permissions (smoke-result-001.json)'"]
+    assert smoke.judge(_run(output=b"", exit_status=None, signal=9), SUCCESS) == [
+        "ended with killed by signal 9 after 2.5 s; its last line ''"]
     why = smoke.judge(_run(exit_status=None, still_running=["pid 7 bun"]), SUCCESS)
     assert why == ["did not finish within its 60 s deadline; still running then: pid 7 bun"]
     why = smoke.judge(_run(left_behind=["pid 8 sleep"]), SUCCESS)

@@ -377,7 +377,8 @@ def judge(r: Run, success: PluginSuccess) -> list[str]:
         why.append(f"did not finish within its {e.deadline_s:g} s deadline; still running then: "
                    f"{', '.join(e.still_running) or 'nothing listed'}")
     elif e.exit_status != 0:
-        why.append(f"ended with {e.ending()} after {e.duration_s:.1f} s")
+        why.append(f"ended with {e.ending()} after {e.duration_s:.1f} s; its last line "
+                   f"{r.last_line.decode('utf-8', 'replace')!r}")
     if e.left_behind:
         why.append(f"left processes running after it exited (killed with its cgroup): {', '.join(e.left_behind)}")
     if e.held_open:
