@@ -47,8 +47,9 @@ JUNIT = """<?xml version="1.0"?><testsuites><testsuite>{props}
 
 def _fake_run(status=0, failing=False, marker=True, after_status=0, secret_in=None):
     """run_reference as a withstood fault's run would leave its output directory."""
-    def fake(repo, *, before_suite, after_suite, out_dir, suite_paths, quiet, suite_timeout, supervisor):
+    def fake(repo, *, before_suite, after_suite, out_dir, suite_paths, quiet, suite_timeout, supervisor, release):
         assert suite_timeout == 900 and suite_paths == ["acceptance/"] and supervisor == "go"
+        assert release == "bookworm"
         out_dir.mkdir(parents=True)
         if status != EXIT_TIMED_OUT:
             (out_dir / "reports").mkdir()
@@ -81,7 +82,7 @@ def test_a_withstood_fault_is_killed_only_by_ending_as_the_control_with_nothing_
     assert row["killed"] is killed, row
     if note:
         assert note in row["note"], row
-    assert row["kill"] == "withstood" and row["supervisor"] == "go"
+    assert row["kill"] == "withstood" and row["supervisor"] == "go" and row["release"] == "bookworm"
 
 
 @pytest.mark.refhost
@@ -109,13 +110,16 @@ def test_the_python_supervisors_control_passes():
     assert status == 0
 
 
-def test_the_cli_offers_the_supervisor_implementations_the_harness_deploys():
+def test_the_cli_offers_the_supervisor_implementations_and_releases_the_harness_deploys():
     """cli.py keeps its own list (it imports tests/ only once a reference command
     runs): it must name the implementations tests/refhost/run.py deploys, with
     the same default."""
     from pty_acceptance import cli
 
     from tests.refhost.run import DEFAULT_SUPERVISOR, SUPERVISORS
+    from tests.refhost.tree import DEFAULT_RELEASE, RELEASES
     assert sorted(cli.SUPERVISOR_IMPLS) == sorted(SUPERVISORS)
+    assert sorted(cli.RELEASES) == sorted(RELEASES)
     for command in ("reference", "mutants"):
-        assert cli.parser().parse_args([command]).supervisor == DEFAULT_SUPERVISOR, command
+        args = cli.parser().parse_args([command])
+        assert args.supervisor == DEFAULT_SUPERVISOR and args.release == DEFAULT_RELEASE, command
