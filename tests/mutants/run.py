@@ -13,7 +13,10 @@ release every reference host is booted from; the kill table and the last line
 name both.
 
 Exit status 0 only when the control passes and every fault is killed by the
-requirement IDs its entry names. A "withstood" fault (an attack the suite must
+requirement IDs its entry names, but a fault the catalogue says this release's
+systemd refuses (Fault.refused_on): its script must fail there (the refusal
+proven, a catalogue fact: killed None, refused True), and the suite does not
+run. A "withstood" fault (an attack the suite must
 shrug off) is killed when the run ends within its deadline with a report,
 fails nothing the control does not, gives the control's verdict and passes
 its after-suite check.
@@ -36,7 +39,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from tests.refhost import findings
 from tests.refhost.junit import Report
-from tests.refhost.run import AFTER_SUITE, DEFAULT_SUPERVISOR, EXIT_TIMED_OUT, SUPERVISORS, run_reference
+from tests.refhost.run import (AFTER_SUITE, DEFAULT_SUPERVISOR, EXIT_SETUP_FAILED, EXIT_TIMED_OUT, SUPERVISORS,
+                               run_reference)
 from tests.refhost.tree import DEFAULT_RELEASE, RELEASES
 
 from . import catalogue
@@ -74,6 +78,15 @@ def run_one(repo: pathlib.Path, out: pathlib.Path, fault: catalogue.Fault | None
            "supervisor": supervisor, "release": release, "modules": modules, "status": status, "marker": marker,
            "kill": fault.kill if fault else None,
            "seconds": round(time.monotonic() - t0, 1)}
+    why = fault.refusal(release) if fault else None
+    if why is not None:  # a catalogue fact: the fault's own script must have failed, and nothing ran
+        row.update(killed=None, caught_by=[], unexpected=[],
+                   refused=status == EXIT_SETUP_FAILED and report is None and not marker,
+                   note=f"refused by {release}'s systemd: {why}")
+        if not row["refused"]:
+            row["note"] = (f"the catalogue says {release} refuses it ({why}), but it applied "
+                           f"(status {status})")
+        return row
     if status == EXIT_TIMED_OUT:
         row.update(killed=False, caught_by=[], unexpected=[],
                    note=f"the suite was still running {fault.deadline_s:g} s later: stopped")
@@ -207,6 +220,10 @@ def run_mutants(repo: pathlib.Path, *, only: list[str] | None = None, jobs: int 
         if not ok:
             problems.append(f"control run failed: {c}")
     for r in rows[1 if control else 0:]:
+        if "refused" in r:
+            if not r["refused"]:
+                problems.append(f"{r['id']}: {r['note']}")
+            continue
         if r["kill"] == "withstood":
             withstood(r, rows[0] if control else None)
         if not r["killed"]:
@@ -224,6 +241,8 @@ def run_mutants(repo: pathlib.Path, *, only: list[str] | None = None, jobs: int 
     print(md)
     for p in problems:
         print("MUTANT PROBLEM:", p)
+    refused = sum(1 for r in rows if r.get("refused"))
     print(f"mutants ({release}, {supervisor} supervisor): {len(faults)} faults, "
-          f"{sum(1 for r in rows if r['killed'])} killed; report in {out}")
+          f"{sum(1 for r in rows if r['killed'])} killed" + (f", {refused} refused by {release}'s systemd"
+                                                             if refused else "") + f"; report in {out}")
     return 1 if problems else 0

@@ -139,7 +139,7 @@ def _show(name: str) -> dict:
         unit = systemd.Unit.show(name)
     except systemd.SystemdError:
         return {}
-    return {k: v[-1] for k, v in unit.values.items()}
+    return unit.last()
 
 
 def check(path: str) -> list[Line]:
@@ -281,7 +281,7 @@ def _properties(vars_: dict, shown: dict[str, dict]) -> list[Line]:
                                 f"{len(wanted)} properties not compared"))
             continue
         for key, want in wanted.items():
-            have = props.get(key)
+            have = systemd.setting(props, key)  # read in full: systemd 257's <key>Ex too
             where = f"unit_properties.{role}.{key}"
             if have is None:
                 out.append(Line(MISSING, where, f"{name} shows no {key}"))
