@@ -263,6 +263,8 @@ def cmd_node_ids(a: argparse.Namespace) -> int:
 def cmd_preflight(a: argparse.Namespace) -> int:
     """Is this a host the suite can judge? Read-only, what a run checks first."""
     found = preflight.check(a.inventory or str(DEFAULT_INVENTORY))
+    for line in found.host_lines():  # recorded, never judged: the host named first
+        print(escape(line))
     for f in found.findings:
         print(escape(f.line()))
     for p in found.protections:  # recorded, never judged (preflight.py)
