@@ -4,7 +4,10 @@ unit are the units the review read, and systemd accepts them.
 CUT-4   `systemd-analyze verify` passes for the supervisor service, the slice
         and the candidate unit file, without touching production; the loaded
         supervisor and slice show the properties the inventory expects
-        (`systemctl show --all`, so empty values are seen as empty), are
+        (`systemctl show --all`, so empty values are seen as empty; a
+        boolean systemd 257 widened, PrivateTmp, ProtectControlGroups,
+        PrivateUsers, read with its <Name>Ex: PrivateTmp=yes that is
+        PrivateTmpEx=disconnected is not the pinned "yes"), are
         running and enabled where those pin it (Testinfra's host.service), and the
         supervisor has exactly one ExecStart=, the inventory's
         supervisor_exec program and argv (read over D-Bus): a drop-in that
@@ -17,7 +20,7 @@ import pytest
 
 from pty_acceptance.host import analyze
 from pty_acceptance.host.bus import SERVICE_IFACE, BusError
-from pty_acceptance.host.systemd import show_or_fail
+from pty_acceptance.host.systemd import show_or_fail, widened_settings
 from pty_acceptance.gate.marks import fail
 
 
@@ -70,8 +73,10 @@ def test_loaded_unit_shows_the_expected_properties(inv, role, host, evidence):
     if not expected:
         fail(f"CUT-4: the inventory lists no expected properties for {name}")
     unit = show_or_fail(name, "CUT-4")
-    seen = {k: unit.get(k) for k in expected}
+    seen = {k: unit.setting(k) for k in expected}  # a boolean systemd 257 widened: read with its <k>Ex
     evidence("systemctl show --all", seen)
+    evidence("settings systemd 257 widened, read in full (<Name>Ex)",
+             widened_settings(unit.last()) or "none shown (systemd before 257)")
     wrong = {k: (v, seen[k]) for k, v in expected.items() if seen[k] != v}
     state = _running_and_enabled(host.service(name), expected)
     evidence("Testinfra host.service", {k: got for k, (_, got) in state.items()} or "not pinned")

@@ -1,7 +1,10 @@
 """Peer authentication: only the peer service's MainPID gets in.
 
 PEER-1  the real peer (MainPID of the disposable opencode-v2.service) is
-        answered HELLO_OK carrying exactly its unit's 16-byte InvocationID;
+        answered HELLO_OK carrying exactly its unit's 16-byte InvocationID
+        (systemd 257 and later: read from the MainPID's pidfd with
+        GetUnitByPIDFD, that process's unit and invocation in one answer;
+        before 257, by the unit's name);
         the socket peer is judged, not whoever holds the socket later.
 PEER-2  each pin is varied from outside on a unit of the right name and must
         cost HELLO_OK: Group (GID), User (UID), Slice (ControlGroup) and
@@ -37,16 +40,17 @@ REFUSED_AFTER_HELLO_OK = (p.Code.AUTH, p.Code.START_FAILED)
 @pytest.mark.requirement("PEER-1", "PEER-2")
 def test_the_peer_mainpid_is_accepted_with_its_invocation_id(inv, bus, peer, evidence):
     frame, seconds = admission.timed_hello(peer, inv.socket)
-    unit_inv = admission.invocation_id(bus, peer.name)
+    # systemd 257+: read from the MainPID's pidfd (GetUnitByPIDFD), before: by name
+    unit_inv, how = admission.peer_invocation(bus, peer.name, peer.info["pid"])
     evidence("peer", f"{peer.name} MainPID={peer.info['pid']} uid={peer.info['uid']} "
                      f"gid={peer.info['gid']} ControlGroup={peer.info['control_group']}")
-    evidence("InvocationID (bus)", unit_inv.hex())
+    evidence("InvocationID (bus)", f"{unit_inv.hex()} ({how})")
     evidence("HELLO answer", f"{frame} in {seconds:.3f} s")
     if frame.get("name") != "HELLO_OK":
         fail(f"PEER-1: the MainPID {peer.info['pid']} of {peer.name} was answered {frame}, expected HELLO_OK")
     if not (len(unit_inv) == 16 and frame["payload"] == unit_inv.hex() == peer.info["invocation"]):
         fail(f"PEER-2: HELLO_OK carries {frame['payload']!r}; {peer.name}'s InvocationID is "
-             f"{unit_inv.hex()!r} (bus) / {peer.info['invocation']!r} ($INVOCATION_ID)")
+             f"{unit_inv.hex()!r} (bus, {how}) / {peer.info['invocation']!r} ($INVOCATION_ID)")
 
 
 def pin_variant(inv, variant):

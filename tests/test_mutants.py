@@ -9,7 +9,8 @@ import pytest
 from conftest import REPO
 from tests.mutants import catalogue, run as mutants_run
 from tests.mutants.run import _leaks, run_mutants
-from tests.refhost.run import AFTER_SUITE, EXIT_TIMED_OUT
+from tests.refhost.run import AFTER_SUITE, EXIT_SETUP_FAILED, EXIT_TIMED_OUT
+from tests.refhost.tree import RELEASES
 
 
 def test_catalogue_is_well_formed():
@@ -25,6 +26,9 @@ def test_catalogue_is_well_formed():
             assert (catalogue.FAULT_DIR / f.script_file).is_file(), f.id
     assert sum(1 for f in catalogue.FAULTS if f.modules is None) >= 8
     assert set(catalogue.CI_SUBSET) <= set(ids)
+    for f in catalogue.FAULTS:  # a refusal names a release the harness boots, and why
+        assert all(r in RELEASES and why for r, why in f.refused_on) and \
+            len(dict(f.refused_on)) < len(RELEASES), f.id
 
 
 def test_a_planted_secret_or_its_hash_anywhere_in_the_output_is_a_leak(tmp_path):
@@ -47,8 +51,9 @@ JUNIT = """<?xml version="1.0"?><testsuites><testsuite>{props}
 
 def _fake_run(status=0, failing=False, marker=True, after_status=0, secret_in=None):
     """run_reference as a withstood fault's run would leave its output directory."""
-    def fake(repo, *, before_suite, after_suite, out_dir, suite_paths, quiet, suite_timeout, supervisor):
+    def fake(repo, *, before_suite, after_suite, out_dir, suite_paths, quiet, suite_timeout, supervisor, release):
         assert suite_timeout == 900 and suite_paths == ["acceptance/"] and supervisor == "go"
+        assert release == "bookworm"
         out_dir.mkdir(parents=True)
         if status != EXIT_TIMED_OUT:
             (out_dir / "reports").mkdir()
@@ -81,7 +86,31 @@ def test_a_withstood_fault_is_killed_only_by_ending_as_the_control_with_nothing_
     assert row["killed"] is killed, row
     if note:
         assert note in row["note"], row
-    assert row["kill"] == "withstood" and row["supervisor"] == "go"
+    assert row["kill"] == "withstood" and row["supervisor"] == "go" and row["release"] == "bookworm"
+
+
+@pytest.mark.parametrize("status, refused, problem", [
+    (EXIT_SETUP_FAILED, True, None),  # the fault's script failed: the refusal is proven
+    (0, False, "the catalogue says bookworm refuses it"),  # it applied after all: a stale catalogue fact
+    (1, False, "the catalogue says bookworm refuses it"),  # the suite ran (and failed): not a refusal
+])
+def test_a_fault_a_release_refuses_is_a_proven_fact_not_a_kill(tmp_path, monkeypatch, status, refused, problem):
+    fault = catalogue.BY_ID["supervisor-private-tmp-disconnected"]
+    assert fault.refusal("bookworm") and fault.refusal("trixie") is None
+
+    def fake(repo, *, out_dir, release, **_):
+        assert release == "bookworm"
+        out_dir.mkdir(parents=True)
+        if status != EXIT_SETUP_FAILED:
+            (out_dir / "reports").mkdir()
+            (out_dir / "reports/acceptance-reference-1.xml").write_text(JUNIT.format(props="", failure=""))
+        return status
+    monkeypatch.setattr(mutants_run, "run_reference", fake)
+    row = mutants_run.run_one(REPO, tmp_path / "out", fault, release="bookworm")
+    assert row["killed"] is None and row["refused"] is refused, row
+    assert ("refused by bookworm's systemd: systemd 252" in row["note"]) is refused, row
+    if problem:
+        assert problem in row["note"], row
 
 
 @pytest.mark.refhost
@@ -109,13 +138,16 @@ def test_the_python_supervisors_control_passes():
     assert status == 0
 
 
-def test_the_cli_offers_the_supervisor_implementations_the_harness_deploys():
+def test_the_cli_offers_the_supervisor_implementations_and_releases_the_harness_deploys():
     """cli.py keeps its own list (it imports tests/ only once a reference command
     runs): it must name the implementations tests/refhost/run.py deploys, with
     the same default."""
     from pty_acceptance import cli
 
     from tests.refhost.run import DEFAULT_SUPERVISOR, SUPERVISORS
+    from tests.refhost.tree import DEFAULT_RELEASE, RELEASES
     assert sorted(cli.SUPERVISOR_IMPLS) == sorted(SUPERVISORS)
+    assert sorted(cli.RELEASES) == sorted(RELEASES)
     for command in ("reference", "mutants"):
-        assert cli.parser().parse_args([command]).supervisor == DEFAULT_SUPERVISOR, command
+        args = cli.parser().parse_args([command])
+        assert args.supervisor == DEFAULT_SUPERVISOR and args.release == DEFAULT_RELEASE, command

@@ -1,5 +1,6 @@
 """`pty-acceptance reference` end to end: the suite, run as root inside a
-freshly booted reference host, passes every module that exists, withholds
+freshly booted reference host (one of each release, tests/refhost/tree.py
+RELEASES), passes every module that exists, withholds
 the marker while checklist sections are still planned or the host has known
 findings (tests/refhost/findings.py), and a seeded fault fails the test that
 owns it and leaves no marker."""
@@ -16,7 +17,8 @@ from conftest import REPO, assert_junit_readers_accept
 from leftovers import assert_nothing_left
 from tests.refhost import findings
 from tests.refhost.interrupts import run_matrix
-from tests.refhost.run import new_run_id
+from tests.refhost.run import inventory, new_run_id
+from tests.refhost.tree import DEFAULT_RELEASE, RELEASES
 from tests.refhost.junit import Report
 
 pytestmark = [pytest.mark.refhost]
@@ -60,8 +62,9 @@ def assert_read_only(run_dir: Path) -> None:
     assert status.read_text().strip() == "0", f"SUITE-1: the run changed the host:\n{diff[:6000]}"
 
 
-def test_good_reference_host_passes_every_module_that_exists(tmp_path):
-    status, run_dir, log = reference(*snapshot_scripts(tmp_path))
+@pytest.mark.parametrize("release", [DEFAULT_RELEASE] + sorted(set(RELEASES) - {DEFAULT_RELEASE}))
+def test_good_reference_host_passes_every_module_that_exists(tmp_path, release):
+    status, run_dir, log = reference("--release", release, *snapshot_scripts(tmp_path))
     report = Report.find(run_dir)
     assert report is not None and len(report.cases) >= 30, log[-3000:]
     failed = [(c.name, c.outcome) for c in report.failed() if not findings.known(c.name)]
@@ -80,7 +83,7 @@ def test_good_reference_host_passes_every_module_that_exists(tmp_path):
         assert status == 0 and (run_dir / "pty-supervisor-verified").exists()
         verify = subprocess.run([sys.executable, "-m", "pty_acceptance.cli", "verify-marker",
                                  "--root", str(run_dir), "--marker", "/pty-supervisor-verified",
-                                 "--inventory", str(REPO / "inventories/reference.yml")],
+                                 "--inventory", str(REPO / inventory("go", release))],
                                 capture_output=True, text=True)
         assert verify.returncode == 0, verify.stdout
     for b in ("supervisor", "launcher", "client"):
@@ -88,6 +91,10 @@ def test_good_reference_host_passes_every_module_that_exists(tmp_path):
     assert_read_only(run_dir)
     (junit,) = (run_dir / "reports").glob("acceptance-*.xml")
     assert_junit_readers_accept(junit)  # a real host's report, as third-party readers take it
+    assert f"reference run {run_dir.name} ({release}, supervisor go)" in log
+    assert f"inventory: {inventory('go', release)} (host reference)" in log
+    assert any(line.startswith("host: Debian GNU/Linux ") and f"({release}); systemd " in line
+               for line in log.splitlines()), "the preflight named no host"
 
 
 def test_group_writable_client_fails_own_1_and_leaves_no_marker(tmp_path):

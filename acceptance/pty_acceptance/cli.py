@@ -3,9 +3,9 @@
     pty-acceptance verify-marker [--marker PATH] [--root DIR] [--inventory FILE]
                                  [--revision HEX40] [--source-sha256 HEX64]
     pty-acceptance source-manifest --pilot-root DIR --code-root DIR [--list]
-    pty-acceptance reference [--supervisor go|python] [--before-suite SCRIPT]... [--after-suite SCRIPT]...
-                             [--keep] [-- PYTEST-ARGS]
-    pty-acceptance mutants [--supervisor go|python] [--only ID]... [--jobs N]
+    pty-acceptance reference [--release bookworm|trixie] [--supervisor go|python]
+                             [--before-suite SCRIPT]... [--after-suite SCRIPT]... [--keep] [-- PYTEST-ARGS]
+    pty-acceptance mutants [--release bookworm|trixie] [--supervisor go|python] [--only ID]... [--jobs N]
     pty-acceptance bench [--runs N] [--warmup N] [--repeats N] [--rev REV] [--what-if WORD] | --table FILE.json
     pty-acceptance report FILE.xml [--checklist ROOT-ACCEPTANCE.md] [--out-dir DIR] [--strict-junit]
                           [--sign-key PATH [--sign-tool openssl|ssh-keygen|gpg]]
@@ -50,6 +50,7 @@ CHECKLIST = HOME / "ROOT-ACCEPTANCE.md"
 DISTRIBUTION = "opencode-pty-acceptance"
 INVENTORY_HELP = "default inventories/target.yml (the checkout's, or the installed package's copy)"
 SUPERVISOR_IMPLS = ("go", "python")  # the reference deployment's (tests/refhost/run.py SUPERVISORS)
+RELEASES = ("bookworm", "trixie")  # the reference host's, the default first (tests/refhost/tree.py RELEASES)
 
 
 def _hex(n: int):
@@ -124,7 +125,7 @@ def cmd_reference(a: argparse.Namespace) -> int:
     extra = a.pytest_args[1:] if a.pytest_args[:1] == ["--"] else a.pytest_args
     return run_reference(PROJECT, before_suite=[Path(s) for s in a.before_suite],
                          after_suite=[Path(s) for s in a.after_suite], keep=a.keep, pytest_args=extra,
-                         supervisor=a.supervisor)
+                         supervisor=a.supervisor, release=a.release)
 
 
 def cmd_mutants(a: argparse.Namespace) -> int:
@@ -134,7 +135,7 @@ def cmd_mutants(a: argparse.Namespace) -> int:
     sys.path.insert(0, str(PROJECT))
     from tests.mutants.run import run_mutants  # noqa: PLC0415 (fixture code, checkout only)
 
-    return run_mutants(PROJECT, only=a.only or None, jobs=a.jobs, supervisor=a.supervisor)
+    return run_mutants(PROJECT, only=a.only or None, jobs=a.jobs, supervisor=a.supervisor, release=a.release)
 
 
 def cmd_bench(a: argparse.Namespace) -> int:
@@ -320,6 +321,8 @@ def cmd_node_ids(a: argparse.Namespace) -> int:
 def cmd_preflight(a: argparse.Namespace) -> int:
     """Is this a host the suite can judge? Read-only, what a run checks first."""
     found = preflight.check(a.inventory or str(DEFAULT_INVENTORY))
+    for line in found.host_lines():  # recorded, never judged: the host named first
+        print(escape(line))
     for f in found.findings:
         print(escape(f.line()))
     for p in found.protections:  # recorded, never judged (preflight.py)
@@ -387,6 +390,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--supervisor", choices=SUPERVISOR_IMPLS, default="go",
                    help="the reference supervisor implementation deployed (default go; python: the "
                         "Go shim with the embedded Python supervisor, inventories/reference-python.yml)")
+    r.add_argument("--release", choices=RELEASES, default=RELEASES[0],
+                   help="the Debian release the reference host is booted from (default %(default)s; "
+                        "trixie: inventories/reference-trixie[-python].yml)")
     r.add_argument("pytest_args", nargs=argparse.REMAINDER)
     r.set_defaults(func=cmd_reference)
     mu = sub.add_parser("mutants", help="run the fault catalogue, each fault on its own reference host")
@@ -394,6 +400,8 @@ def parser() -> argparse.ArgumentParser:
     mu.add_argument("--jobs", type=int, default=1)
     mu.add_argument("--supervisor", choices=SUPERVISOR_IMPLS, default="go",
                     help="the reference supervisor implementation every run deploys (default go)")
+    mu.add_argument("--release", choices=RELEASES, default=RELEASES[0],
+                    help="the Debian release every reference host is booted from (default %(default)s)")
     mu.set_defaults(func=cmd_mutants)
     be = sub.add_parser("bench", help="the suite's time per module against the floor the requirements "
                         "impose, on one reference host (median of --runs warm runs)")

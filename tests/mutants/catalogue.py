@@ -56,10 +56,18 @@ class Fault:
     # text the failure of a test carrying a must_fail ID must hold: what that test saw
     says: str = ""
     deadline_s: float | None = None  # the suite is stopped after this long (None: no bound)
+    # (release, why): a release whose systemd refuses the fault (tests/refhost/tree.py
+    # RELEASES). There the fault's script must fail (it checks that the fault took
+    # hold): the run proves the refusal, a catalogue fact, never a kill.
+    refused_on: tuple[tuple[str, str], ...] = ()
 
     @property
     def must_fail(self) -> tuple[str, ...]:
         return self.expect or self.breaks
+
+    def refusal(self, release: str) -> str | None:
+        """Why `release` refuses this fault (None: it applies there)."""
+        return dict(self.refused_on).get(release)
 
 
 # Restart the supervisor and wait (bounded) until it listens again.
@@ -213,6 +221,16 @@ FAULTS: list[Fault] = [
     Fault("supervisor-new-privileges", ("CUT-4",), "a drop-in lets the supervisor gain privileges",
           f"mkdir -p {SUPERVISOR_UNIT}.d && printf '[Service]\\nNoNewPrivileges=no\\n' > {SUPERVISOR_UNIT}.d/nnp.conf"
           " && systemctl daemon-reload", modules=_m("hardening")),
+    # systemd 257's PrivateTmp=disconnected: `systemctl show` still says PrivateTmp=yes
+    # (the pin), only PrivateTmpEx tells; systemd 252 cannot parse the value
+    Fault("supervisor-private-tmp-disconnected", ("CUT-4",),
+          "a drop-in gives the supervisor PrivateTmp=disconnected, not the pinned PrivateTmp=yes",
+          f"mkdir -p {SUPERVISOR_UNIT}.d && printf '[Service]\\nPrivateTmp=disconnected\\n' > "
+          f"{SUPERVISOR_UNIT}.d/tmp.conf && systemctl daemon-reload && {RESTART_SUPERVISOR} && "
+          "[ \"$(systemctl show -p PrivateTmpEx --value opencode-pty-supervisor.service)\" = disconnected ]",
+          modules=_m("hardening"), says="PrivateTmpEx=disconnected",
+          refused_on=(("bookworm", "systemd 252 has no PrivateTmp=disconnected: it ignores the line "
+                                   "(Failed to parse, PrivateTmp stays yes) and shows no PrivateTmpEx"),)),
     Fault("candidate-unit-broken", ("CUT-4", "SCOPE-1"), "the candidate unit names a missing program",
           f"sed -i 's|^ExecStart=.*|ExecStart=/nonexistent/opencode2-node|' {PILOT}/opencode-v2.service",
           modules=_m("hardening", "builds")),

@@ -7,11 +7,16 @@ reference host, plus one clean control run, and a kill table of the results.
     reports/mutants/latest -> <run id>
 
 `supervisor` (go or python, default go) is the reference supervisor
-implementation every run deploys (tests/refhost/run.py SUPERVISORS); the kill
-table and the last line name it.
+implementation every run deploys (tests/refhost/run.py SUPERVISORS), and
+`release` (tests/refhost/tree.py RELEASES, default bookworm) the Debian
+release every reference host is booted from; the kill table and the last line
+name both.
 
 Exit status 0 only when the control passes and every fault is killed by the
-requirement IDs its entry names. A "withstood" fault (an attack the suite must
+requirement IDs its entry names, but a fault the catalogue says this release's
+systemd refuses (Fault.refused_on): its script must fail there (the refusal
+proven, a catalogue fact: killed None, refused True), and the suite does not
+run. A "withstood" fault (an attack the suite must
 shrug off) is killed when the run ends within its deadline with a report,
 fails nothing the control does not, gives the control's verdict and passes
 its after-suite check.
@@ -34,7 +39,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from tests.refhost import findings
 from tests.refhost.junit import Report
-from tests.refhost.run import AFTER_SUITE, DEFAULT_SUPERVISOR, EXIT_TIMED_OUT, SUPERVISORS, run_reference
+from tests.refhost.run import (AFTER_SUITE, DEFAULT_SUPERVISOR, EXIT_SETUP_FAILED, EXIT_TIMED_OUT, SUPERVISORS,
+                               run_reference)
+from tests.refhost.tree import DEFAULT_RELEASE, RELEASES
 
 from . import catalogue
 
@@ -47,7 +54,7 @@ def _planned(repo: pathlib.Path) -> set[str]:
 
 
 def run_one(repo: pathlib.Path, out: pathlib.Path, fault: catalogue.Fault | None,
-            supervisor: str = DEFAULT_SUPERVISOR) -> dict:
+            supervisor: str = DEFAULT_SUPERVISOR, release: str = DEFAULT_RELEASE) -> dict:
     t0 = time.monotonic()
     scripts = []
     with tempfile.TemporaryDirectory(prefix="ptyacc-mutant-") as tmp:
@@ -63,13 +70,23 @@ def run_one(repo: pathlib.Path, out: pathlib.Path, fault: catalogue.Fault | None
         modules = list(fault.modules) if fault and fault.modules else ["acceptance/"]
         status = run_reference(repo, before_suite=scripts, after_suite=after, out_dir=out,
                                suite_paths=modules, quiet=True,
-                               suite_timeout=fault.deadline_s if fault else None, supervisor=supervisor)
+                               suite_timeout=fault.deadline_s if fault else None, supervisor=supervisor,
+                               release=release)
     report = Report.find(out)
     marker = os.path.lexists(out / "pty-supervisor-verified")
     row = {"id": fault.id if fault else "control", "requirements": list(fault.breaks) if fault else [],
-           "supervisor": supervisor, "modules": modules, "status": status, "marker": marker,
+           "supervisor": supervisor, "release": release, "modules": modules, "status": status, "marker": marker,
            "kill": fault.kill if fault else None,
            "seconds": round(time.monotonic() - t0, 1)}
+    why = fault.refusal(release) if fault else None
+    if why is not None:  # a catalogue fact: the fault's own script must have failed, and nothing ran
+        row.update(killed=None, caught_by=[], unexpected=[],
+                   refused=status == EXIT_SETUP_FAILED and report is None and not marker,
+                   note=f"refused by {release}'s systemd: {why}")
+        if not row["refused"]:
+            row["note"] = (f"the catalogue says {release} refuses it ({why}), but it applied "
+                           f"(status {status})")
+        return row
     if status == EXIT_TIMED_OUT:
         row.update(killed=False, caught_by=[], unexpected=[],
                    note=f"the suite was still running {fault.deadline_s:g} s later: stopped")
@@ -164,12 +181,15 @@ def table_md(rows: list[dict]) -> str:
 
 
 def run_mutants(repo: pathlib.Path, *, only: list[str] | None = None, jobs: int = 1, control: bool = True,
-                supervisor: str = DEFAULT_SUPERVISOR) -> int:
+                supervisor: str = DEFAULT_SUPERVISOR, release: str = DEFAULT_RELEASE) -> int:
     """The faults `only` names (None: the whole catalogue; []: none, the control alone)."""
     repo = repo.resolve()
     if supervisor not in SUPERVISORS:
         print(f"mutants: unknown supervisor implementation {supervisor!r}: one of {sorted(SUPERVISORS)}",
               file=sys.stderr)
+        return 4
+    if release not in RELEASES:
+        print(f"mutants: unknown release {release!r}: one of {sorted(RELEASES)}", file=sys.stderr)
         return 4
     unknown = [o for o in only or () if o not in catalogue.BY_ID]
     if unknown:
@@ -183,7 +203,8 @@ def run_mutants(repo: pathlib.Path, *, only: list[str] | None = None, jobs: int 
     t0 = time.monotonic()
     work = ([None] if control else []) + faults
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        rows = list(pool.map(lambda f: run_one(repo, out / (f.id if f else "control"), f, supervisor), work))
+        rows = list(pool.map(lambda f: run_one(repo, out / (f.id if f else "control"), f, supervisor, release),
+                             work))
     planned = _planned(repo)
     problems = []
     if control:
@@ -199,6 +220,10 @@ def run_mutants(repo: pathlib.Path, *, only: list[str] | None = None, jobs: int 
         if not ok:
             problems.append(f"control run failed: {c}")
     for r in rows[1 if control else 0:]:
+        if "refused" in r:
+            if not r["refused"]:
+                problems.append(f"{r['id']}: {r['note']}")
+            continue
         if r["kill"] == "withstood":
             withstood(r, rows[0] if control else None)
         if not r["killed"]:
@@ -206,7 +231,7 @@ def run_mutants(repo: pathlib.Path, *, only: list[str] | None = None, jobs: int 
         if r["marker"] and not r.get("marker_fresh") and r["kill"] != "withstood":
             problems.append(f"{r['id']}: a marker was written")
     (out / "kill-table.json").write_text(json.dumps(rows, indent=2) + "\n")
-    md = f"supervisor implementation: {supervisor}\n\n" + table_md(rows) + \
+    md = f"supervisor implementation: {supervisor}\nrelease: {release}\n\n" + table_md(rows) + \
         f"\nwall time {round(time.monotonic() - t0, 1)} s, jobs {jobs}\n"
     (out / "kill-table.md").write_text(md)
     tmp = root / f".latest-{os.getpid()}"
@@ -216,6 +241,8 @@ def run_mutants(repo: pathlib.Path, *, only: list[str] | None = None, jobs: int 
     print(md)
     for p in problems:
         print("MUTANT PROBLEM:", p)
-    print(f"mutants ({supervisor} supervisor): {len(faults)} faults, {sum(1 for r in rows if r['killed'])} killed; "
-          f"report in {out}")
+    refused = sum(1 for r in rows if r.get("refused"))
+    print(f"mutants ({release}, {supervisor} supervisor): {len(faults)} faults, "
+          f"{sum(1 for r in rows if r['killed'])} killed" + (f", {refused} refused by {release}'s systemd"
+                                                             if refused else "") + f"; report in {out}")
     return 1 if problems else 0

@@ -2,7 +2,9 @@
 # Reference deployment of the opencode PTY supervisor stack.
 #
 # Runs as root INSIDE a freshly booted reference guest (Debian bookworm,
-# systemd 252); the project is bind-mounted read-only at $SRC. It creates the
+# systemd 252, or trixie, systemd 257: tests/refhost/tree.py RELEASES, read
+# from the guest's /etc/os-release); the project is bind-mounted read-only at
+# $SRC. It creates the
 # service user, installs the fake pilot and code trees, builds the three Go
 # binaries as the service user with the BUILD-1 command, installs them and the
 # two units, starts the supervisor and checks the result against
@@ -14,15 +16,30 @@
 # src/supervisor-python/cmd/supervisor (the Go shim with the embedded Python
 # supervisor; checked against inventories/reference-python.yml, which
 # expected.py writes). The dependencies go.mod requires are vendored from the
-# guest's golang-*-dev packages (vendor.py) before the build.
+# guest's golang-*-dev packages (vendor.py) before the build. A release other
+# than bookworm packages other versions of them: src/supervisor-<release>/
+# holds that release's go.mod and go.sum, laid over the tree before vendoring,
+# and the inventories are inventories/reference-<release>[-python].yml.
+# OPENCODE_REFERENCE_RELEASE, when set (the harness sets it), must be the
+# guest's release.
 set -eu
 
 SRC=${OPENCODE_REFERENCE_SRC:-/opt/pty-acceptance/src}
 REF=$SRC/tests/reference
 IMPL=${OPENCODE_REFERENCE_SUPERVISOR:-go}
+RELEASE=$(sed -n 's/^VERSION_CODENAME=\([a-z]*\)$/\1/p' /etc/os-release | head -n 1)
+case $RELEASE in
+bookworm) SUFFIX= ;;
+trixie) SUFFIX=-$RELEASE ;;
+*) printf 'deploy.sh: ERROR: this guest is release %s (/etc/os-release): bookworm or trixie\n' "${RELEASE:-unknown}" >&2; exit 1 ;;
+esac
+if [ -n "${OPENCODE_REFERENCE_RELEASE:-}" ] && [ "$OPENCODE_REFERENCE_RELEASE" != "$RELEASE" ]; then
+	printf 'deploy.sh: ERROR: asked for release %s, this guest is %s\n' "$OPENCODE_REFERENCE_RELEASE" "$RELEASE" >&2
+	exit 1
+fi
 case $IMPL in
-go) INV=$SRC/inventories/reference.yml ;;
-python) INV=$SRC/inventories/reference-python.yml ;;
+go) INV=$SRC/inventories/reference$SUFFIX.yml ;;
+python) INV=$SRC/inventories/reference$SUFFIX-python.yml ;;
 *) printf 'deploy.sh: ERROR: OPENCODE_REFERENCE_SUPERVISOR=%s: go or python\n' "$IMPL" >&2; exit 1 ;;
 esac
 USER_NAME=byk
@@ -83,6 +100,9 @@ copy_tree "$REF/src/supervisor" "$SUPDIR"
 if [ "$IMPL" = python ]; then
 	rm -rf "$SUPDIR/cmd/supervisor"
 	copy_tree "$REF/src/supervisor-python/cmd/supervisor" "$SUPDIR/cmd/supervisor"
+fi
+if [ -n "$SUFFIX" ]; then # this release's go.mod and go.sum: the module versions it packages
+	copy_tree "$REF/src/supervisor$SUFFIX" "$SUPDIR"
 fi
 # go mod vendor's tree for what the main module imports, from the guest's
 # golang-*-dev packages (no network); Go builds from vendor/ by default.
@@ -302,7 +322,7 @@ check() { # WHAT WANT GOT
 check revision "$(inv_value revision)" "$REVISION"
 check source_manifest_sha256 "$(inv_value source_manifest_sha256)" "$MANIFEST"
 {
-	printf 'supervisor_impl=%s\n' "$IMPL"
+	printf 'supervisor_impl=%s\nrelease=%s\n' "$IMPL" "$RELEASE"
 	printf 'revision=%s\nsource_manifest_sha256=%s\n' "$REVISION" "$MANIFEST"
 	printf 'go_version=%s\n' "$(go version)"
 	for name in $BINS; do

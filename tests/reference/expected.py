@@ -1,33 +1,45 @@
-"""Compute the values the reference inventories must carry, on the build host.
+"""Compute the values the reference inventories must carry, per release.
 
-    python3 tests/reference/expected.py [--write]
+    python3 tests/reference/expected.py [--write]        (root: it boots reference hosts)
 
-For each supervisor implementation deploy.sh can install (go: the tree of
-tests/reference/src/supervisor as it is; python: its cmd/supervisor replaced
-with src/supervisor-python/cmd/supervisor), stages the tree as deploy.sh does
-(the dependencies vendored by vendor.py from the golang-*-dev packages) and
-builds the three binaries twice from two different copies (outside any git
-work tree, so Go stamps no VCS data) with the BUILD-1 command, in Go's default
-(vendor) mode, and checks that the two sets are identical; computes the source
+The binaries and the source manifest depend on the release the reference host
+is booted from (tests/refhost/tree.py RELEASES): its Go and its golang-*-dev
+packages. So for each release this boots a reference host from that
+release's tree (tests/refhost/run.py, the repo read-only at its usual place)
+and runs itself there (`--compute FILE`, nothing but the guest's python3 and
+Go): for each supervisor implementation deploy.sh can install (go: the tree
+of tests/reference/src/supervisor as it is; python: its cmd/supervisor
+replaced with src/supervisor-python/cmd/supervisor; a release other than
+bookworm: src/supervisor-<release>/'s go.mod and go.sum laid over it, as
+deploy.sh does) it stages the tree as deploy.sh does (the dependencies
+vendored by vendor.py from the guest's golang-*-dev packages) and builds the
+three binaries twice from two different copies (outside any git work tree,
+so Go stamps no VCS data) with the BUILD-1 command, in Go's default (vendor)
+mode, and checks that the two sets are identical; computes the source
 manifest exactly as deploy.sh does (vendor/**/*.go included), but from the
-staged files under the deployed absolute paths; makes the code tree's one
-commit the way deploy.sh does and reads its revision; hashes the bun deploy.sh
-installs (npm @oven/bun-linux-x64, tests/refhost/npmdist.py's cache) and the
-smoke harness (PLUGIN-1's pins).
+staged files under the deployed absolute paths. On the build host it makes
+the code tree's one commit the way deploy.sh does and reads its revision, and
+hashes the bun deploy.sh installs (npm @oven/bun-linux-x64,
+tests/refhost/npmdist.py's cache) and the smoke harness (PLUGIN-1's pins):
+those do not depend on the release.
 
---write updates inventories/reference.yml (go) in place and writes
-inventories/reference-python.yml: reference.yml with only
-source_manifest_sha256 and binaries.supervisor.sha256 replaced by the python
-implementation's, under a header saying it is generated. When the go
-implementation does not build (yet), its two values in reference.yml are
-left as they were, the shared ones are updated, reference-python.yml is
-written all the same, and the exit status is 2. Needs /usr/bin/go (bookworm
-golang-go), the golang-*-dev packages vendor.py names, and git. Imports
-nothing from acceptance/.
+--write, for bookworm (the default release): updates inventories/reference.yml
+(go) in place and writes inventories/reference-python.yml: reference.yml with
+only source_manifest_sha256 and binaries.supervisor.sha256 replaced by the
+python implementation's, under a header saying it is generated. For every
+other release R: writes inventories/reference-R.yml and reference-R-python.yml,
+reference.yml with only what the release changes replaced
+(source_manifest_sha256, the three binaries' sha256, build.go_version), under
+such a header. When a go implementation does not build (yet), its two values
+are left as they were (reference.yml's, or reference-R.yml's), the rest is
+written all the same, and the exit status is 2. Needs git and root (systemd-
+nspawn); the releases' trees are built on first use (tests/refhost/tree.py).
+Imports nothing from acceptance/.
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import pathlib
 import re
@@ -37,14 +49,13 @@ import sys
 import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from refhost import nodedist  # noqa: E402  (the harness's SEA build: same bytes deploy.sh installs)
-from refhost import npmdist  # noqa: E402  (bun, pinned and integrity-checked: same bytes deploy.sh installs)
 from reference import vendor  # noqa: E402  (deploy.sh's vendoring: the same tree)
 
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 INV = REPO / "inventories" / "reference.yml"
 INV_PYTHON = REPO / "inventories" / "reference-python.yml"
+DEFAULT_RELEASE = "bookworm"  # tests/refhost/tree.py's: its inventories have no release in their names
 IMPLS = ("go", "python")
 PILOT = "/home/byk/.local/share/opencode-v2-pilot"
 CODE = "/home/byk/Code/opencode-v2-pilot"
@@ -64,6 +75,22 @@ GIT_ENV = {
 }
 
 
+RELEASE_HEADER = (
+    "# GENERATED by python3 tests/reference/expected.py --write: do not edit.\n"
+    "# The reference host booted from Debian {release} (pty-acceptance reference\n"
+    "# --release {release}{flag}), deploy.sh with\n"
+    "# OPENCODE_REFERENCE_SUPERVISOR={impl}: inventories/reference.yml with only\n"
+    "# source_manifest_sha256, the binaries' sha256 and build.go_version replaced\n"
+    "# (its Go and its golang-*-dev packages build them).\n"
+)
+
+
+def inventory_path(release: str, impl: str) -> pathlib.Path:
+    """inventories/reference[-<release>][-python].yml (deploy.sh and tests/refhost/run.py name them alike)."""
+    return REPO / "inventories" / ("reference" + ("" if release == DEFAULT_RELEASE else f"-{release}")
+                                   + ("" if impl == "go" else f"-{impl}") + ".yml")
+
+
 class BuildFailed(Exception):
     pass
 
@@ -74,12 +101,14 @@ def copy_tree(src: pathlib.Path, dst: pathlib.Path) -> None:
         os.chmod(p, 0o755 if p.is_dir() else 0o644)
 
 
-def stage(dst: pathlib.Path, impl: str) -> pathlib.Path:
-    """The supervisor tree as deploy.sh leaves it for `impl` (vendor/ included)."""
+def stage(dst: pathlib.Path, impl: str, release: str) -> pathlib.Path:
+    """The supervisor tree as deploy.sh leaves it for `impl` on `release` (vendor/ included)."""
     copy_tree(HERE / "src" / "supervisor", dst)
     if impl == "python":
         shutil.rmtree(dst / "cmd" / "supervisor", ignore_errors=True)
         copy_tree(HERE / "src" / "supervisor-python" / "cmd" / "supervisor", dst / "cmd" / "supervisor")
+    if release != DEFAULT_RELEASE:  # the release's go.mod and go.sum (deploy.sh: src/supervisor-<release>)
+        copy_tree(HERE / "src" / f"supervisor-{release}", dst)
     vendor.vendor(dst)
     return dst
 
@@ -140,14 +169,14 @@ def revision(tmp: pathlib.Path) -> str:
                           capture_output=True, text=True).stdout.strip()
 
 
-def compute(tmp: pathlib.Path, impl: str) -> dict:
-    """{manifest, manifest_sha256, bins} for `impl`, or {error} when it does not build
-    (or builds differently twice)."""
-    first = stage(tmp / impl / "a" / "supervisor", impl)
+def compute(tmp: pathlib.Path, impl: str, release: str) -> dict:
+    """{manifest, manifest_sha256, bins} for `impl` built here (a host of `release`),
+    or {error} when it does not build (or builds differently twice)."""
+    first = stage(tmp / impl / "a" / "supervisor", impl, release)
     text, msha = manifest(first)  # before the build: only the *.go files count, never bin/
     try:
         a = build(first, impl)
-        b = build(stage(tmp / impl / "b/deeper/elsewhere" / "supervisor", impl), impl)
+        b = build(stage(tmp / impl / "b/deeper/elsewhere" / "supervisor", impl, release), impl)
     except BuildFailed as e:
         return {"manifest": text, "manifest_sha256": msha, "error": str(e)}
     out = {"manifest": text, "manifest_sha256": msha, "bins": a}
@@ -157,28 +186,106 @@ def compute(tmp: pathlib.Path, impl: str) -> dict:
     return out
 
 
-def write_go(s: str, rev: str, values: dict, shared: dict[str, str], sea: str, bun: str, harness: str) -> str:
-    """reference.yml's text with the shared values, and the go ones when `values` has them."""
+def this_release() -> str:
+    """VERSION_CODENAME of this host's /etc/os-release."""
+    for line in pathlib.Path("/etc/os-release").read_text().splitlines():
+        if line.startswith("VERSION_CODENAME="):
+            return line.split("=", 1)[1].strip().strip('"')
+    raise SystemExit("/etc/os-release names no VERSION_CODENAME")
+
+
+def compute_here(out_file: pathlib.Path) -> int:
+    """`--compute FILE`, run inside a reference host: every implementation's values
+    built with this host's Go and packages, as JSON."""
+    release = this_release()
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "GOTOOLCHAIN": "local"}
+    go = subprocess.run(["go", "env", "GOVERSION"], env=env, capture_output=True, text=True, check=True)
+    with tempfile.TemporaryDirectory(prefix="opencode-reference-") as t:
+        try:
+            got = {impl: compute(pathlib.Path(t), impl, release) for impl in IMPLS}
+        except vendor.VendorError as e:
+            print(f"vendoring failed on {release}: {e}", file=sys.stderr)
+            return 1
+    out_file.write_text(json.dumps({"release": release, "go_version": go.stdout.strip(), "impls": got}))
+    return 0
+
+
+def compute_in(release: str) -> dict:
+    """compute_here's values, from a reference host of `release` booted for it."""
+    sys.path.insert(0, str(REPO))
+    from tests.refhost import run, tree  # noqa: PLC0415 (the harness: only on the build host)
+
+    t = tree.ensure_tree(release)
+    name = f"ptyacc-expected-{release[:8]}-{os.getpid()}"
+    m = run.new_machine(REPO, t, name, pathlib.Path(tempfile.mkdtemp(prefix="ptyacc-expected-")))
+    scratch = run.WORK_ROOT / name / "out"
+    try:
+        m.boot()
+        r = m.run(["/usr/bin/python3", "-I", f"{run.GUEST_SRC}/tests/reference/expected.py", "--compute",
+                   f"{run.GUEST_OUT}/expected.json"], cwd=run.GUEST_SRC, timeout=1800)
+        if r.returncode != 0:
+            raise SystemExit(f"computing the {release} values failed (exit status {r.returncode}):\n"
+                             + (r.stdout + (r.stderr or b"")).decode(errors="replace")[-3000:])
+        got = json.loads((scratch / "expected.json").read_text())
+    finally:
+        m.shutdown()
+    if got["release"] != release:
+        raise SystemExit(f"the {release} tree says it is {got['release']}")
+    return got
+
+
+def release_values(got: dict, impl: str) -> dict[str, str]:
+    """The values an inventory of `got`'s release carries for `impl`: its Go, the
+    launcher and client (the same for both implementations: the python one's,
+    which must build), and when `impl` built, its manifest and supervisor."""
+    py = got["impls"]["python"]["bins"]
+    out = {"go_version": got["go_version"], "binaries.launcher": py["launcher"], "binaries.client": py["client"]}
+    v = got["impls"][impl]
+    if "error" not in v:
+        out.update({"source_manifest_sha256": v["manifest_sha256"], "binaries.supervisor": v["bins"]["supervisor"]})
+    return out
+
+
+def write_go(s: str, rev: str, values: dict[str, str], sea: str, bun: str, harness: str) -> str:
+    """reference.yml's text with the shared values and bookworm's go ones (those `values` has)."""
     s = re.sub(r'(revision: ")[0-9a-f]*(")', rf"\g<1>{rev}\2", s)
-    for n, h in shared.items():
-        s = re.sub(rf'({n}: {{path: [^,]*, sha256: ")[0-9a-f]*(")', rf"\g<1>{h}\2", s)
-    if "error" not in values:
-        s = impl_values(s, values["manifest_sha256"], values["bins"]["supervisor"])
+    s = replace_values(s, values)
     s = re.sub(r'(\n *sha256: ")[0-9a-f]*(")', rf"\g<1>{sea}\2", s)
     s = re.sub(r'(\n *bun_sha256: ")[0-9a-f]*(")', rf"\g<1>{bun}\2", s)
     s = re.sub(r'(\n *harness_sha256: ")[0-9a-f]*(")', rf"\g<1>{harness}\2", s)
     return s
 
 
+VALUE_PATTERNS = {
+    "source_manifest_sha256": r'(source_manifest_sha256: ")[0-9a-f]*(")',
+    "go_version": r'(\n *go_version: )\S*()',
+    **{f"binaries.{n}": rf'(\n *{n}: {{path: [^,]*, sha256: ")[0-9a-f]*(")' for n in BINS},
+}
+
+
+def replace_values(text: str, values: dict[str, str]) -> str:
+    """An inventory's text with `values` (VALUE_PATTERNS' names) replaced, each exactly once."""
+    for name, value in values.items():
+        text, n = re.subn(VALUE_PATTERNS[name], rf"\g<1>{value}\2", text)
+        if n != 1:
+            raise ValueError(f"{INV}: expected one {name} (found {n})")
+    return text
+
+
+def read_values(text: str) -> dict[str, str]:
+    """The VALUE_PATTERNS values an inventory's text carries."""
+    out = {}
+    for name, pattern in VALUE_PATTERNS.items():
+        m = re.search(pattern.replace(r"[0-9a-f]*", r"([0-9a-f]*)").replace(r"\S*", r"(\S*)"), text)
+        if m:
+            out[name] = m.group(2)
+    return out
+
+
 def impl_values(text: str, manifest_sha256: str, supervisor_sha256: str) -> str:
     """An inventory's text with its two implementation-specific values replaced:
     source_manifest_sha256 and binaries.supervisor.sha256 (each exactly once)."""
-    s, n1 = re.subn(r'(source_manifest_sha256: ")[0-9a-f]*(")', rf"\g<1>{manifest_sha256}\2", text)
-    s, n2 = re.subn(r'(supervisor: {path: [^,]*, sha256: ")[0-9a-f]*(")', rf"\g<1>{supervisor_sha256}\2", s)
-    if (n1, n2) != (1, 1):
-        raise ValueError(f"{INV}: expected one source_manifest_sha256 and one binaries.supervisor "
-                         f"(found {n1}, {n2})")
-    return s
+    return replace_values(text, {"source_manifest_sha256": manifest_sha256, "binaries.supervisor": supervisor_sha256})
 
 
 def python_inventory(go_text: str, manifest_sha256: str, supervisor_sha256: str) -> str:
@@ -187,49 +294,79 @@ def python_inventory(go_text: str, manifest_sha256: str, supervisor_sha256: str)
     return PYTHON_HEADER + impl_values(go_text, manifest_sha256, supervisor_sha256)
 
 
-def main() -> int:
-    with tempfile.TemporaryDirectory(prefix="opencode-reference-") as t:
-        tmp = pathlib.Path(t)
-        try:
-            got = {impl: compute(tmp, impl) for impl in IMPLS}
-        except vendor.VendorError as e:
-            print(f"vendoring failed: {e}", file=sys.stderr)
-            return 1
-        rev = revision(tmp)
-    sea = nodedist.sea_sha256(HERE / "src/candidate/server.js")
-    bun = hashlib.sha256(npmdist.ensure(npmdist.pin("@oven/bun-linux-x64")).read_bytes()).hexdigest()
-    harness = hashlib.sha256((HERE / "tree/pilot/pty-smoke/pty-plugin-smoke.ts").read_bytes()).hexdigest()
-    go = subprocess.run(["go", "version"], capture_output=True, text=True).stdout.strip()
-    print(go)
-    print(f"revision={rev}")
-    print(f"runtime: {sea}\nbun: {bun}\nharness: {harness}")
+def release_inventory(go_text: str, release: str, impl: str, values: dict[str, str]) -> str:
+    """reference-<release>[-python].yml: reference.yml with the release's values replaced."""
+    header = RELEASE_HEADER.format(release=release, impl=impl, flag="" if impl == "go" else " --supervisor " + impl)
+    return header + replace_values(go_text, values)
+
+
+def report(got: dict) -> list[str]:
+    """Prints a release's values; returns its problems."""
+    print(f"=== {got['release']}: {got['go_version']}")
+    problems = []
     for impl in IMPLS:
-        v = got[impl]
-        print(f"--- supervisor implementation {impl}")
+        v = got["impls"][impl]
+        print(f"--- supervisor implementation {impl} ({got['release']})")
         print(v["manifest"], end="")
         print(f"source_manifest_sha256={v['manifest_sha256']}")
         for n, h in v.get("bins", {}).items():
             print(f"{n}: {h}")
         if "error" in v:
-            print(f"{impl.upper()} SUPERVISOR: {v['error']}", file=sys.stderr)
-    py, gov = got["python"], got["go"]
+            print(f"{got['release']} {impl.upper()} SUPERVISOR: {v['error']}", file=sys.stderr)
+    py, gov = got["impls"]["python"], got["impls"]["go"]
     if "error" in py:
-        print("the python implementation must build reproducibly: nothing written", file=sys.stderr)
+        problems.append(f"{got['release']}: the python implementation must build reproducibly")
+    elif "bins" in gov and any(gov["bins"][n] != py["bins"][n] for n in ("launcher", "client")):
+        problems.append(f"{got['release']}: launcher/client differ between the implementations")
+    return problems
+
+
+def main() -> int:
+    if sys.argv[1:2] == ["--compute"]:
+        return compute_here(pathlib.Path(sys.argv[2]))
+    from refhost import nodedist  # noqa: PLC0415 (the harness's SEA build: same bytes deploy.sh installs)
+    from refhost import npmdist  # noqa: PLC0415 (bun, pinned and integrity-checked: same bytes deploy.sh installs)
+    from refhost.tree import RELEASES  # noqa: PLC0415
+
+    if DEFAULT_RELEASE not in RELEASES:
+        raise SystemExit(f"expected.py's DEFAULT_RELEASE {DEFAULT_RELEASE} is not one of {sorted(RELEASES)}")
+    got = {r: compute_in(r) for r in [DEFAULT_RELEASE] + sorted(set(RELEASES) - {DEFAULT_RELEASE})}
+    with tempfile.TemporaryDirectory(prefix="opencode-reference-") as t:
+        rev = revision(pathlib.Path(t))
+    sea = nodedist.sea_sha256(HERE / "src/candidate/server.js")
+    bun = hashlib.sha256(npmdist.ensure(npmdist.pin("@oven/bun-linux-x64")).read_bytes()).hexdigest()
+    harness = hashlib.sha256((HERE / "tree/pilot/pty-smoke/pty-plugin-smoke.ts").read_bytes()).hexdigest()
+    print(f"revision={rev}")
+    print(f"runtime: {sea}\nbun: {bun}\nharness: {harness}")
+    problems = [p for g in got.values() for p in report(g)]
+    if problems:
+        print("\n".join(problems) + ": nothing written", file=sys.stderr)
         return 1
-    if "bins" in gov and any(gov["bins"][n] != py["bins"][n] for n in ("launcher", "client")):
-        print("launcher/client differ between the implementations: nothing written", file=sys.stderr)
-        return 1
-    shared = {n: py["bins"][n] for n in ("launcher", "client")}
+    stale = [r for r, g in got.items() if "error" in g["impls"]["go"]]
     if "--write" in sys.argv:
-        s = write_go(INV.read_text(), rev, gov, shared, sea, bun, harness)
-        INV.write_text(s)
+        go_text = write_go(INV.read_text(), rev, release_values(got[DEFAULT_RELEASE], "go"), sea, bun, harness)
+        INV.write_text(go_text)
         print(f"updated {INV}" + (" (go's source_manifest_sha256 and binaries.supervisor.sha256 left as "
-                                  "they were: the go implementation does not build)" if "error" in gov else ""))
-        INV_PYTHON.write_text(python_inventory(s, py["manifest_sha256"], py["bins"]["supervisor"]))
+                                  "they were: the go implementation does not build)"
+                                  if DEFAULT_RELEASE in stale else ""))
+        py = got[DEFAULT_RELEASE]["impls"]["python"]
+        INV_PYTHON.write_text(python_inventory(go_text, py["manifest_sha256"], py["bins"]["supervisor"]))
         print(f"wrote {INV_PYTHON}")
-    if "error" in gov:
-        print("NOT COMPLETE: the go supervisor implementation does not build (see above); "
-              "reference.yml's go values are stale", file=sys.stderr)
+        for release, g in got.items():
+            if release == DEFAULT_RELEASE:
+                continue
+            for impl in IMPLS:
+                path = inventory_path(release, impl)
+                values = release_values(g, impl)
+                if "error" in g["impls"][impl] and path.is_file():  # what it said before, for what did not build
+                    old = read_values(path.read_text())
+                    values = {**{k: old[k] for k in ("source_manifest_sha256", "binaries.supervisor") if k in old},
+                              **values}
+                path.write_text(release_inventory(go_text, release, impl, values))
+                print(f"wrote {path}")
+    if stale:
+        print(f"NOT COMPLETE: the go supervisor implementation does not build on {', '.join(stale)} "
+              "(see above); their go values are stale", file=sys.stderr)
         return 2
     return 0
 

@@ -3,8 +3,9 @@
     python3 -I tests/reference/vendor.py SUPDIR
 
 Writes SUPDIR/vendor/ as `go mod vendor` (Go 1.19) would for the modules
-SUPDIR/go.mod requires, with no network and no module cache: the sources
-are bookworm's golang-*-dev packages under /usr/share/gocode/src (MODULES
+SUPDIR/go.mod requires (Go 1.24's consistency check accepts it too), with no
+network and no module cache: the sources are this host's golang-*-dev
+packages under /usr/share/gocode/src (bookworm's or trixie's; MODULES
 names the package of each module; its version must be the one go.mod
 requires). As `go mod vendor` does, it
 

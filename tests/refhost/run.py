@@ -11,7 +11,7 @@ import time
 
 from .machine import WORK_ROOT, Machine, MachineError, log
 from . import nodedist, npmdist
-from .tree import ensure_tree
+from .tree import DEFAULT_RELEASE, RELEASES, ensure_tree
 
 GUEST_BASE = "/opt/pty-acceptance"
 GUEST_SRC = f"{GUEST_BASE}/src"
@@ -20,15 +20,23 @@ GUEST_EVIDENCE = f"{GUEST_OUT}/evidence"
 GUEST_PYTHON = f"{GUEST_BASE}/venv/bin/python"
 AFTER_SUITE = "after-suite.txt"
 DEPLOY = "tests/reference/deploy.sh"
-# The supervisor implementations deploy.sh installs (OPENCODE_REFERENCE_SUPERVISOR)
-# and the inventory each is checked against (tests/reference/expected.py writes both).
-SUPERVISORS = {"go": "inventories/reference.yml", "python": "inventories/reference-python.yml"}
+# The supervisor implementations deploy.sh installs (OPENCODE_REFERENCE_SUPERVISOR).
+SUPERVISORS = ("go", "python")
 DEFAULT_SUPERVISOR = "go"
 MARKER = "/etc/opencode/pty-supervisor-verified"
 BINARIES = [f"/usr/local/libexec/opencode-pty-{n}" for n in ("supervisor", "launcher", "client")]
 
 EXIT_SETUP_FAILED = 3
 EXIT_TIMED_OUT = 124  # the suite did not end within the caller's deadline (it was stopped)
+
+
+def inventory(supervisor: str = DEFAULT_SUPERVISOR, release: str = DEFAULT_RELEASE) -> str:
+    """The inventory deploy.sh checks the `supervisor` implementation on a host of
+    `release` against, and the suite runs with: inventories/reference[-<release>]
+    [-python].yml (tests/reference/expected.py writes them all; the default
+    release's names have no release in them)."""
+    return ("inventories/reference" + ("" if release == DEFAULT_RELEASE else f"-{release}")
+            + ("" if supervisor == "go" else f"-{supervisor}") + ".yml")
 
 
 def new_run_id() -> str:
@@ -70,9 +78,10 @@ def _point_latest(reports_root: pathlib.Path, run_dir: pathlib.Path) -> None:
     tmp.replace(reports_root / "latest")
 
 
-def prepare(repo_root: pathlib.Path) -> pathlib.Path:
-    """The reference host's root tree, Node and the candidate build (cached); returns the tree."""
-    tree = ensure_tree()
+def prepare(repo_root: pathlib.Path, release: str = DEFAULT_RELEASE) -> pathlib.Path:
+    """The reference host's root tree of `release`, Node and the candidate build
+    (cached); returns the tree."""
+    tree = ensure_tree(release)
     npmdist.ensure_all()  # Node, the released opencode: bound read-only into the guest
     nodedist.ensure_sea(repo_root / "tests/reference/src/candidate/server.js")
     return tree
@@ -104,11 +113,13 @@ def run_reference(repo_root: pathlib.Path, *, before_suite: list[os.PathLike | s
                   after_suite: list[os.PathLike | str] = (), keep: bool = False, pytest_args: list[str] = (),
                   out_dir: pathlib.Path | None = None,
                   suite_paths: list[str] = ("acceptance/",), quiet: bool = False,
-                  suite_timeout: float | None = None, supervisor: str = DEFAULT_SUPERVISOR) -> int:
+                  suite_timeout: float | None = None, supervisor: str = DEFAULT_SUPERVISOR,
+                  release: str = DEFAULT_RELEASE) -> int:
     """Boot a reference host, deploy, run the acceptance suite inside it. Returns the suite's status.
 
-    `supervisor` (SUPERVISORS) is the implementation deploy.sh installs; the
-    suite runs against the matching inventory.
+    `release` (tests/refhost/tree.py RELEASES) is the Debian release the host is
+    booted from; `supervisor` (SUPERVISORS) the implementation deploy.sh
+    installs; the suite runs against the matching inventory (inventory()).
 
     3 means deployment or a --before-suite script failed (logs are still collected);
     124 that the suite was still running `suite_timeout` seconds later and was stopped.
@@ -119,6 +130,9 @@ def run_reference(repo_root: pathlib.Path, *, before_suite: list[os.PathLike | s
     if supervisor not in SUPERVISORS:
         log(f"unknown supervisor implementation {supervisor!r}: one of {sorted(SUPERVISORS)}")
         return EXIT_SETUP_FAILED
+    if release not in RELEASES:
+        log(f"unknown release {release!r}: one of {sorted(RELEASES)}")
+        return EXIT_SETUP_FAILED
     if not (repo_root / DEPLOY).is_file():
         log(f"{repo_root / DEPLOY} does not exist: nothing deploys the reference host")
         return EXIT_SETUP_FAILED
@@ -128,7 +142,7 @@ def run_reference(repo_root: pathlib.Path, *, before_suite: list[os.PathLike | s
         if not s.is_file():
             log(f"script {s} does not exist")
             return EXIT_SETUP_FAILED
-    tree = prepare(repo_root)
+    tree = prepare(repo_root, release)
     run_id = new_run_id()
     reports_root = repo_root / "reports" / "reference"
     out = out_dir if out_dir is not None else reports_root / run_id
@@ -137,7 +151,8 @@ def run_reference(repo_root: pathlib.Path, *, before_suite: list[os.PathLike | s
     status = EXIT_SETUP_FAILED
     try:
         m.boot()
-        status = _deploy_and_test(m, before, pytest_args, list(suite_paths), quiet, suite_timeout, supervisor)
+        status = _deploy_and_test(m, before, pytest_args, list(suite_paths), quiet, suite_timeout, supervisor,
+                                  release)
         (out / "suite-output.txt").write_bytes(getattr(m, "suite_output", b""))
         if after and status != EXIT_SETUP_FAILED:
             (out / AFTER_SUITE).write_text(_after_suite(m, after))
@@ -152,7 +167,7 @@ def run_reference(repo_root: pathlib.Path, *, before_suite: list[os.PathLike | s
             m.shutdown()
         if out_dir is None:
             _point_latest(reports_root, out)
-    print(f"reference run {run_id} (supervisor {supervisor}): exit status {status}; reports in {out}",
+    print(f"reference run {run_id} ({release}, supervisor {supervisor}): exit status {status}; reports in {out}",
           file=sys.stderr)
     return status
 
@@ -168,12 +183,14 @@ def _after_suite(m: Machine, after: list[pathlib.Path]) -> str:
     return "\n".join(statuses + outputs) + "\n"
 
 
-def deploy(m: Machine, before: list[pathlib.Path], quiet: bool, supervisor: str = DEFAULT_SUPERVISOR) -> bool:
+def deploy(m: Machine, before: list[pathlib.Path], quiet: bool, supervisor: str = DEFAULT_SUPERVISOR,
+           release: str = DEFAULT_RELEASE) -> bool:
     """Deploy the reference deployment (the `supervisor` implementation) in a booted
-    host, then run the before-suite scripts."""
-    log(f"deploying: OPENCODE_REFERENCE_SUPERVISOR={supervisor} /bin/sh {GUEST_SRC}/{DEPLOY}")
+    host of `release` (deploy.sh refuses another), then run the before-suite scripts."""
+    log(f"deploying: OPENCODE_REFERENCE_SUPERVISOR={supervisor} OPENCODE_REFERENCE_RELEASE={release} "
+        f"/bin/sh {GUEST_SRC}/{DEPLOY}")
     r = m.run(["/bin/sh", f"{GUEST_SRC}/{DEPLOY}"], cwd=GUEST_SRC, stream=not quiet,
-              env={"OPENCODE_REFERENCE_SUPERVISOR": supervisor})
+              env={"OPENCODE_REFERENCE_SUPERVISOR": supervisor, "OPENCODE_REFERENCE_RELEASE": release})
     if r.returncode != 0:
         log(f"deployment failed with exit status {r.returncode}")
         return False
@@ -188,11 +205,11 @@ def deploy(m: Machine, before: list[pathlib.Path], quiet: bool, supervisor: str 
 
 def _deploy_and_test(m: Machine, before: list[pathlib.Path], pytest_args: list[str],
                      suite_paths: list[str], quiet: bool, suite_timeout: float | None = None,
-                     supervisor: str = DEFAULT_SUPERVISOR) -> int:
-    if not deploy(m, before, quiet, supervisor):
+                     supervisor: str = DEFAULT_SUPERVISOR, release: str = DEFAULT_RELEASE) -> int:
+    if not deploy(m, before, quiet, supervisor, release):
         return EXIT_SETUP_FAILED
     argv = [GUEST_PYTHON, "-m", "pytest", "-p", "no:cacheprovider", *suite_paths,
-            "--inventory", SUPERVISORS[supervisor], "--report-dir", f"{GUEST_OUT}/reports",
+            "--inventory", inventory(supervisor, release), "--report-dir", f"{GUEST_OUT}/reports",
             *pytest_args]
     log("suite: " + " ".join(argv))
     try:
@@ -205,6 +222,6 @@ def _deploy_and_test(m: Machine, before: list[pathlib.Path], pytest_args: list[s
         return EXIT_TIMED_OUT
     m.suite_output = r.stdout
     lines = r.stdout.decode(errors="replace").strip().splitlines()
-    print(f"suite ({supervisor} supervisor): {lines[-1] if lines else '(no output)'} "
+    print(f"suite ({release}, {supervisor} supervisor): {lines[-1] if lines else '(no output)'} "
           f"(exit status {r.returncode})", file=sys.stderr)
     return r.returncode

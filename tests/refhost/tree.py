@@ -1,7 +1,10 @@
-"""Build and cache the reference host's root tree (debootstrap + a venv).
+"""Build and cache the reference host's root tree (debootstrap + a venv), one
+per Debian release (RELEASES).
 
-The cache key is a hash over the recipe, so changing the package list or the
-requirements builds a new tree and removes the old ones.
+The cache key is a hash over the recipe, the release included, so changing
+the package list or the requirements builds a new tree and removes the old
+one of that release; the current tree of every release stays cached side by
+side (CACHE_DIR/<key>).
 """
 from __future__ import annotations
 
@@ -15,7 +18,6 @@ import sys
 import time
 
 RECIPE_VERSION = "refhost-tree-1"
-SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
 PACKAGES = (
     "systemd,systemd-sysv,dbus,procps,python3,python3-venv,python3-pip,"
@@ -24,6 +26,14 @@ PACKAGES = (
     # the Go supervisor's dependencies, vendored at deploy (tests/reference/vendor.py)
     "golang-dbus-dev,golang-github-coreos-go-systemd-dev,golang-golang-x-sys-dev"
 )
+# The releases a reference host can be booted from (debootstrap's suite names),
+# with what each brings that the reference deployment and the suite meet.
+# bookworm stays the default (README: "The releases").
+RELEASES = {
+    "bookworm": "Debian 12: systemd 252, Go 1.19, Python 3.11",
+    "trixie": "Debian 13: systemd 257, Go 1.24, Python 3.13",
+}
+DEFAULT_RELEASE = "bookworm"
 CACHE_DIR = pathlib.Path("/var/cache/opencode-pty-acceptance/trees")
 REQUIREMENTS = pathlib.Path(__file__).with_name("requirements-host.txt")
 GUEST_VENV = "/opt/pty-acceptance/venv"
@@ -36,9 +46,21 @@ def log(msg: str) -> None:
     print(f"[refhost] {msg}", file=sys.stderr, flush=True)
 
 
-def recipe_key() -> str:
+class UnknownRelease(ValueError):
+    pass
+
+
+def check_release(release: str) -> str:
+    if release not in RELEASES:
+        raise UnknownRelease(f"unknown release {release!r}: one of {sorted(RELEASES)}")
+    return release
+
+
+def recipe_key(release: str = DEFAULT_RELEASE) -> str:
+    """The tree's cache key. The release is debootstrap's suite, hashed where the
+    one suite was (bookworm's key is the one it always had)."""
     h = hashlib.sha256()
-    for part in (RECIPE_VERSION, SUITE, MIRROR, PACKAGES, REQUIREMENTS.read_text()):
+    for part in (RECIPE_VERSION, check_release(release), MIRROR, PACKAGES, REQUIREMENTS.read_text()):
         h.update(part.encode() + b"\0")
     return h.hexdigest()[:16]
 
@@ -81,11 +103,13 @@ def _booted_trees() -> set[str]:
     return dirs
 
 
-def _prune(key: str) -> None:
-    """Remove crashed builds (*.tmp) and trees built from other recipes, unless booted."""
+def _prune() -> None:
+    """Remove crashed builds (*.tmp) and trees built from recipes no release has
+    now, unless booted; every release's current tree stays."""
+    keep = {recipe_key(r) for r in RELEASES} | {BUILD_LOCK}
     in_use = _booted_trees()
     for entry in CACHE_DIR.iterdir():
-        if entry.name in (key, BUILD_LOCK) or entry.name.startswith(".#"):  # .#*.lck: nspawn's image locks
+        if entry.name in keep or entry.name.startswith(".#"):  # .#*.lck: nspawn's image locks
             continue
         if str(entry) in in_use:
             log(f"keeping stale tree {entry}: a systemd-nspawn is running on it")
@@ -101,9 +125,9 @@ def _sh(argv: list[str], env: dict[str, str] | None = None) -> None:
     log(f"  ({time.monotonic() - t0:.0f} s)")
 
 
-def _build(tmp: pathlib.Path) -> None:
+def _build(tmp: pathlib.Path, release: str) -> None:
     _sh(["debootstrap", "--variant=minbase", f"--include={PACKAGES}",
-         SUITE, str(tmp), MIRROR])
+         release, str(tmp), MIRROR])
     resolv = tmp / "etc/resolv.conf"
     had_resolv = resolv.exists() or resolv.is_symlink()
     if had_resolv:
@@ -129,22 +153,25 @@ def _build(tmp: pathlib.Path) -> None:
             (tmp / "etc/resolv.conf.ptyacc-orig").rename(resolv)
         (tmp / "tmp/requirements-host.txt").unlink(missing_ok=True)
         (tmp / "tmp/host-ca.crt").unlink(missing_ok=True)
-    (tmp / COMPLETE_MARK).write_text(recipe_key() + "\n")
+    (tmp / COMPLETE_MARK).write_text(recipe_key(release) + "\n")
 
 
-def ensure_tree() -> pathlib.Path:
-    """Return a finished root tree for the current recipe, building it if needed.
+def ensure_tree(release: str = DEFAULT_RELEASE) -> pathlib.Path:
+    """Return a finished root tree of `release` for the current recipe, building
+    it if needed.
 
     Holds an exclusive lock on the cache while it works, so concurrent callers
     wait for one build instead of removing each other's."""
+    check_release(release)
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
     with open(CACHE_DIR / BUILD_LOCK, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return _ensure_tree_locked(recipe_key())
+        return _ensure_tree_locked(release)
 
 
-def _ensure_tree_locked(key: str) -> pathlib.Path:
-    _prune(key)
+def _ensure_tree_locked(release: str) -> pathlib.Path:
+    key = recipe_key(release)
+    _prune()
     tree = CACHE_DIR / key
     if (tree / COMPLETE_MARK).exists():
         log(f"using cached tree {tree}")
@@ -153,10 +180,10 @@ def _ensure_tree_locked(key: str) -> pathlib.Path:
         log(f"removing incomplete tree {tree}")
         _remove(tree)
     tmp = CACHE_DIR / f"{key}.tmp"
-    log(f"building tree {tree} (debootstrap {SUITE} + venv); this takes a few minutes")
+    log(f"building tree {tree} (debootstrap {release} + venv); this takes a few minutes")
     t0 = time.monotonic()
     try:
-        _build(tmp)
+        _build(tmp, release)
     except BaseException:
         log(f"tree build failed; removing {tmp}")
         _remove_tmp(tmp)
@@ -167,4 +194,4 @@ def _ensure_tree_locked(key: str) -> pathlib.Path:
 
 
 if __name__ == "__main__":
-    print(ensure_tree())
+    print(ensure_tree(*sys.argv[1:2]))

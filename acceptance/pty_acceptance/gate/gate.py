@@ -52,14 +52,15 @@ class Gate:
         found = self.setup.preflight
         if found is None:
             return []
+        host = [terminal.escape(line) for line in found.host_lines()]
         off = [terminal.escape(f"preflight: finding (SUITE-4, recorded): {p.line()}")
                for p in found.protections if p.off]
         bad = found.failed
         if not bad:
-            return [f"preflight: passed ({len(found.findings)} checks)"] + off
+            return host + [f"preflight: passed ({len(found.findings)} checks)"] + off
         head = f"NOT READY: {rules.preflight_cause(self.setup)}" if found.cause else \
             f"preflight: {len(bad)} checks failed: their tests will not run"
-        return [terminal.escape(head)] + [terminal.escape(f"  preflight {f.line()}") for f in bad] + off
+        return [terminal.escape(head)] + host + [terminal.escape(f"  preflight {f.line()}") for f in bad] + off
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         st = self.setup  # the marker was removed before the gate existed (startup.py)

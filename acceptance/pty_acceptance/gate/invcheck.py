@@ -145,7 +145,7 @@ def _show(name: str) -> dict | str:
         unit = systemd.Unit.show(name)
     except systemd.SystemdError as e:
         return f"systemd did not answer ({str(e).splitlines()[0]})"
-    return {k: v[-1] for k, v in unit.values.items()}
+    return unit.last()
 
 
 def check(path: str) -> list[Line]:
@@ -299,7 +299,7 @@ def _properties(vars_: dict, shown: dict[str, dict | str]) -> list[Line]:
                                 f"{len(wanted)} properties not compared"))
             continue
         for key, want in wanted.items():
-            have = props.get(key)
+            have = systemd.setting(props, key)  # read in full: systemd 257's <key>Ex too
             where = f"unit_properties.{role}.{key}"
             if have is None:
                 out.append(Line(MISSING, where, f"{name} shows no {key}"))

@@ -22,6 +22,11 @@ Checks, in order (a later one needs the earlier ones):
 5. every host program the suite runs, by absolute path (`programs.py`): it
    lists them, it never installs one.
 
+It names the host first: its release (os-release, read safely), systemd's
+version, the kernel and Python (host/hostkind.py), and whether the suite was
+proven on that combination (spec/proven.py). Recorded, never judged: a host
+the suite was not proven on is judged by the same checks.
+
 It also reads, and the report records, the kernel's link protections
 (`fs.protected_hardlinks`, `_symlinks`, `_fifos`, `_regular`). They are
 evidence, never a reason to pass: the suite refuses a link, a FIFO and a
@@ -41,8 +46,8 @@ import pwd
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pty_acceptance.host import hostfs, programs
-from pty_acceptance.spec import inventory
+from pty_acceptance.host import hostfs, hostkind, programs
+from pty_acceptance.spec import inventory, proven
 
 if TYPE_CHECKING:  # imported where used: the bus only when a check needs it
     from pty_acceptance.host.bus import Systemd
@@ -121,6 +126,14 @@ class Result:
     findings: list[Finding]
     inventory: inventory.Inventory | None = None
     protections: tuple[Protection, ...] = ()  # recorded, never judged
+    host: hostkind.HostKind | None = None  # recorded, never judged
+    proven: str = ""  # whether the suite was proven on such a host, in words
+
+    def host_lines(self) -> list[str]:
+        """The host named, first: what it is, then whether that was proven."""
+        if self.host is None:
+            return []
+        return [f"host: {self.host.line()}", f"host: {self.proven}"]
 
     @property
     def failed(self) -> list[Finding]:
@@ -277,7 +290,10 @@ def check(inventory_file: str) -> Result:
         inv, loaded = None, Finding("inventory", False, str(e))
     host = host_findings(inv)
     first = [f for f in host if f.what in ("systemd", "system bus")]
-    return Result(first + [loaded] + [f for f in host if f not in first], inv, protections())
+    kind = hostkind.read()
+    said = proven.verdict(kind.os_release.get("ID", ""), kind.os_release.get("VERSION_CODENAME", ""),
+                          kind.systemd_major, kind.python_minor, kind.kernel)
+    return Result(first + [loaded] + [f for f in host if f not in first], inv, protections(), kind, said)
 
 
 def _program(path: str, why: str, needed_by: tuple[str, ...] = ()) -> Finding:

@@ -28,6 +28,7 @@ def at_start(setup: Setup, start: AtStart, cleaned: str, sigint: str | None) -> 
         bad = found.failed
         out.append(("preflight", bad[0].cause if bad else f"passed ({len(found.findings)} checks)"))
         out += [("preflight", f.cause) for f in bad[1:]]
+        out += [("host", line.removeprefix("host: ")) for line in found.host_lines()]
     out += [("MARK-4", setup.removal), ("SUITE-5", cleaned)]
     inv = setup.inventory
     if inv is None:

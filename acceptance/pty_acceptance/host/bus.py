@@ -64,6 +64,22 @@ class Systemd:
         msg = new_method_call(SYSTEMD, method, signature, body)
         return _unwrap(method, self.send(msg))
 
+    def manager_property(self, name: str):
+        """One property of the Manager itself (Version, ...), unwrapped."""
+        (value,) = _unwrap(f"Get {name}", self.send(Properties(SYSTEMD).get(name)))
+        return value[1]
+
+    def unit_by_pidfd(self, pidfd: int) -> tuple[str, bytes] | None:
+        """(unit name, InvocationID) of the process a pidfd names: GetUnitByPIDFD,
+        systemd 257 and later (None where the Manager does not offer it)."""
+        try:
+            _path, unit, invocation = self.call("GetUnitByPIDFD", "h", (pidfd,))
+        except BusError as e:
+            if e.name.endswith("UnknownMethod"):
+                return None
+            raise
+        return str(unit), bytes(invocation)
+
     def start_transient(self, name: str, props: list, mode: str = "fail") -> str:
         return self.call("StartTransientUnit", "ssa(sv)a(sa(sv))", (name, mode, props, []))[0]
 

@@ -11,6 +11,7 @@ import fnmatch
 import re
 import subprocess
 from dataclasses import dataclass, field
+from typing import Mapping
 
 from pty_acceptance.errors import Unreadable
 from pty_acceptance.host import programs
@@ -21,6 +22,33 @@ SESSION_GLOB = "opencode-pty-*.service"  # the same, as systemd's pattern
 EXEC_KEYS = ("ExecCondition", "ExecStartPre", "ExecStart", "ExecStartPost",
              "ExecReload", "ExecStop", "ExecStopPost")
 _EXEC_PATH = re.compile(r"(?:^|[{;]\s*)path=([^ ;]+)")
+# systemd 257 widened three boolean settings the contract's hardening names, and
+# `systemctl show` says the whole setting beside the boolean as <Name>Ex (systemd
+# 252 shows no such property). The boolean says "yes" for every setting but "no"
+# (PrivateTmp=yes for PrivateTmp=disconnected too), so a value of the boolean is
+# read against its Ex form: what each value of the boolean means there.
+WIDENED = {
+    "PrivateTmp": {"yes": "connected", "no": "no"},  # 257: also disconnected
+    "ProtectControlGroups": {"yes": "yes", "no": "no"},  # 257: also private, strict
+    "PrivateUsers": {"yes": "self", "no": "no"},  # 257: also identity, full
+}
+
+
+def setting(props: Mapping[str, str], key: str) -> str | None:
+    """`key` as `systemctl show` says it, read in full: where this systemd also
+    shows `key`Ex (257 and later) and it is not what the boolean's value means
+    (WIDENED), "<value> (<key>Ex=<the setting>)", which matches no pin of the
+    boolean."""
+    value = props.get(key)
+    ex = props.get(key + "Ex")
+    if value is None or ex is None or key not in WIDENED or WIDENED[key].get(value) == ex:
+        return value
+    return f"{value} ({key}Ex={ex})"
+
+
+def widened_settings(props: Mapping[str, str]) -> dict[str, str]:
+    """The <Name>Ex values this systemd shows for WIDENED ({}: it shows none, 252)."""
+    return {k + "Ex": props[k + "Ex"] for k in WIDENED if k + "Ex" in props}
 
 
 class SystemdError(Unreadable):
@@ -64,6 +92,14 @@ class Unit:
     def get(self, key: str) -> str | None:
         vals = self.values.get(key)
         return None if vals is None else vals[-1]
+
+    def last(self) -> dict[str, str]:
+        """Every property's last value."""
+        return {k: v[-1] for k, v in self.values.items()}
+
+    def setting(self, key: str) -> str | None:
+        """`key` read in full (setting())."""
+        return setting(self.last(), key)
 
     def words(self, key: str) -> list[str]:
         return (self.get(key) or "").split()

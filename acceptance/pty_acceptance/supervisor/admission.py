@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from pty_acceptance.supervisor import protocol as p
-from pty_acceptance.host.bus import Systemd
+from pty_acceptance.host import proc
+from pty_acceptance.host.bus import SERVICE_IFACE, Systemd
 from pty_acceptance.errors import Finding
 from pty_acceptance.supervisor.peer import Agent, ChildAgent, DisposableUnit, open_cwd
 from pty_acceptance.host.systemd import ANY_SESSION
@@ -87,6 +88,28 @@ def watch_sessions() -> UnitWatch:
 
 def invocation_id(bus: Systemd, name: str) -> bytes:
     return bytes((bus.properties(name) or {}).get("InvocationID") or b"")
+
+
+def peer_invocation(bus: Systemd, name: str, pid: int) -> tuple[bytes, str]:
+    """The InvocationID of unit `name` whose MainPID is `pid`, and how it was
+    read. systemd 257 and later: from a pidfd of that very process
+    (GetUnitByPIDFD: its unit and invocation in one answer, no pid to race;
+    b"" when the process is not `name`'s MainPID). Before 257: by the unit's
+    name."""
+    fd = proc.pidfd_open(pid)
+    try:
+        main = (bus.properties(name, SERVICE_IFACE) or {}).get("MainPID")
+        got = bus.unit_by_pidfd(fd) if main == pid else None
+    finally:
+        os.close(fd)
+    if main != pid:
+        return b"", f"{name}'s MainPID is {main}, not {pid}"
+    if got is None:
+        return invocation_id(bus, name), "by the unit's name (no GetUnitByPIDFD on this systemd: before 257)"
+    unit, invocation = got
+    if unit != name:
+        return b"", f"GetUnitByPIDFD: the process {pid} is in {unit}, not {name}"
+    return invocation, f"GetUnitByPIDFD(pidfd of MainPID {pid}): {unit}"
 
 
 def read_frames(sock: socket.socket, until, deadline_s: float) -> tuple[list[p.Frame], str | None]:
