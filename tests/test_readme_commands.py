@@ -25,7 +25,15 @@ RUN_BY: dict[str, tuple[str, ...]] = {
         "tests/test_reference_host.py::test_good_reference_host_passes_every_module_that_exists",),
     "pty-acceptance reference --supervisor python": (
         "tests/test_mutants.py::test_the_python_supervisors_control_passes",
-        "tests/test_mutants.py::test_the_cli_offers_the_supervisor_implementations_the_harness_deploys"),
+        "tests/test_mutants.py::test_the_cli_offers_the_supervisor_implementations_and_releases_the_harness_deploys"),
+    "pty-acceptance reference --release trixie [--supervisor python]": (
+        "tests/test_reference_host.py::test_good_reference_host_passes_every_module_that_exists",
+        "tests/test_mutants.py::test_the_cli_offers_the_supervisor_implementations_and_releases_the_harness_deploys"),
+    # trixie's full matrix is an hour: CI runs the release's good host (above), the refusal a release
+    # makes of a fault, and the command line that takes --release
+    "pty-acceptance mutants --release trixie [--only FAULT-ID]...": (
+        "tests/test_mutants.py::test_a_fault_a_release_refuses_is_a_proven_fact_not_a_kill",
+        "tests/test_mutants.py::test_the_cli_offers_the_supervisor_implementations_and_releases_the_harness_deploys"),
     "pytest tests/": ("tests/test_readme_commands.py::test_every_readme_command_is_run_by_a_test",),
     "sh tools/setup-target.sh": (
         "tests/test_setup_target.py::test_the_online_install_makes_a_venv_that_runs_the_command_line",
