@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import textwrap
@@ -20,6 +21,12 @@ REPO = Path(__file__).resolve().parents[1]
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "refhost: boots a reference host (slow, root)")
+    # started as a background job (`sh -c '...' &` ignores SIGINT), every run these
+    # tests start would inherit SIGINT ignored, and the tests that interrupt a run
+    # with it would read the suite's own "SIGINT is ignored" (SUITE-5) instead: the
+    # runs they start get SIGINT's default, as from a terminal
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session", autouse=True)

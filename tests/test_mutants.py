@@ -123,21 +123,6 @@ def test_ci_subset_is_killed_and_the_control_passes():
     assert status == 0
 
 
-@pytest.mark.refhost
-def test_the_python_supervisors_control_passes():
-    """The second implementation (the Go shim with the embedded Python
-    supervisor, inventories/reference-python.yml): its clean control run only
-    (~3 min), READY with a marker; the fault matrix runs against go."""
-    status = run_mutants(REPO, only=[], control=True, supervisor="python")
-    rows = json.loads((REPO / "reports/mutants/latest/kill-table.json").read_text())
-    assert len(rows) == 1, rows
-    c = rows[0]
-    assert c["id"] == "control" and c["supervisor"] == "python" and c["control_ok"], c
-    assert c["marker"] and c["status"] == 0, c
-    assert "supervisor implementation: python" in (REPO / "reports/mutants/latest/kill-table.md").read_text()
-    assert status == 0
-
-
 def test_the_cli_offers_the_supervisor_implementations_and_releases_the_harness_deploys():
     """cli.py keeps its own list (it imports tests/ only once a reference command
     runs): it must name the implementations tests/refhost/run.py deploys, with

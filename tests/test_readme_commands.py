@@ -24,7 +24,7 @@ RUN_BY: dict[str, tuple[str, ...]] = {
     "pty-acceptance reference": (
         "tests/test_reference_host.py::test_good_reference_host_passes_every_module_that_exists",),
     "pty-acceptance reference --supervisor python": (
-        "tests/test_mutants.py::test_the_python_supervisors_control_passes",
+        "tests/test_reference_host.py::test_good_reference_host_passes_every_module_that_exists",
         "tests/test_mutants.py::test_the_cli_offers_the_supervisor_implementations_and_releases_the_harness_deploys"),
     "pty-acceptance reference --release trixie [--supervisor python]": (
         "tests/test_reference_host.py::test_good_reference_host_passes_every_module_that_exists",
@@ -75,7 +75,7 @@ RUN_BY: dict[str, tuple[str, ...]] = {
         "tests/test_mutants.py::test_ci_subset_is_killed_and_the_control_passes"),
     "pty-acceptance mutants [--supervisor go|python] [--only ID]... [--jobs N]": (
         "tests/test_mutants.py::test_ci_subset_is_killed_and_the_control_passes",
-        "tests/test_mutants.py::test_the_python_supervisors_control_passes"),
+        "tests/test_mutants.py::test_the_cli_offers_the_supervisor_implementations_and_releases_the_harness_deploys"),
     "pty-acceptance report FILE.xml [--checklist ROOT-ACCEPTANCE.md] [--out-dir DIR]": (
         "tests/test_verdict.py::test_report_makes_an_out_dir_that_does_not_exist_and_says_in_one_line_where_it_cannot",
         "tests/test_install.py::test_report_renders_with_the_checklist_the_package_carries"),

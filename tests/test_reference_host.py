@@ -17,7 +17,7 @@ from conftest import REPO, assert_junit_readers_accept
 from leftovers import assert_nothing_left
 from tests.refhost import findings
 from tests.refhost.interrupts import run_matrix
-from tests.refhost.run import inventory, new_run_id
+from tests.refhost.run import SUPERVISORS, inventory, new_run_id
 from tests.refhost.tree import DEFAULT_RELEASE, RELEASES
 from tests.refhost.junit import Report
 
@@ -62,9 +62,21 @@ def assert_read_only(run_dir: Path) -> None:
     assert status.read_text().strip() == "0", f"SUITE-1: the run changed the host:\n{diff[:6000]}"
 
 
-@pytest.mark.parametrize("release", [DEFAULT_RELEASE] + sorted(set(RELEASES) - {DEFAULT_RELEASE}))
-def test_good_reference_host_passes_every_module_that_exists(tmp_path, release):
-    status, run_dir, log = reference("--release", release, *snapshot_scripts(tmp_path))
+# One good host per release, the two supervisor implementations crossed with
+# them (CI's time: README "What CI runs"); the other combinations are run by
+# hand for the proven matrix (README "The releases").
+CROSSED = [(DEFAULT_RELEASE, "go")] + [(r, "python") for r in sorted(set(RELEASES) - {DEFAULT_RELEASE})]
+
+
+def test_every_release_and_implementation_has_a_good_host_run_here():
+    assert {r for r, _ in CROSSED} == set(RELEASES)
+    assert {s for _, s in CROSSED} == set(SUPERVISORS)
+
+
+@pytest.mark.parametrize("release,supervisor", CROSSED)
+def test_good_reference_host_passes_every_module_that_exists(tmp_path, release, supervisor):
+    status, run_dir, log = reference("--release", release, "--supervisor", supervisor,
+                                     *snapshot_scripts(tmp_path))
     report = Report.find(run_dir)
     assert report is not None and len(report.cases) >= 30, log[-3000:]
     failed = [(c.name, c.outcome) for c in report.failed() if not findings.known(c.name)]
@@ -83,7 +95,7 @@ def test_good_reference_host_passes_every_module_that_exists(tmp_path, release):
         assert status == 0 and (run_dir / "pty-supervisor-verified").exists()
         verify = subprocess.run([sys.executable, "-m", "pty_acceptance.cli", "verify-marker",
                                  "--root", str(run_dir), "--marker", "/pty-supervisor-verified",
-                                 "--inventory", str(REPO / inventory("go", release))],
+                                 "--inventory", str(REPO / inventory(supervisor, release))],
                                 capture_output=True, text=True)
         assert verify.returncode == 0, verify.stdout
     for b in ("supervisor", "launcher", "client"):
@@ -91,8 +103,8 @@ def test_good_reference_host_passes_every_module_that_exists(tmp_path, release):
     assert_read_only(run_dir)
     (junit,) = (run_dir / "reports").glob("acceptance-*.xml")
     assert_junit_readers_accept(junit)  # a real host's report, as third-party readers take it
-    assert f"reference run {run_dir.name} ({release}, supervisor go)" in log
-    assert f"inventory: {inventory('go', release)} (host reference)" in log
+    assert f"reference run {run_dir.name} ({release}, supervisor {supervisor})" in log
+    assert f"inventory: {inventory(supervisor, release)} (host reference)" in log
     assert any(line.startswith("host: Debian GNU/Linux ") and f"({release}); systemd " in line
                for line in log.splitlines()), "the preflight named no host"
 
