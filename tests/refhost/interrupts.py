@@ -13,7 +13,8 @@ test has begun); then, once it exited:
 
 While the first run is at its point, a second run is started: it must fail
 within OVERLAP_DEADLINE_S, naming the first run's pid. After a SIGKILL the
-stand-in socket is still there (this is what the next run must clean); the
+stand-in socket is still there (this is what the next run must clean); once
+the supervisor has ended the killed run's sessions (their client is gone), the
 next run (complete, no signal) removes it first, says so, and passes the
 module whose UNIT-7 test failed on that leftover before.
 
@@ -43,6 +44,7 @@ POINT_DEADLINE_S = 240.0
 EXIT_DEADLINE_S = 60.0
 OVERLAP_DEADLINE_S = 30.0
 VOLATILE = ("/run", "/tmp", "/var/tmp", "/dev/shm", "/etc", "/home")  # where a run could leave things
+SESSIONS_GONE_S = 30.0  # the killed run's sessions ended by the supervisor within this
 SETTLE_S = 10.0  # what is left must be gone within this after the run exited (systemd's async stops)
 BEGIN, END = "----- interrupt matrix -----", "----- end of interrupt matrix -----"
 
@@ -226,6 +228,18 @@ def matrix() -> dict:
     res["left"] = _left(before, me)
     if not os.path.lexists(STANDIN):
         problems.append(f"after SIGKILL {STANDIN} is gone already: the next run's cleaning is not shown")
+    # The killed run's sessions are the supervisor's to end (its client is gone:
+    # CONC-3), not the next run's: one still starting when the run was killed
+    # outlived it by seconds, and the next run's UNIT-7 test then rightly found
+    # the stand-in it had just made reachable through that session's
+    # /proc/<pid>/root (its namespace was set up before the stand-in existed).
+    end = time.monotonic() + SESSIONS_GONE_S
+    while _session_units() and time.monotonic() < end:
+        time.sleep(0.2)  # poll interval
+    res["sessions_gone_s"] = round(SESSIONS_GONE_S - max(0.0, end - time.monotonic()), 1)
+    if _session_units():
+        problems.append(f"after SIGKILL: {_session_units()} session units of the killed run still there "
+                        f"{SESSIONS_GONE_S:g} s later (the supervisor ends a session whose client is gone)")
     results.append(res)
     nxt = Run("run-after-kill", paths=SUBSET[:1])
     rc, took = nxt.exit_within(POINT_DEADLINE_S)
