@@ -26,8 +26,8 @@ class Proof:
 
 
 PROOFS: tuple[Proof, ...] = (
-    Proof("debian", "bookworm", 252, "3.11", "6.18.44-fc-v1252", "2026-12-06", "PENDING"),
-    Proof("debian", "trixie", 257, "3.13", "6.18.44-fc-v1252", "2026-12-06", "PENDING"),
+    Proof("debian", "bookworm", 252, "3.11", "6.18.44-fc-v1252", "2026-12-06", "5def172"),
+    Proof("debian", "trixie", 257, "3.13", "6.18.44-fc-v1252", "2026-12-06", "5def172"),
 )
 
 
