@@ -653,16 +653,16 @@ def apply_script(f: Fault) -> str:
 
 # What CI runs (README's test command, README "What CI runs"): a subset that
 # touches every requirement group the suite checks on the reference host, each
-# where it can by a fault narrowed to its modules (a full-suite run is ~2.5 min
-# of one of the two slots), four on the full suite: a pin re-check skipped
-# (PEER-4 is checked across the modules), a session keeping capabilities and a
-# supervisor speaking another framing (every session module must fail on it)
-# and a stopped supervisor (the whole suite must fail closed, in seconds). The
-# client made group-writable on the full suite is tests/test_reference_host.py's.
+# by a fault narrowed to its modules (a full-suite run is ~3 min of one of the
+# two slots), two on the full suite: a supervisor speaking another framing
+# (every session module must fail on it) and a stopped supervisor (the whole
+# suite must fail closed, in seconds). The client made group-writable on the
+# full suite is tests/test_reference_host.py's.
 # `pty-acceptance mutants` without --only runs the whole catalogue.
 CI_SUBSET = [
-    "skip-pin-recheck", "session-keeps-capabilities", "supervisor-other-framing",  # full suite
+    "supervisor-other-framing",  # full suite
     "supervisor-stopped",  # full suite, fails closed at once
+    "skip-cgroup-check",
     "client-replaced-by-other-build", "drop-in-owned-by-service-user", "nul-check-from-second-byte",
     "new-revision", "non-reproducible-build", "source-file-changed",
     "client-sends-two-fds", "no-unauth-limit", "exit-always-zero",
