@@ -9,8 +9,12 @@
 set -eu
 mkdir -p -m 0755 /usr/local/lib/pty-fault
 cat > /usr/local/lib/pty-fault/swapper.py <<'PY'
-import os, stat, sys, time
+import ctypes, os, stat, sys, time
 
+# Not dumpable (prctl PR_SET_DUMPABLE 0): a dumpable process of the service user
+# outside the sessions is UNIT-7's own finding (fault
+# service-user-process-outside-sessions); this attack is SUITE-4's and SUITE-5's.
+ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)
 LOG, SECRET = sys.argv[1], sys.argv[2]
 me = os.getuid()
 said = set()
