@@ -73,7 +73,7 @@ def _record(evidence, r: smoke.Run) -> None:
     e = r.ended
     evidence(f"run {r.label}", f"{e.ending()}, {e.duration_s:.2f} s (deadline {e.deadline_s:g} s), "
                                f"{e.output_bytes} bytes of output, last line "
-                               f"{escape(r.last_line.decode('utf-8', errors='replace'))!r}, unit {e.unit}")
+                               f"{escape(r.last_line)!r}, unit {e.unit}")
     evidence(f"run {r.label} argv", escape(" ".join(r.argv)))
     if e.still_running:
         evidence(f"run {r.label} still running at the deadline", ", ".join(map(escape, e.still_running)))

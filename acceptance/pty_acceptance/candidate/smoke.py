@@ -100,9 +100,11 @@ class Run:
         return self.ended.argv
 
     @property
-    def last_line(self) -> bytes:
+    def last_line(self) -> str:
+        """The output's last non-blank line (its last 400 bytes), decoded with
+        replacement: host text, escaped where it is shown."""
         lines = [ln for ln in self.ended.output.splitlines() if ln.strip()]
-        return lines[-1][-400:] if lines else b""
+        return (lines[-1][-400:] if lines else b"").decode("utf-8", "replace")
 
 
 def _privilege_problem(path: str, what: str) -> str | None:
@@ -378,7 +380,7 @@ def judge(r: Run, success: PluginSuccess) -> list[str]:
                    f"{', '.join(e.still_running) or 'nothing listed'}")
     elif e.exit_status != 0:
         why.append(f"ended with {e.ending()} after {e.duration_s:.1f} s; its last line "
-                   f"{r.last_line.decode('utf-8', 'replace')!r}")
+                   f"{r.last_line!r}")
     if e.left_behind:
         why.append(f"left processes running after it exited (killed with its cgroup): {', '.join(e.left_behind)}")
     if e.held_open:
@@ -398,12 +400,12 @@ def _report_problems(r: Run, success: PluginSuccess) -> list[str]:
     """The harness's own success report, as the inventory states it (plugin.success)."""
     why = []
     try:
-        line_ok = re.search(success.last_line, r.last_line.decode("utf-8", "replace")) is not None
+        line_ok = re.search(success.last_line, r.last_line) is not None
         results = [n for n in r.files if re.search(success.result_file, n)]
     except re.error as err:
         return [f"plugin.success is not a usable pattern: {err}"]
     if not line_ok:
-        why.append(f"its last line {r.last_line.decode('utf-8', 'replace')!r} is not the harness's success "
+        why.append(f"its last line {r.last_line!r} is not the harness's success "
                    f"report (plugin.success.last_line {success.last_line!r}; {r.ended.output_bytes} bytes of "
                    f"output in {r.ended.duration_s:.2f} s)")
     if len(results) != success.results_per_run:
