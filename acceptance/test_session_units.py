@@ -70,6 +70,7 @@ from pty_acceptance.supervisor.peer import PeerError
 from pty_acceptance.supervisor.session import RawSession, SessionError
 from pty_acceptance.host.systemd import STRICT_SESSION, SYSCALLS, show_or_fail, value_problem
 from pty_acceptance.spec import inventory
+from pty_acceptance.spec.requirements import of_group
 
 SYSTEM_BUS = "/run/dbus/system_bus_socket"
 DOCKER = "/run/docker.sock"
@@ -87,6 +88,8 @@ CAP_FIELDS = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")
 START_DEADLINE_S = 10
 RUNTIME_S = 120  # the probe session's requested runtime (RuntimeMaxUSec=)
 END_DEADLINE_S = 10
+
+UNIT_IDS = of_group("UNIT")  # what a failure of the whole probe session names: every UNIT ID
 
 
 @dataclass
@@ -170,7 +173,7 @@ def session(inv, host, bus, module_peer):
         peer = module_peer
         acct = host.user(inv.service_user)
         if not acct.exists:
-            fail(f"UNIT-1..9: the service user {inv.service_user!r} does not exist")
+            fail(f"{UNIT_IDS}: the service user {inv.service_user!r} does not exist")
         uid, gid = acct.uid, acct.gid
         cwd, token = _cwd(stack)
         try:
@@ -196,7 +199,7 @@ def session(inv, host, bus, module_peer):
             report = live.parse_probe(out.output)
             svc = bus.properties(started.unit, SERVICE_IFACE) or {}
         except (SessionError, PeerError, TimeoutError, BusError, live.LiveError, OSError) as e:
-            fail(f"UNIT-1..9: the probe session did not come up: {e}")
+            fail(f"{UNIT_IDS}: the probe session did not come up: {e}")
         stack.callback(live.end_by_eof, raw, END_DEADLINE_S)
         yield Live(unit=started.unit, main_pid=svc.get("MainPID", 0),
                    control_group=svc.get("ControlGroup", ""), probe=report,

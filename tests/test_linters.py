@@ -11,6 +11,9 @@
   `pytest.fail` call in acceptance/test_*.py or acceptance/conftest.py.
 - The checked-in node-id list (acceptance/node-ids.txt, which the gate
   compares every run's collection with) matches what the checkout collects.
+- ROOT-ACCEPTANCE.md's sections table and requirement bullets are the
+  rendering of the requirement records (spec/requirements.yml) and that list:
+  a requirement is typed once, in its record.
 - No module imports a test module (`test_*.py`): what tests share is a
   fixture in a conftest or a plain function in a helper module
   (tests/gateproject.py, tests/childrun.py, ...). Importing a test module
@@ -59,6 +62,13 @@ def test_the_node_id_list_matches_the_checkout():
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "the list matches" in res.stdout
+
+
+def test_the_checklist_is_the_rendering_of_the_requirement_records():
+    res = subprocess.run([sys.executable, "-m", "pty_acceptance.cli", "checklist"], cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "is the rendering of" in res.stdout
 
 
 # -- the wire format lives in protocol.py alone (TARGET-CONTRACT section 4): the

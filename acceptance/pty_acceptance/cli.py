@@ -12,13 +12,14 @@
     pty-acceptance verify-statement ENVELOPE --pubkey FILE [--sign-tool openssl|ssh-keygen|gpg]
     pty-acceptance fleet-summary DIR --run-id ID [--pubkey HOST=FILE [--sign-tool HOST=TOOL]]... HOST...
     pty-acceptance node-ids [--write]
+    pty-acceptance checklist [--write]
     pty-acceptance preflight [--inventory FILE]
     pty-acceptance inventory check [--inventory FILE]
     pty-acceptance --version
 
 Installed off a checkout (a wheel, pipx), report, verify-marker, preflight and
 inventory check read the checklist and inventories the package carries
-(shipped/, setup.py); node-ids, reference, mutants and bench say in one line
+(shipped/, setup.py); node-ids, checklist, reference, mutants and bench say in one line
 that they need a checkout.
 """
 
@@ -36,6 +37,7 @@ from pty_acceptance.gate import invcheck, marker, nodeids, preflight
 from pty_acceptance.provenance import manifest
 from pty_acceptance.report import bundle, fleet, reports, signing, verdict
 from pty_acceptance.spec import checklist, inventory
+from pty_acceptance.spec.requirements import CATALOGUE
 from pty_acceptance.host.terminal import escape
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -318,6 +320,32 @@ def cmd_node_ids(a: argparse.Namespace) -> int:
     return 1 if lines else 0
 
 
+def cmd_checklist(a: argparse.Namespace) -> int:
+    """ROOT-ACCEPTANCE.md's generated parts (the sections table, each section's
+    requirement bullets) against their rendering from the requirement records
+    (spec/requirements.yml) and acceptance/node-ids.txt; --write renders them anew."""
+    if (status := needs_checkout("checklist", "acceptance/")) is not None:
+        return status
+    target = PROJECT / "ROOT-ACCEPTANCE.md"
+    try:
+        listed = nodeids.load(PROJECT)
+        text = target.read_text(encoding="utf-8")
+    except (nodeids.NodeIdsError, OSError) as e:
+        print(escape(f"checklist: {e}"), file=sys.stderr)
+        return 2
+    made = checklist.render(text, listed)
+    if a.write:
+        target.write_text(made, encoding="utf-8")
+        print(escape(f"checklist: {target} rendered from {len(CATALOGUE)} requirement records"))
+        return 0
+    if made == text:
+        print(escape(f"checklist: {target} is the rendering of {len(CATALOGUE)} requirement records"))
+        return 0
+    print(escape(f"checklist: {target} differs from its rendering: run pty-acceptance checklist --write "
+                 "and review the change"))
+    return 1
+
+
 def cmd_preflight(a: argparse.Namespace) -> int:
     """Is this a host the suite can judge? Read-only, what a run checks first."""
     found = preflight.check(a.inventory or str(DEFAULT_INVENTORY))
@@ -458,6 +486,10 @@ def parser() -> argparse.ArgumentParser:
                         "SUITE-3) against what the checkout collects; exit 0 when it matches")
     ni.add_argument("--write", action="store_true", help="write the list anew from the checkout")
     ni.set_defaults(func=cmd_node_ids)
+    cl = sub.add_parser("checklist", help="check ROOT-ACCEPTANCE.md's table and requirement bullets against "
+                        "the requirement records (spec/requirements.yml) and the node-id list")
+    cl.add_argument("--write", action="store_true", help="render them anew")
+    cl.set_defaults(func=cmd_checklist)
     pf = sub.add_parser("preflight", help="read-only, in seconds: is this a host the suite can judge "
                         "(systemd, the bus, the inventory, what it names, the host programs)?")
     pf.add_argument("--inventory", default=None, help=INVENTORY_HELP)
