@@ -2,7 +2,7 @@
 at once through a real Ansible connection (community.docker.nsenter into
 each machine's namespaces; the machines have no network to SSH over), one
 good and one with a fault of the catalogue. The good host is a target as
-README "On a target host" has it: the checkout copied in, its .venv made by
+docs/operator.md has it: the checkout copied in, its .venv made by
 the play with the target's own setup (tools/setup-target.sh, offline from a
 wheelhouse), the suite run by the playbook's defaults. Each host signs its
 Statement with its own key (pty_acceptance_sign_key) and the summary

@@ -76,9 +76,9 @@ def test_whether_the_combination_was_proven(facts, says):
     assert proven.verdict(*facts).startswith(says) or says in proven.verdict(*facts), proven.verdict(*facts)
 
 
-def test_readme_lists_the_proven_matrix():
-    """README's table of proofs is spec/proven.py's, row for row."""
-    text = (REPO / "README.md").read_text()
+def test_the_docs_list_the_proven_matrix():
+    """docs/reference-host.md's table of proofs ("The releases") is spec/proven.py's, row for row."""
+    text = (REPO / "docs/reference-host.md").read_text()
     rows = re.findall(r"^\| (\w+) (\w+) \| (\d+) \| ([\d.]+) \| (\S+) \| ([\d-]+) \| `?(\w+)`? \|$", text, re.M)
     assert [(p.os_id, p.codename, str(p.systemd), p.python, p.kernel, p.date, p.commit) for p in proven.PROOFS] \
         == [tuple(r) for r in rows]

@@ -1,4 +1,4 @@
-"""The library's architecture, as its imports show it (README, "Layout").
+"""The library's architecture, as its imports show it (docs/layout.md, "Layout").
 
 acceptance/pty_acceptance/ is in folders by layer. A module imports only
 from its own folder or from a folder below it in LAYERS; probes/ import
@@ -133,7 +133,7 @@ def test_the_graph_is_read():
 
 def test_every_module_lives_in_a_layer_folder():
     loose = sorted(m for m in module_names(LIB) if "." not in m and m not in LAYERS)
-    assert not loose, f"modules outside the layer folders (README, Layout): {loose}"
+    assert not loose, f"modules outside the layer folders (docs/layout.md, Layout): {loose}"
 
 
 def test_relative_and_absolute_imports_are_both_read():

@@ -19,7 +19,7 @@
   (tests/gateproject.py, tests/childrun.py, ...). Importing a test module
   runs its module-level code again under another name, and a fixture
   imported by name is a second definition that shadows the conftest's.
-- The library starts host programs with `subprocess` only (README,
+- The library starts host programs with `subprocess` only (docs/layout.md,
   "Dependencies"), never through a shell, each call with `env=` (never the
   inherited environment) and every `subprocess.run` with a `timeout=`
   (SUITE-4); a literal argv names its program by absolute path.

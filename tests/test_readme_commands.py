@@ -1,7 +1,7 @@
-"""Every command README shows is run by a test (issue 32 item 7: `pty-acceptance
+"""Every command README and docs/ show is run by a test (issue 32 item 7: `pty-acceptance
 bench` crashed before it measured anything, and no test ran it). RUN_BY maps
-each command of README's code blocks to the tests that run it (a fast form
-where the full run is long); a command README gains without a test fails
+each command of their code blocks to the tests that run it (a fast form
+where the full run is long); a command they gain without a test fails
 here, and so does a test named here that does not exist. The commands no
 other module runs are run here (`node-ids --write`)."""
 
@@ -12,7 +12,8 @@ import sys
 
 from conftest import REPO
 
-# a command line of a README code block (indented four spaces)
+# a command line of a code block of README or a docs/ page (indented four spaces)
+PAGES = ("README.md", "docs/*.md")
 COMMAND = re.compile(r"^    (?:sh tools/|\.venv/bin/|pty-acceptance |ansible-playbook |pipx )")
 
 # run by no test, and why
@@ -100,11 +101,16 @@ RUN_BY: dict[str, tuple[str, ...]] = {
 }
 
 
+def pages() -> list:
+    """README.md and every page under docs/, README first."""
+    return [path for pattern in PAGES for path in sorted(REPO.glob(pattern))]
+
+
 def readme_commands() -> list[str]:
-    """Each command of README's code blocks, without `.venv/bin/` and its comment;
-    `a && b` is two commands."""
+    """Each command of the code blocks of README and docs/, without `.venv/bin/`
+    and its comment; `a && b` is two commands."""
     out = []
-    for line in (REPO / "README.md").read_text().splitlines():
+    for line in (line for page in pages() for line in page.read_text().splitlines()):
         if COMMAND.match(line):
             text = line.split("  #", 1)[0].strip().replace(".venv/bin/", "")
             out += [part.strip() for part in text.split("&&")]
@@ -114,9 +120,9 @@ def readme_commands() -> list[str]:
 def test_every_readme_command_is_run_by_a_test():
     commands = readme_commands()
     assert len(commands) > 30 and "pty-acceptance bench [--runs 3] [--warmup 1] [--rev REV]" in commands
-    assert not set(RUN_BY) - set(commands), f"no longer in README: {sorted(set(RUN_BY) - set(commands))}"
+    assert not set(RUN_BY) - set(commands), f"no longer in README or docs/: {sorted(set(RUN_BY) - set(commands))}"
     missing = [c for c in commands if not RUN_BY.get(c) and c not in NOT_RUN]
-    assert not missing, f"README commands no test runs (name the test in RUN_BY, or write it): {missing}"
+    assert not missing, f"README or docs/ commands no test runs (name the test in RUN_BY, or write it): {missing}"
     for command in commands:
         for node in RUN_BY.get(command, ()):
             path, name = node.split("::")
@@ -124,8 +130,42 @@ def test_every_readme_command_is_run_by_a_test():
                 f"{command}: {node} does not exist"
 
 
+# README's own two commands, verbatim (the quick start; .ci/run runs the second)
+QUICK_START = ("    sh tools/setup.sh && .venv/bin/pty-acceptance reference",
+               "    sh tools/setup.sh && .venv/bin/pytest tests/")
+
+
+def test_readme_keeps_the_quick_start_and_links_every_docs_page():
+    readme = (REPO / "README.md").read_text()
+    assert all(line in readme.splitlines() for line in QUICK_START), QUICK_START
+    unlinked = [page.name for page in pages()[1:] if f"](docs/{page.name})" not in readme]
+    assert pages()[1:] and not unlinked, f"docs/ pages README does not link: {unlinked}"
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_between_the_pages_leads_somewhere():
+    """A link of README or a docs/ page to a file of the checkout names one that
+    exists, and its #anchor one of that page's headings."""
+    broken = []
+    for page in pages():
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            if re.match(r"\w+:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            if not linked.is_file():
+                broken.append(f"{page.name}: {target}")
+            elif anchor and anchor not in {_anchor(h) for h in re.findall(r"^#+ (.*)$", linked.read_text(), re.M)}:
+                broken.append(f"{page.name}: {target}")
+    assert not broken, broken
+
+
 def test_node_ids_write_then_check(tmp_path):
-    """README "Adding a site check": `node-ids --write` writes the checkout's
+    """docs/layout.md, "Adding a site check": `node-ids --write` writes the checkout's
     list anew, then `node-ids` exits 0; here on a copy of the checkout, so the
     checkout's own list is judged by test_linters alone."""
     copy = tmp_path / "checkout"

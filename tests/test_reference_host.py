@@ -63,8 +63,8 @@ def assert_read_only(run_dir: Path) -> None:
 
 
 # One good host per release, the two supervisor implementations crossed with
-# them (CI's time: README "What CI runs"); the other combinations are run by
-# hand for the proven matrix (README "The releases").
+# them (CI's time: docs/reference-host.md "What CI runs"); the other combinations are run by
+# hand for the proven matrix (docs/reference-host.md "The releases").
 CROSSED = [(DEFAULT_RELEASE, "go")] + [(r, "python") for r in sorted(set(RELEASES) - {DEFAULT_RELEASE})]
 
 

@@ -85,7 +85,7 @@ def test_a_venv_without_pip_is_made_anew(tmp_path):
 
 
 def test_the_online_install_makes_a_venv_that_runs_the_command_line(tmp_path):
-    """README "On a target host", `sh tools/setup-target.sh` with access to a
+    """docs/operator.md, "Installing the suite": `sh tools/setup-target.sh` with access to a
     package index (here the one pip is configured with): the pinned packages,
     then the checkout itself (its setup.py under the pinned setuptools, no
     build isolation), and the command line runs from the .venv."""

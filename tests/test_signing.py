@@ -296,7 +296,7 @@ def test_the_tool_messages_that_quote_the_key_are_withheld():
 
 
 def test_an_independent_verifier_checks_the_envelope_with_its_defaults(keys, tmp_path):
-    """README: securesystemslib (the in-toto project's library) verifies an
+    """docs/verdict.md: securesystemslib (the in-toto project's library) verifies an
     openssl-signed envelope with nothing of the suite and nothing said about
     the key but the key (issue 32 item 4): DSSE's PAE, the Ed25519 signature,
     and the keyid the library computes by default for that key."""
@@ -311,7 +311,7 @@ def test_an_independent_verifier_checks_the_envelope_with_its_defaults(keys, tmp
     body = b'{"_type": "https://in-toto.io/Statement/v1"}'
     envelope = json.loads(signing.sign(signing.Signer(str(key)), body))
     public = serialization.load_pem_public_key(pub.read_bytes())
-    verifier = SSlibKey.from_crypto(public)  # the library's default keyid, as README shows
+    verifier = SSlibKey.from_crypto(public)  # the library's default keyid, as docs/verdict.md shows
     assert envelope["signatures"][0]["keyid"] == verifier.keyid
     # Envelope.from_dict takes the signatures out of the dict it is given: a copy each time
     assert list(Envelope.from_dict(copy.deepcopy(envelope)).verify([verifier], 1)) == [verifier.keyid]

@@ -1,5 +1,5 @@
 """A target host's own install, tried on a fresh reference host with no
-network (README "On a target host", issue 22): the suite's checkout copied in
+network (docs/operator.md, "Installing the suite", issue 22): the suite's checkout copied in
 as an operator would bring it, `tools/setup-target.sh --wheelhouse DIR` from a
 wheelhouse that `tools/wheelhouse.sh` built on this (connected) machine, then
 the suite from that install: READY with a marker, and the host's packages

@@ -1,6 +1,6 @@
 #!/bin/sh
 # On a connected machine: the wheels requirements/target.txt pins, for a target
-# host that has no access to a package registry (README "On a target host").
+# host that has no access to a package registry (docs/operator.md, "Installing the suite").
 #
 #   sh tools/wheelhouse.sh DIR [PYTHON-VERSION]     # default 3.11 (Debian 12)
 #

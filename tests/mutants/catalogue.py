@@ -651,7 +651,7 @@ def apply_script(f: Fault) -> str:
             lines.insert(1, common)  # wait_port
     return "\n".join(lines) + "\n"
 
-# What CI runs (README's test command, README "What CI runs"): a subset that
+# What CI runs (README's test command, docs/reference-host.md "What CI runs"): a subset that
 # touches every requirement group the suite checks on the reference host, each
 # by a fault narrowed to its modules (a full-suite run is ~3 min of one of the
 # two slots), two on the full suite: a supervisor speaking another framing

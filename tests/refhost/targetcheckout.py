@@ -8,7 +8,7 @@ import pathlib
 import subprocess
 
 WHEELS = "/opt/wheelhouse"  # where a test binds the wheelhouse in the guest (read-only)
-CHECKOUT = "/root/opencode-pty-acceptance"  # the README's place for the checkout on a target
+CHECKOUT = "/root/opencode-pty-acceptance"  # the checkout's place on a target (docs/fleet.md)
 # the checkout as an operator brings it: the files, without this machine's venv, reports and git
 COPY = (f"mkdir -m 0700 {CHECKOUT} && tar -C {{src}} --exclude=./.venv --exclude=./reports "
         f"--exclude=./.git --exclude='*/__pycache__' -cf - . | tar -C {CHECKOUT} --no-same-owner -xf - "

@@ -28,7 +28,7 @@ PACKAGES = (
 )
 # The releases a reference host can be booted from (debootstrap's suite names),
 # with what each brings that the reference deployment and the suite meet.
-# bookworm stays the default (README: "The releases").
+# bookworm stays the default (docs/reference-host.md: "The releases").
 RELEASES = {
     "bookworm": "Debian 12: systemd 252, Go 1.19, Python 3.11",
     "trixie": "Debian 13: systemd 257, Go 1.24, Python 3.13",

@@ -1,7 +1,7 @@
 """Where the suite was proven (issue 31): on a reference host of each Debian
 release the whole suite passed, READY with the marker, with both supervisor
-implementations. README's "The releases" lists the same matrix
-(tests/test_proven.py keeps the two equal). A host like none of them is not a
+implementations. docs/reference-host.md, "The releases", lists the same matrix
+(tests/test_hostkind.py keeps the two equal). A host like none of them is not a
 reason to fail: its checks judge it as on any host; the preflight only says
 that this combination was not part of a proof.
 """
