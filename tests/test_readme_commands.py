@@ -96,6 +96,9 @@ RUN_BY: dict[str, tuple[str, ...]] = {
     "pty-acceptance bench --runs 0 --warmup 0 --repeats 1": (
         "tests/test_bench_probe.py::test_the_bench_command_runs_every_floor_probe",),
     "pty-acceptance node-ids --write": ("tests/test_readme_commands.py::test_node_ids_write_then_check",),
+    "pty-acceptance checklist --write": ("tests/test_readme_commands.py::test_checklist_write_then_check",),
+    "pty-acceptance checklist": ("tests/test_readme_commands.py::test_checklist_write_then_check",
+                                 "tests/test_linters.py::test_the_checklist_is_the_rendering_of_the_requirement_records"),
     "pty-acceptance node-ids": ("tests/test_readme_commands.py::test_node_ids_write_then_check",
                                 "tests/test_linters.py::test_the_node_id_list_matches_the_checkout"),
 }
@@ -182,3 +185,31 @@ def test_node_ids_write_then_check(tmp_path):
     checked = subprocess.run([sys.executable, "-c", run, str(copy), "node-ids"], cwd=copy,
                              capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert checked.returncode == 0 and checked.stdout.rstrip().endswith("the list matches"), checked.stdout
+
+
+def test_checklist_write_then_check(tmp_path):
+    """docs/layout.md, "Adding a requirement": ROOT-ACCEPTANCE.md's table and
+    requirement bullets are rendered from the records; with them emptied on a
+    copy of the checkout, `checklist` exits 1 naming the fix, `checklist
+    --write` makes them anew, identical to the checkout's, then `checklist` exits 0."""
+    copy = tmp_path / "checkout"
+    (copy / "acceptance").mkdir(parents=True)
+    shutil.copyfile(REPO / "acceptance/node-ids.txt", copy / "acceptance/node-ids.txt")
+    text = (REPO / "ROOT-ACCEPTANCE.md").read_text()
+    emptied = re.sub(r"(^<!-- BEGIN (.+?) -->\n).*?(^<!-- END \2 -->\n)", r"\1\3", text, flags=re.M | re.S)
+    assert emptied.count("<!-- BEGIN ") >= 20 and "- **OWN-1**" not in emptied
+    (copy / "ROOT-ACCEPTANCE.md").write_text(emptied)
+    run = ("import sys; from pathlib import Path; from pty_acceptance import cli; "
+           "cli.PROJECT = Path(sys.argv[1]); sys.exit(cli.main(sys.argv[2:]))")
+
+    def checklist(*args):
+        return subprocess.run([sys.executable, "-c", run, str(copy), "checklist", *args], cwd=copy,
+                              capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+    stale = checklist()
+    assert stale.returncode == 1 and "run pty-acceptance checklist --write" in stale.stdout, stale.stdout
+    wrote = checklist("--write")
+    assert wrote.returncode == 0 and " rendered from " in wrote.stdout, wrote.stdout + wrote.stderr
+    assert (copy / "ROOT-ACCEPTANCE.md").read_text() == text
+    checked = checklist()
+    assert checked.returncode == 0 and "is the rendering of" in checked.stdout, checked.stdout
