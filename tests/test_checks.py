@@ -61,6 +61,10 @@ def test_reading_fails_the_ids_for_the_errors_named_only():
             raise ValueError("bad number")
     assert failure_text(e.value) == "UNIT-5: cannot read PID 1: bad number"
     assert e.value.__cause__ is None and e.value.__suppress_context__
+    with pytest.raises(Finding) as e:
+        with checks.reading(("UNIT-5", "UNIT-6"), "", TimeoutError):
+            raise TimeoutError("no answer within 5 s")
+    assert failure_text(e.value) == "UNIT-5 UNIT-6: no answer within 5 s"
     with pytest.raises(KeyError):
         with checks.reading("UNIT-5", "cannot read", OSError):
             raise KeyError("k")

@@ -13,7 +13,7 @@ before. Nothing here records evidence; a test records what it read itself.
     with collect(ids, subject) as p:      p.add(text), p.when(cond, text): at the
                                           block's end, expect_none(p, ...)
     with reading(ids, what, *errors):     one of `errors` raised inside fails
-                                          'IDS: what: error'
+                                          'IDS: what: error' ('IDS: error' for what "")
 """
 
 from __future__ import annotations
@@ -83,11 +83,11 @@ def collect(ids: Ids, subject: str = "",
 def reading(ids: Ids, what: str, *errors: type[BaseException],
             escape: Callable[[str], str] | None = None) -> Iterator[None]:
     """A fact read in the block that cannot be read (one of `errors`) fails
-    `ids`: '{what}: {error}'. For errors outside the vocabulary (OSError,
+    `ids`: '{what}: {error}' ('{error}' when `what` is empty). For errors outside the vocabulary (OSError,
     ValueError, ...) and library errors whose own IDs (none, or others) are
     not the ones the test reports them under."""
     try:
         yield
     except errors as e:
         text = str(e) if escape is None else escape(str(e))
-        raise finding(ids, f"{what}: {text}") from None
+        raise finding(ids, f"{what}: {text}" if what else text) from None
