@@ -50,7 +50,7 @@ from pty_acceptance.supervisor.sessionio import (Drain, counted_lines, counted_l
                                                  fill_input, first_difference, queued_bytes, read_to_close)
 from pty_acceptance.supervisor.tokens import new_token, tagged_sh
 from pty_acceptance.host.unitwatch import UnitWatch
-from pty_acceptance.gate.checks import expect, reading
+from pty_acceptance.gate.checks import expect, expect_none, reading
 
 CAPACITY = 16
 CONC2_NOT_PROVOKED = (
@@ -279,8 +279,7 @@ def test_every_ending_the_suite_can_cause_ends_clean(sessions, evidence, concern
     concern("CONC-2", CONC2_NOT_PROVOKED)
     concern("CONC-3", CONC3_NOT_CHECKED)
     endings = [Ending(name, script, drive, runtime) for name, script, drive, runtime in ENDINGS]
-    problems = run_endings(sessions, endings, evidence)
-    expect(not problems, "CONC-2", " | ".join(problems))
+    expect_none(run_endings(sessions, endings, evidence), "CONC-2", sep=" | ")
 
 
 @pytest.mark.requirement("CONC-2", "CONC-3")

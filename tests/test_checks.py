@@ -35,6 +35,9 @@ def test_expect_none_joins_the_problems_after_the_subject():
     with pytest.raises(Finding) as e:
         checks.expect_none(iter(["x"]), "UNIT-2")
     assert failure_text(e.value) == "UNIT-2: x"
+    with pytest.raises(Finding) as e:
+        checks.expect_none(["a", "b"], "CONC-2", sep=" | ")
+    assert failure_text(e.value) == "CONC-2: a | b"
 
 
 def test_collect_fails_at_the_end_with_every_problem_in_order():

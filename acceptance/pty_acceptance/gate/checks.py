@@ -9,7 +9,7 @@ before. Nothing here records evidence; a test records what it read itself.
 
     expect(ok, ids, text)                 ok, else 'IDS: text'
     expect_equal(actual, want, ids, what) '{what} is {actual!r}, expected {want!r}'
-    expect_none(found, ids, subject)      no problems, else 'IDS: subject: p1; p2'
+    expect_none(found, ids, subject)      no problems, else 'IDS: subject: p1; p2' (sep=)
     with collect(ids, subject) as p:      p.add(text), p.when(cond, text): at the
                                           block's end, expect_none(p, ...)
     with reading(ids, what, *errors):     one of `errors` raised inside fails
@@ -48,12 +48,12 @@ def expect_equal(actual: object, want: object, ids: Ids, what: str) -> None:
 
 
 def expect_none(found: Iterable[str], ids: Ids, subject: str = "",
-                escape: Callable[[str], str] | None = None) -> None:
-    """Fail `ids` if any problem was found: '{subject}: p1; p2' (the problems,
-    or the whole text, through `escape` when the host wrote them)."""
+                escape: Callable[[str], str] | None = None, sep: str = "; ") -> None:
+    """Fail `ids` if any problem was found: '{subject}: p1; p2' (the problems
+    joined by `sep`, through `escape` when the host wrote them)."""
     found = list(found)
     if found:
-        text = "; ".join(found) if escape is None else escape("; ".join(found))
+        text = sep.join(found) if escape is None else escape(sep.join(found))
         raise finding(ids, f"{subject}: {text}" if subject else text)
 
 
@@ -70,13 +70,13 @@ class Problems(list):
 
 
 @contextmanager
-def collect(ids: Ids, subject: str = "",
-            escape: Callable[[str], str] | None = None) -> Iterator[Problems]:
+def collect(ids: Ids, subject: str = "", escape: Callable[[str], str] | None = None,
+            sep: str = "; ") -> Iterator[Problems]:
     """Note every problem in the block, then fail `ids` with all of them
     (expect_none). A failure raised inside the block is left as it is."""
     found = Problems()
     yield found
-    expect_none(found, ids, subject, escape)
+    expect_none(found, ids, subject, escape, sep)
 
 
 @contextmanager
