@@ -206,7 +206,7 @@ def traced(inv, module_peer):
 @pytest.mark.requirement("PROTO-2")
 def test_a_65536_byte_write_becomes_two_32768_byte_frames(traced, evidence):
     if isinstance(traced, str):
-        fail(f"PROTO-2: the helper could not be observed in a session: {traced}")
+        raise finding("PROTO-2", f"the helper could not be observed in a session: {traced}")
     if traced.scope_left:
         fail(f"PROTO-2: SUITE-4: what the helper ran in could not be removed: {traced.scope_left}")
     frames, unframed = traced.frames_to_supervisor()
