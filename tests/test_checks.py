@@ -20,13 +20,6 @@ def test_expect_passes_a_truth_and_fails_the_ids_with_the_text():
     assert failure_text(e.value) == "ISO-1 ISO-2: pid 7 is visible"
 
 
-def test_expect_equal_names_what_was_read_and_wanted():
-    checks.expect_equal([1], [1], "PTY-1", "rows")
-    with pytest.raises(Finding) as e:
-        checks.expect_equal("a", "b", "PTY-1", "TERM")
-    assert failure_text(e.value) == "PTY-1: TERM is 'a', expected 'b'"
-
-
 def test_expect_none_joins_the_problems_after_the_subject():
     checks.expect_none([], "UNIT-2", "u.service")
     with pytest.raises(Finding) as e:

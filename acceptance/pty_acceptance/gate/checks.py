@@ -8,7 +8,6 @@ it into the one failure (marks.failure): no traceback, the message
 before. Nothing here records evidence; a test records what it read itself.
 
     expect(ok, ids, text)                 ok, else 'IDS: text'
-    expect_equal(actual, want, ids, what) '{what} is {actual!r}, expected {want!r}'
     expect_none(found, ids, subject)      no problems, else 'IDS: subject: p1; p2' (sep=)
     with collect(ids, subject) as p:      p.add(text), p.when(cond, text): at the
                                           block's end, expect_none(p, ...)
@@ -39,12 +38,6 @@ def expect(ok: object, ids: Ids, text: str) -> None:
     """Fail `ids` with `text` unless `ok` is true."""
     if not ok:
         raise finding(ids, text)
-
-
-def expect_equal(actual: object, want: object, ids: Ids, what: str) -> None:
-    """Fail `ids` unless `actual == want`: '{what} is {actual!r}, expected {want!r}'."""
-    if actual != want:
-        raise finding(ids, f"{what} is {actual!r}, expected {want!r}")
 
 
 def expect_none(found: Iterable[str], ids: Ids, subject: str = "",
