@@ -4,8 +4,8 @@ says what it read, what it wants and which requirement IDs a mismatch fails.
 Every check raises errors.Finding naming those IDs; the plugin's hooks turn
 it into the one failure (marks.failure): no traceback, the message
 'IDS: text', the case reported under the IDs. Pass only IDs the test names
-(its markers): a failure is then reported under exactly the IDs it was
-before. Nothing here records evidence; a test records what it read itself.
+(its markers): its failure is then reported under its markers' IDs and no
+other. Nothing here records evidence; a test records what it read itself.
 
     expect(ok, ids, text)                 ok, else 'IDS: text'
     expect_none(found, ids, subject)      no problems, else 'IDS: subject: p1; p2' (sep=)
