@@ -19,6 +19,7 @@ import pytest
 from pty_acceptance.host import hostfs
 from pty_acceptance.provenance import gitrev, manifest
 from pty_acceptance.spec.inventory import ARTIFACTS
+from pty_acceptance.gate.checks import expect, reading
 from pty_acceptance.gate.marks import fail
 
 
@@ -37,9 +38,8 @@ def test_two_builds_are_byte_identical(reproduction, role, evidence):
     evidence("build a", f"{a.sha256(role)} ({len(a.artifacts[role])} bytes) in {a.directory}")
     evidence("build b", f"{b.sha256(role)} ({len(b.artifacts[role])} bytes) in {b.directory}")
     off = hostfs.first_difference(a.artifacts[role], b.artifacts[role])
-    if off is not None:
-        fail(f"BUILD-1: the {role} builds differ: {a.sha256(role)} vs "
-             f"{b.sha256(role)}, first differing byte at offset {off}")
+    expect(off is None, "BUILD-1", f"the {role} builds differ: {a.sha256(role)} vs "
+                                   f"{b.sha256(role)}, first differing byte at offset {off}")
 
 
 @pytest.mark.requirement("BUILD-2")
@@ -56,15 +56,14 @@ def test_build_evidence_is_recorded(inv, reproduction, host, evidence, packaged)
             evidence(f"command {s.label}", cmd)
         for role in ARTIFACTS:
             evidence(f"sha256 {s.label}", f"{s.sha256(role)}  {role}")
-    if not reproduction.go_version.startswith("go version go"):
-        fail(f"BUILD-2: unexpected go version output {reproduction.go_version!r}")
+    expect(reproduction.go_version.startswith("go version go"), "BUILD-2",
+           f"unexpected go version output {reproduction.go_version!r}")
     want = inv.build.go_version
     if want:
         got = reproduction.go_version.split()[2]
-        if got != want:
-            fail(f"BUILD-2: the host builds with {got}, the review used {want}")
-    if not all(len(s.commands) == len(ARTIFACTS) for s in reproduction.sets):
-        fail("BUILD-2: a build set is missing a command")
+        expect(got == want, "BUILD-2", f"the host builds with {got}, the review used {want}")
+    expect(all(len(s.commands) == len(ARTIFACTS) for s in reproduction.sets), "BUILD-2",
+           "a build set is missing a command")
 
 
 @pytest.mark.requirement("BUILD-3")
@@ -72,36 +71,28 @@ def test_build_evidence_is_recorded(inv, reproduction, host, evidence, packaged)
 def test_installed_binary_equals_the_reproduced_build(inv, reproduction, role, evidence):
     b = {x.role: x for x in inv.binaries_list}[role]
     built = reproduction.sets[0].artifacts[role]
-    try:  # not host.file: Testinfra follows links
+    with reading("BUILD-3", f"cannot read {b.path}", OSError):  # not host.file: Testinfra follows links
         installed = hostfs.read_file(b.path, inv.limit("artifact_bytes"))
-    except OSError as e:
-        fail(f"BUILD-3: cannot read {b.path}: {e}")
     evidence("installed", f"{hashlib.sha256(installed).hexdigest()}  {b.path}")
     evidence("reproduced", f"{hashlib.sha256(built).hexdigest()}  {role}")
     off = hostfs.first_difference(installed, built)
-    if off is not None:
-        fail(f"BUILD-3: {b.path} ({len(installed)} bytes) differs from the "
-             f"reproduced {role} ({len(built)} bytes) from byte {off}")
+    expect(off is None, "BUILD-3", f"{b.path} ({len(installed)} bytes) differs from the "
+                                   f"reproduced {role} ({len(built)} bytes) from byte {off}")
 
 
 @pytest.mark.requirement("SCOPE-1")
 def test_source_manifest_is_the_claimed_manifest(inv, evidence):
-    try:
+    with reading("SCOPE-1", "the source manifest cannot be computed", manifest.ManifestError):
         digest, listing = manifest.compute(inv.pilot_root, inv.code_root, inv.tree_bounds())
-    except manifest.ManifestError as e:
-        fail(f"SCOPE-1: the source manifest cannot be computed: {e}")
     evidence("listing", listing)
     evidence("manifest", digest)
-    if digest != inv.source_manifest_sha256:
-        fail(f"SCOPE-1: the source manifest is {digest}, the claim is {inv.source_manifest_sha256}")
+    expect(digest == inv.source_manifest_sha256, "SCOPE-1",
+           f"the source manifest is {digest}, the claim is {inv.source_manifest_sha256}")
 
 
 @pytest.mark.requirement("SCOPE-3")
 def test_candidate_revision_is_the_claimed_revision(inv, evidence):
-    try:
+    with reading("SCOPE-3", "cannot read the candidate's revision", gitrev.GitError):
         head = gitrev.head(inv.code_root)
-    except gitrev.GitError as e:
-        fail(f"SCOPE-3: cannot read the candidate's revision: {e}")
     evidence("HEAD", f"{head} of {inv.code_root}")
-    if head != inv.revision:
-        fail(f"SCOPE-3: {inv.code_root} is at {head}, the claim is {inv.revision}")
+    expect(head == inv.revision, "SCOPE-3", f"{inv.code_root} is at {head}, the claim is {inv.revision}")

@@ -25,7 +25,7 @@ from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.host.polling import poll
 from pty_acceptance.host.processes import token_processes
 from pty_acceptance.supervisor.endings import Ending, run_endings
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.checks import expect_none
 
 DESCENDANTS = {  # tag digit -> how it escapes
     "1": "setsid sleep 300.{t}1 &",
@@ -100,6 +100,4 @@ PATHS = [("STOP frame", stop_frame, 60), ("client disconnect", disconnect, 60),
 def test_every_ending_removes_the_whole_cgroup_with_escaped_descendants(sessions, evidence, concern):
     concern("CGROUP-1", NOT_PROVOKED)
     endings = [Ending(name, SCRIPT, drive, runtime) for name, drive, runtime in PATHS]
-    problems = run_endings(sessions, endings, evidence, prepare=wait_descendants)
-    if problems:
-        fail("CGROUP-1: " + " | ".join(problems))
+    expect_none(run_endings(sessions, endings, evidence, prepare=wait_descendants), "CGROUP-1", sep=" | ")

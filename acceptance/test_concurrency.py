@@ -50,7 +50,7 @@ from pty_acceptance.supervisor.sessionio import (Drain, counted_lines, counted_l
                                                  fill_input, first_difference, queued_bytes, read_to_close)
 from pty_acceptance.supervisor.tokens import new_token, tagged_sh
 from pty_acceptance.host.unitwatch import UnitWatch
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.checks import expect, expect_none, reading
 
 CAPACITY = 16
 CONC2_NOT_PROVOKED = (
@@ -84,21 +84,17 @@ def test_sixteen_run_the_seventeenth_is_refused_and_capacity_returns(sessions, e
         seventeenth = sessions.attempt(new_token())
         evidence("17th attempt", seventeenth.text)
         after = watch.new_units()
-    if sorted(born) != sorted(fp.unit for fp in fps):
-        fail(f"CONC-1: expected exactly the 16 STARTED units to be created, systemd created {born}")
-    if not seventeenth.refused_with(p.Code.CAPACITY):
-        fail(f"CONC-1: expected the 17th session to be refused with ERROR CAPACITY, the host did: "
-             f"{seventeenth.text}")
-    if after:
-        fail(f"CONC-3: the refused 17th start created units {after}")
+    expect(sorted(born) == sorted(fp.unit for fp in fps), "CONC-1",
+           f"expected exactly the 16 STARTED units to be created, systemd created {born}")
+    expect(seventeenth.refused_with(p.Code.CAPACITY), "CONC-1",
+           f"expected the 17th session to be refused with ERROR CAPACITY, the host did: {seventeenth.text}")
+    expect(not after, "CONC-3", f"the refused 17th start created units {after}")
 
     # end one: close its connection; its slot must come back once it is gone
     t0 = time.monotonic()
     live[0].close()
     took, left = wait_gone(sessions.bus, fps[:1], fps[0].stop_bound_s(), since=t0)
-    if left:
-        fail(f"CONC-3: the closed session did not end clean within "
-             f"{fps[0].stop_bound_s():g} s: {left}")
+    expect(not left, "CONC-3", f"the closed session did not end clean within {fps[0].stop_bound_s():g} s: {left}")
     evidence("first session gone after close", f"{took[fps[0].unit]:.2f} s")
     replacement, tries = _start_when_capacity_returns(sessions, t0)
     evidence("replacement", f"{replacement.text} after {tries} attempts, "
@@ -111,8 +107,7 @@ def test_sixteen_run_the_seventeenth_is_refused_and_capacity_returns(sessions, e
     rest = [fp for fp in sessions.footprints if fp is not fps[0]]
     took, left = wait_gone(sessions.bus, rest, max(fp.stop_bound_s() for fp in rest), since=t1)
     evidence("all others closed at once: slowest end", f"{max(took.values(), default=0):.2f} s")
-    if left:
-        fail(f"CONC-3: sessions did not end clean after their connections closed: {left}")
+    expect(not left, "CONC-3", f"sessions did not end clean after their connections closed: {left}")
 
 
 def _start_when_capacity_returns(sessions, since):
@@ -123,11 +118,11 @@ def _start_when_capacity_returns(sessions, since):
         got = sessions.attempt(new_token())
         if got.unit:
             return got, tries
-        if not got.refused_with(p.Code.CAPACITY):
-            fail(f"CONC-1: while a slot was freed, a start was refused with {got.text}")
-        if time.monotonic() - since >= CAPACITY_RETURN_S:
-            fail(f"CONC-1: capacity did not return within {CAPACITY_RETURN_S} s of closing a "
-                 f"session ({tries} attempts, last: {got.text})")
+        expect(got.refused_with(p.Code.CAPACITY), "CONC-1",
+               f"while a slot was freed, a start was refused with {got.text}")
+        expect(time.monotonic() - since < CAPACITY_RETURN_S, "CONC-1",
+               f"capacity did not return within {CAPACITY_RETURN_S} s of closing a "
+               f"session ({tries} attempts, last: {got.text})")
 
 
 # ------------------------------------------------------------------ CONC-2
@@ -284,9 +279,7 @@ def test_every_ending_the_suite_can_cause_ends_clean(sessions, evidence, concern
     concern("CONC-2", CONC2_NOT_PROVOKED)
     concern("CONC-3", CONC3_NOT_CHECKED)
     endings = [Ending(name, script, drive, runtime) for name, script, drive, runtime in ENDINGS]
-    problems = run_endings(sessions, endings, evidence)
-    if problems:
-        fail("CONC-2: " + " | ".join(problems))
+    expect_none(run_endings(sessions, endings, evidence), "CONC-2", sep=" | ")
 
 
 @pytest.mark.requirement("CONC-2", "CONC-3")
@@ -310,9 +303,8 @@ def test_stopping_the_supervisor_ends_its_sessions_clean(inv, bus, sessions, sup
     bus.call("StartUnit", "ss", (name, "replace"))
     wait_supervisor_ready(bus, name, inv.socket)
     evidence("supervisor ready again", f"{time.monotonic() - t1:.2f} s after StartUnit")
-    if left:
-        fail(f"CONC-2: expected the sessions of a stopped supervisor to end clean within "
-             f"{bound:.1f} s, the host still had: {left}")
+    expect(not left, "CONC-2", f"expected the sessions of a stopped supervisor to end clean within "
+                               f"{bound:.1f} s, the host still had: {left}")
 
 
 CANCEL_BOUND_S = 45.0  # the start job's 5 s D-Bus deadline, a bounded stop (at most 30 s) and slack
@@ -339,14 +331,11 @@ def test_a_start_cancelled_by_disconnect_ends_clean(inv, bus, sessions, evidence
         server = _server_side(s.sock)
         t0 = time.monotonic()
         s.close()
-        if server is None:
-            fail("CONC-2: the supervisor's end of the connection could not be found "
-                 "(sock_diag): when it is done with the cancelled start cannot be seen")
-        try:
+        expect(server is not None, "CONC-2", "the supervisor's end of the connection could not be found "
+                                             "(sock_diag): when it is done with the cancelled start cannot be seen")
+        with reading("CONC-2", "a start cancelled by disconnect", TimeoutError):
             poll(lambda: all(u.ino != server for u in isolation.unix_sockets()), CANCEL_BOUND_S,
                  f"the supervisor closing its end socket:[{server}] of the cancelled start")
-        except TimeoutError as e:
-            fail(f"CONC-2: a start cancelled by disconnect: {e}")
         closed = time.monotonic() - t0
         born = set(watch.new_units())
 
@@ -361,10 +350,9 @@ def test_a_start_cancelled_by_disconnect_ends_clean(inv, bus, sessions, evidence
     evidence("units the cancelled start created", sorted(born) or "none")
     evidence("supervisor closed its end after", f"{closed:.2f} s")
     evidence("slice cgroup before", f"{slice_dir}: {before}")
-    if any(left):
-        fail(f"CONC-2: a start cancelled by disconnect did not end clean within "
-             f"{CANCEL_BOUND_S:g} s: units still loaded {left[0]}, cgroups {left[1]}, "
-             f"processes {left[2]}")
+    expect(not any(left), "CONC-2", f"a start cancelled by disconnect did not end clean within "
+                                    f"{CANCEL_BOUND_S:g} s: units still loaded {left[0]}, cgroups {left[1]}, "
+                                    f"processes {left[2]}")
 
 
 def _stream_end(s) -> str:
@@ -403,10 +391,8 @@ def test_a_refused_start_creates_no_unit_and_no_cgroup(inv, bus, sessions, case,
     evidence("answer", out.describe())
     evidence("slice cgroup", f"{slice_dir}: before {before}, after {after}")
     evidence("units created", born or "none")
-    if not (out.error and out.error[0] == spec["code"] and out.unit is None):
-        fail(f"CONC-3: expected the start ({case}) refused with ERROR {spec['code'].name}, the host "
-             f"answered {out.describe()}")
-    if born:
-        fail(f"CONC-3: the refused start ({case}) created units {born}")
-    if set(after) - set(before):
-        fail(f"CONC-3: the refused start ({case}) left cgroups {sorted(set(after) - set(before))}")
+    expect(out.error and out.error[0] == spec["code"] and out.unit is None, "CONC-3",
+           f"expected the start ({case}) refused with ERROR {spec['code'].name}, the host answered {out.describe()}")
+    expect(not born, "CONC-3", f"the refused start ({case}) created units {born}")
+    expect(not set(after) - set(before), "CONC-3",
+           f"the refused start ({case}) left cgroups {sorted(set(after) - set(before))}")

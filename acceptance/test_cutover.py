@@ -32,7 +32,7 @@ import pytest
 
 from pty_acceptance.candidate import opencode_api, serverenv
 from pty_acceptance.provenance import runtime
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.checks import collect, expect, expect_none, reading
 
 
 @pytest.fixture(scope="module")
@@ -60,15 +60,13 @@ def _identified(inv, uid, req, evidence) -> None:
             why = f"pid {found.pid} does not run {binary}: {detail}"
         elif uid is None or set(found.uids or ()) != {uid}:
             why = f"pid {found.pid} runs with uids {found.uids}, not only {inv.service_user}'s"
-    if why:
-        fail(f"{req}: the listener on port {port} is not identified as the candidate "
-             f"runtime ({why}): the server.env password is not sent to it")
+    expect(not why, req, f"the listener on port {port} is not identified as the candidate "
+                         f"runtime ({why}): the server.env password is not sent to it")
 
 
 def _candidate(inv, env, uid, req, evidence):
     """The authenticated candidate client, or a failure naming server.env or the listener."""
-    if env.password is None:
-        fail(f"{req}: cannot authenticate to the candidate: {env.describe()}")
+    expect(env.password is not None, req, f"cannot authenticate to the candidate: {env.describe()}")
     _identified(inv, uid, req, evidence)
     return opencode_api.Client(inv.ports.candidate, password=env.password.reveal(),
                                directory=inv.cutover.directory)
@@ -86,14 +84,11 @@ def test_production_is_healthy(inv, host, evidence):
     listening = [spec for spec in (f"tcp://{a}:{port}" for a in LOOPBACK_REACHED)
                  if host.socket(spec).is_listening]
     evidence("listening on the production port", listening)
-    if not listening:
-        fail(f"CUT-1: nothing listens on the production port {port}")
+    expect(listening, "CUT-1", f"nothing listens on the production port {port}")
     client = opencode_api.Client(port)  # no auth, GET only
     path = inv.cutover.production_health
-    try:
+    with reading("CUT-1", "production", opencode_api.ApiError):
         reply = client.ui(path)
-    except opencode_api.ApiError as e:
-        fail(f"CUT-1: production {e}")
     evidence("production", reply.describe())
     evidence("production health body", client.excerpt(reply.body))
 
@@ -101,10 +96,8 @@ def test_production_is_healthy(inv, host, evidence):
 @pytest.mark.requirement("CUT-1")
 def test_candidate_is_healthy(inv, env, service_uid, evidence):
     client = _candidate(inv, env, service_uid, "CUT-1", evidence)
-    try:
+    with reading("CUT-1", "candidate", opencode_api.ApiError):
         reply = client.health(inv.cutover.candidate_health)
-    except opencode_api.ApiError as e:
-        fail(f"CUT-1: candidate {e}")
     evidence("candidate health", reply.describe())
     evidence("candidate health body", client.excerpt(reply.body))
 
@@ -112,42 +105,33 @@ def test_candidate_is_healthy(inv, env, service_uid, evidence):
 @pytest.mark.requirement("CUT-1")
 def test_candidate_ui_answers(inv, env, service_uid, evidence):
     client = _candidate(inv, env, service_uid, "CUT-1", evidence)
-    problems = []
-    for path in inv.cutover.candidate_ui:
-        try:
-            reply = client.ui(path)
-        except opencode_api.ApiError as e:
-            problems.append(f"candidate {e}")
-            continue
-        evidence("candidate UI", reply.describe())
-    if problems:
-        fail("CUT-1: " + "; ".join(problems))
+    with collect("CUT-1") as problems:
+        for path in inv.cutover.candidate_ui:
+            try:
+                reply = client.ui(path)
+            except opencode_api.ApiError as e:
+                problems.add(f"candidate {e}")
+                continue
+            evidence("candidate UI", reply.describe())
 
 
 @pytest.mark.requirement("CUT-2")
 def test_plugins_are_active_after_activation(inv, env, service_uid, evidence):
     client = _candidate(inv, env, service_uid, "CUT-2", evidence)
-    try:
+    with reading("CUT-2", "candidate", opencode_api.ApiError):
         reply = client.await_activation()
         evidence("await-activation", reply.describe())
         reply, plugins = client.plugins()
-    except opencode_api.ApiError as e:
-        fail(f"CUT-2: candidate {e}")
     evidence("plugins", [f"{opencode_api.excerpt(p.name.encode(), limit=64)}: "
                          f"{opencode_api.excerpt(p.status.encode(), limit=40)}" for p in plugins])
     wanted = list(inv.cutover.plugins)
     bad = opencode_api.missing_or_inactive(wanted, plugins)
-    if bad:
-        fail(f"CUT-2: candidate {reply.url}: after await-activation, expected {wanted} "
-             f"active, got " + "; ".join(bad))
+    expect_none(bad, "CUT-2", f"candidate {reply.url}: after await-activation, expected {wanted} active, got")
 
 
 @pytest.mark.requirement("CUT-3")
 def test_server_env_is_private_and_holds_the_password(inv, env, service_uid, evidence):
     evidence("server.env", env.describe())
     path, uid = inv.cutover.server_env, service_uid
-    if uid is None:
-        fail(f"CUT-3: the service user {inv.service_user!r} does not exist")
-    problems = serverenv.problems(env, uid, who=f" ({inv.service_user})")
-    if problems:
-        fail(f"CUT-3: {path}: " + "; ".join(problems))
+    expect(uid is not None, "CUT-3", f"the service user {inv.service_user!r} does not exist")
+    expect_none(serverenv.problems(env, uid, who=f" ({inv.service_user})"), "CUT-3", path)

@@ -46,6 +46,7 @@ from pty_acceptance.supervisor.tokens import new_token, tagged_sh
 from pty_acceptance.supervisor.peer import DisposableUnit, PeerError
 from pty_acceptance.supervisor.session import RawSession, SessionError
 from pty_acceptance.supervisor.sessionunit import Owner
+from pty_acceptance.gate.checks import expect, expect_none
 from pty_acceptance.gate.marks import fail
 
 FLOOD_CONNECTIONS = 400
@@ -139,29 +140,25 @@ def test_a_flood_leaves_all_sixteen_slots_to_the_peer(inv, bus, peer, flooder, e
         forced = ss.close()
     evidence("sessions", [fp.unit for fp in ss.footprints])
     evidence("handshake seconds", times)
-    if problems:
-        fail("FLOOD-1: " + "; ".join(problems))
-    if forced:
-        fail(f"FLOOD-1: closing the connections did not remove the sessions: {forced}")
-    if slow(times):
-        fail(f"FLOOD-3: handshakes during the flood took {slow(times)} s (bound {HANDSHAKE_BOUND_S})")
+    expect_none(problems, "FLOOD-1")
+    expect(not forced, "FLOOD-1", f"closing the connections did not remove the sessions: {forced}")
+    expect(not slow(times), "FLOOD-3", f"handshakes during the flood took {slow(times)} s (bound {HANDSHAKE_BOUND_S})")
 
 
 def _quota(inv) -> int:
     """The inventory's quota of unauthenticated connections, if it is a small one."""
     quota = inv.admission.unauth_quota
-    if quota > QUOTA_CEILING:
-        fail(f"FLOOD-1: the inventory's admission.unauth_quota is {quota}, not a small quota "
-             f"(TARGET-CONTRACT 2; at most {QUOTA_CEILING}, twice the session slots)")
+    expect(quota <= QUOTA_CEILING, "FLOOD-1", f"the inventory's admission.unauth_quota is {quota}, not a small quota "
+                                              f"(TARGET-CONTRACT 2; at most {QUOTA_CEILING}, twice the session slots)")
     return quota
 
 
 @pytest.mark.requirement("FLOOD-1")
 def test_a_slow_flood_under_the_rate_stays_at_the_quota(inv, flooder, evidence):
     quota, hello_s = _quota(inv), inv.admission.hello_timeout_s
-    if hello_s > HELLO_TIMEOUT_MAX_S:
-        fail(f"FLOOD-1: the inventory's admission.hello_timeout_s is {hello_s} s; the slow flood "
-             f"must outlast it twice and can last at most {2 * HELLO_TIMEOUT_MAX_S} s")
+    expect(hello_s <= HELLO_TIMEOUT_MAX_S, "FLOOD-1",
+           f"the inventory's admission.hello_timeout_s is {hello_s} s; the slow flood "
+           f"must outlast it twice and can last at most {2 * HELLO_TIMEOUT_MAX_S} s")
     interval = hello_s / (SLOW_FLOOD_PILE * quota)
     duration = 2 * hello_s + ANSWER_WINDOW_S
     r = flooder.agent("slow_flood", path=inv.socket, interval=interval, duration=duration,
@@ -172,11 +169,11 @@ def test_a_slow_flood_under_the_rate_stays_at_the_quota(inv, flooder, evidence):
                            f"{flooder.name}: {r}")
     evidence("held connections the supervisor closed", f"{len(closed_after)}, after " + (
         f"{min(closed_after):g} to {max(closed_after):g} s of silence" if closed_after else "-"))
-    if r["max_held"] > quota:
-        fail(f"FLOOD-1: a slow flood (one silent connection every {interval:.3f} s for {duration:g} s, "
-             f"HELLO timeout {hello_s} s) had {r['max_held']} unauthenticated connections held at "
-             f"once {r['max_held_at_s']} s in, over the inventory's admission.unauth_quota of "
-             f"{quota}: the quota is not a cap apart from the rate; answers {r['answers']}")
+    expect(r["max_held"] <= quota, "FLOOD-1",
+           f"a slow flood (one silent connection every {interval:.3f} s for {duration:g} s, "
+           f"HELLO timeout {hello_s} s) had {r['max_held']} unauthenticated connections held at "
+           f"once {r['max_held_at_s']} s in, over the inventory's admission.unauth_quota of "
+           f"{quota}: the quota is not a cap apart from the rate; answers {r['answers']}")
 
 
 # ------------------------------------------------------------------ FLOOD-2
@@ -184,8 +181,7 @@ def test_a_slow_flood_under_the_rate_stays_at_the_quota(inv, flooder, evidence):
 def test_a_fresh_peer_authenticates_right_after_a_flood(inv, bus, peer, flooder, evidence):
     r = flood(flooder, inv, evidence)
     flooder.agent("flood_release")
-    if refused(r) <= 0:
-        fail(f"FLOOD-2: nothing of a {FLOOD_CONNECTIONS}-connection flood was refused: {r}")
+    expect(refused(r) > 0, "FLOOD-2", f"nothing of a {FLOOD_CONNECTIONS}-connection flood was refused: {r}")
     t0, tries, frame, delay = time.monotonic(), [], {}, 0.01
     while time.monotonic() - t0 < HANDSHAKE_BOUND_S:
         frame, seconds = admission.timed_hello(peer, inv.socket)
@@ -198,12 +194,12 @@ def test_a_fresh_peer_authenticates_right_after_a_flood(inv, bus, peer, flooder,
     total = time.monotonic() - t0
     peer.agent("close")
     evidence("attempts after the flood", f"{tries} in {total:.3f} s")
-    if frame.get("name") != "HELLO_OK":
-        fail(f"FLOOD-2: after the flood the peer {peer.name} was not authenticated: {tries}")
-    if frame["payload"] != admission.invocation_id(bus, peer.name).hex():
-        fail(f"FLOOD-2: HELLO_OK after the flood carries {frame['payload']}, not {peer.name}'s InvocationID")
-    if total > HANDSHAKE_BOUND_S:
-        fail(f"FLOOD-3: the first handshake after the flood took {total:.3f} s (bound {HANDSHAKE_BOUND_S})")
+    expect(frame.get("name") == "HELLO_OK", "FLOOD-2",
+           f"after the flood the peer {peer.name} was not authenticated: {tries}")
+    expect(frame["payload"] == admission.invocation_id(bus, peer.name).hex(), "FLOOD-2",
+           f"HELLO_OK after the flood carries {frame['payload']}, not {peer.name}'s InvocationID")
+    expect(total <= HANDSHAKE_BOUND_S, "FLOOD-3",
+           f"the first handshake after the flood took {total:.3f} s (bound {HANDSHAKE_BOUND_S})")
 
 
 # ------------------------------------------------------------------ FLOOD-4
@@ -225,8 +221,7 @@ def supervisor_rss(bus, inv) -> tuple[int, list[int]]:
 @pytest.mark.requirement("FLOOD-4")
 def test_unread_output_is_bounded_and_a_saturated_stop_ends_in_time(inv, bus, peer, evidence):
     rss0, pids = supervisor_rss(bus, inv)
-    if not pids:
-        fail(f"FLOOD-4: no processes found in the cgroup of {inv.units.supervisor}")
+    expect(pids, "FLOOD-4", f"no processes found in the cgroup of {inv.units.supervisor}")
     ss, problems = Sessions(bus, peer, inv.socket, Owner.of(inv)), []
     try:
         token = new_token()
@@ -269,7 +264,5 @@ def test_unread_output_is_bounded_and_a_saturated_stop_ends_in_time(inv, bus, pe
                             f"{out.describe()}")
     finally:
         forced = ss.close()
-    if problems:
-        fail("FLOOD-4: " + "; ".join(problems))
-    if forced:
-        fail(f"FLOOD-4: the stopped session had to be removed by force: {forced}")
+    expect_none(problems, "FLOOD-4")
+    expect(not forced, "FLOOD-4", f"the stopped session had to be removed by force: {forced}")

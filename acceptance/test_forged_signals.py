@@ -30,7 +30,7 @@ from typing import cast
 
 import pytest
 
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.checks import expect, expect_none, reading
 from pty_acceptance.host import terminal
 from pty_acceptance.host.bus import BusError
 from pty_acceptance.supervisor import forgery
@@ -72,14 +72,11 @@ def test_forged_systemd_signals_neither_end_a_session_nor_free_its_slot(inv, bus
     tokens = [new_token() for _ in range(CAPACITY)]
     live = [sessions.start(tagged_sh(ECHO, t)) for t in tokens]
     fps = [sessions.started(s, t) for s, t in zip(live, tokens, strict=True)]
-    try:
+    with reading("CONC-2", "the supervisor's bus connections cannot be listed", BusError):
         names = forgery.supervisor_names(bus, inv.units.supervisor)
-    except BusError as e:
-        fail(f"CONC-2: the supervisor's bus connections cannot be listed: {e}")
     evidence("the supervisor's bus connections", names or "none")
-    if not names:
-        fail(f"CONC-2: no process of {inv.units.supervisor} holds a system bus connection: the "
-             "supervisor could not hear systemd at all")
+    expect(names, "CONC-2", f"no process of {inv.units.supervisor} holds a system bus connection: the "
+                            "supervisor could not hear systemd at all")
 
     forgers = [(inv.service_user, inv.service_group)]
     other = _other_user(inv.service_user)
@@ -123,6 +120,5 @@ def test_forged_systemd_signals_neither_end_a_session_nor_free_its_slot(inv, bus
     if not seventeenth.refused_with(p.Code.CAPACITY):
         problems.append(f"a 17th start was not refused with CAPACITY (a forgery freed a slot): "
                         f"{seventeenth.text}")
-    if problems:
-        fail("CONC-2: forged systemd signals (sent by " + ", ".join(u for u, _ in forgers) + "): "
-             + " | ".join(problems))
+    expect_none(problems, "CONC-2", "forged systemd signals (sent by " + ", ".join(u for u, _ in forgers) + ")",
+                sep=" | ")

@@ -21,14 +21,14 @@ import pytest
 from pty_acceptance.host import analyze
 from pty_acceptance.host.bus import SERVICE_IFACE, BusError
 from pty_acceptance.host.systemd import show_or_fail, widened_settings
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.checks import expect, finding, reading
 
 
 def _fragment(name):
     unit = show_or_fail(name, "CUT-4")  # not Testinfra's systemd_properties: it drops empty values
     path = unit.get("FragmentPath")
-    if not (unit.get("LoadState") == "loaded" and path):
-        fail(f"CUT-4: {name} is not loaded from a unit file (LoadState={unit.get('LoadState')!r})")
+    expect(unit.get("LoadState") == "loaded" and path, "CUT-4",
+           f"{name} is not loaded from a unit file (LoadState={unit.get('LoadState')!r})")
     return path
 
 
@@ -46,8 +46,7 @@ def test_systemd_analyze_verify_passes(inv, role, evidence, packaged):
     evidence("command", " ".join(res.argv))
     packaged(res.argv[0])
     evidence("output", res.output or "(none)")
-    if res.returncode != 0:
-        fail(f"CUT-4: systemd-analyze verify {path} exited {res.returncode}: {res.output.strip()}")
+    expect(res.returncode == 0, "CUT-4", f"systemd-analyze verify {path} exited {res.returncode}: {res.output.strip()}")
 
 
 def _running_and_enabled(service, expected) -> dict:
@@ -70,8 +69,7 @@ def _running_and_enabled(service, expected) -> dict:
 def test_loaded_unit_shows_the_expected_properties(inv, role, host, evidence):
     name = getattr(inv.units, role)
     expected = getattr(inv.unit_properties, role)
-    if not expected:
-        fail(f"CUT-4: the inventory lists no expected properties for {name}")
+    expect(expected, "CUT-4", f"the inventory lists no expected properties for {name}")
     unit = show_or_fail(name, "CUT-4")
     seen = {k: unit.setting(k) for k in expected}  # a boolean systemd 257 widened: read with its <k>Ex
     evidence("systemctl show --all", seen)
@@ -81,26 +79,23 @@ def test_loaded_unit_shows_the_expected_properties(inv, role, host, evidence):
     state = _running_and_enabled(host.service(name), expected)
     evidence("Testinfra host.service", {k: got for k, (_, got) in state.items()} or "not pinned")
     wrong.update({k: v for k, v in state.items() if v[0] != v[1]})
-    if wrong:
-        fail(f"CUT-4: {name}: " + "; ".join(
-            f"{k}={got!r}, expected {want!r}" for k, (want, got) in wrong.items()))
+    expect(not wrong, "CUT-4", f"{name}: " + "; ".join(
+        f"{k}={got!r}, expected {want!r}" for k, (want, got) in wrong.items()))
 
 
 @pytest.mark.requirement("CUT-4")
 def test_supervisor_runs_the_pinned_exec_start(inv, bus, evidence):
     name, pin = inv.units.supervisor, inv.supervisor_exec
-    try:  # over D-Bus: program and argv as systemd holds them, not `systemctl show`'s text
+    # over D-Bus: program and argv as systemd holds them, not `systemctl show`'s text
+    with reading("CUT-4", f"cannot read {name} over D-Bus", BusError):
         props = bus.properties(name, SERVICE_IFACE)
-    except BusError as e:
-        fail(f"CUT-4: cannot read {name} over D-Bus: {e}")
     if props is None:
-        fail(f"CUT-4: {name} is not loaded")
+        raise finding("CUT-4", f"{name} is not loaded")
     seen = [(str(c[0]), [str(a) for a in c[1]]) for c in props.get("ExecStart") or []]
     evidence("ExecStart (path, argv)", seen)
     want = [(pin.path, list(pin.argv))]
-    if seen != want:
-        fail(f"CUT-4: {name} ExecStart= is {seen!r}, expected exactly {want!r} "
-             "(a drop-in runs something else?)")
+    expect(seen == want, "CUT-4", f"{name} ExecStart= is {seen!r}, expected exactly {want!r} "
+                                  "(a drop-in runs something else?)")
 
 
 @pytest.mark.requirement("UNIT-9")
@@ -110,8 +105,8 @@ def test_supervisor_exposure_is_recorded(inv, evidence, concern, packaged):
     evidence("command", " ".join(res.argv))
     packaged(res.argv[0])
     if score is None:
-        fail(f"UNIT-9: no exposure level from systemd-analyze security {name} "
-             f"(exit {res.returncode}): {res.output.strip()[-500:]}")
+        raise finding("UNIT-9", f"no exposure level from systemd-analyze security {name} "
+                                f"(exit {res.returncode}): {res.output.strip()[-500:]}")
     evidence("exposure (CONCERN, recorded)", f"{name}: {score[0]} {score[1]}")
     concern("UNIT-9", f"{name}: systemd-analyze security exposure {score[0]} {score[1]} "
                       "(recorded, not judged)")

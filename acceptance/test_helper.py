@@ -45,6 +45,7 @@ from pty_acceptance.host import hostfs, observe, proc, programs, scratch
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.host.polling import poll
 from pty_acceptance.supervisor.session import RawSession
+from pty_acceptance.gate.checks import collect, expect, finding
 from pty_acceptance.gate.marks import fail
 
 CALLER_PATH = "/etc/pty-acceptance-caller-path"  # never created: only its absence from the trace matters
@@ -67,16 +68,16 @@ def _run(traced, ids, evidence, whole=True):
     """The traced run; with whole=True it must have run to its end, since the
     test claims something about everything the helper did."""
     if isinstance(traced, str):
-        fail(f"{ids}: the helper could not be observed in a session: {traced}")
+        raise finding(ids, f"the helper could not be observed in a session: {traced}")
     evidence("helper exit status", traced.status)
     evidence("session output (tail)", traced.output[-120:])
     if traced.scope_left:
         fail(f"{ids}: SUITE-4: what the helper ran in could not be removed: {traced.scope_left}")
     if whole:
-        if not (b"GOT-ALL" in traced.output and traced.status == 0):
-            fail(f"{ids}: the traced session did not run to its end (status {traced.status}, output tail "
-                 f"{traced.output[-200:]!r}; strace: {traced.strace_stderr!r}), so the trace does not "
-                 "cover a whole session")
+        expect(b"GOT-ALL" in traced.output and traced.status == 0, ids,
+               f"the traced session did not run to its end (status {traced.status}, output tail "
+               f"{traced.output[-200:]!r}; strace: {traced.strace_stderr!r}), so the trace does not "
+               "cover a whole session")
     return traced
 
 
@@ -91,8 +92,7 @@ def test_helper_makes_no_socket_and_no_connection(traced, evidence, packaged):
     packaged(programs.path("strace"))
     calls = run.socket_calls()
     evidence("socket-family system calls", _shown(calls) or "none")
-    if calls:
-        fail(f"HELPER-1: the helper created or connected a socket itself: {_shown(calls)}")
+    expect(not calls, "HELPER-1", f"the helper created or connected a socket itself: {_shown(calls)}")
 
 
 @pytest.mark.requirement("HELPER-1", "HELPER-5")
@@ -101,9 +101,8 @@ def test_helper_names_no_path_but_runtime_metadata(traced, evidence):
     evidence("paths named by the helper", run.opened_paths() or "none")
     evidence("allowed runtime metadata", sorted(ht.RUNTIME_METADATA))
     bad = run.forbidden_paths()
-    if bad:
-        fail(f"HELPER-1: the helper resolved paths other than runtime metadata "
-             f"(argv carried {CALLER_PATH}, cwd {run.cwd.get('path')}): " + "; ".join(bad[:12]))
+    expect(not bad, "HELPER-1", f"the helper resolved paths other than runtime metadata "
+                                f"(argv carried {CALLER_PATH}, cwd {run.cwd.get('path')}): " + "; ".join(bad[:12]))
 
 
 # ------------------------------------------------------------------ HELPER-2
@@ -111,33 +110,30 @@ def test_helper_names_no_path_but_runtime_metadata(traced, evidence):
 def test_descriptors_at_start_are_stdio_connection_and_directory(traced, inv, bus, evidence):
     run = _run(traced, "HELPER-2", evidence, whole=False)  # about the moment of START
     if run.frozen is None:
-        fail(f"HELPER-2: {run.frozen_problem}")
+        raise finding("HELPER-2", f"{run.frozen_problem}")
     evidence("helper fds at START", run.frozen)
     evidence("executable at START", run.frozen_exe)
     evidence("authenticated connection", run.sock)
-    if sorted(run.frozen) != [0, 1, 2, 3, 4]:
-        fail(f"HELPER-2: at START the helper (pid {run.helper_pid}) holds fds {run.frozen}, expected exactly 0-4")
-    problems = []
-    if run.frozen_exe != run.helper:
-        problems.append(f"the process that sent START runs {run.frozen_exe}, not {run.helper}")
-    if observe.socket_inode(run.frozen[3]) != run.sock["inode"]:
-        problems.append(f"fd 3 is {run.frozen[3]}, not the authenticated connection "
-                        f"socket:[{run.sock['inode']}]")
-    if (run.sock["family"], run.sock["type"]) != ("AF_UNIX", "SOCK_STREAM"):
-        problems.append(f"fd 3 is {run.sock['family']} {run.sock['type']}, expected AF_UNIX SOCK_STREAM")
-    if run.sock["peername"] != inv.socket:
-        problems.append(f"fd 3 is connected to {run.sock['peername']!r}, not {inv.socket}")
-    sup_pids = {pr.pid for pr in observe.unit_procs(bus, inv.units.supervisor).procs}
-    if run.sock["peer_pid"] not in sup_pids:
-        problems.append(f"fd 3's peer is pid {run.sock['peer_pid']}, not a supervisor process {sorted(sup_pids)}")
-    mode, dev, ino = run.frozen_stat.get(4, (0, 0, 0))
-    if not stat.S_ISDIR(mode) or (dev, ino) != (run.cwd["dev"], run.cwd["ino"]):
-        problems.append(f"fd 4 is {run.frozen[4]} (mode {mode:o}), not the approved directory {run.cwd}")
-    for fd in (0, 1, 2):
-        if observe.socket_inode(run.frozen[fd]) is None:
-            problems.append(f"fd {fd} is {run.frozen[fd]}, not the stdio socket the peer gave")
-    if problems:
-        fail("HELPER-2: " + "; ".join(problems))
+    expect(sorted(run.frozen) == [0, 1, 2, 3, 4], "HELPER-2",
+           f"at START the helper (pid {run.helper_pid}) holds fds {run.frozen}, expected exactly 0-4")
+    with collect("HELPER-2") as problems:
+        problems.when(run.frozen_exe != run.helper,
+                      f"the process that sent START runs {run.frozen_exe}, not {run.helper}")
+        problems.when(observe.socket_inode(run.frozen[3]) != run.sock["inode"],
+                      f"fd 3 is {run.frozen[3]}, not the authenticated connection socket:[{run.sock['inode']}]")
+        problems.when((run.sock["family"], run.sock["type"]) != ("AF_UNIX", "SOCK_STREAM"),
+                      f"fd 3 is {run.sock['family']} {run.sock['type']}, expected AF_UNIX SOCK_STREAM")
+        problems.when(run.sock["peername"] != inv.socket,
+                      f"fd 3 is connected to {run.sock['peername']!r}, not {inv.socket}")
+        sup_pids = {pr.pid for pr in observe.unit_procs(bus, inv.units.supervisor).procs}
+        problems.when(run.sock["peer_pid"] not in sup_pids,
+                      f"fd 3's peer is pid {run.sock['peer_pid']}, not a supervisor process {sorted(sup_pids)}")
+        mode, dev, ino = run.frozen_stat.get(4, (0, 0, 0))
+        problems.when(not stat.S_ISDIR(mode) or (dev, ino) != (run.cwd["dev"], run.cwd["ino"]),
+                      f"fd 4 is {run.frozen[4]} (mode {mode:o}), not the approved directory {run.cwd}")
+        for fd in (0, 1, 2):
+            problems.when(observe.socket_inode(run.frozen[fd]) is None,
+                          f"fd {fd} is {run.frozen[fd]}, not the stdio socket the peer gave")
 
 
 @pytest.mark.requirement("HELPER-2")
@@ -145,68 +141,63 @@ def test_helper_creates_no_descriptor(traced, evidence):
     run = _run(traced, "HELPER-2", evidence)
     made = run.new_descriptors()
     evidence("descriptor-creating calls (runtime metadata excluded)", _shown(made) or "none")
-    if made:
-        fail(f"HELPER-2: the helper created descriptors beyond fds 0-4: {_shown(made)}")
+    expect(not made, "HELPER-2", f"the helper created descriptors beyond fds 0-4: {_shown(made)}")
 
 
 # ------------------------------------------------------------------ HELPER-3
 @pytest.mark.requirement("HELPER-3")
 def test_exactly_one_bounded_start_with_one_descriptor(traced, evidence):
     run = _run(traced, "HELPER-3", evidence, whole=False)  # about what it sent, however it ended
-    frames, problems = run.frames_to_supervisor()
+    frames, unframed = run.frames_to_supervisor()
     evidence("frames to the supervisor", [(f.name, len(f.payload)) for f in frames])
     starts = [f for f in frames if f.type == p.T.START]
-    if len(starts) != 1 or frames[0].type != p.T.START:
-        problems.append(f"{len(starts)} START frames, first frame {frames[0].name if frames else None}")
-    if starts:
-        try:
-            got = p.parse_start(starts[0].payload)
-        except p.ProtocolError as e:
-            problems.append(f"START does not parse: {e}")
+    with collect("HELPER-3") as problems:
+        problems += unframed
+        problems.when(len(starts) != 1 or frames[0].type != p.T.START,
+                      f"{len(starts)} START frames, first frame {frames[0].name if frames else None}")
+        if starts:
+            try:
+                got = p.parse_start(starts[0].payload)
+            except p.ProtocolError as e:
+                problems.add(f"START does not parse: {e}")
+            else:
+                want = [a.encode() for a in ARGV]
+                problems.when(got[0] != RUNTIME_S or got[3] != want,
+                              f"START carries runtime {got[0]} argv {got[3]!r}, asked {RUNTIME_S} {want!r}")
+        anc = run.rights()
+        evidence("calls with ancillary data", [(c.show(100), lists, types) for c, lists, types in anc])
+        if len(anc) != 1:
+            problems.add(f"{len(anc)} system calls carried ancillary data, expected exactly 1: "
+                         + "; ".join(c.show() for c, _, _ in anc))
         else:
-            want = [a.encode() for a in ARGV]
-            if got[0] != RUNTIME_S or got[3] != want:
-                problems.append(f"START carries runtime {got[0]} argv {got[3]!r}, asked {RUNTIME_S} {want!r}")
-    anc = run.rights()
-    evidence("calls with ancillary data", [(c.show(100), lists, types) for c, lists, types in anc])
-    if len(anc) != 1:
-        problems.append(f"{len(anc)} system calls carried ancillary data, expected exactly 1: "
-                        + "; ".join(c.show() for c, _, _ in anc))
-    else:
-        call, lists, types = anc[0]
-        head = (call.strings() or [b""])[0][:5]
-        if types != ["SCM_RIGHTS"] or lists != [[4]]:
-            problems.append(f"ancillary data {types} {lists}, expected one SCM_RIGHTS with fd 4")
-        if len(head) < 5 or head[4] != p.T.START:
-            problems.append(f"the descriptor went with {head!r}, not with the START header")
-    if problems:
-        fail("HELPER-3: " + "; ".join(problems))
+            call, lists, types = anc[0]
+            head = (call.strings() or [b""])[0][:5]
+            problems.when(types != ["SCM_RIGHTS"] or lists != [[4]],
+                          f"ancillary data {types} {lists}, expected one SCM_RIGHTS with fd 4")
+            problems.when(len(head) < 5 or head[4] != p.T.START,
+                          f"the descriptor went with {head!r}, not with the START header")
 
 
 # ------------------------------------------------------------------ HELPER-4
 @pytest.mark.requirement("HELPER-4")
 def test_helper_keeps_received_descriptors_from_any_exec(traced, evidence):
     run = _run(traced, "HELPER-4", evidence)
-    problems = []
-    if run.frozen is None:
-        problems.append(run.frozen_problem)
-    else:
-        flags = run.frozen_flags.get(3)
-        evidence("fd 3 flags at START", oct(flags) if flags is not None else None)
-        if flags is None or not flags & observe.O_CLOEXEC:
-            problems.append(f"fd 3 (the connection) is not close-on-exec at START (flags {flags and oct(flags)})")
-    calls = run.later_calls()
-    start_at = next((i for i, c in enumerate(calls) if c.name == "sendmsg"), None)
-    closed = start_at is not None and any(c.name == "close" and c.first_int() == 4 and c.ret == 0
-                                          for c in calls[start_at:])
-    if not closed:
-        problems.append("fd 4 (the directory) was not closed after START")
-    spawned = run.process_calls()
-    evidence("fork/exec calls", _shown(spawned) or "none")
-    if spawned:
-        problems.append(f"the helper started a process or exec'd: {_shown(spawned)}")
-    if problems:
-        fail("HELPER-4: " + "; ".join(problems))
+    with collect("HELPER-4") as problems:
+        if run.frozen is None:
+            problems.add(run.frozen_problem)
+        else:
+            flags = run.frozen_flags.get(3)
+            evidence("fd 3 flags at START", oct(flags) if flags is not None else None)
+            problems.when(flags is None or not flags & observe.O_CLOEXEC,
+                          f"fd 3 (the connection) is not close-on-exec at START (flags {flags and oct(flags)})")
+        calls = run.later_calls()
+        start_at = next((i for i, c in enumerate(calls) if c.name == "sendmsg"), None)
+        closed = start_at is not None and any(c.name == "close" and c.first_int() == 4 and c.ret == 0
+                                              for c in calls[start_at:])
+        problems.when(not closed, "fd 4 (the directory) was not closed after START")
+        spawned = run.process_calls()
+        evidence("fork/exec calls", _shown(spawned) or "none")
+        problems.when(spawned, f"the helper started a process or exec'd: {_shown(spawned)}")
 
 
 @pytest.mark.requirement("HELPER-4")
@@ -232,12 +223,11 @@ def test_supervisor_holds_the_received_descriptor_close_on_exec(inv, bus, module
              held and (held[0], oct(held[1])))
     evidence("supervisor descriptors left after close", left or "none")
     if not held:
-        fail(f"HELPER-4: the supervisor never showed a descriptor for the directory passed with "
-             f"a START within 5 s (processes {sorted({k[0] for k in baseline})})")
+        raise finding("HELPER-4", f"the supervisor never showed a descriptor for the directory passed with "
+                                  f"a START within 5 s (processes {sorted({k[0] for k in baseline})})")
     (pid, fd), flags = held
-    if not (flags & observe.O_CLOEXEC):
-        fail(f"HELPER-4: supervisor pid {pid} holds the received directory as fd {fd} without close-on-exec "
-             f"(flags {oct(flags)})")
+    expect(flags & observe.O_CLOEXEC, "HELPER-4",
+           f"supervisor pid {pid} holds the received directory as fd {fd} without close-on-exec (flags {oct(flags)})")
 
 
 def _wait_held(bus, supervisor, key, deadline_s=5.0):
@@ -316,8 +306,7 @@ def test_session_processes_inherit_no_foreign_descriptor(inv, bus, module_peer, 
     evidence("session processes", described)
     evidence("their descriptors", seen)
     evidence("readings until clean", f"{len(readings)}; the first unclean one: {transient}")
-    if problems:
-        fail(f"HELPER-4: {unit}: " + "; ".join(problems) + f" (still so after {STEADY_S} s)")
+    expect(not problems, "HELPER-4", f"{unit}: " + "; ".join(problems) + f" (still so after {STEADY_S} s)")
 
 
 # ------------------------------------------------------------------ HELPER-5
@@ -328,12 +317,10 @@ def test_runtime_metadata_is_that_of_the_exact_build(traced, inv, evidence):
     actual = hostfs.sha256_nofollow(helper.path)  # not host.file's sha256sum: Testinfra follows links
     evidence("helper sha256", f"{actual}  {helper.path}")
     evidence("opened paths", run.opened_paths())
-    if actual != helper.sha256:
-        fail(f"HELPER-5: the traced helper {helper.path} hashes to {actual}, not the claimed "
-             f"{helper.sha256}: its runtime reads were not observed on the exact build")
+    expect(actual == helper.sha256, "HELPER-5",
+           f"the traced helper {helper.path} hashes to {actual}, not the claimed "
+           f"{helper.sha256}: its runtime reads were not observed on the exact build")
     extra = [x for x in run.opened_paths() if x not in ht.RUNTIME_METADATA]
-    if extra:
-        fail(f"HELPER-5: the helper opened paths outside the runtime metadata list: {extra}")
+    expect(not extra, "HELPER-5", f"the helper opened paths outside the runtime metadata list: {extra}")
     unclosed = run.runtime_fds_closed()
-    if unclosed:
-        fail(f"HELPER-5: runtime metadata descriptors were never closed: {unclosed}")
+    expect(not unclosed, "HELPER-5", f"runtime metadata descriptors were never closed: {unclosed}")

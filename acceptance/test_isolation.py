@@ -56,7 +56,7 @@ from pty_acceptance.provenance import runtime
 from pty_acceptance.supervisor import isolation
 from pty_acceptance.supervisor import livesession as live
 from pty_acceptance.host.bus import BusError
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.checks import expect, finding, reading
 from pty_acceptance.supervisor.peer import PeerError, workspace
 from pty_acceptance.supervisor.session import HelperSession, SessionError
 
@@ -103,7 +103,7 @@ def target(inv):
 
 def _target_or_fail(target, evidence, ids="ISO-1") -> isolation.Target:
     if isinstance(target, str):
-        fail(f"{ids}: {target}")
+        raise finding(ids, target)
     evidence("target", f"{target.describe()}, uids {target.uids}, gids {target.gids}, "
                        f"start {target.start_ticks} ticks")
     return target
@@ -137,7 +137,7 @@ def probed(inv, host, bus, run_tag, target):
 
 def _results_or_fail(probed, evidence, vectors, ids="ISO-1") -> tuple[Probed, list[dict]]:
     if isinstance(probed, str):
-        fail(f"{ids}: {probed}")
+        raise finding(ids, probed)
     _target_or_fail(probed.target, evidence, ids)
     evidence("Yama", probed.yama)
     evidence(f"/proc/{probed.target.pid}/fd owner", f"uid {probed.target.fd_owner} ("
@@ -147,8 +147,7 @@ def _results_or_fail(probed, evidence, vectors, ids="ISO-1") -> tuple[Probed, li
                                   for k in ("uid", "euid", "gid", "egid", "cap_eff", "seccomp")})
         for r in probed.report["results"]:
             evidence(f"probe {r['vector']}", f"{r['outcome']}: {r['detail']}")
-    if probed.problem:
-        fail(f"{ids}: {probed.target.describe()}: {probed.problem}")
+    expect(not probed.problem, ids, f"{probed.target.describe()}: {probed.problem}")
     got = probed.results
     return probed, [got[v] for v in vectors]
 
@@ -156,10 +155,9 @@ def _results_or_fail(probed, evidence, vectors, ids="ISO-1") -> tuple[Probed, li
 def _assert_refused(probed, evidence, vectors):
     pr, rows = _results_or_fail(probed, evidence, vectors)
     worked = [r for r in rows if r["outcome"] != "refused"]
-    if worked:
-        fail(f"ISO-1: {' and '.join(r['vector'] for r in worked)} worked against "
-             f"{pr.target.describe()}: {'; '.join(r['detail'] for r in worked)}; "
-             f"{pr.target.facts(pr.yama)}")
+    expect(not worked, "ISO-1", f"{' and '.join(r['vector'] for r in worked)} worked against "
+                                f"{pr.target.describe()}: {'; '.join(r['detail'] for r in worked)}; "
+                                f"{pr.target.facts(pr.yama)}")
 
 
 # ------------------------------------------------------------------ ISO-1, the probe
@@ -198,19 +196,15 @@ def test_signal_reach_is_recorded(probed, evidence, concern):
 @pytest.mark.requirement("ISO-1")
 def test_descriptors_are_close_on_exec(target, evidence):
     t = _target_or_fail(target, evidence)
-    try:
+    with reading("ISO-1", f"cannot read the descriptors of {t.describe()}", isolation.IsolationError):
         bad, seen = isolation.inheritable_fds(t.pid)
         again = isolation.start_ticks(t.pid)
-    except isolation.IsolationError as e:
-        fail(f"ISO-1: cannot read the descriptors of {t.describe()}: {e}")
     evidence("descriptors >= 3 checked", seen)
     evidence("without O_CLOEXEC", bad or "none")
-    if again != t.start_ticks:
-        fail(f"ISO-1: pid {t.pid} was replaced while its descriptors were read")
-    if bad:
-        fail(f"ISO-1: inheriting descriptors worked against {t.describe()}: "
-             f"{len(bad)} of {seen} descriptors >= 3 lack O_CLOEXEC, so whatever it "
-             f"spawns holds them: {'; '.join(bad)}")
+    expect(again == t.start_ticks, "ISO-1", f"pid {t.pid} was replaced while its descriptors were read")
+    expect(not bad, "ISO-1", f"inheriting descriptors worked against {t.describe()}: "
+                             f"{len(bad)} of {seen} descriptors >= 3 lack O_CLOEXEC, so whatever it "
+                             f"spawns holds them: {'; '.join(bad)}")
 
 
 @dataclass
@@ -264,11 +258,10 @@ def test_only_the_helper_holds_supervisor_connections(inv, bus, module_peer, evi
         cwd, _ = stack.enter_context(workspace(inv.service_user, "pty-acceptance-ws-"))
         h = HelperSession(module_peer, inv.socket, helper, ["/bin/cat"], cwd=cwd)
         stack.callback(h.close)
-        try:
+        with reading("ISO-1", f"cannot read the connections of a live session to {inv.socket}",
+                     isolation.IsolationError, BusError, OSError, SessionError, PeerError, TimeoutError):
             h.open()
             seen = _live_connection_held(inv, bus, h.pid, is_helper)
-        except (isolation.IsolationError, BusError, OSError, SessionError, PeerError, TimeoutError) as e:
-            fail(f"ISO-1: cannot read the connections of a live session to {inv.socket}: {e}")
         evidence("live session", f"helper pid {h.pid} running /bin/cat")
         evidence("supervisor processes", sorted(seen.supervisor))
         evidence("UNIX sockets seen (sock_diag)", seen.socks)
@@ -276,9 +269,8 @@ def test_only_the_helper_holds_supervisor_connections(inv, bus, module_peer, evi
         findings, rows = isolation.judge_holders(seen.pairs, seen.holders, supervisor=seen.supervisor,
                                                  is_helper=is_helper, own={os.getpid()})
         evidence("holders", rows)
-    if findings:
-        fail(f"ISO-1: obtaining the supervisor connection worked: {'; '.join(findings)}"
-             f" (the fixed helper is {helper})")
+    expect(not findings, "ISO-1", f"obtaining the supervisor connection worked: {'; '.join(findings)}"
+                                  f" (the fixed helper is {helper})")
 
 
 # ------------------------------------------------------------------ ISO-2
@@ -334,15 +326,14 @@ def reach(inv, bus, module_peer):
         h = HelperSession(peer, inv.socket, inv.binaries.client.path,
                           ["python3", "-I", "-c", REACH, name, str(port)], cwd=cwd)
         stack.callback(h.close)
-        try:
+        with reading("ISO-2", "the session through the fixed helper did not report",
+                     SessionError, PeerError, TimeoutError, BusError, live.LiveError, OSError):
             h.open()
             output, status = h.run(None, SESSION_DEADLINE_S)
             report = live.parse_probe(output)
-        except (SessionError, PeerError, TimeoutError, BusError, live.LiveError, OSError) as e:
-            fail(f"ISO-2: the session through the fixed helper did not report: {e}")
-        if not isinstance(report, dict) or not all(isinstance(report.get(k), str)
-                                                   for k in ("workspace", "network", "cwd")):
-            fail(f"ISO-2: the session's report has the wrong shape: {str(report)[:200]!r}")
+        expect(isinstance(report, dict) and all(isinstance(report.get(k), str)
+                                                for k in ("workspace", "network", "cwd")), "ISO-2",
+               f"the session's report has the wrong shape: {str(report)[:200]!r}")
         left = os.path.join(cwd, name)
         report.update(cwd_host=cwd, outside=outside, status=status,
                       leftover=os.path.lexists(left))
@@ -358,13 +349,12 @@ def test_session_workspace_access_is_as_declared(inv, reach, evidence, concern):
     evidence("create + remove a file there, from inside", got)
     evidence("declared isolation.session_workspace_writable", want)
     evidence("helper exit status", reach["status"])
-    if reach["leftover"]:
-        fail(f"ISO-2: the session could create but not remove its file in "
-             f"{reach['cwd_host']} ({got})")
-    if (got == "writable") != want:
-        fail(f"ISO-2: a session {'could not' if want else 'could'} create and remove a file in its "
-             f"workspace {reach['cwd_host']} ({got}); the inventory declares "
-             f"session_workspace_writable: {str(want).lower()}")
+    expect(not reach["leftover"], "ISO-2",
+           f"the session could create but not remove its file in {reach['cwd_host']} ({got})")
+    expect((got == "writable") == want, "ISO-2",
+           f"a session {'could not' if want else 'could'} create and remove a file in its "
+           f"workspace {reach['cwd_host']} ({got}); the inventory declares "
+           f"session_workspace_writable: {str(want).lower()}")
     concern("ISO-2", f"a live session's workspace {reach['cwd_host']} is {got} from inside "
                      "(as declared: pilot behaviour, not a sandbox)")
 
@@ -377,11 +367,11 @@ def test_session_network_access_is_as_declared(inv, reach, evidence, concern):
     evidence(f"TCP connect to 127.0.0.1:{port} from the suite (outside)", reach["outside"])
     evidence(f"TCP connect to 127.0.0.1:{port} from inside the session", got)
     evidence("declared isolation.session_network", want)
-    if reach["outside"] != "connected":
-        fail(f"ISO-2: 127.0.0.1:{port} does not accept connections even from outside "
-             f"({reach['outside']}): what the session reached proves nothing")
-    if (got == "connected") != want:
-        fail(f"ISO-2: a session {'could not' if want else 'could'} connect to 127.0.0.1:{port} "
-             f"({got}); the inventory declares session_network: {str(want).lower()}")
+    expect(reach["outside"] == "connected", "ISO-2",
+           f"127.0.0.1:{port} does not accept connections even from outside "
+           f"({reach['outside']}): what the session reached proves nothing")
+    expect((got == "connected") == want, "ISO-2",
+           f"a session {'could not' if want else 'could'} connect to 127.0.0.1:{port} "
+           f"({got}); the inventory declares session_network: {str(want).lower()}")
     concern("ISO-2", f"TCP 127.0.0.1:{port} from inside a live session: {got} "
                      "(as declared: pilot behaviour, not a sandbox)")

@@ -18,7 +18,8 @@ import pytest
 
 from pty_acceptance.gate import marker
 from pty_acceptance.host import hostfs, scratch
-from pty_acceptance.gate.marks import fail, requirement_ids
+from pty_acceptance.gate.checks import collect, expect
+from pty_acceptance.gate.marks import requirement_ids
 from pty_acceptance.gate.plugin import STATE
 
 
@@ -32,21 +33,17 @@ def test_an_earlier_marker_is_gone(gate_state, evidence):
     evidence("at session start", gate_state.removal)
     node = hostfs.Node.at(gate_state.marker)  # lstat, not host.file: Testinfra follows links
     evidence("now", node.describe())
-    if gate_state.removal.startswith("could not"):
-        fail(f"MARK-4: {gate_state.removal}")
-    if node.exists:
-        fail(f"MARK-4: a marker exists mid-run: {node.describe()}")
+    expect(not gate_state.removal.startswith("could not"), "MARK-4", gate_state.removal)
+    expect(not node.exists, "MARK-4", f"a marker exists mid-run: {node.describe()}")
 
 
 @pytest.mark.requirement("MARK-1")
 def test_the_marker_directory_chain_is_root_controlled(gate_state, evidence):
     chain = [d for d in hostfs.ancestors(gate_state.marker) if hostfs.Node.at(d).exists]
     evidence("chain", [hostfs.Node.at(d).describe() for d in hostfs.ancestors(gate_state.marker)])
-    problems = []
-    for d in chain:
-        problems += hostfs.Node.at(d).root_controlled_problems("directory")
-    if problems:
-        fail("MARK-1: " + "; ".join(problems))
+    with collect("MARK-1") as problems:
+        for d in chain:
+            problems += hostfs.Node.at(d).root_controlled_problems("directory")
 
 
 @pytest.fixture
@@ -112,27 +109,21 @@ def test_the_verifier_accepts_only_the_bound_marker(inv, scratch_root, evidence)
     evidence("refusals", refused)
     wrong = {n: got for (n, _, rule), got in zip(cases, refused.values(), strict=True)
              if got == "ACCEPTED" or (rule and got != rule)}
-    if wrong:
-        fail(f"MARK-3: the verifier's answers were wrong: {wrong}")
+    expect(not wrong, "MARK-3", f"the verifier's answers were wrong: {wrong}")
 
 
 @pytest.mark.requirement("SUITE-2", "SCOPE-4")
 def test_every_test_names_its_requirements_in_the_report(request, gate_state, evidence):
     xmlpath = getattr(request.config.option, "xmlpath", None)
     evidence("junit", xmlpath)
-    if not xmlpath:
-        fail("SUITE-2: no JUnit report is being written")
-    if not os.access(os.path.dirname(xmlpath), os.W_OK):
-        fail(f"SUITE-2: cannot write {xmlpath}")
+    expect(xmlpath, "SUITE-2", "no JUnit report is being written")
+    expect(os.access(os.path.dirname(xmlpath), os.W_OK), "SUITE-2", f"cannot write {xmlpath}")
     unnamed = [i.nodeid for i in request.session.items if not requirement_ids(i)]
-    if unnamed:
-        fail(f"SUITE-2: tests without requirement IDs: {unnamed}")
+    expect(not unnamed, "SUITE-2", f"tests without requirement IDs: {unnamed}")
     props = [p for i in request.session.items for p in i.user_properties if p[0] == "requirement"]
-    if len(props) < len(request.session.items):
-        fail("SUITE-2: requirement properties missing")
+    expect(len(props) >= len(request.session.items), "SUITE-2", "requirement properties missing")
     from _pytest.junitxml import xml_key
     xml = request.config.stash.get(xml_key, None)
     names = [n for n, _ in getattr(xml, "global_properties", [])]
     evidence("report properties", names)
-    if "SCOPE-4" not in names:
-        fail("SCOPE-4: the report does not state what this acceptance is not")
+    expect("SCOPE-4" in names, "SCOPE-4", "the report does not state what this acceptance is not")

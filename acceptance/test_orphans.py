@@ -31,28 +31,22 @@ from pty_acceptance.supervisor.gone import wait_gone
 from pty_acceptance.supervisor.readiness import wait_supervisor_ready
 from pty_acceptance.supervisor.tokens import new_token, tagged_sh
 from pty_acceptance.host.systemd import STRICT_SESSION, SystemdError, show_or_fail, units_matching
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.checks import collect, expect, reading
 
 
 @pytest.mark.requirement("ORPHAN-1")
 def test_every_session_like_unit_is_strict_and_bound_to_the_supervisor(inv, evidence):
     supervisor = inv.units.supervisor
-    try:
+    with reading("ORPHAN-1", "cannot list units", SystemdError):
         names = [n for n in units_matching("opencode-pty-*.service") if n != supervisor]
-    except SystemdError as e:
-        fail(f"ORPHAN-1: cannot list units: {e}")
     evidence("loaded opencode-pty-*.service units", names or "none")
-    problems = []
-    for name in names:
-        unit = show_or_fail(name, "ORPHAN-1")  # not Testinfra's systemd_properties: it drops empty values
-        binds = unit.words("BindsTo")
-        evidence(name, f"BindsTo={binds} ActiveState={unit.get('ActiveState')}")
-        if not STRICT_SESSION.match(name):
-            problems.append(f"{name} is not a strict session name")
-        if binds != [supervisor]:
-            problems.append(f"{name} has BindsTo={binds}, expected exactly [{supervisor}]")
-    if problems:
-        fail("ORPHAN-1: " + "; ".join(problems))
+    with collect("ORPHAN-1") as problems:
+        for name in names:
+            unit = show_or_fail(name, "ORPHAN-1")  # not Testinfra's systemd_properties: it drops empty values
+            binds = unit.words("BindsTo")
+            evidence(name, f"BindsTo={binds} ActiveState={unit.get('ActiveState')}")
+            problems.when(not STRICT_SESSION.match(name), f"{name} is not a strict session name")
+            problems.when(binds != [supervisor], f"{name} has BindsTo={binds}, expected exactly [{supervisor}]")
 
 
 # ------------------------------------------------------------------ dynamic part
@@ -93,20 +87,19 @@ def test_a_restart_leaves_no_old_session_and_touches_no_other_unit(inv, bus, run
     finally:
         for unit in reversed(decoys):
             unit.remove()
-    if left:
-        fail(f"ORPHAN-1: expected no session of the old supervisor invocation (nor the "
-             f"planted orphan {orphan.name}, strict name bound to {name}, which systemd "
-             f"restarts with it) once the new one is ready, the host still had: {left}")
-    if not (after[lookalike.name] and after[lookalike.name]["ActiveState"] == "active"):
-        fail(f"ORPHAN-1: {lookalike.name} (not a strict session name, bound to {name}) must never be "
-             f"touched by the cleanup; after the restart it was {after[lookalike.name]}")
-    if not (after[bound_twice.name] and after[bound_twice.name]["ActiveState"] == "active"):
-        fail(f"ORPHAN-1: {bound_twice.name} (strict name, BindsTo={bound_twice.binds_to}: bound to "
-             f"{name} and to another unit, not exactly to {name}) must never be touched by the "
-             f"cleanup; after the restart it was {after[bound_twice.name]}")
-    if after[unbound.name] != before[unbound.name]:
-        fail(f"ORPHAN-1: {unbound.name} (strict name, not bound to {name}) must not be cleaned; it was "
-             f"{before[unbound.name]} before the restart and {after[unbound.name]} after")
+    expect(not left, "ORPHAN-1", f"expected no session of the old supervisor invocation (nor the "
+                                 f"planted orphan {orphan.name}, strict name bound to {name}, which systemd "
+                                 f"restarts with it) once the new one is ready, the host still had: {left}")
+    expect(after[lookalike.name] and after[lookalike.name]["ActiveState"] == "active", "ORPHAN-1",
+           f"{lookalike.name} (not a strict session name, bound to {name}) must never be "
+           f"touched by the cleanup; after the restart it was {after[lookalike.name]}")
+    expect(after[bound_twice.name] and after[bound_twice.name]["ActiveState"] == "active", "ORPHAN-1",
+           f"{bound_twice.name} (strict name, BindsTo={bound_twice.binds_to}: bound to "
+           f"{name} and to another unit, not exactly to {name}) must never be touched by the "
+           f"cleanup; after the restart it was {after[bound_twice.name]}")
+    expect(after[unbound.name] == before[unbound.name], "ORPHAN-1",
+           f"{unbound.name} (strict name, not bound to {name}) must not be cleaned; it was "
+           f"{before[unbound.name]} before the restart and {after[unbound.name]} after")
 
 
 def _active_again(unit):

@@ -28,7 +28,7 @@ from pty_acceptance.supervisor import admission
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.supervisor.admission import AuthAttempt, assert_refused
 from pty_acceptance.host.bus import BusError
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.checks import expect, finding
 
 OTHER_USER = "nobody"
 OTHER_GROUP = "nogroup"
@@ -46,11 +46,11 @@ def test_the_peer_mainpid_is_accepted_with_its_invocation_id(inv, bus, peer, evi
                      f"gid={peer.info['gid']} ControlGroup={peer.info['control_group']}")
     evidence("InvocationID (bus)", f"{unit_inv.hex()} ({how})")
     evidence("HELLO answer", f"{frame} in {seconds:.3f} s")
-    if frame.get("name") != "HELLO_OK":
-        fail(f"PEER-1: the MainPID {peer.info['pid']} of {peer.name} was answered {frame}, expected HELLO_OK")
+    expect(frame.get("name") == "HELLO_OK", "PEER-1",
+           f"the MainPID {peer.info['pid']} of {peer.name} was answered {frame}, expected HELLO_OK")
     if not (len(unit_inv) == 16 and frame["payload"] == unit_inv.hex() == peer.info["invocation"]):
-        fail(f"PEER-2: HELLO_OK carries {frame['payload']!r}; {peer.name}'s InvocationID is "
-             f"{unit_inv.hex()!r} (bus, {how}) / {peer.info['invocation']!r} ($INVOCATION_ID)")
+        raise finding("PEER-2", f"HELLO_OK carries {frame['payload']!r}; {peer.name}'s InvocationID is "
+                                f"{unit_inv.hex()!r} (bus, {how}) / {peer.info['invocation']!r} ($INVOCATION_ID)")
 
 
 def pin_variant(inv, variant):
@@ -115,8 +115,8 @@ def test_a_connection_whose_peer_exited_is_refused(inv, peer, units, evidence, c
     if not has_pidfd:  # then no peer at all may be accepted: a HELLO_OK proves a bare-PID fallback
         frame, _ = admission.timed_hello(successor, inv.socket)
         evidence("valid peer without SO_PEERPIDFD", frame)
-        if frame.get("name") == "HELLO_OK":
-            fail(f"PEER-3: this kernel has no SO_PEERPIDFD ({why}) yet the peer was accepted: {frame}")
+        expect(frame.get("name") != "HELLO_OK", "PEER-3",
+               f"this kernel has no SO_PEERPIDFD ({why}) yet the peer was accepted: {frame}")
 
 
 # ------------------------------------------------------------------- PEER-4
@@ -149,17 +149,18 @@ def test_start_after_the_peer_was_replaced_is_refused(inv, bus, units, how, evid
         sock.sendall(p.encode(p.T.HELLO))
         hello, closed = admission.read_frames(sock, lambda fs: fs, admission.ANSWER_DEADLINE_S)
         if not (hello and hello[0].type == p.T.HELLO_OK):
-            fail(f"PEER-4: the genuine peer {u.name} was not authenticated: {[f.name for f in hello]} {closed}")
+            raise finding("PEER-4", f"the genuine peer {u.name} was not authenticated: "
+                                    f"{[f.name for f in hello]} {closed}")
         REPLACEMENTS[how](bus, u, units, evidence)
         admission.send_start(sock, ["/bin/sleep", "30"])
         a = AuthAttempt(f"START on the socket authenticated before ({how})")
         a.frames, a.closed = admission.read_frames(sock, lambda fs: fs, admission.ANSWER_DEADLINE_S)
     evidence("answer to START", a.describe())
     new = created()
-    if any(f.type == p.T.STARTED for f in a.frames) or new:
-        fail(f"PEER-4 ({how}): START after the replacement started a session: {a.describe()} units={sorted(new)}")
-    if a.error_code() not in REFUSED_AFTER_HELLO_OK:
-        fail(f"PEER-4 ({how}): expected ERROR AUTH or START_FAILED, the host answered: {a.describe()}")
+    expect(not (any(f.type == p.T.STARTED for f in a.frames) or new), "PEER-4",
+           f"({how}) START after the replacement started a session: {a.describe()} units={sorted(new)}")
+    expect(a.error_code() in REFUSED_AFTER_HELLO_OK, "PEER-4",
+           f"({how}) expected ERROR AUTH or START_FAILED, the host answered: {a.describe()}")
 
 
 # ------------------------------------------------------------------- PEER-5
@@ -169,13 +170,12 @@ def test_a_child_of_the_peer_is_refused(inv, peer, evidence, created):
     reply = peer.agent("child_hello", path=inv.socket)
     evidence("child", f"pid {reply.get('pid')} of {peer.name} (MainPID {peer.info['pid']}): {reply}")
     frame = reply.get("frame") or {}
-    if frame.get("name") == "HELLO_OK":
-        fail(f"PEER-5: a non-MainPID process {reply.get('pid')} of {peer.name} was authenticated: {reply}")
-    if admission.reported_error(frame) != p.Code.AUTH:
-        fail(f"PEER-5: expected ERROR AUTH for the peer's child, the host answered {reply}")
+    expect(frame.get("name") != "HELLO_OK", "PEER-5",
+           f"a non-MainPID process {reply.get('pid')} of {peer.name} was authenticated: {reply}")
+    expect(admission.reported_error(frame) == p.Code.AUTH, "PEER-5",
+           f"expected ERROR AUTH for the peer's child, the host answered {reply}")
     new = created()
-    if new:
-        fail(f"PEER-5: the child's attempt left session units {sorted(new)}")
+    expect(not new, "PEER-5", f"the child's attempt left session units {sorted(new)}")
 
 
 @pytest.mark.requirement("PEER-5")

@@ -37,7 +37,7 @@ from pty_acceptance.candidate import smoke
 from pty_acceptance.host import hostfs
 from pty_acceptance.host import scratch
 from pty_acceptance.host.terminal import escape
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.checks import expect, expect_none, finding, reading
 
 RUNS = 10
 FRESH_CLIENT = "opencode-pty-client"
@@ -46,19 +46,13 @@ HELPER_INSIDE = "/tmp/pty-acceptance-helper"  # where the fresh run sees the fre
 
 @pytest.fixture(scope="module")
 def checked(inv):
-    try:
-        return smoke.preflight(inv)
-    except smoke.Refused as e:
-        fail(f"PLUGIN-1: {e}")
+    return smoke.preflight(inv)  # a smoke.Refused fails PLUGIN-1 (the plugin's hooks)
 
 
 @pytest.fixture(scope="module")
 def cell(inv, checked):
     """The suite's cell: root-owned copies of the pinned bun (0711) and harness (0444)."""
-    try:
-        made = smoke.stage(checked, inv.plugin, smoke.limits(inv)[0])
-    except smoke.Refused as e:
-        fail(f"PLUGIN-1: {e}")
+    made = smoke.stage(checked, inv.plugin, smoke.limits(inv)[0])  # a smoke.Refused fails PLUGIN-1
     try:
         yield made
     finally:
@@ -101,25 +95,20 @@ def _runs(inv, checked, cell, evidence, labels, args_for, helper, read_only=()):
                                f"{p.success.result_file!r}")
     before = smoke.listing(p.plugin_dir)
     if isinstance(before, str):
-        fail(f"PLUGIN-1: the plugin directory: {escape(before)}")
-    if smoke.inside(smoke.WORK_INSIDE, p.plugin_dir):
-        fail(f"PLUGIN-1: the working directory {smoke.WORK_INSIDE} is inside the plugin directory")
+        raise finding("PLUGIN-1", f"the plugin directory: {escape(before)}")
+    expect(not smoke.inside(smoke.WORK_INSIDE, p.plugin_dir), "PLUGIN-1",
+           f"the working directory {smoke.WORK_INSIDE} is inside the plugin directory")
     for label in labels:
-        try:
+        with reading("PLUGIN-1", f"before run {label}", smoke.Refused):
             evidence(f"run {label} pinned", cell.check(smoke.limits(inv)))
-        except smoke.Refused as e:
-            fail(f"PLUGIN-1: before run {label}: {e}")
         r = smoke.run(cell, label, smoke.fill(list(args_for), helper, smoke.WORK_INSIDE), checked.account,
                       p.deadline_s, read_only)
         _record(evidence, r)
         after = smoke.listing(p.plugin_dir)
         changed = sorted(after ^ before) if isinstance(after, set) else [after]
-        if changed:
-            fail(f"PLUGIN-1: run {label} changed the plugin directory "
-                 f"{p.plugin_dir}: {', '.join(map(escape, changed))}")
-        why = smoke.judge(r, p.success)
-        if why:
-            fail(f"PLUGIN-1: run {label}: " + "; ".join(map(escape, why)))
+        expect(not changed, "PLUGIN-1", f"run {label} changed the plugin directory "
+                                        f"{p.plugin_dir}: {', '.join(map(escape, changed))}")
+        expect_none(map(escape, smoke.judge(r, p.success)), "PLUGIN-1", f"run {label}")
 
 
 @pytest.mark.requirement("PLUGIN-1")
@@ -133,7 +122,7 @@ def fresh_helper(reproduced):
     """BUILD-1's client, root-owned 0755 in a fresh root-owned 0755 directory."""
     made, why = reproduced
     if made is None:
-        fail(f"PLUGIN-1: no freshly built helper: BUILD-1 could not build: {why}")
+        raise finding("PLUGIN-1", f"no freshly built helper: BUILD-1 could not build: {why}")
     d = scratch.make("pty-acceptance-fresh-helper-", mode=0o755)
     try:
         dfd = hostfs.open_dir(d)

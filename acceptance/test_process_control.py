@@ -47,7 +47,7 @@ from pty_acceptance.host.processes import token_processes
 from pty_acceptance.supervisor.footprint import Footprint, HostReadError
 from pty_acceptance.supervisor.gone import force_stop, wait_gone
 from pty_acceptance.supervisor.tokens import new_token, tagged_sh
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.checks import expect, finding, reading
 from pty_acceptance.supervisor.peer import PeerError
 from pty_acceptance.supervisor.session import HelperSession, SessionError
 from pty_acceptance.supervisor.sessionunit import Owner
@@ -69,8 +69,8 @@ class MainPid:
         main = (bus.properties(peer.name, SERVICE_IFACE) or {}).get("MainPID")
         if main != self.pid:
             self.close()
-            fail(f"ISO-3: {peer.name} has MainPID {main}, not the suite's agent {self.pid}: "
-                  "the suite signals nothing but its own disposable peer")
+            raise finding("ISO-3", f"{peer.name} has MainPID {main}, not the suite's agent {self.pid}: "
+                                   "the suite signals nothing but its own disposable peer")
 
     def exited(self) -> bool:
         return bool(select.select([self.pidfd], [], [], 0)[0])
@@ -90,11 +90,9 @@ class MainPid:
     def wait_state(self, done, what: str) -> float:
         """Poll until done(state); seconds it took. Fails the test at the deadline."""
         t0 = time.monotonic()
-        try:
+        with reading("ISO-3", "", TimeoutError):  # the error names what was awaited
             poll(lambda: done(self.state()), SIGNAL_DEADLINE_S, what,
                  lambda: f"pid {self.pid} of {self.unit} is in state {self.state()}")
-        except TimeoutError as e:
-            fail(f"ISO-3: {e}")
         return time.monotonic() - t0
 
     def close(self) -> None:
@@ -121,10 +119,8 @@ def attacker_of(inv, peer, units, run_tag):
                       group=inv.service_group)
             role = "MainPID of another unit of the service user"
         else:
-            try:
+            with reading("ISO-3", "the peer's agent could not fork a child", PeerError):
                 a = peer.fork_agent(ignore_term)
-            except PeerError as e:
-                fail(f"ISO-3: the peer's agent could not fork a child: {e}")
             children.append(a)
             role = f"child of MainPID {peer.info['pid']}" + (", ignoring SIGTERM" if ignore_term else "")
         return a, (f"pid {a.info['pid']} (uid {a.info['uid']}, gid {a.info['gid']}) in {a.name}, "
@@ -178,32 +174,30 @@ def test_a_stopped_mainpid_lends_its_identity_to_no_one(inv, bus, peer, mainpid,
         during = mainpid.state()
         evidence("MainPID state after the answer", during)
         assert_refused(f"ISO-3 (MainPID stopped, {kind})", a, watch.new_units, evidence)
-    if during != "T":
-        fail(f"ISO-3: MainPID {mainpid.pid} was no longer stopped (state {during}) "
-             f"when the supervisor had answered {a.describe()}: the refusal proves nothing")
+    expect(during == "T", "ISO-3", f"MainPID {mainpid.pid} was no longer stopped (state {during}) "
+                                   f"when the supervisor had answered {a.describe()}: the refusal proves nothing")
 
     mainpid.signal_as_root(signal.SIGCONT)
     mainpid.wait_state(lambda s: s not in ("T", EXITED), f"MainPID {mainpid.pid} running after SIGCONT")
     frame, seconds = admission.timed_hello(peer, inv.socket)
     peer.agent("close")
     evidence("genuine peer after SIGCONT (root's, to the disposable peer)", f"{frame} in {seconds:.3f} s")
-    if frame.get("name") != "HELLO_OK":
-        fail(f"ISO-3: after SIGCONT the genuine peer, MainPID {mainpid.pid} of {peer.name}, was answered "
-             f"{frame}: a supervisor that refuses its own peer proves nothing by refusing {who}")
+    expect(frame.get("name") == "HELLO_OK", "ISO-3",
+           f"after SIGCONT the genuine peer, MainPID {mainpid.pid} of {peer.name}, was answered "
+           f"{frame}: a supervisor that refuses its own peer proves nothing by refusing {who}")
 
 
 # ------------------------------------------------------------------ killed
 def live_session(bus, h: HelperSession, token: str, owner: Owner) -> Footprint:
     """Open the helper session; its footprint once its command runs."""
     with admission.watch_sessions() as watch:
-        try:
+        with reading("ISO-3", "the genuine peer could not hold a session through the fixed helper",
+                     SessionError, PeerError, TimeoutError, HostReadError, BusError, OSError):
             h.open()
             units = poll(watch.new_units, SESSION_DEADLINE_S, "the session unit created")
             fp = Footprint.capture(bus, units[0], token, owner)
             poll(lambda: token_processes(token), SESSION_DEADLINE_S,
                  "the session's command running", fp.describe)
-        except (SessionError, PeerError, TimeoutError, HostReadError, BusError, OSError) as e:
-            fail(f"ISO-3: the genuine peer could not hold a session through the fixed helper: {e}")
     fp.remember()
     return fp
 
@@ -238,8 +232,8 @@ def test_a_killed_mainpid_lends_its_identity_to_no_one_and_its_session_ends(
                                since=killed_at)
         evidence(f"{peer.name} at the end", unit_state(bus, peer.name))
         if left:
-            fail(f"ISO-3: {bound:.1f} s after MainPID {mainpid.pid} of {peer.name} was killed "
-                 f"(by {who}), the session of its old connection survives: {left[fp.unit]}")
+            raise finding("ISO-3", f"{bound:.1f} s after MainPID {mainpid.pid} of {peer.name} was killed "
+                                   f"(by {who}), the session of its old connection survives: {left[fp.unit]}")
         evidence("session of the old connection gone", f"{gone[fp.unit]:.2f} s after the kill "
                                                        f"(bound {bound:.1f} s)")
     finally:

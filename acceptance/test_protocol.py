@@ -72,6 +72,7 @@ from pty_acceptance.host.bus import SERVICE_IFACE
 from pty_acceptance.supervisor.session import RawSession, SessionError
 from pty_acceptance.host.systemd import ANY_SESSION
 from pty_acceptance.host.unitwatch import UnitWatch, watch_problems
+from pty_acceptance.gate.checks import collect, expect, expect_none, finding, reading
 from pty_acceptance.gate.marks import fail
 
 L = p.LIMITS
@@ -139,7 +140,7 @@ def test_hello_is_answered_in_the_contracts_framing(wire_format, inv, evidence):
     in their own words."""
     evidence("first HELLO", wire_format or f"answered in the contract's framing at {inv.socket}")
     if wire_format:
-        fail(f"PROTO-3: {wire_format.removeprefix('wire format: ')}")
+        raise finding("PROTO-3", wire_format.removeprefix('wire format: '))
 
 
 @pytest.mark.requirement("PROTO-1")
@@ -165,26 +166,23 @@ def test_limit_accepted_at_and_rejected_past(case, inv, bus, module_peer, eviden
     evidence("at the limit", at_facts)
     evidence("past the limit", over_facts)
     evidence("session units created", sorted(created) or "none")
-    problems = []
-    if not isinstance(at_facts, dict) or not at_facts.get("unit"):
-        problems.append(f"at the limit the START was not accepted: {at_facts}")
-    elif at_rt == L.runtime_max_s and at_facts.get("RuntimeMaxUSec") != L.runtime_max_s * 1_000_000:
-        problems.append(f"{at_facts['unit']} has RuntimeMaxUSec={at_facts.get('RuntimeMaxUSec')}, "
-                        f"expected {L.runtime_max_s * 1_000_000}")
-    for (argv, rt), facts in zip(past, over_facts, strict=True):
-        what = f"one past the limit (argc {len(argv)}, runtime {rt})"
-        if not isinstance(facts, dict):
-            problems.append(f"{what}: {facts}")
-            continue
-        if facts["unit"] or not facts["error"] or facts["error"][0] != p.Code.LIMIT:
-            problems.append(f"{what} was answered {facts['frames']} error {facts['error']}, "
-                            f"expected ERROR {p.Code.LIMIT} (LIMIT) and no STARTED")
-    accepted = {at_facts["unit"]} if isinstance(at_facts, dict) and at_facts.get("unit") else set()
-    problems += watch_problems(created, accepted)
-    if left:
-        problems.append(f"session units still loaded after {SETTLE_S} s: {sorted(left)}")
-    if problems:
-        fail(f"PROTO-1 {case}: " + "; ".join(problems))
+    with collect("PROTO-1", case) as problems:
+        if not isinstance(at_facts, dict) or not at_facts.get("unit"):
+            problems.add(f"at the limit the START was not accepted: {at_facts}")
+        elif at_rt == L.runtime_max_s and at_facts.get("RuntimeMaxUSec") != L.runtime_max_s * 1_000_000:
+            problems.add(f"{at_facts['unit']} has RuntimeMaxUSec={at_facts.get('RuntimeMaxUSec')}, "
+                         f"expected {L.runtime_max_s * 1_000_000}")
+        for (argv, rt), facts in zip(past, over_facts, strict=True):
+            what = f"one past the limit (argc {len(argv)}, runtime {rt})"
+            if not isinstance(facts, dict):
+                problems.add(f"{what}: {facts}")
+                continue
+            problems.when(facts["unit"] or not facts["error"] or facts["error"][0] != p.Code.LIMIT,
+                          f"{what} was answered {facts['frames']} error {facts['error']}, "
+                          f"expected ERROR {p.Code.LIMIT} (LIMIT) and no STARTED")
+        accepted = {at_facts["unit"]} if isinstance(at_facts, dict) and at_facts.get("unit") else set()
+        problems += watch_problems(created, accepted)
+        problems.when(left, f"session units still loaded after {SETTLE_S} s: {sorted(left)}")
 
 
 def _result(future):
@@ -208,24 +206,24 @@ def traced(inv, module_peer):
 @pytest.mark.requirement("PROTO-2")
 def test_a_65536_byte_write_becomes_two_32768_byte_frames(traced, evidence):
     if isinstance(traced, str):
-        fail(f"PROTO-2: the helper could not be observed in a session: {traced}")
+        raise finding("PROTO-2", f"the helper could not be observed in a session: {traced}")
     if traced.scope_left:
         fail(f"PROTO-2: SUITE-4: what the helper ran in could not be removed: {traced.scope_left}")
-    frames, problems = traced.frames_to_supervisor()
+    frames, unframed = traced.frames_to_supervisor()
     data = [f for f in frames if f.type == p.T.DATA]
     evidence("helper reads of its stdin (bytes)", traced.stdin_reads())
     evidence("frames the helper wrote", [(f.name, len(f.payload)) for f in frames])
     evidence("session output (tail)", traced.output[-80:])
     sizes = [len(f.payload) for f in data]
-    if sizes != [L.data_bytes, L.data_bytes]:
-        problems.append(f"65,536 input bytes went out as DATA frames of {sizes}, expected two of {L.data_bytes}")
-    if b"".join(f.payload for f in data) != traced.stdin:
-        problems.append("the DATA payloads are not the bytes written to the helper's stdin")
-    if b"GOT-ALL" not in traced.output or traced.status != 0:
-        problems.append(f"the session did not read all 1,024 lines (status {traced.status}, "
-                        f"output tail {traced.output[-120:]!r})")
-    if problems:
-        fail("PROTO-2: " + "; ".join(problems))
+    with collect("PROTO-2") as problems:
+        problems += unframed
+        problems.when(sizes != [L.data_bytes, L.data_bytes],
+                      f"65,536 input bytes went out as DATA frames of {sizes}, expected two of {L.data_bytes}")
+        problems.when(b"".join(f.payload for f in data) != traced.stdin,
+                      "the DATA payloads are not the bytes written to the helper's stdin")
+        problems.when(b"GOT-ALL" not in traced.output or traced.status != 0,
+                      f"the session did not read all 1,024 lines (status {traced.status}, "
+                      f"output tail {traced.output[-120:]!r})")
 
 
 # ------------------------------------------------------------------ PROTO-3
@@ -311,11 +309,9 @@ def _protocol_problems(what: str, facts) -> list[str]:
 def _baseline(inv, bus) -> dict:
     """Every descriptor of every supervisor process, before a case; fails the
     test when they cannot be read (an empty table would match anything)."""
-    try:
+    with reading("PROTO-3", "the supervisor's descriptors cannot be read, so none left behind could be seen",
+                 observe.DescriptorError):
         return observe.supervisor_descriptors(bus, inv.units.supervisor)
-    except observe.DescriptorError as e:
-        fail(f"PROTO-3: the supervisor's descriptors cannot be read, so none left behind "
-             f"could be seen: {e}")
 
 
 def _per_process(table: dict) -> dict[int, int]:
@@ -361,8 +357,7 @@ def test_malformed_message_is_rejected(case, inv, bus, module_peer, evidence):
         problems += _settle(inv, bus, watch, baseline, set())
     evidence("answer", facts)
     evidence("supervisor descriptors before (pid: count)", _per_process(baseline))
-    if problems:
-        fail("PROTO-3: " + "; ".join(problems))
+    expect_none(problems, "PROTO-3")
 
 
 def _result_of(fn):
@@ -402,8 +397,7 @@ def test_malformed_message_after_started_is_rejected_and_stops_the_unit(inv, bus
         problems += _settle(inv, bus, watch, baseline, started)
     evidence("answers", results)
     evidence("supervisor descriptors before (pid: count)", _per_process(baseline))
-    if problems:
-        fail("PROTO-3 after STARTED: " + "; ".join(problems))
+    expect_none(problems, "PROTO-3", "after STARTED")
 
 
 # ------------------------------------------------------------------ PROTO-4
@@ -466,9 +460,9 @@ def test_launcher_refuses_non_canonical_arguments(defect, inv, workdir, evidence
     status, out = _launch(inv, args, workdir, {"PATH": "/usr/bin:/bin"})
     evidence("argv", args)
     evidence("status / output", f"{status} {out[:300]!r}")
-    if not (status != 0 and TOKEN.encode() not in out):
-        fail(f"PROTO-4: the launcher accepted a non-canonical argument ({defect}: {bad!r}): exit {status}, "
-             f"output {out[:200]!r}")
+    expect(status != 0 and TOKEN.encode() not in out, "PROTO-4",
+           f"the launcher accepted a non-canonical argument ({defect}: {bad!r}): exit {status}, "
+           f"output {out[:200]!r}")
 
 
 @pytest.mark.requirement("PROTO-4")
@@ -478,15 +472,12 @@ def test_launcher_runs_canonical_arguments_in_the_passed_directory(inv, workdir,
     status, out = _launch(inv, [enc(a) for a in argv], workdir, {"PATH": "/usr/bin:/bin", canary: "1"})
     evidence("status / output", f"{status} {out[:600]!r}")
     lines = out.replace(b"\r\n", b"\n").split(b"\n")
-    problems = []
-    if status != 0 or TOKEN.encode() not in lines:
-        problems.append(f"canonical arguments did not run: exit {status}")
-    if os.path.realpath(workdir).encode() not in lines:
-        problems.append(f"the command did not run in the directory of fd 2 ({workdir})")
-    if canary.encode() in out:
-        problems.append(f"the caller's environment reached the command ({canary})")
-    if problems:
-        fail(f"PROTO-4: {'; '.join(problems)}; output {out[:300]!r}")
+    with collect("PROTO-4") as problems:
+        problems.when(status != 0 or TOKEN.encode() not in lines, f"canonical arguments did not run: exit {status}")
+        problems.when(os.path.realpath(workdir).encode() not in lines,
+                      f"the command did not run in the directory of fd 2 ({workdir})")
+        problems.when(canary.encode() in out, f"the caller's environment reached the command ({canary})")
+        problems.when(problems, f"output {out[:300]!r}")  # what it printed, after what it got wrong
 
 
 @pytest.fixture(scope="module")
@@ -522,7 +513,7 @@ def _environ(pid: int) -> list[bytes]:
 
 def _live(live):
     if isinstance(live, str):
-        fail(f"PROTO-4: no live session to inspect: {live}")
+        raise finding("PROTO-4", f"no live session to inspect: {live}")
     return live
 
 
@@ -532,20 +523,17 @@ def test_session_execstart_is_the_launcher_with_canonical_arguments(live, inv, e
     launcher = inv.binaries.launcher.path
     evidence("ExecStart", facts["exec_start"])
     entries = facts["exec_start"] or []
-    if len(entries) != 1:
-        fail(f"PROTO-4: {facts['unit']} has {len(entries)} ExecStart entries: {entries}")
+    expect(len(entries) == 1, "PROTO-4", f"{facts['unit']} has {len(entries)} ExecStart entries: {entries}")
     path, argv = entries[0][0], list(entries[0][1])
-    problems = []
-    if path != launcher or argv[:1] != [launcher]:
-        problems.append(f"ExecStart runs {path} with argv[0] {argv[:1]}, expected {launcher}")
     decoded = [dec(a) for a in argv[1:]]
     bad = [a for a, d in zip(argv[1:], decoded, strict=True) if d is None]
-    if bad:
-        problems.append(f"non-canonical launcher arguments {bad[:4]}")
-    elif decoded != [a.encode() for a in facts["argv"]]:
-        problems.append(f"the launcher arguments decode to {decoded}, the START argv was {facts['argv']}")
-    if problems:
-        fail(f"PROTO-4: {facts['unit']}: " + "; ".join(problems))
+    with collect("PROTO-4", facts["unit"]) as problems:
+        problems.when(path != launcher or argv[:1] != [launcher],
+                      f"ExecStart runs {path} with argv[0] {argv[:1]}, expected {launcher}")
+        if bad:
+            problems.add(f"non-canonical launcher arguments {bad[:4]}")
+        elif decoded != [a.encode() for a in facts["argv"]]:
+            problems.add(f"the launcher arguments decode to {decoded}, the START argv was {facts['argv']}")
 
 
 @pytest.mark.requirement("PROTO-4")
@@ -554,29 +542,27 @@ def test_session_runs_script_with_the_fixed_inner_shell(live, evidence):
     tree = facts["tree"]
     evidence("processes", [{k: v for k, v in t.items() if k != "environ"} for t in tree])
     evidence("MainPID environment", tree[0]["environ"] if tree else None)
-    problems = []
     main = tree[0] if tree else {}
     script = os.path.realpath("/usr/bin/script")
-    if main.get("exe") != script or os.path.basename(main.get("argv", [""])[0]) != "script" \
-            or main.get("argv", [])[1:] != SCRIPT_ARGV:
-        problems.append(f"MainPID {main.get('pid')} runs {main.get('exe')} {main.get('argv')}, expected "
-                        f"{script} {SCRIPT_ARGV}")
     fds = main.get("fds", {})
-    if not (fds.get(1) and fds.get(1) == fds.get(2) and observe.socket_inode(fds[1]) is not None):
-        problems.append(f"MainPID's stderr is not its stdout socket: fds {fds}")
-    if main.get("cwd") != facts["cwd"]:
-        problems.append(f"MainPID's cwd is {main.get('cwd')}, not the passed directory {facts['cwd']}")
-    if len(main.get("environ", [])) > 1:
-        problems.append(f"MainPID's environment was not cleared: {len(main['environ'])} variables")
     sh, cat = os.path.realpath("/bin/sh"), os.path.realpath("/bin/cat")
     rest = tree[1:]
-    if not rest or rest[-1]["exe"] != cat or rest[-1]["argv"] != ["cat"]:
-        problems.append(f"the command is not the last process: {[(t['exe'], t['argv']) for t in rest]}")
-    for t in rest[:-1]:
-        if t["exe"] != sh or INNER not in " ".join(t["argv"]):
-            problems.append(f"unexpected process between script and the command: {t['exe']} {t['argv']}")
     chain = [t["pid"] for t in tree]
-    if any(t["ppid"] != chain[i] for i, t in enumerate(rest)):
-        problems.append(f"the processes are not one chain: {[(t['pid'], t['ppid']) for t in tree]}")
-    if problems:
-        fail(f"PROTO-4: {facts['unit']}: " + "; ".join(problems))
+    with collect("PROTO-4", facts["unit"]) as problems:
+        problems.when(main.get("exe") != script or os.path.basename(main.get("argv", [""])[0]) != "script"
+                      or main.get("argv", [])[1:] != SCRIPT_ARGV,
+                      f"MainPID {main.get('pid')} runs {main.get('exe')} {main.get('argv')}, expected "
+                      f"{script} {SCRIPT_ARGV}")
+        problems.when(not (fds.get(1) and fds.get(1) == fds.get(2) and observe.socket_inode(fds[1]) is not None),
+                      f"MainPID's stderr is not its stdout socket: fds {fds}")
+        problems.when(main.get("cwd") != facts["cwd"],
+                      f"MainPID's cwd is {main.get('cwd')}, not the passed directory {facts['cwd']}")
+        if len(main.get("environ", [])) > 1:
+            problems.add(f"MainPID's environment was not cleared: {len(main['environ'])} variables")
+        problems.when(not rest or rest[-1]["exe"] != cat or rest[-1]["argv"] != ["cat"],
+                      f"the command is not the last process: {[(t['exe'], t['argv']) for t in rest]}")
+        for t in rest[:-1]:
+            problems.when(t["exe"] != sh or INNER not in " ".join(t["argv"]),
+                          f"unexpected process between script and the command: {t['exe']} {t['argv']}")
+        problems.when(any(t["ppid"] != chain[i] for i, t in enumerate(rest)),
+                      f"the processes are not one chain: {[(t['pid'], t['ppid']) for t in tree]}")

@@ -40,7 +40,7 @@ from pty_acceptance.supervisor import livesession as live
 from pty_acceptance.supervisor import sessionunit
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.host.bus import SERVICE_IFACE, BusError
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.checks import collect, expect, expect_none, reading
 from pty_acceptance.supervisor.peer import PeerError
 from pty_acceptance.supervisor.session import HelperSession, RawSession, SessionError
 
@@ -66,12 +66,10 @@ def peer(module_peer):
 def raw(inv, peer, argv, rid, **kw):
     s = RawSession(peer, inv.socket)
     try:
-        try:
+        with reading(rid, f"the session {argv[:3]} did not start", SessionError, PeerError, TimeoutError, OSError):
             s.open()
             s.start(argv, runtime_s=60, **kw)
             s.wait_started(SESSION_S)
-        except (SessionError, PeerError, TimeoutError, OSError) as e:
-            fail(f"{rid}: the session {argv[:3]} did not start: {e}")
         yield s
     finally:
         s.close()
@@ -83,19 +81,16 @@ def run_raw(inv, peer, argv, rid, data=None, **kw):
         if data is not None:
             s.send(p.encode(p.T.DATA, data))
             s.send(p.encode(p.T.EOF))
-        try:
+        with reading(rid, f"{argv[:3]} did not end", TimeoutError):
             return s.wait_end(SESSION_S)
-        except TimeoutError as e:
-            fail(f"{rid}: {argv[:3]} did not end: {e}")
 
 
 def run_helper(inv, peer, argv, rid, data=b""):
     h = HelperSession(peer, inv.socket, inv.binaries.client.path, argv)
     try:
-        h.open()
-        return h.run(data, SESSION_S)
-    except (SessionError, PeerError, TimeoutError, OSError) as e:
-        fail(f"{rid}: the helper session {argv[:3]} failed: {e}")
+        with reading(rid, f"the helper session {argv[:3]} failed", SessionError, PeerError, TimeoutError, OSError):
+            h.open()
+            return h.run(data, SESSION_S)
     finally:
         h.close()
 
@@ -106,12 +101,10 @@ def lines(output: bytes) -> list[bytes]:
 
 def session_processes(bus, unit, rid):
     """(MainPID, ControlGroup) of a live session unit."""
-    try:
+    with reading(rid, f"cannot read {unit}", BusError):
         svc = bus.properties(unit, SERVICE_IFACE) or {}
-    except BusError as e:
-        fail(f"{rid}: cannot read {unit}: {e}")
-    if not svc.get("MainPID") or not svc.get("ControlGroup"):
-        fail(f"{rid}: {unit} has MainPID={svc.get('MainPID')} ControlGroup={svc.get('ControlGroup')}")
+    expect(svc.get("MainPID") and svc.get("ControlGroup"), rid,
+           f"{unit} has MainPID={svc.get('MainPID')} ControlGroup={svc.get('ControlGroup')}")
     return svc["MainPID"], svc["ControlGroup"]
 
 
@@ -139,20 +132,17 @@ def test_inner_shell_is_the_fixed_interactive_sh(inv, bus, peer, evidence, packa
     with raw(inv, peer, ["cat"], "PTY-1") as s:
         unit = s.outcome.unit
         main_pid, cg = session_processes(bus, unit, "PTY-1")
-        try:
+        with reading("PTY-1", f"cannot read the process tree of {unit}", TimeoutError, live.LiveError, OSError):
             cmd = live.wait_for_command(cg, [b"cat"], SESSION_S)
             chain = live.chain_to(cmd, main_pid)
             tree = {pid: b" ".join(proc.cmdline(pid)).decode("utf-8", "replace") for pid in chain}
             problems = _shell_problems(main_pid, chain)
-        except (TimeoutError, live.LiveError, OSError) as e:
-            fail(f"PTY-1: cannot read the process tree of {unit}: {e}")
         evidence("unit / MainPID", f"{unit} {main_pid}")
         evidence("command -> ... -> MainPID", tree)
         s.send(p.encode(p.T.EOF))
         with contextlib.suppress(TimeoutError):
             s.wait_end(SESSION_S)
-    if problems:
-        fail(f"PTY-1: {unit}: " + "; ".join(problems))
+    expect_none(problems, "PTY-1", unit)
 
 
 # ------------------------------------------------------------------ PTY-2
@@ -169,11 +159,9 @@ def test_argv_boundaries_survive_the_raw_protocol(inv, peer, evidence):
     seen = _argv_seen(out.output)
     evidence("sent", ARGS)
     evidence("the command saw", seen if seen is not None else out.output[:2000])
-    if seen != ARGS:
-        fail(f"PTY-2: {out.unit}: the command saw {seen!r} "
-             f"(output {out.output[:300]!r}), expected exactly {ARGS!r}")
-    if out.exit != (0, 0):
-        fail(f"PTY-2: {out.unit}: EXIT {out.exit}, expected (0, 0): {out.describe()}")
+    expect(seen == ARGS, "PTY-2",
+           f"{out.unit}: the command saw {seen!r} (output {out.output[:300]!r}), expected exactly {ARGS!r}")
+    expect(out.exit == (0, 0), "PTY-2", f"{out.unit}: EXIT {out.exit}, expected (0, 0): {out.describe()}")
 
 
 @pytest.mark.requirement("PTY-2")
@@ -182,9 +170,9 @@ def test_argv_boundaries_survive_the_fixed_helper(inv, peer, evidence):
     seen = _argv_seen(output)
     evidence("helper exit status", status)
     evidence("the command saw", seen if seen is not None else output[:2000])
-    if not (seen == ARGS and status == 0):
-        fail(f"PTY-2: through the helper the command saw {seen!r} (output {output[:300]!r}, "
-             f"helper status {status}), expected exactly {ARGS!r} and status 0")
+    expect(seen == ARGS and status == 0, "PTY-2",
+           f"through the helper the command saw {seen!r} (output {output[:300]!r}, "
+           f"helper status {status}), expected exactly {ARGS!r} and status 0")
 
 
 # ------------------------------------------------------------------ PTY-3
@@ -194,15 +182,11 @@ def test_stdio_is_a_terminal_in_canonical_mode(inv, peer, evidence):
     out = run_raw(inv, peer, argv, "PTY-3")
     evidence("output", out.output[:2000])
     words = set(out.output.replace(b";", b" ").split())
-    problems = []
-    if out.exit != (0, 0) or not out.output.startswith(b"/dev/pts/"):
-        problems.append(f"stdin/stdout/stderr are not all a terminal (EXIT {out.exit}, "
-                        f"output {out.output[:200]!r})")
-    for mode in (b"icanon", b"echo", b"isig", b"onlcr"):
-        if mode not in words:
-            problems.append(f"stty -a does not show {mode.decode()}")
-    if problems:
-        fail(f"PTY-3: {out.unit}: " + "; ".join(problems))
+    with collect("PTY-3", out.unit) as problems:
+        problems.when(out.exit != (0, 0) or not out.output.startswith(b"/dev/pts/"),
+                      f"stdin/stdout/stderr are not all a terminal (EXIT {out.exit}, output {out.output[:200]!r})")
+        for mode in (b"icanon", b"echo", b"isig", b"onlcr"):
+            problems.when(mode not in words, f"stty -a does not show {mode.decode()}")
 
 
 @pytest.mark.requirement("PTY-3")
@@ -211,34 +195,28 @@ def test_terminal_input_is_echoed_and_line_edited(inv, peer, evidence):
     out = run_raw(inv, peer, ["cat"], "PTY-3", data=b"hello\nabc\x7fd\n")
     evidence("EXIT", out.exit)
     evidence("output", out.output[:500])
-    problems = []
-    if out.output.count(b"hello\r\n") != 2:
-        problems.append(f"'hello' was not echoed and printed once each: {out.output[:200]!r}")
-    if b"\r\nabd\r\n" not in out.output:
-        problems.append(f"cat did not read the edited line 'abd': {out.output[:200]!r}")
-    if out.exit != (0, 0):
-        problems.append(f"cat did not end cleanly on end of input: EXIT {out.exit}")
-    if problems:
-        fail(f"PTY-3: {out.unit}: " + "; ".join(problems))
+    with collect("PTY-3", out.unit) as problems:
+        problems.when(out.output.count(b"hello\r\n") != 2,
+                      f"'hello' was not echoed and printed once each: {out.output[:200]!r}")
+        problems.when(b"\r\nabd\r\n" not in out.output,
+                      f"cat did not read the edited line 'abd': {out.output[:200]!r}")
+        problems.when(out.exit != (0, 0), f"cat did not end cleanly on end of input: EXIT {out.exit}")
 
 
 @pytest.mark.requirement("PTY-3")
 def test_window_size_follows_start_and_resize(inv, peer, evidence):
     argv = ["sh", "-c", "stty size; read x; stty size"]
     with raw(inv, peer, argv, "PTY-3", rows=33, cols=101) as s:
-        try:
+        with reading("PTY-3", "the window-size session did not end", TimeoutError, OSError):
             s.read(lambda o: b"\r\n" in o.output or o.exit or o.error or o.closed, SESSION_S)
             s.send(p.encode(p.T.RESIZE, p.resize_payload(50, 132)))
             s.send(p.encode(p.T.DATA, b"go\n"))
             s.send(p.encode(p.T.EOF))
             out = s.wait_end(SESSION_S)
-        except (TimeoutError, OSError) as e:
-            fail(f"PTY-3: the window-size session did not end: {e}")
     seen = lines(out.output)
     evidence("START 33x101, then RESIZE 50x132: stty size printed", seen)
-    if not (seen[:1] == [b"33 101"] and seen[-1:] == [b"50 132"]):
-        fail(f"PTY-3: {out.unit}: stty size printed {seen}, expected '33 101' (from START) and then "
-             f"'50 132' (after RESIZE)")
+    expect(seen[:1] == [b"33 101"] and seen[-1:] == [b"50 132"], "PTY-3",
+           f"{out.unit}: stty size printed {seen}, expected '33 101' (from START) and then '50 132' (after RESIZE)")
 
 
 @pytest.mark.requirement("PTY-3")
@@ -250,10 +228,9 @@ def test_stdout_and_stderr_keep_their_order(inv, peer, evidence):
     want = [f"{k}{i}".encode() for i in range(1, n + 1) for k in ("out", "err")]
     evidence("lines / DATA frames", [len(seen), sum(f.type == p.T.OUTPUT for f in out.frames)])
     first = next((i for i, (a, b) in enumerate(zip(seen, want, strict=False)) if a != b), None)
-    if seen != want:
-        fail(f"PTY-3: {out.unit}: {len(seen)} lines, expected {len(want)} alternating "
-             f"out/err; first difference at line {first}: "
-             f"{seen[first] if first is not None else None!r}")
+    expect(seen == want, "PTY-3",
+           f"{out.unit}: {len(seen)} lines, expected {len(want)} alternating out/err; first difference at "
+           f"line {first}: {seen[first] if first is not None else None!r}")
 
 
 @pytest.mark.requirement("PTY-3")
@@ -263,22 +240,20 @@ def test_end_of_input_reaches_the_command(inv, peer, evidence):
     evidence("raw: EXIT / output", [out.exit, out.output[:200]])
     helper_out, status = run_helper(inv, peer, argv, "PTY-3", data=b"y\n")
     evidence("helper: status / output", [status, helper_out[:200]])
-    problems = []
-    if out.exit != (0, 0) or not out.output.endswith(b"x\r\nafter-eof\r\n"):
-        problems.append(f"EOF frame: EXIT {out.exit}, output {out.output[-80:]!r}")
-    if status != 0 or not helper_out.endswith(b"y\r\nafter-eof\r\n"):
-        problems.append(f"helper stdin closed: status {status}, output {helper_out[-80:]!r}")
-    if problems:
-        fail("PTY-3: cat did not end on end of input: " + "; ".join(problems))
+    with collect("PTY-3", "cat did not end on end of input") as problems:
+        problems.when(out.exit != (0, 0) or not out.output.endswith(b"x\r\nafter-eof\r\n"),
+                      f"EOF frame: EXIT {out.exit}, output {out.output[-80:]!r}")
+        problems.when(status != 0 or not helper_out.endswith(b"y\r\nafter-eof\r\n"),
+                      f"helper stdin closed: status {status}, output {helper_out[-80:]!r}")
 
 
 @pytest.mark.requirement("PTY-3")
 def test_script_e_propagates_the_exit_status(inv, peer, evidence):
     out = run_raw(inv, peer, ["sh", "-c", "echo before; exit 7"], "PTY-3")
     evidence("EXIT", out.exit)
-    if not (out.exit == (7, 0) and lines(out.output) == [b"before"]):
-        fail(f"PTY-3: {out.unit}: 'exit 7' ended as EXIT {out.exit} with output {out.output[:100]!r}, "
-             f"expected EXIT (7, 0) after 'before'")
+    expect(out.exit == (7, 0) and lines(out.output) == [b"before"], "PTY-3",
+           f"{out.unit}: 'exit 7' ended as EXIT {out.exit} with output {out.output[:100]!r}, "
+           f"expected EXIT (7, 0) after 'before'")
 
 
 # ------------------------------------------------------------------ PTY-4
@@ -292,42 +267,33 @@ EXITS = [  # (what, argv, EXIT, helper status)
 
 @pytest.mark.requirement("PTY-4")
 def test_command_exits_are_reported_exactly_in_exit(inv, peer, evidence):
-    problems = []
-    for what, argv, want, _ in EXITS:
-        out = run_raw(inv, peer, argv, "PTY-4")
-        evidence(what, f"EXIT {out.exit} ({out.unit})")
-        if out.exit != want or out.error:
-            problems.append(f"{what}: EXIT {out.exit} error {out.error}, expected {want}")
-    if problems:
-        fail("PTY-4: " + "; ".join(problems))
+    with collect("PTY-4") as problems:
+        for what, argv, want, _ in EXITS:
+            out = run_raw(inv, peer, argv, "PTY-4")
+            evidence(what, f"EXIT {out.exit} ({out.unit})")
+            problems.when(out.exit != want or out.error, f"{what}: EXIT {out.exit} error {out.error}, expected {want}")
 
 
 @pytest.mark.requirement("PTY-4")
 def test_command_exits_are_the_helpers_exit_status(inv, peer, evidence):
-    problems = []
-    for what, argv, _, want in EXITS:
-        _, status = run_helper(inv, peer, argv, "PTY-4")
-        evidence(what, f"helper status {status}")
-        if status != want:
-            problems.append(f"{what}: the helper exited {status}, expected {want}")
-    if problems:
-        fail("PTY-4: " + "; ".join(problems))
+    with collect("PTY-4") as problems:
+        for what, argv, _, want in EXITS:
+            _, status = run_helper(inv, peer, argv, "PTY-4")
+            evidence(what, f"helper status {status}")
+            problems.when(status != want, f"{what}: the helper exited {status}, expected {want}")
 
 
 def _kill_main(inv, bus, unit, rid):
     """SIGKILL the MainPID of the session STARTED named, once vouched for (SUITE-4)."""
-    try:
+    with reading(rid, f"cannot read {unit}", sessionunit.NotLoaded, BusError):
         sessionunit.vouch(bus, unit, sessionunit.Owner.of(inv))
-    except (sessionunit.NotLoaded, BusError) as e:
-        fail(f"{rid}: cannot read {unit}: {e}")
     main_pid, cg = session_processes(bus, unit, rid)
     try:
         live.wait_for_command(cg, [b"cat"], SESSION_S)
         why = kill_inside(main_pid, None, cg)  # only while it is in the vouched unit
     except (TimeoutError, OSError) as e:
         why = str(e)
-    if why:
-        fail(f"{rid}: cannot SIGKILL the main process {main_pid} of {unit}: {why}")
+    expect(not why, rid, f"cannot SIGKILL the main process {main_pid} of {unit}: {why}")
     return main_pid
 
 
@@ -335,26 +301,20 @@ def _kill_main(inv, bus, unit, rid):
 def test_session_killed_by_a_signal_is_reported_as_that_signal(inv, bus, peer, evidence):
     with raw(inv, peer, ["cat"], "PTY-4") as s:
         main_pid = _kill_main(inv, bus, s.outcome.unit, "PTY-4")
-        try:
+        with reading("PTY-4", f"the session did not end after SIGKILL of {main_pid}", TimeoutError):
             out = s.wait_end(SESSION_S)
-        except TimeoutError as e:
-            fail(f"PTY-4: the session did not end after SIGKILL of {main_pid}: {e}")
     evidence("SIGKILL of MainPID (script): EXIT", f"{out.exit} ({out.unit})")
     h = HelperSession(peer, inv.socket, inv.binaries.client.path, ["cat"])
     try:
-        before = live.session_units(bus)
-        h.open()
-        _kill_main(inv, bus, live.wait_for_new_session_unit(bus, before, SESSION_S), "PTY-4")
-        _, status = h.run(None, SESSION_S)
-    except (SessionError, PeerError, TimeoutError, OSError, BusError) as e:
-        fail(f"PTY-4: the helper session killed by SIGKILL failed: {e}")
+        with reading("PTY-4", "the helper session killed by SIGKILL failed",
+                     SessionError, PeerError, TimeoutError, OSError, BusError):
+            before = live.session_units(bus)
+            h.open()
+            _kill_main(inv, bus, live.wait_for_new_session_unit(bus, before, SESSION_S), "PTY-4")
+            _, status = h.run(None, SESSION_S)
     finally:
         h.close()
     evidence("SIGKILL of MainPID (script): helper status", status)
-    problems = []
-    if out.exit != (0, signal.SIGKILL):
-        problems.append(f"EXIT {out.exit}, expected (0, 9)")
-    if status != 128 + signal.SIGKILL:
-        problems.append(f"the helper exited {status}, expected 137")
-    if problems:
-        fail("PTY-4: the session's main process killed by SIGKILL: " + "; ".join(problems))
+    with collect("PTY-4", "the session's main process killed by SIGKILL") as problems:
+        problems.when(out.exit != (0, signal.SIGKILL), f"EXIT {out.exit}, expected (0, 9)")
+        problems.when(status != 128 + signal.SIGKILL, f"the helper exited {status}, expected 137")

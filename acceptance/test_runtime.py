@@ -19,6 +19,7 @@ import pytest
 
 from pty_acceptance.host import hostfs
 from pty_acceptance.provenance import runtime
+from pty_acceptance.gate.checks import collect, expect, finding
 from pty_acceptance.gate.marks import fail
 
 
@@ -33,17 +34,15 @@ def identity(inv):
 
 def _identity_or_fail(identity, evidence):
     if isinstance(identity, str):
-        fail(f"RUNTIME-1: cannot identify the runtime binary: {identity}")
+        raise finding("RUNTIME-1", f"cannot identify the runtime binary: {identity}")
     evidence("runtime binary", identity.describe())
     return identity
 
 
 def _service_ids(host, inv):
     user, group = host.user(inv.service_user), host.group(inv.service_group)
-    if not user.exists:
-        fail(f"RUNTIME-1: the service user {inv.service_user!r} does not exist")
-    if not group.exists:
-        fail(f"RUNTIME-1: the service group {inv.service_group!r} does not exist")
+    expect(user.exists, "RUNTIME-1", f"the service user {inv.service_user!r} does not exist")
+    expect(group.exists, "RUNTIME-1", f"the service group {inv.service_group!r} does not exist")
     uid, gid = user.uid, group.gid
     return uid, gid
 
@@ -57,33 +56,26 @@ def test_candidate_listener_runs_the_runtime_binary(inv, host, evidence):
         evidence("process start time",
                  time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(found.create_time))
                  + f" (pid {found.pid})")
-    if found.problem is not None:
-        fail(f"RUNTIME-1: candidate port {port}: {found.problem}")
+    expect(found.problem is None, "RUNTIME-1", f"candidate port {port}: {found.problem}")
     same, why = runtime.same_file(path, found.exe_dev_ino)
     evidence("same file", why)
-    if not same:
-        fail(f"RUNTIME-1: pid {found.pid} on port {port} runs {found.exe_link!r}, "
-             f"not the runtime binary: {why}")
+    expect(same, "RUNTIME-1", f"pid {found.pid} on port {port} runs {found.exe_link!r}, not the runtime binary: {why}")
     uid, gid = _service_ids(host, inv)
-    wrong = []
-    if set(found.uids) != {uid}:
-        wrong.append(f"uids (real, effective, saved) {found.uids}, expected {uid} ({inv.service_user})")
-    if set(found.gids) != {gid}:
-        wrong.append(f"gids (real, effective, saved) {found.gids}, expected {gid} ({inv.service_group})")
-    if wrong:
-        fail(f"RUNTIME-1: pid {found.pid} on port {port}: " + "; ".join(wrong))
+    with collect("RUNTIME-1", f"pid {found.pid} on port {port}") as wrong:
+        wrong.when(set(found.uids) != {uid},
+                   f"uids (real, effective, saved) {found.uids}, expected {uid} ({inv.service_user})")
+        wrong.when(set(found.gids) != {gid},
+                   f"gids (real, effective, saved) {found.gids}, expected {gid} ({inv.service_group})")
 
 
 @pytest.mark.requirement("RUNTIME-1")
 def test_runtime_binary_is_a_fused_node_sea(inv, identity, evidence):
     ident = _identity_or_fail(identity, evidence)
     fuse = ident.fuse
-    if fuse != runtime.FUSED:
-        fail({
-            runtime.PLAIN: f"RUNTIME-1: {ident.path} is a plain node binary (SEA fuse :0), "
-                           "not a single-executable application",
-            runtime.NOT_NODE: f"RUNTIME-1: {ident.path} carries no SEA fuse sentinel: not a Node binary",
-        }.get(fuse, f"RUNTIME-1: {ident.path}: SEA fuse {fuse}"))
+    expect(fuse == runtime.FUSED, "RUNTIME-1", {
+        runtime.PLAIN: f"{ident.path} is a plain node binary (SEA fuse :0), not a single-executable application",
+        runtime.NOT_NODE: f"{ident.path} carries no SEA fuse sentinel: not a Node binary",
+    }.get(fuse, f"{ident.path}: SEA fuse {fuse}"))
 
 
 @pytest.mark.requirement("RUNTIME-1")
@@ -91,14 +83,11 @@ def test_runtime_embedded_node_version_is_exact(inv, identity, evidence):
     ident = _identity_or_fail(identity, evidence)
     want = inv.runtime.node_version
     problem = ident.version_problem()
-    if problem is not None:
-        fail(f"RUNTIME-1: {ident.path}: {problem}; expected {want}")
+    expect(problem is None, "RUNTIME-1", f"{ident.path}: {problem}; expected {want}")
     got = ident.version
-    if runtime.major(got) == 24:
-        fail(f"RUNTIME-1: {ident.path} embeds Node {got}: Node 24 never passes the "
-             f"runtime gate; expected {want}")
-    if got != want:
-        fail(f"RUNTIME-1: {ident.path} embeds Node {got}, expected exactly {want}")
+    expect(runtime.major(got) != 24, "RUNTIME-1",
+           f"{ident.path} embeds Node {got}: Node 24 never passes the runtime gate; expected {want}")
+    expect(got == want, "RUNTIME-1", f"{ident.path} embeds Node {got}, expected exactly {want}")
 
 
 @pytest.mark.requirement("RUNTIME-1")
@@ -106,11 +95,9 @@ def test_runtime_binary_hash_is_pinned(inv, identity, evidence):
     ident = _identity_or_fail(identity, evidence)
     evidence("sha256", f"{ident.sha256}  {ident.path}")
     want = inv.runtime.sha256
-    if not want:
-        fail("RUNTIME-1: the inventory pins no runtime.sha256: the exact SEA binary "
-             "cannot be told from another build of the same Node version")
-    if ident.sha256 != want:
-        fail(f"RUNTIME-1: {ident.path} hashes to {ident.sha256}, the pin is {want}")
+    expect(want, "RUNTIME-1", "the inventory pins no runtime.sha256: the exact SEA binary "
+                              "cannot be told from another build of the same Node version")
+    expect(ident.sha256 == want, "RUNTIME-1", f"{ident.path} hashes to {ident.sha256}, the pin is {want}")
 
 
 @pytest.mark.requirement("RUNTIME-1")
@@ -129,8 +116,7 @@ def test_candidate_unit_execstart_runs_the_runtime_binary(inv, evidence):
     program, detail = runtime.exec_start_program(text)
     evidence("ExecStart", detail)
     if program is None:
-        fail(f"RUNTIME-1: {path}: {detail}")
+        raise finding("RUNTIME-1", f"{path}: {detail}")
     hint = " (systemd specifiers are not expanded: name the literal path)" if "%" in program else ""
-    if program != want:
-        fail(f"RUNTIME-1: {path}: ExecStart= runs {program[:300]!r}, "
-             f"expected the runtime binary {want}{hint}")
+    expect(program == want, "RUNTIME-1", f"{path}: ExecStart= runs {program[:300]!r}, "
+                                         f"expected the runtime binary {want}{hint}")

@@ -38,7 +38,8 @@ after the listener is proven to be that unit's MainPID running runtime.binary.
 import pytest
 
 from pty_acceptance.candidate import handoff, serverenv
-from pty_acceptance.gate.marks import fail, not_run
+from pty_acceptance.gate.checks import collect, expect, expect_none, finding
+from pty_acceptance.gate.marks import not_run
 from pty_acceptance.host import programs
 
 
@@ -58,7 +59,7 @@ def _facts(seen, evidence, *, deleted=False) -> handoff.Observation:
     """The observation, its evidence recorded. Fails when a step failed before
     the host was read (or at all, with deleted=True)."""
     if isinstance(seen, str):
-        fail(f"RUNTIME-2: {seen}")
+        raise finding("RUNTIME-2", seen)
     ob = seen
     if ob.command:
         evidence("candidate command", f"{ob.command.shown}, run as {' '.join(ob.command.argv)[:300]}")
@@ -75,16 +76,15 @@ def _facts(seen, evidence, *, deleted=False) -> handoff.Observation:
     if ob.runtime_children:
         evidence("descendants of the runtime", {str(k): v for k, v in ob.runtime_children.items()})
     evidence("stage reached", ob.stage)
-    if ob.problem and (deleted or ob.stage != handoff.DELETE_STAGE):
-        fail(f"RUNTIME-2: {ob.problem}")
+    expect(not (ob.problem and (deleted or ob.stage != handoff.DELETE_STAGE)), "RUNTIME-2", f"{ob.problem}")
     return ob
 
 
 def _helper(ob, inv) -> int:
     if len(ob.helpers) != 1:
-        fail(f"RUNTIME-2: the runtime (pid {ob.unit.main_pid}) has {len(ob.helpers)} descendants running "
-              f"the fixed helper {inv.binaries.client.path}, expected exactly one; its "
-              f"descendants: {ob.runtime_children or 'none'}")
+        raise finding("RUNTIME-2", f"the runtime (pid {ob.unit.main_pid}) has {len(ob.helpers)} descendants "
+                                   f"running the fixed helper {inv.binaries.client.path}, expected exactly one; its "
+                                   f"descendants: {ob.runtime_children or 'none'}")
     return ob.helpers[0]
 
 
@@ -96,22 +96,21 @@ def _shown(holders) -> list[str]:
 def test_the_runtime_run_is_the_one_runtime1_hashed(inv, seen, evidence):
     ob = _facts(seen, evidence, deleted=True)
     pin = inv.runtime.sha256
-    if not (ob.runtime.before == ob.runtime.after == pin):
-        fail(f"RUNTIME-2: {ob.runtime.describe()}; the pin runtime.sha256 is {pin}")
+    expect(ob.runtime.before == ob.runtime.after == pin, "RUNTIME-2",
+           f"{ob.runtime.describe()}; the pin runtime.sha256 is {pin}")
 
 
 @pytest.mark.requirement("RUNTIME-2")
 def test_the_runtime_starts_a_session_as_the_peer(seen, evidence):
     ob = _facts(seen, evidence)
     evidence("session command cwd", ob.token_cwds or "no session process found")
-    if len(ob.session_units) != 1:
-        fail(f"RUNTIME-2: POST /api/pty created {ob.session_units}, expected exactly one session unit")
+    expect(len(ob.session_units) == 1, "RUNTIME-2",
+           f"POST /api/pty created {ob.session_units}, expected exactly one session unit")
     if not ob.token_cwds:
-        fail(f"RUNTIME-2: the session's command was not found running ({ob.footprint.describe()})")
+        raise finding("RUNTIME-2", f"the session's command was not found running ({ob.footprint.describe()})")
     wrong = {pid: cwd for pid, cwd in ob.token_cwds.items() if cwd != "the workspace"}
-    if wrong:
-        fail(f"RUNTIME-2: the session's command runs elsewhere than the directory the API "
-             f"was given ({ob.workspace}): {wrong}")
+    expect(not wrong, "RUNTIME-2", f"the session's command runs elsewhere than the directory the API "
+                                   f"was given ({ob.workspace}): {wrong}")
 
 
 @pytest.mark.requirement("RUNTIME-2")
@@ -124,25 +123,19 @@ def test_the_fixed_helper_received_the_connection_and_the_directory(inv, seen, e
                        f"parent {ob.unit.main_pid}")
     evidence("traced execs", {str(t): e for t, e in ob.trace.execs.items()} or "none")
     evidence("helper sendmsg calls (fd, socket, peer, SCM_RIGHTS)", sends or "none")
-    if execs != [inv.binaries.client.path]:
-        fail(f"RUNTIME-2: strace saw the helper pid {helper} exec {execs or 'nothing'}, expected exactly "
-              f"{inv.binaries.client.path}: the hand-off was not observed")
+    expect(execs == [inv.binaries.client.path], "RUNTIME-2",
+           f"strace saw the helper pid {helper} exec {execs or 'nothing'}, expected exactly "
+           f"{inv.binaries.client.path}: the hand-off was not observed")
     clients = {c for _, c in ob.pairs if c}
     starts = [s for s in sends if s[3] is not None]
-    if len(starts) != 1:
-        fail(f"RUNTIME-2: the helper pid {helper} sent {len(starts)} messages with "
-             f"descriptors, expected exactly one START: {sends}")
+    expect(len(starts) == 1, "RUNTIME-2", f"the helper pid {helper} sent {len(starts)} messages with "
+                                          f"descriptors, expected exactly one START: {sends}")
     fd, local, _, rights = starts[0]
-    problems = []
-    if fd != 3:
-        problems.append(f"it sent START on fd {fd}, not fd 3")
-    if local not in clients:
-        problems.append(f"its socket:[{local}] is not the client end of a live supervisor connection "
-                        f"({sorted(clients)})")
-    if rights != [(4, ob.workspace)]:
-        problems.append(f"it passed {rights}, expected exactly fd 4 = {ob.workspace}")
-    if problems:
-        fail(f"RUNTIME-2: the fixed helper pid {helper}: " + "; ".join(problems))
+    with collect("RUNTIME-2", f"the fixed helper pid {helper}") as problems:
+        problems.when(fd != 3, f"it sent START on fd {fd}, not fd 3")
+        problems.when(local not in clients, f"its socket:[{local}] is not the client end of a live supervisor "
+                                            f"connection ({sorted(clients)})")
+        problems.when(rights != [(4, ob.workspace)], f"it passed {rights}, expected exactly fd 4 = {ob.workspace}")
 
 
 @pytest.mark.requirement("RUNTIME-2")
@@ -164,12 +157,10 @@ def test_only_the_runtime_and_the_helper_hold_the_connection(inv, seen, evidence
             if h.pid not in allowed:
                 findings.append(f"pid {h.pid} ({h.exe}, uid {h.uid}) holds the connection "
                                 f"socket:[{client}] as fd {h.fd}")
-    if not helper_fd3:
-        fail(f"RUNTIME-2: the fixed helper pid {helper} holds no supervisor connection as "
-             f"fd 3 while its session lives (connections: {ob.pairs})")
-    if findings:
-        fail(f"RUNTIME-2: only the runtime (pid {ob.unit.main_pid}) and the fixed helper "
-             f"(pid {helper}) may hold the authenticated connection: " + "; ".join(findings))
+    expect(helper_fd3, "RUNTIME-2", f"the fixed helper pid {helper} holds no supervisor connection as "
+                                    f"fd 3 while its session lives (connections: {ob.pairs})")
+    expect_none(findings, "RUNTIME-2", f"only the runtime (pid {ob.unit.main_pid}) and the fixed helper "
+                                       f"(pid {helper}) may hold the authenticated connection")
 
 
 @pytest.mark.requirement("RUNTIME-2")
@@ -180,19 +171,15 @@ def test_only_the_runtime_and_the_helper_hold_the_directory(inv, seen, evidence)
     evidence("holders of the directory", _shown(ob.dir_holders) or "nobody")
     others = [h for h in ob.dir_holders
               if h.pid not in {ob.unit.main_pid, helper, 1} | ob.supervisor]
-    if others:
-        fail(f"RUNTIME-2: only the runtime (pid {ob.unit.main_pid}) and the fixed helper "
-             f"(pid {helper}) may hold the session's directory {ob.workspace}, but: "
-             + "; ".join(_shown(others)))
+    expect_none(_shown(others), "RUNTIME-2", f"only the runtime (pid {ob.unit.main_pid}) and the fixed helper "
+                                             f"(pid {helper}) may hold the session's directory {ob.workspace}, but")
 
 
 @pytest.mark.requirement("RUNTIME-2")
 def test_the_runtime_holds_no_terminal(seen, evidence):
     ob = _facts(seen, evidence)
     evidence("terminals held by the runtime and its descendants", ob.terminals or "none")
-    if ob.terminals:
-        fail("RUNTIME-2: the runtime opened the PTY in process instead of through "
-             "the fixed helper: " + "; ".join(ob.terminals))
+    expect_none(ob.terminals, "RUNTIME-2", "the runtime opened the PTY in process instead of through the fixed helper")
 
 
 @pytest.mark.requirement("RUNTIME-2")
@@ -201,5 +188,5 @@ def test_deleting_the_session_ends_it(seen, evidence):
     evidence("DELETE", ob.deleted)
     evidence("session gone after", "not gone" if ob.ended_in is None else f"{ob.ended_in:.2f} s")
     if ob.leftovers:
-        fail(f"RUNTIME-2: after DELETE /api/pty/{ob.pty.id} the session is still "
-             f"there after {ob.footprint.stop_bound_s():g} s: " + "; ".join(ob.leftovers))
+        raise finding("RUNTIME-2", f"after DELETE /api/pty/{ob.pty.id} the session is still "
+                                   f"there after {ob.footprint.stop_bound_s():g} s: " + "; ".join(ob.leftovers))

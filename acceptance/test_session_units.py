@@ -65,6 +65,7 @@ from pty_acceptance.host import analyze, cgroups, mountinfo, proc, seccomp
 from pty_acceptance.supervisor import livesession as live
 from pty_acceptance.host import hostfs, scratch, standin, terminal
 from pty_acceptance.host.bus import SERVICE_IFACE, BusError
+from pty_acceptance.gate.checks import collect, expect, expect_none, finding, reading
 from pty_acceptance.gate.marks import fail
 from pty_acceptance.supervisor.peer import PeerError
 from pty_acceptance.supervisor.session import RawSession, SessionError
@@ -213,18 +214,15 @@ def _processes(s: Live, rid: str) -> dict[int, dict]:
     any process sets, first, so a process can pose as another pid."""
     path = cgroups.cgroup_dir(s.control_group)
     if path is None:
-        fail(f"{rid}: cannot list the processes of {s.unit}: no cgroup.procs for "
-             f"{s.control_group!r} under {', '.join(cgroups.CGROUP_ROOTS)}")
+        raise finding(rid, f"cannot list the processes of {s.unit}: no cgroup.procs for "
+                           f"{s.control_group!r} under {', '.join(cgroups.CGROUP_ROOTS)}")
     pids = cgroups.cgroup_pids(path)
-    if s.probe_pid not in pids:
-        fail(f"{rid}: the probe (pid {s.probe_pid}) is not in {s.control_group}: {pids}")
+    expect(s.probe_pid in pids, rid, f"the probe (pid {s.probe_pid}) is not in {s.control_group}: {pids}")
     out = {}
     for pid in pids:
-        try:
+        with reading(rid, f"{s.unit} pid {pid} vanished while it was read", OSError):
             out[pid] = proc.status(pid)
             out[pid]["cmdline"] = b" ".join(proc.cmdline(pid))[:80].decode("utf-8", "replace")
-        except OSError as e:
-            fail(f"{rid}: {s.unit} pid {pid} vanished while it was read: {e}")
     return out
 
 
@@ -233,21 +231,20 @@ def _processes(s: Live, rid: str) -> dict[int, dict]:
 def test_start_creates_exactly_one_strictly_named_unit(inv, host, session, evidence):
     evidence("STARTED", session.unit)
     evidence("units loaded after START that were not before", session.new_units)
-    if not STRICT_SESSION.match(session.unit):
-        fail(f"UNIT-1: STARTED named {session.unit!r}, not opencode-pty-<32 lowercase hex>.service")
+    expect(STRICT_SESSION.match(session.unit), "UNIT-1",
+           f"STARTED named {session.unit!r}, not opencode-pty-<32 lowercase hex>.service")
     # the session slice (and its parents) load on demand with the first session
     slices = _slice_chain(inv.units.slice)
     others = [u for u in session.new_units if u not in slices]
-    if others != [session.unit]:
-        fail(f"UNIT-1: one START loaded {others} besides the slices {sorted(slices)}, "
-             f"expected exactly [{session.unit}]")
+    expect(others == [session.unit], "UNIT-1",
+           f"one START loaded {others} besides the slices {sorted(slices)}, expected exactly [{session.unit}]")
     unit = show_or_fail(session.unit, "UNIT-1")  # not Testinfra's systemd_properties: it drops empty values
     evidence("Id / LoadState / ActiveState", [unit.get("Id"), unit.get("LoadState"),
                                               unit.get("ActiveState")])
     running = host.service(session.unit).is_running
     evidence("running (systemctl is-active)", running)
-    if not (unit.get("Id") == session.unit and running):
-        fail(f"UNIT-1: {session.unit} is Id={unit.get('Id')} ActiveState={unit.get('ActiveState')}")
+    expect(unit.get("Id") == session.unit and running, "UNIT-1",
+           f"{session.unit} is Id={unit.get('Id')} ActiveState={unit.get('ActiveState')}")
 
 
 # ------------------------------------------------------------------ UNIT-2
@@ -265,28 +262,26 @@ def test_live_processes_run_as_the_service_user_without_supplementary_groups(
                                                     unit.get("SupplementaryGroups")])
     evidence("live Uid/Gid/Groups", {pid: (st.get("Uid"), st.get("Gid"), st.get("Groups"),
                                            st["cmdline"]) for pid, st in procs.items()})
-    problems, extra = [], {}
     want_uid, want_gid = [str(session.uid)] * 4, [str(session.gid)] * 4
-    for pid, st in procs.items():
-        if st.get("Uid", "").split() != want_uid:
-            problems.append(f"pid {pid} ({st['cmdline']}) Uid {st.get('Uid')}, expected {want_uid}")
-        if st.get("Gid", "").split() != want_gid:
-            problems.append(f"pid {pid} ({st['cmdline']}) Gid {st.get('Gid')}, expected {want_gid}")
-        # the primary group may be listed; any other group is a real membership
-        for g in set(st.get("Groups", "").split()) - {str(session.gid)}:
-            extra.setdefault(g, []).append(pid)
-    if account.groups != [inv.service_group]:
-        problems.append(f"the service user {inv.service_user} is in the groups {account.groups}, "
-                        f"expected only its own group {inv.service_group}")
-    if extra:
-        problems.append(f"the live processes have supplementary groups {extra} (group: pids); "
-                        "systemd adds the service user's /etc/group memberships even with "
-                        "SupplementaryGroups= empty, so the user must be in no other group")
-    if unit.get("User") != inv.service_user or unit.get("Group") != inv.service_group:
-        problems.append(f"User={unit.get('User')!r} Group={unit.get('Group')!r}, expected "
-                        f"{inv.service_user!r}/{inv.service_group!r}")
-    if problems:
-        fail(f"UNIT-2: {session.unit}: " + "; ".join(problems))
+    extra: dict[str, list[int]] = {}
+    with collect("UNIT-2", session.unit) as problems:
+        for pid, st in procs.items():
+            problems.when(st.get("Uid", "").split() != want_uid,
+                          f"pid {pid} ({st['cmdline']}) Uid {st.get('Uid')}, expected {want_uid}")
+            problems.when(st.get("Gid", "").split() != want_gid,
+                          f"pid {pid} ({st['cmdline']}) Gid {st.get('Gid')}, expected {want_gid}")
+            # the primary group may be listed; any other group is a real membership
+            for g in set(st.get("Groups", "").split()) - {str(session.gid)}:
+                extra.setdefault(g, []).append(pid)
+        problems.when(account.groups != [inv.service_group],
+                      f"the service user {inv.service_user} is in the groups {account.groups}, "
+                      f"expected only its own group {inv.service_group}")
+        problems.when(extra, f"the live processes have supplementary groups {extra} (group: pids); "
+                             "systemd adds the service user's /etc/group memberships even with "
+                             "SupplementaryGroups= empty, so the user must be in no other group")
+        problems.when(unit.get("User") != inv.service_user or unit.get("Group") != inv.service_group,
+                      f"User={unit.get('User')!r} Group={unit.get('Group')!r}, expected "
+                      f"{inv.service_user!r}/{inv.service_group!r}")
 
 
 # ------------------------------------------------------------------ UNIT-3
@@ -295,15 +290,12 @@ def test_live_processes_have_no_capabilities_and_no_new_privileges(session, evid
     procs = _processes(session, "UNIT-3")
     evidence("live capabilities", {pid: {k: st.get(k) for k in CAP_FIELDS + ("NoNewPrivs",)}
                                    for pid, st in procs.items()})
-    problems = []
-    for pid, st in procs.items():
-        nonzero = {k: st.get(k) for k in CAP_FIELDS if int(st.get(k) or "1", 16) != 0}
-        if nonzero:
-            problems.append(f"pid {pid} ({st['cmdline']}) holds {nonzero}")
-        if st.get("NoNewPrivs") != "1":
-            problems.append(f"pid {pid} ({st['cmdline']}) NoNewPrivs={st.get('NoNewPrivs')}")
-    if problems:
-        fail(f"UNIT-3: {session.unit}: " + "; ".join(problems))
+    with collect("UNIT-3", session.unit) as problems:
+        for pid, st in procs.items():
+            nonzero = {k: st.get(k) for k in CAP_FIELDS if int(st.get(k) or "1", 16) != 0}
+            problems.when(nonzero, f"pid {pid} ({st['cmdline']}) holds {nonzero}")
+            problems.when(st.get("NoNewPrivs") != "1",
+                          f"pid {pid} ({st['cmdline']}) NoNewPrivs={st.get('NoNewPrivs')}")
 
 
 # ------------------------------------------------------------------ UNIT-4
@@ -337,13 +329,12 @@ def test_devices_are_closed_and_nothing_is_delegated(session, evidence):
     evidence("systemctl show --all", {"DeviceAllow": allowed, "DropInPaths": unit.get("DropInPaths")})
     devs = session.probe.get("dev", [])
     evidence("device nodes inside", [f"{d[0]} {d[2]}:{d[3]}" for d in devs if d[1] in ("chr", "blk")])
-    problems, seen = _device_problems(devs)
-    if not {"null", "ptmx"} <= seen:
-        problems.append(f"the session's /dev lacks null or ptmx (saw {sorted(seen)}): "
-                        "the probe did not see a private /dev")
-    problems += _device_allow_problems(allowed)
-    if problems:
-        fail(f"UNIT-4: {session.unit}: " + "; ".join(problems))
+    with collect("UNIT-4", session.unit) as problems:
+        found, seen = _device_problems(devs)
+        problems += found
+        problems.when(not {"null", "ptmx"} <= seen, f"the session's /dev lacks null or ptmx (saw {sorted(seen)}): "
+                                                    "the probe did not see a private /dev")
+        problems += _device_allow_problems(allowed)
 
 
 # ------------------------------------------------------------------ UNIT-5
@@ -352,21 +343,17 @@ def test_proc_is_restricted_to_the_service_users_processes(session, evidence):
     pids, other = session.probe.get("proc_pids", {}), session.probe.get("proc_other", [])
     evidence("/proc inside: processes", pids)
     evidence("/proc inside: other entries", other)
-    problems = []
     own = session.probe.get("self_cgroup")
-    foreign = {pid: v for pid, v in pids.items()
-               if v.get("uid") != session.uid and v.get("cgroup") != own}
-    if foreign:
-        problems.append(f"processes of other users are visible inside: {foreign}")
-    if str(session.probe_pid) not in pids:
-        problems.append(f"the probe does not see itself (pid {session.probe_pid}) in /proc")
-    extra = sorted(set(other) - {"self", "thread-self"})
-    if extra:
-        problems.append(f"/proc shows non-process entries {extra[:20]}")
-    outside = sorted(pid for pid, v in pids.items() if v.get("cgroup") != own)
-    evidence("service-user processes visible from another unit (see ISO-1)", outside or "none")
-    if problems:
-        fail(f"UNIT-5: {session.unit}: " + "; ".join(problems))
+    with collect("UNIT-5", session.unit) as problems:
+        foreign = {pid: v for pid, v in pids.items()
+                   if v.get("uid") != session.uid and v.get("cgroup") != own}
+        problems.when(foreign, f"processes of other users are visible inside: {foreign}")
+        problems.when(str(session.probe_pid) not in pids,
+                      f"the probe does not see itself (pid {session.probe_pid}) in /proc")
+        extra = sorted(set(other) - {"self", "thread-self"})
+        problems.when(extra, f"/proc shows non-process entries {extra[:20]}")
+        outside = sorted(pid for pid, v in pids.items() if v.get("cgroup") != own)
+        evidence("service-user processes visible from another unit (see ISO-1)", outside or "none")
 
 
 @pytest.mark.requirement("UNIT-5")
@@ -374,31 +361,25 @@ def test_namespaces_and_address_families_are_refused(session, evidence):
     ns, fam = session.probe.get("unshare", {}), session.probe.get("socket", {})
     evidence("unshare() inside", ns)
     evidence("socket() inside", fam)
-    problems = [f"unshare({k}) succeeded" for k, v in ns.items() if v == "ok"]
-    if not ns:
-        problems.append("the probe reported no unshare() attempt")
-    for af in ("AF_NETLINK", "AF_PACKET"):
-        if fam.get(af) != "EAFNOSUPPORT":
-            problems.append(f"socket({af}) gave {fam.get(af)!r}, expected EAFNOSUPPORT "
-                            "(refused by the address-family filter)")
-    if fam.get("AF_UNIX") != "ok":
-        problems.append(f"socket(AF_UNIX) gave {fam.get('AF_UNIX')!r}: the probe could not "
-                        "create any socket, so the refusals prove nothing")
-    if problems:
-        fail(f"UNIT-5: {session.unit}: " + "; ".join(problems))
+    with collect("UNIT-5", session.unit) as problems:
+        problems += [f"unshare({k}) succeeded" for k, v in ns.items() if v == "ok"]
+        problems.when(not ns, "the probe reported no unshare() attempt")
+        for af in ("AF_NETLINK", "AF_PACKET"):
+            problems.when(fam.get(af) != "EAFNOSUPPORT", f"socket({af}) gave {fam.get(af)!r}, expected "
+                                                         "EAFNOSUPPORT (refused by the address-family filter)")
+        problems.when(fam.get("AF_UNIX") != "ok", f"socket(AF_UNIX) gave {fam.get('AF_UNIX')!r}: the probe could "
+                                                  "not create any socket, so the refusals prove nothing")
 
 
 @pytest.mark.requirement("UNIT-5")
 def test_system_calls_are_filtered(session, evidence):
-    try:
+    with reading("UNIT-5", "cannot read Seccomp_filters of PID 1 or the probe", OSError, ValueError):
         baseline = live.host_seccomp_baseline()
         probe = proc.status(session.probe_pid)
-    except (OSError, ValueError) as e:
-        fail(f"UNIT-5: cannot read Seccomp_filters of PID 1 or the probe: {e}")
     evidence("Seccomp_filters: host PID 1 / probe", [baseline, probe.get("Seccomp_filters")])
-    if probe.get("Seccomp") != "2" or int(probe.get("Seccomp_filters", "0")) <= baseline:
-        fail(f"UNIT-5: {session.unit}: the probe has Seccomp {probe.get('Seccomp')} with "
-             f"{probe.get('Seccomp_filters')} filters, not more than PID 1's {baseline}")
+    expect(probe.get("Seccomp") == "2" and int(probe.get("Seccomp_filters", "0")) > baseline, "UNIT-5",
+           f"{session.unit}: the probe has Seccomp {probe.get('Seccomp')} with "
+           f"{probe.get('Seccomp_filters')} filters, not more than PID 1's {baseline}")
 
 
 # ------------------------------------------------------------------ UNIT-6
@@ -410,9 +391,7 @@ def test_environment_is_exactly_the_fixed_list(inv, session, evidence):
     evidence("the command's /proc/self/environ", env)
     evidence("Environment=", unit.get("Environment"))
     evidence("declared session_environment", want)
-    problems = live.environment_problems(env, want)
-    if problems:
-        fail(f"UNIT-6: {session.unit}: " + "; ".join(problems))
+    expect_none(live.environment_problems(env, want), "UNIT-6", session.unit)
 
 
 @pytest.mark.requirement("UNIT-6")
@@ -424,19 +403,17 @@ def test_working_directory_is_the_passed_descriptor(session, evidence):
     evidence("inside: getcwd / /proc/self/cwd / dev:ino / token",
              [pr.get("getcwd"), pr.get("proc_cwd"), pr.get("cwd_dev_ino"), pr.get("cwd_token")])
     evidence("WorkingDirectory=", unit.get("WorkingDirectory"))
-    problems = []
-    if pr.get("cwd_dev_ino") != [host.st_dev, host.st_ino]:
-        problems.append(f"cwd is dev:ino {pr.get('cwd_dev_ino')}, the passed directory is "
-                        f"{host.st_dev}:{host.st_ino}")
-    if pr.get("getcwd") != session.cwd or pr.get("proc_cwd") != session.cwd:
-        problems.append(f"getcwd {pr.get('getcwd')!r} and /proc/self/cwd {pr.get('proc_cwd')!r}, "
-                        f"expected {session.cwd!r}")
-    if pr.get("cwd_token") != session.token:
-        problems.append(f"./token read {pr.get('cwd_token')!r}, expected the suite's token")
-    if unit.get("WorkingDirectory"):
-        problems.append(f"the unit names a path: WorkingDirectory={unit.get('WorkingDirectory')!r}")
-    if problems:
-        fail(f"UNIT-6: {session.unit}: " + "; ".join(problems))
+    with collect("UNIT-6", session.unit) as problems:
+        problems.when(pr.get("cwd_dev_ino") != [host.st_dev, host.st_ino],
+                      f"cwd is dev:ino {pr.get('cwd_dev_ino')}, the passed directory is "
+                      f"{host.st_dev}:{host.st_ino}")
+        problems.when(pr.get("getcwd") != session.cwd or pr.get("proc_cwd") != session.cwd,
+                      f"getcwd {pr.get('getcwd')!r} and /proc/self/cwd {pr.get('proc_cwd')!r}, "
+                      f"expected {session.cwd!r}")
+        problems.when(pr.get("cwd_token") != session.token,
+                      f"./token read {pr.get('cwd_token')!r}, expected the suite's token")
+        problems.when(unit.get("WorkingDirectory"),
+                      f"the unit names a path: WorkingDirectory={unit.get('WorkingDirectory')!r}")
 
 
 # ------------------------------------------------------------------ UNIT-7
@@ -447,28 +424,24 @@ def test_host_sockets_are_unreachable_from_inside(session, evidence):
     evidence("InaccessiblePaths=", unit.get("InaccessiblePaths"))
     evidence("connect() from the suite (root, outside)", session.sockets)
     evidence("connect() from inside the session", inside)
-    problems = []
-    for path, seen in session.sockets.items():
-        if seen != "connected":
-            problems.append(f"{path} does not accept connections even from outside ({seen}): "
-                            "the check inside would prove nothing")
-        if path not in inside:
-            problems.append(f"the probe did not try {path}")
-        elif inside[path] == "connected":
-            problems.append(f"{path} is reachable from inside")
-    if problems:
-        fail(f"UNIT-7: {session.unit}: " + "; ".join(problems))
+    with collect("UNIT-7", session.unit) as problems:
+        for path, seen in session.sockets.items():
+            problems.when(seen != "connected", f"{path} does not accept connections even from outside ({seen}): "
+                                               "the check inside would prove nothing")
+            if path not in inside:
+                problems.add(f"the probe did not try {path}")
+            elif inside[path] == "connected":
+                problems.add(f"{path} is reachable from inside")
 
 
 def _session_mounts(session: Live) -> list[mountinfo.Mount]:
     """The mount table of the session's namespace, read from the host as root
     through the MainPID systemd names (checked to be a process of its cgroup)."""
-    if session.main_pid not in _processes(session, "UNIT-7"):
-        fail(f"UNIT-7: {session.unit}: MainPID {session.main_pid} is not a process of its cgroup")
-    try:
+    expect(session.main_pid in _processes(session, "UNIT-7"), "UNIT-7",
+           f"{session.unit}: MainPID {session.main_pid} is not a process of its cgroup")
+    with reading("UNIT-7", f"cannot read the mount table of {session.unit} (MainPID {session.main_pid})",
+                 OSError, mountinfo.MountinfoError):
         return mountinfo.read(session.main_pid)
-    except (OSError, mountinfo.MountinfoError) as e:
-        fail(f"UNIT-7: cannot read the mount table of {session.unit} (MainPID {session.main_pid}): {e}")
 
 
 def _of_their_filesystems(session: Live, table: list[mountinfo.Mount]) -> list[mountinfo.Mount]:
@@ -487,9 +460,8 @@ def test_no_mount_of_the_session_shows_a_host_socket(session, evidence):
     shown = [f"{t.path} at {at} through {m.describe()}"
              for t in session.targets for at, m in mountinfo.exposures(table, t.place)]
     evidence("host sockets the session's mount table shows", shown or "none")
-    if shown:
-        fail(f"UNIT-7: {session.unit}: a mount of the session's namespace shows a host socket: "
-             + terminal.escape("; ".join(shown)))
+    expect_none(shown, "UNIT-7", f"{session.unit}: a mount of the session's namespace shows a host socket",
+                escape=terminal.escape)
 
 
 def _found(report: dict, key: str) -> list[tuple[str, tuple[int, int]]]:
@@ -497,12 +469,11 @@ def _found(report: dict, key: str) -> list[tuple[str, tuple[int, int]]]:
     out = []
     entries = report.get(key)
     if not isinstance(entries, list):
-        fail(f"UNIT-7: the probe's socket search reported no list {key!r}")
+        raise finding("UNIT-7", f"the probe's socket search reported no list {key!r}")
     for entry in entries:
-        if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)
-                and all(isinstance(x, int) and not isinstance(x, bool) for x in entry[1:])):
-            fail(f"UNIT-7: the probe's socket search reported a malformed entry: "
-                 f"{terminal.escape(repr(entry)[:200])}")
+        expect(isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)
+               and all(isinstance(x, int) and not isinstance(x, bool) for x in entry[1:]), "UNIT-7",
+               f"the probe's socket search reported a malformed entry: {terminal.escape(repr(entry)[:200])}")
         out.append((entry[0], (entry[1], entry[2])))
     return out
 
@@ -525,7 +496,7 @@ def _who(pid: int) -> str:
 def test_no_socket_found_inside_is_a_host_socket(session, evidence):
     report = session.probe.get("sockets")
     if not isinstance(report, dict):
-        fail(f"UNIT-7: {session.unit}: the probe reported no socket search")
+        raise finding("UNIT-7", f"{session.unit}: the probe reported no socket search")
     table = _of_their_filesystems(session, _session_mounts(session))
     expected = sorted({m.mountpoint for m in table})
     hosts = {t.ident: t.path for t in session.targets}
@@ -540,27 +511,24 @@ def test_no_socket_found_inside_is_a_host_socket(session, evidence):
     evidence("host sockets found inside", inside or "none")
     evidence("host sockets reached through /proc/<pid>/root of a process outside the session",
              through or f"none (errors: {report.get('via_errors')})")
-    problems = []
-    if report.get("found_count") != len(found):
-        problems.append(f"the probe's report holds {len(found)} of the {report.get('found_count')} sockets "
-                        "it found: the rest were not compared")
-    if report.get("mounts") != expected:
-        problems.append(f"the probe searched the mounts {report.get('mounts')}, the session's mount table "
-                        f"holds {expected} of the sockets' filesystems: its search proves nothing")
-    if report.get("complete") is not True:
-        problems.append(f"the probe's search stopped after {report.get('entries')} names "
-                        f"(bound {live.SEARCH_ENTRIES})")
-    if inside:
-        problems.append("host sockets are reachable inside: " + "; ".join(inside))
-    if through:
-        problems.append(f"{len(through)} host socket paths are reachable inside through /proc/<pid>/root of "
-                        "processes of the service user outside the session: " + "; ".join(through[:8])
-                        + "; by " + "; ".join(_who(pid) for pid in sorted({_pid_of(path) for path, i in via
-                                                                            if i in hosts}))
-                        + " (a dumpable process of the service user outside its sessions hands them the "
-                        "host's root: none may run there, or sessions need a PID namespace of their own)")
-    if problems:
-        fail(f"UNIT-7: {session.unit}: " + terminal.escape("; ".join(problems)))
+    with collect("UNIT-7", session.unit, escape=terminal.escape) as problems:
+        problems.when(report.get("found_count") != len(found),
+                      f"the probe's report holds {len(found)} of the {report.get('found_count')} sockets "
+                      "it found: the rest were not compared")
+        problems.when(report.get("mounts") != expected,
+                      f"the probe searched the mounts {report.get('mounts')}, the session's mount table "
+                      f"holds {expected} of the sockets' filesystems: its search proves nothing")
+        problems.when(report.get("complete") is not True,
+                      f"the probe's search stopped after {report.get('entries')} names "
+                      f"(bound {live.SEARCH_ENTRIES})")
+        problems.when(inside, "host sockets are reachable inside: " + "; ".join(inside))
+        if through:
+            problems.add(f"{len(through)} host socket paths are reachable inside through /proc/<pid>/root of "
+                         "processes of the service user outside the session: " + "; ".join(through[:8])
+                         + "; by " + "; ".join(_who(pid) for pid in sorted({_pid_of(path) for path, i in via
+                                                                             if i in hosts}))
+                         + " (a dumpable process of the service user outside its sessions hands them the "
+                         "host's root: none may run there, or sessions need a PID namespace of their own)")
 
 
 # ------------------------------------------------------------------ properties
@@ -585,21 +553,17 @@ def test_unit_shows_the_contracts_properties(inv, rid, session, evidence):
     """Each property of TARGET-CONTRACT's session unit, under the requirement it
     belongs to, as the inventory's unit_properties.session states it."""
     if inv.unit_properties.session is None:
-        fail(f"{rid}: the inventory states no session unit properties (unit_properties.session)")
+        raise finding(rid, "the inventory states no session unit properties (unit_properties.session)")
     want = inv.unit_properties.session.judged(rid)
     unit = show_or_fail(session.unit, rid)
     shown = {k: unit.get(k) for k in want}
     evidence("the inventory's unit_properties.session", {k: v for k, (v, _) in want.items()})
     evidence("systemctl show --all", shown)
     evidence("DropInPaths", unit.get("DropInPaths"))
-    problems = []
-    for key, (value, how) in want.items():
-        allowed = _syscalls(inv, value) if how == SYSCALLS else None
-        problem = value_problem(key, value, shown[key], how, allowed)
-        if problem:
-            problems.append(problem)
-    if problems:
-        fail(f"{rid}: {session.unit}: " + terminal.escape("; ".join(problems)))
+    with collect(rid, session.unit, escape=terminal.escape) as problems:
+        for key, (value, how) in want.items():
+            allowed = _syscalls(inv, value) if how == SYSCALLS else None
+            problems.when(problem := value_problem(key, value, shown[key], how, allowed), problem)
 
 
 # ------------------------------------------------------------------ UNIT-8
@@ -611,18 +575,15 @@ def test_unit_is_in_the_slice_and_bound_to_the_supervisor(inv, session, evidence
     props = {k: unit.get(k) for k in ("Slice", "ControlGroup", "BindsTo", "After")}
     evidence("systemctl show --all", props)
     evidence(f"{slice_unit.name} ControlGroup", slice_unit.get("ControlGroup"))
-    problems = []
-    if props["Slice"] != inv.units.slice:
-        problems.append(f"Slice={props['Slice']!r}, expected {inv.units.slice!r}")
     want_cg = f"{slice_unit.get('ControlGroup')}/{session.unit}"
-    if not slice_unit.get("ControlGroup") or props["ControlGroup"] != want_cg:
-        problems.append(f"ControlGroup={props['ControlGroup']!r}, expected {want_cg!r}")
-    if unit.words("BindsTo") != [supervisor]:
-        problems.append(f"BindsTo={unit.words('BindsTo')}, expected exactly [{supervisor}]")
-    if supervisor not in unit.words("After"):
-        problems.append(f"After= does not name {supervisor}: {unit.words('After')}")
-    if problems:
-        fail(f"UNIT-8: {session.unit}: " + "; ".join(problems))
+    with collect("UNIT-8", session.unit) as problems:
+        problems.when(props["Slice"] != inv.units.slice, f"Slice={props['Slice']!r}, expected {inv.units.slice!r}")
+        problems.when(not slice_unit.get("ControlGroup") or props["ControlGroup"] != want_cg,
+                      f"ControlGroup={props['ControlGroup']!r}, expected {want_cg!r}")
+        problems.when(unit.words("BindsTo") != [supervisor],
+                      f"BindsTo={unit.words('BindsTo')}, expected exactly [{supervisor}]")
+        problems.when(supervisor not in unit.words("After"),
+                      f"After= does not name {supervisor}: {unit.words('After')}")
 
 
 # ------------------------------------------------------------------ UNIT-9
@@ -631,8 +592,8 @@ def test_live_session_exposure_is_recorded(inv, session, evidence, concern):
     res, score = analyze.security(inv.build.user, session.unit)
     evidence("command", " ".join(res.argv))
     if score is None:
-        fail(f"UNIT-9: no exposure level from systemd-analyze security "
-             f"{session.unit} (exit {res.returncode}): {res.output.strip()[-500:]}")
+        raise finding("UNIT-9", f"no exposure level from systemd-analyze security "
+                                f"{session.unit} (exit {res.returncode}): {res.output.strip()[-500:]}")
     evidence("exposure (CONCERN, recorded)", f"{session.unit}: {score[0]} {score[1]}")
     concern("UNIT-9", f"live session {session.unit}: systemd-analyze security exposure "
                       f"{score[0]} {score[1]} (recorded, not judged)")

@@ -19,7 +19,7 @@ from typing import cast
 
 import pytest
 
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.checks import expect_none
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.supervisor import termgrace
 from pty_acceptance.supervisor.endings import Ending, run_endings
@@ -71,5 +71,4 @@ def test_a_stopped_command_sees_sigterm_and_its_grace_before_sigkill(sessions, e
         for e in endings:  # a watch that never ran leaves its pidfd open
             if e.held is not None:
                 e.held.close()
-    if problems:
-        fail("CONC-3: " + " | ".join(problems))
+    expect_none(problems, "CONC-3", sep=" | ")

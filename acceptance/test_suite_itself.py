@@ -20,7 +20,7 @@ import pytest
 from pty_acceptance.gate import owntree
 from pty_acceptance.host import hostfs
 from pty_acceptance.gate.plugin import STATE
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.checks import expect
 
 
 @pytest.mark.requirement("SUITE-4")
@@ -34,10 +34,8 @@ def test_the_suites_own_tree_is_root_controlled(pytestconfig, inv, evidence, con
         if p.off:
             concern("SUITE-4", f"{p.line()} (the suite itself refuses them in the user's trees)")
     at_start = pytestconfig.stash.get(owntree.AT_START, None)
-    if at_start is None:
-        fail("SUITE-4: the suite's own tree was not checked when the plugin registered")
+    expect(at_start is not None, "SUITE-4", "the suite's own tree was not checked when the plugin registered")
     now = owntree.problems(owns, skip)
     found = list(dict.fromkeys([f"at start: {p}" for p in at_start] + [f"now: {p}" for p in now]))
-    if found:
-        fail("SUITE-4: the suite's own tree is not root's alone (what root runs and "
-             "trusts could be changed by another user): " + owntree.summary(found))
+    expect(not found, "SUITE-4", "the suite's own tree is not root's alone (what root runs and "
+                                 "trusts could be changed by another user): " + owntree.summary(found))

@@ -9,6 +9,9 @@
 - Acceptance tests fail one way (gate/marks.py's fail(), or an AcceptanceError
   the plugin turns into the same failure): no `assert` statement and no
   `pytest.fail` call in acceptance/test_*.py or acceptance/conftest.py.
+- Acceptance tests check with one vocabulary (gate/checks.py: expect,
+  expect_none, collect, reading): no hand-built failure list (`if problems:
+  fail(...)`) in acceptance/test_*.py.
 - The checked-in node-id list (acceptance/node-ids.txt, which the gate
   compares every run's collection with) matches what the checkout collects.
 - ROOT-ACCEPTANCE.md's sections table and requirement bullets are the
@@ -120,6 +123,27 @@ def test_acceptance_tests_fail_one_way():
         if lines := {k: v for k, v in (("assert", asserts_in(src)), ("pytest.fail", pytest_fails_in(src))) if v}:
             found[str(p.relative_to(REPO))] = lines
     assert not found, f"use fail() from pty_acceptance.gate.marks instead (lines): {found}"
+
+
+def hand_built_failures(source: str) -> list[int]:
+    """Lines of `if <name>: fail(...)`: a failure list built by hand (gate/checks.py's
+    expect_none or collect says it once)."""
+    return [n.lineno for n in ast.walk(ast.parse(source))
+            if isinstance(n, ast.If) and isinstance(n.test, ast.Name) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Call)
+            and isinstance(n.body[0].value.func, ast.Name) and n.body[0].value.func.id == "fail"]
+
+
+def test_acceptance_tests_build_no_failure_lists_by_hand():
+    found = {str(p.relative_to(REPO)): lines for p in sorted((REPO / "acceptance").glob("test_*.py"))
+             if (lines := hand_built_failures(p.read_text()))}
+    assert not found, f"use expect_none() or collect() from pty_acceptance.gate.checks (lines): {found}"
+
+
+def test_the_hand_built_failure_finder_finds_one():
+    source = ("problems = []\nif problems:\n    fail('X-1: ' + '; '.join(problems))\n"
+              "if not ok:\n    fail('X-1: no')\nexpect_none(problems, 'X-1')\n")
+    assert hand_built_failures(source) == [2]
 
 
 def test_the_pytest_fail_finder_finds_both_forms():
