@@ -25,7 +25,7 @@ from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.host.polling import poll
 from pty_acceptance.host.processes import token_processes
 from pty_acceptance.supervisor.endings import Ending, run_endings
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.failures import fail
 
 DESCENDANTS = {  # tag digit -> how it escapes
     "1": "setsid sleep 300.{t}1 &",

@@ -50,7 +50,7 @@ from pty_acceptance.supervisor.sessionio import (Drain, counted_lines, counted_l
                                                  fill_input, first_difference, queued_bytes, read_to_close)
 from pty_acceptance.supervisor.tokens import new_token, tagged_sh
 from pty_acceptance.host.unitwatch import UnitWatch
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.failures import fail
 
 CAPACITY = 16
 CONC2_NOT_PROVOKED = (

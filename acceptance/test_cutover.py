@@ -32,7 +32,7 @@ import pytest
 
 from pty_acceptance.candidate import opencode_api, serverenv
 from pty_acceptance.provenance import runtime
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.failures import fail
 
 
 @pytest.fixture(scope="module")

@@ -46,7 +46,7 @@ from pty_acceptance.supervisor.tokens import new_token, tagged_sh
 from pty_acceptance.supervisor.peer import DisposableUnit, PeerError
 from pty_acceptance.supervisor.session import RawSession, SessionError
 from pty_acceptance.supervisor.sessionunit import Owner
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.failures import fail
 
 FLOOD_CONNECTIONS = 400
 JUNK_EVERY = 3               # every third flood connection sends junk instead of staying silent

@@ -30,7 +30,7 @@ from typing import cast
 
 import pytest
 
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.failures import fail
 from pty_acceptance.host import terminal
 from pty_acceptance.host.bus import BusError
 from pty_acceptance.supervisor import forgery

@@ -21,7 +21,7 @@ import pytest
 from pty_acceptance.host import analyze
 from pty_acceptance.host.bus import SERVICE_IFACE, BusError
 from pty_acceptance.host.systemd import show_or_fail, widened_settings
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.failures import fail
 
 
 def _fragment(name):

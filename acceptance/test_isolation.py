@@ -56,7 +56,7 @@ from pty_acceptance.provenance import runtime
 from pty_acceptance.supervisor import isolation
 from pty_acceptance.supervisor import livesession as live
 from pty_acceptance.host.bus import BusError
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.failures import fail
 from pty_acceptance.supervisor.peer import PeerError, workspace
 from pty_acceptance.supervisor.session import HelperSession, SessionError
 

@@ -31,7 +31,7 @@ from pty_acceptance.supervisor.gone import wait_gone
 from pty_acceptance.supervisor.readiness import wait_supervisor_ready
 from pty_acceptance.supervisor.tokens import new_token, tagged_sh
 from pty_acceptance.host.systemd import STRICT_SESSION, SystemdError, show_or_fail, units_matching
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.failures import fail
 
 
 @pytest.mark.requirement("ORPHAN-1")

@@ -22,7 +22,7 @@ from pty_acceptance.provenance import feeds, running
 from pty_acceptance.host.bus import SERVICE_IFACE, BusError
 from pty_acceptance.spec.inventory import ARTIFACTS
 from pty_acceptance.host.systemd import show_or_fail
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.failures import fail
 
 LIBEXEC = "/usr/local/libexec"
 

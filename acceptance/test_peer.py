@@ -28,7 +28,7 @@ from pty_acceptance.supervisor import admission
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.supervisor.admission import AuthAttempt, assert_refused
 from pty_acceptance.host.bus import BusError
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.failures import fail
 
 OTHER_USER = "nobody"
 OTHER_GROUP = "nogroup"

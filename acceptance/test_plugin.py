@@ -37,7 +37,7 @@ from pty_acceptance.candidate import smoke
 from pty_acceptance.host import hostfs
 from pty_acceptance.host import scratch
 from pty_acceptance.host.terminal import escape
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.failures import fail
 
 RUNS = 10
 FRESH_CLIENT = "opencode-pty-client"

@@ -47,7 +47,7 @@ from pty_acceptance.host.processes import token_processes
 from pty_acceptance.supervisor.footprint import Footprint, HostReadError
 from pty_acceptance.supervisor.gone import force_stop, wait_gone
 from pty_acceptance.supervisor.tokens import new_token, tagged_sh
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.failures import fail
 from pty_acceptance.supervisor.peer import PeerError
 from pty_acceptance.supervisor.session import HelperSession, SessionError
 from pty_acceptance.supervisor.sessionunit import Owner

@@ -72,7 +72,7 @@ from pty_acceptance.host.bus import SERVICE_IFACE
 from pty_acceptance.supervisor.session import RawSession, SessionError
 from pty_acceptance.host.systemd import ANY_SESSION
 from pty_acceptance.host.unitwatch import UnitWatch, watch_problems
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.failures import fail
 
 L = p.LIMITS
 TRUE = "/bin/true"

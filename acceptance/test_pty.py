@@ -40,7 +40,7 @@ from pty_acceptance.supervisor import livesession as live
 from pty_acceptance.supervisor import sessionunit
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.host.bus import SERVICE_IFACE, BusError
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.failures import fail
 from pty_acceptance.supervisor.peer import PeerError
 from pty_acceptance.supervisor.session import HelperSession, RawSession, SessionError
 

@@ -38,7 +38,7 @@ after the listener is proven to be that unit's MainPID running runtime.binary.
 import pytest
 
 from pty_acceptance.candidate import handoff, serverenv
-from pty_acceptance.gate.marks import fail, not_run
+from pty_acceptance.gate.failures import fail, not_run
 from pty_acceptance.host import programs
 
 

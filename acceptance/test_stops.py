@@ -19,7 +19,7 @@ from typing import cast
 
 import pytest
 
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.failures import fail
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.supervisor import termgrace
 from pty_acceptance.supervisor.endings import Ending, run_endings

@@ -20,7 +20,7 @@ import pytest
 from pty_acceptance.gate import owntree
 from pty_acceptance.host import hostfs
 from pty_acceptance.gate.plugin import STATE
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.failures import fail
 
 
 @pytest.mark.requirement("SUITE-4")

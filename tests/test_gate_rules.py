@@ -12,8 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from pty_acceptance.gate import happened, preflight, rules, waivers
-from pty_acceptance.gate.happened import AtMarkerTime, AtStart, Content, Session, Setup, frozen
+from pty_acceptance.decision import preflight, rules, run_records as happened, waivers
+from pty_acceptance.decision.run_records import AtMarkerTime, AtStart, Content, Session, Setup, frozen
 from pty_acceptance.report import signing
 from pty_acceptance.spec.checklist import Section
 from pty_acceptance.spec.requirements import CATALOGUE, ENFORCED_BY_GATE
@@ -187,8 +187,8 @@ def test_the_records_are_frozen():
 def test_the_rules_import_no_pytest():
     """rules, properties, hostfacts and finish run without pytest: recorder.py
     alone reads pytest's objects."""
-    code = ("import sys, pty_acceptance.gate.rules, pty_acceptance.gate.properties, "
-            "pty_acceptance.gate.hostfacts, pty_acceptance.gate.finish; "
+    code = ("import sys, pty_acceptance.decision.rules, pty_acceptance.decision.properties, "
+            "pty_acceptance.decision.hostfacts, pty_acceptance.decision.end_of_run; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pytest', '_pytest')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                           check=True)

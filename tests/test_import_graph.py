@@ -14,7 +14,7 @@ LIB = pathlib.Path(__file__).resolve().parent.parent / "acceptance" / PACKAGE
 
 # Bottom to top. The root modules count as layers of their own: errors.py is
 # the floor every layer may raise from, cli.py the command line on top.
-LAYERS = ("errors", "host", "spec", "provenance", "supervisor", "candidate", "report", "gate", "cli")
+LAYERS = ("errors", "host", "spec", "provenance", "supervisor", "candidate", "report", "decision", "gate", "cli")
 STANDALONE = ("probes",)
 # Library modules staged beside a probe (supervisor/peer.py AGENT_FILES): they
 # run in the service user's unit as plain files and import nothing of the package.
@@ -127,7 +127,7 @@ def imports_pytest(source: str) -> bool:
 
 def test_the_graph_is_read():
     g = graph(LIB)
-    assert "gate.marks" in g["gate.plugin"] and "host.hostfs" in g["spec.inventory"]
+    assert "gate.failures" in g["gate.plugin"] and "host.hostfs" in g["spec.inventory"]
     assert set(layer(m) for m in g) <= set(LAYERS) | set(STANDALONE)
 
 
@@ -146,8 +146,9 @@ def test_relative_and_absolute_imports_are_both_read():
 
 
 def test_an_upward_import_is_found():
-    g = {"host.a": {"gate.d"}, "gate.d": {"host.a"}, "probes.p": {"host.a"}, "spec.c": {"probes.p"}}
-    assert upward(g) == ["host.a -> gate.d", "probes.p -> host.a", "spec.c -> probes.p"]
+    g = {"host.a": {"gate.d"}, "gate.d": {"host.a"}, "probes.p": {"host.a"}, "spec.c": {"probes.p"},
+         "decision.e": {"gate.d"}}
+    assert upward(g) == ["decision.e -> gate.d", "host.a -> gate.d", "probes.p -> host.a", "spec.c -> probes.p"]
 
 
 def test_a_function_level_circle_is_found():

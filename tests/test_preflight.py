@@ -8,7 +8,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
-from pty_acceptance.gate import preflight
+from pty_acceptance.decision import preflight
 
 from conftest import REPO
 from gateproject import PASSING, junit, last_line, relist, run
@@ -57,7 +57,7 @@ def test_the_command_prints_each_check_and_the_first_cause():
 
 def test_a_failed_check_withholds_its_tests_and_says_so_once_per_module(project, target):
     (project.path / "acceptance/conftest.py").write_text(  # the fake host, with bun missing
-        "from pty_acceptance.gate import preflight\n"
+        "from pty_acceptance.decision import preflight\n"
         f"preflight.host_findings = lambda inv: [preflight.Finding(*{tuple(BUN.__dict__.values())!r})]\n")
     (project.path / "acceptance/test_all.py").write_text(
         PASSING + "\n@pytest.mark.requirement('PLUGIN-1')\ndef test_plugin():\n    pass\n")

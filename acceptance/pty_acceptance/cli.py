@@ -32,7 +32,8 @@ import sys
 from pathlib import Path
 from typing import cast
 
-from pty_acceptance.gate import invcheck, marker, nodeids, preflight
+from pty_acceptance.decision import invcheck, nodeids, preflight, readiness_marker
+from pty_acceptance.gate import node_listing
 from pty_acceptance.provenance import manifest
 from pty_acceptance.report import bundle, fleet, reports, signing, verdict
 from pty_acceptance.spec import checklist, inventory
@@ -74,12 +75,12 @@ def cmd_verify_marker(a: argparse.Namespace) -> int:
             return 1
     revision = a.revision or cast(inventory.Inventory, inv).revision  # not given: inv loaded
     source = a.source_sha256 or cast(inventory.Inventory, inv).source_manifest_sha256
-    binaries = tuple(b.path for b in inv.binaries_list) if inv else marker.DEFAULT_BINARIES
+    binaries = tuple(b.path for b in inv.binaries_list) if inv else readiness_marker.DEFAULT_BINARIES
     claimed = tuple(b.sha256 for b in inv.binaries_list) if inv else ()
-    path = a.marker or (inv.marker if inv else marker.DEFAULT_PATH)
+    path = a.marker or (inv.marker if inv else readiness_marker.DEFAULT_PATH)
     try:
-        marker.verify(path, marker.Expectation(revision, source, binaries, claimed), root=a.root)
-    except marker.MarkerRefused as e:
+        readiness_marker.verify(path, readiness_marker.Expectation(revision, source, binaries, claimed), root=a.root)
+    except readiness_marker.MarkerRefused as e:
         print(escape(f"REFUSED {e.reason}: {e.detail}"))
         return 1
     print(escape(f"OK {marker_path_shown(a.root, path)}"))
@@ -293,7 +294,7 @@ def cmd_node_ids(a: argparse.Namespace) -> int:
     if (status := needs_checkout("node-ids", "acceptance/")) is not None:
         return status
     try:
-        found = nodeids.collect(PROJECT)
+        found = node_listing.collect(PROJECT)
     except nodeids.NodeIdsError as e:
         print(escape(f"node-ids: {e}"), file=sys.stderr)
         return 2

@@ -15,7 +15,7 @@ only for READY, so that a CI system that counts failures sees a NOT READY
 report as failed. The suite is named after the host, so that the reports of
 a fleet are told apart. The report is published NOT READY (with no blocker:
 PENDING, the marker not written yet) and replaced by its READY form only
-after the marker was written and read back (gate/finish.py).
+after the marker was written and read back (decision/end_of_run.py).
 """
 
 from __future__ import annotations
