@@ -31,7 +31,7 @@ INV = SimpleNamespace(binaries_list=[SimpleNamespace(path=BINARY, sha256=SHA)],
                       runtime=SimpleNamespace(sha256=RT, binary=RUNTIME), source_manifest_sha256=MF)
 SETUP = Setup(
     root=ROOT, acceptance=ROOT / "acceptance", inventory=INV, inventory_file="inventories/target.yml",
-    preflight=preflight.Result([preflight.Finding("systemd", True, "PID 1 is systemd")]),
+    preflight=preflight.Result([preflight.PreflightCheck("systemd", True, "PID 1 is systemd")]),
     marker="/etc/opencode/pty-supervisor-verified", removal="no marker at the path", write_marker=True,
     sections=(Section("All", MODULE, ALL_IDS),), checklist_error=None, expected=frozen({TEST: ALL_IDS}),
     nodeids_error=None, hostname="pilot", args=(ROOT / "acceptance",), report_path="/srv/r.xml",
@@ -61,7 +61,7 @@ def waiver(req: str, expires=TODAY) -> waivers.Waiver:
 
 
 SUITE3, S2, R1 = ("SUITE-3",), ("SCOPE-2", "MARK-3"), ("RUNTIME-1", "MARK-3")
-NO_SYSTEMD = preflight.Finding("systemd", False, "PID 1 is not systemd")
+NO_SYSTEMD = preflight.PreflightCheck("systemd", False, "PID 1 is not systemd")
 UNCOVERED = (ALL_IDS, f"{len(ALL_IDS)} requirements have no passing test in this run")
 
 # case -> (changes to SETUP, to SESSION, to NOW, the blockers as (IDs, reason), in order)
