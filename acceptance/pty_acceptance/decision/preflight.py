@@ -213,7 +213,8 @@ def _exists(path: str, what: str, needed_by: tuple[str, ...] = ()) -> PreflightC
     try:
         node = hostfs.Node.walked(path)
     except OSError as e:
-        return PreflightCheck(what, True, f"{path} (not reached: {e.strerror or e}; its requirement judges it)", needed_by)
+        return PreflightCheck(what, True, f"{path} (not reached: {e.strerror or e}; its requirement judges it)",
+                              needed_by)
     if not node.exists:
         return PreflightCheck(what, False, f"{path} does not exist", needed_by)
     return PreflightCheck(what, True, f"{path} ({node.kind})", needed_by)
