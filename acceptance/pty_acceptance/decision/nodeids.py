@@ -14,7 +14,8 @@ longer matches what the checkout collects. One line per test:
 ``<node id><TAB><ID> <ID> ...``; lines starting with ``#`` are comments.
 
 This module reads, writes and compares the list; what a checkout collects
-is gate/node_listing.py's (it runs pytest's collection).
+is gate/node_listing.py's (it runs pytest's collection; the command line
+runs it in a process of its own: cli.py imports nothing of gate/).
 """
 
 from __future__ import annotations
