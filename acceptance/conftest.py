@@ -18,7 +18,7 @@ from pty_acceptance.supervisor.sessions import Sessions
 from pty_acceptance.supervisor import protocol
 from pty_acceptance.supervisor import peer as peer_mod
 from pty_acceptance.host.bus import BusError, Systemd
-from pty_acceptance.gate.marks import fail, not_run
+from pty_acceptance.gate.failures import fail, not_run
 from pty_acceptance.supervisor.session import HelperSession, RawSession
 from pty_acceptance.supervisor.sessionunit import Owner
 

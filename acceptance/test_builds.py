@@ -20,7 +20,7 @@ from pty_acceptance.host import hostfs
 from pty_acceptance.provenance import gitrev, manifest
 from pty_acceptance.spec.inventory import ARTIFACTS
 from pty_acceptance.gate.checks import expect, reading
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.failures import fail
 
 
 @pytest.fixture(scope="module")

@@ -47,7 +47,7 @@ from pty_acceptance.supervisor.peer import DisposableUnit, PeerError
 from pty_acceptance.supervisor.session import RawSession, SessionError
 from pty_acceptance.supervisor.sessionunit import Owner
 from pty_acceptance.gate.checks import expect, expect_none
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.failures import fail
 
 FLOOD_CONNECTIONS = 400
 JUNK_EVERY = 3               # every third flood connection sends junk instead of staying silent

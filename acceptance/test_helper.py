@@ -46,7 +46,7 @@ from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.host.polling import poll
 from pty_acceptance.supervisor.session import RawSession
 from pty_acceptance.gate.checks import collect, expect, finding
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.failures import fail
 
 CALLER_PATH = "/etc/pty-acceptance-caller-path"  # never created: only its absence from the trace matters
 INPUT = ht.lines_of(1024)  # 65,536 bytes, 64-byte lines (the PTY is in canonical mode)

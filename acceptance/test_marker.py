@@ -16,10 +16,10 @@ import re
 
 import pytest
 
-from pty_acceptance.gate import marker
+from pty_acceptance.decision import readiness_marker as marker
 from pty_acceptance.host import hostfs, scratch
 from pty_acceptance.gate.checks import collect, expect
-from pty_acceptance.gate.marks import requirement_ids
+from pty_acceptance.gate.failures import requirement_ids
 from pty_acceptance.gate.plugin import STATE
 
 

@@ -73,7 +73,7 @@ from pty_acceptance.supervisor.session import RawSession, SessionError
 from pty_acceptance.host.systemd import ANY_SESSION
 from pty_acceptance.host.unitwatch import UnitWatch, watch_problems
 from pty_acceptance.gate.checks import collect, expect, expect_none, finding, reading
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.failures import fail
 
 L = p.LIMITS
 TRUE = "/bin/true"

@@ -20,7 +20,7 @@ import pytest
 from pty_acceptance.host import hostfs
 from pty_acceptance.provenance import runtime
 from pty_acceptance.gate.checks import collect, expect, finding
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.failures import fail
 
 
 @pytest.fixture(scope="module")

@@ -39,7 +39,7 @@ import pytest
 
 from pty_acceptance.candidate import handoff, serverenv
 from pty_acceptance.gate.checks import collect, expect, expect_none, finding
-from pty_acceptance.gate.marks import not_run
+from pty_acceptance.gate.failures import not_run
 from pty_acceptance.host import programs
 
 

@@ -66,7 +66,7 @@ from pty_acceptance.supervisor import livesession as live
 from pty_acceptance.host import hostfs, scratch, standin, terminal
 from pty_acceptance.host.bus import SERVICE_IFACE, BusError
 from pty_acceptance.gate.checks import collect, expect, expect_none, finding, reading
-from pty_acceptance.gate.marks import fail
+from pty_acceptance.gate.failures import fail
 from pty_acceptance.supervisor.peer import PeerError
 from pty_acceptance.supervisor.session import RawSession, SessionError
 from pty_acceptance.host.systemd import STRICT_SESSION, SYSCALLS, show_or_fail, value_problem

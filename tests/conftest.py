@@ -236,7 +236,7 @@ def project(pytester, target, supervisor, safe_dir, monkeypatch):
     start-up conftest, a checklist and a module naming every requirement, its
     node-id list, a fake host, and a run directory of its own (the run lock:
     the real /run/pty-acceptance is the host's)."""
-    from pty_acceptance.gate import nodeids, preflight
+    from pty_acceptance.decision import nodeids, preflight
 
     from gateproject import ALL_IDS, FAKE_HOST, LISTED, PASSING
 

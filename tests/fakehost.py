@@ -5,6 +5,6 @@ this machine is not a systemd host, so the preflight's host checks
 nothing wrong here. Never used on a target: `-p` itself blocks the marker
 (runshape.py)."""
 
-from pty_acceptance.gate import preflight
+from pty_acceptance.decision import preflight
 
 preflight.host_findings = lambda inv: []

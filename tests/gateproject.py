@@ -9,7 +9,7 @@ import subprocess as sp
 import sys
 from pathlib import Path
 
-from pty_acceptance.gate import marker, nodeids
+from pty_acceptance.decision import nodeids, readiness_marker as marker
 from pty_acceptance.spec.requirements import CATALOGUE, ENFORCED_BY_GATE
 
 ALL_IDS = [r.id for r in CATALOGUE if r.id not in ENFORCED_BY_GATE]
@@ -34,11 +34,12 @@ LISTED = {"acceptance/test_all.py::test_everything": tuple(ALL_IDS),
 # The fixture project's host is a fake target on this machine, not a systemd
 # host: its preflight finds nothing wrong with the host (preflight.py's own
 # tests check the host checks), for in-process and separate-process runs alike.
-FAKE_HOST = ("from pty_acceptance.gate import preflight\n"
+FAKE_HOST = ("from pty_acceptance.decision import preflight\n"
              "preflight.host_findings = lambda inv: []  # the suite's own tests: a fake target\n")
 
-RELIST = ("import sys; from pathlib import Path; from pty_acceptance.gate import nodeids; "
-          "r = Path(sys.argv[1]); sys.stdout.write(nodeids.render(nodeids.collect(r, r / 'tox.ini')))")
+RELIST = ("import sys; from pathlib import Path; from pty_acceptance.decision import nodeids; "
+          "from pty_acceptance.gate import node_listing; "
+          "r = Path(sys.argv[1]); sys.stdout.write(nodeids.render(node_listing.collect(r, r / 'tox.ini')))")
 
 
 def relist(project) -> None:

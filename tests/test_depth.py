@@ -115,7 +115,7 @@ def test_a_1200_deep_chain_in_the_supervisor_source_is_not_ready_with_a_report(p
 
 def test_an_error_of_the_suite_while_deciding_is_a_blocker_in_a_written_report(project, target):
     (project.path / "acceptance/conftest.py").write_text(
-        "from pty_acceptance.gate import preflight, rules\n"
+        "from pty_acceptance.decision import preflight, rules\n"
         "preflight.host_findings = lambda inv: []\n"
         "def broken(*a, **kw):\n    raise RuntimeError('the rules broke')\n"
         "rules.decide = broken\n")

@@ -32,7 +32,7 @@ DEADLINE_S = 180
 # function of the end wrapped to signal this very process once it returned.
 CONFTEST = FAKE_HOST + """
 import os, signal
-from pty_acceptance.gate import marker, rules
+from pty_acceptance.decision import readiness_marker as marker, rules
 from pty_acceptance.provenance import running
 from pty_acceptance.report import bundle, reports, signing
 

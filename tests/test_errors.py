@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from pty_acceptance import errors
-from pty_acceptance.gate import marks
+from pty_acceptance.gate import failures as marks
 
 PROJECT_TESTS = '''
 import pytest

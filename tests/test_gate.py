@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pty_acceptance.gate import marker, nodeids
+from pty_acceptance.decision import nodeids, readiness_marker as marker
 from pty_acceptance.report import reports
 
 from conftest import FakeBus

@@ -12,8 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from pty_acceptance.gate import happened, preflight, rules, waivers
-from pty_acceptance.gate.happened import AtMarkerTime, AtStart, Content, Session, Setup, frozen
+from pty_acceptance.decision import preflight, rules, run_records as happened, waivers
+from pty_acceptance.decision.run_records import AtMarkerTime, AtStart, Content, Session, Setup, frozen
 from pty_acceptance.report import signing
 from pty_acceptance.spec.checklist import Section
 from pty_acceptance.spec.requirements import CATALOGUE, ENFORCED_BY_GATE
@@ -31,7 +31,7 @@ INV = SimpleNamespace(binaries_list=[SimpleNamespace(path=BINARY, sha256=SHA)],
                       runtime=SimpleNamespace(sha256=RT, binary=RUNTIME), source_manifest_sha256=MF)
 SETUP = Setup(
     root=ROOT, acceptance=ROOT / "acceptance", inventory=INV, inventory_file="inventories/target.yml",
-    preflight=preflight.Result([preflight.Finding("systemd", True, "PID 1 is systemd")]),
+    preflight=preflight.Result([preflight.PreflightCheck("systemd", True, "PID 1 is systemd")]),
     marker="/etc/opencode/pty-supervisor-verified", removal="no marker at the path", write_marker=True,
     sections=(Section("All", MODULE, ALL_IDS),), checklist_error=None, expected=frozen({TEST: ALL_IDS}),
     nodeids_error=None, hostname="pilot", args=(ROOT / "acceptance",), report_path="/srv/r.xml",
@@ -61,7 +61,7 @@ def waiver(req: str, expires=TODAY) -> waivers.Waiver:
 
 
 SUITE3, S2, R1 = ("SUITE-3",), ("SCOPE-2", "MARK-3"), ("RUNTIME-1", "MARK-3")
-NO_SYSTEMD = preflight.Finding("systemd", False, "PID 1 is not systemd")
+NO_SYSTEMD = preflight.PreflightCheck("systemd", False, "PID 1 is not systemd")
 UNCOVERED = (ALL_IDS, f"{len(ALL_IDS)} requirements have no passing test in this run")
 
 # case -> (changes to SETUP, to SESSION, to NOW, the blockers as (IDs, reason), in order)
@@ -187,8 +187,8 @@ def test_the_records_are_frozen():
 def test_the_rules_import_no_pytest():
     """rules, properties, hostfacts and finish run without pytest: recorder.py
     alone reads pytest's objects."""
-    code = ("import sys, pty_acceptance.gate.rules, pty_acceptance.gate.properties, "
-            "pty_acceptance.gate.hostfacts, pty_acceptance.gate.finish; "
+    code = ("import sys, pty_acceptance.decision.rules, pty_acceptance.decision.properties, "
+            "pty_acceptance.decision.hostfacts, pty_acceptance.decision.end_of_run; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pytest', '_pytest')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                           check=True)

@@ -117,7 +117,7 @@ def test_the_runtime_and_the_unit_file_that_are_hard_links_are_not_read(secret, 
 
 
 def test_the_runtime_digest_at_start_and_marker_time_refuses_a_hard_link(secret, safe_dir):
-    from pty_acceptance.gate import hostfacts
+    from pty_acceptance.decision import hostfacts
 
     node = _plant(secret, safe_dir / "opencode2-node")
     inv = types.SimpleNamespace(runtime=types.SimpleNamespace(binary=str(node)),

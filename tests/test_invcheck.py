@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from pty_acceptance.gate import invcheck
+from pty_acceptance.decision import invcheck
 
 
 def lines_of(path) -> dict[str, invcheck.Line]:

@@ -122,7 +122,7 @@ def test_acceptance_tests_fail_one_way():
         src = p.read_text()
         if lines := {k: v for k, v in (("assert", asserts_in(src)), ("pytest.fail", pytest_fails_in(src))) if v}:
             found[str(p.relative_to(REPO))] = lines
-    assert not found, f"use fail() from pty_acceptance.gate.marks instead (lines): {found}"
+    assert not found, f"use fail() from pty_acceptance.gate.failures instead (lines): {found}"
 
 
 def hand_built_failures(source: str) -> list[int]:
@@ -149,7 +149,7 @@ def test_the_hand_built_failure_finder_finds_one():
 def test_the_pytest_fail_finder_finds_both_forms():
     assert pytest_fails_in("import pytest\npytest.fail('x', pytrace=False)\n") == [2]
     assert pytest_fails_in("from pytest import fail\n") == [1]
-    assert pytest_fails_in("from pty_acceptance.gate.marks import fail\nfail('x')\n") == []
+    assert pytest_fails_in("from pty_acceptance.gate.failures import fail\nfail('x')\n") == []
 
 
 def imports_of_test_modules(source: str) -> list[tuple[int, str]]:

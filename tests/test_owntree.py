@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pty_acceptance.gate import nodeids, owntree
+from pty_acceptance.decision import nodeids
+from pty_acceptance.gate import owntree
 from pty_acceptance.spec.requirements import CATALOGUE, ENFORCED_BY_GATE
 
 from conftest import REPO
@@ -138,7 +139,7 @@ def _project(base: Path) -> Path:
 # here systemd is a fake that names a process running the target's supervisor.
 FAKE_SUPERVISOR_UNIT = """
 import os
-from pty_acceptance.gate import preflight
+from pty_acceptance.decision import preflight
 from pty_acceptance.provenance import running
 
 preflight.host_findings = lambda inv: []  # a fake target, not a systemd host

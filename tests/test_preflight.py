@@ -8,12 +8,12 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
-from pty_acceptance.gate import preflight
+from pty_acceptance.decision import preflight
 
 from conftest import REPO
 from gateproject import PASSING, junit, last_line, relist, run
 
-BUN = preflight.Finding("program plugin.bun (PLUGIN-1)", False, "/x/bun is not an executable file",
+BUN = preflight.PreflightCheck("program plugin.bun (PLUGIN-1)", False, "/x/bun is not an executable file",
                         ("PLUGIN-1",))
 
 
@@ -33,7 +33,7 @@ def test_an_inventory_that_does_not_load_is_a_finding_not_an_exception(tmp_path)
 
 
 def test_a_check_some_tests_need_withholds_only_those():
-    found = preflight.Result([preflight.Finding("systemd", True, "PID 1 is systemd"), BUN])
+    found = preflight.Result([preflight.PreflightCheck("systemd", True, "PID 1 is systemd"), BUN])
     assert found.cause is None  # nothing keeps every test from running
     assert found.withheld(("PLUGIN-1",)) == BUN.cause
     assert found.withheld(("OWN-1", "OWN-2")) is None
@@ -57,8 +57,8 @@ def test_the_command_prints_each_check_and_the_first_cause():
 
 def test_a_failed_check_withholds_its_tests_and_says_so_once_per_module(project, target):
     (project.path / "acceptance/conftest.py").write_text(  # the fake host, with bun missing
-        "from pty_acceptance.gate import preflight\n"
-        f"preflight.host_findings = lambda inv: [preflight.Finding(*{tuple(BUN.__dict__.values())!r})]\n")
+        "from pty_acceptance.decision import preflight\n"
+        f"preflight.host_findings = lambda inv: [preflight.PreflightCheck(*{tuple(BUN.__dict__.values())!r})]\n")
     (project.path / "acceptance/test_all.py").write_text(
         PASSING + "\n@pytest.mark.requirement('PLUGIN-1')\ndef test_plugin():\n    pass\n")
     relist(project)

@@ -12,7 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from pty_acceptance.gate import owntree, reporting
+from pty_acceptance.decision import reporting
+from pty_acceptance.gate import owntree
 
 from gateproject import add_tests, last_line, run
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pty_acceptance.gate import marker
+from pty_acceptance.decision import readiness_marker as marker
 from pty_acceptance import cli
 
 from conftest import REPO

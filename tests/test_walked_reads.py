@@ -12,7 +12,7 @@ import os
 import pytest
 
 from pty_acceptance.candidate import handoff
-from pty_acceptance.gate import invcheck
+from pty_acceptance.decision import invcheck
 from pty_acceptance.provenance import runtime
 from pty_acceptance.spec import inventory
 

@@ -5,7 +5,7 @@ as before. What `systemctl show` printed on the two reference hosts."""
 
 import pytest
 
-from pty_acceptance.gate import invcheck
+from pty_acceptance.decision import invcheck
 from pty_acceptance.host import systemd
 
 # systemd 252 (bookworm): PrivateTmp=yes; no Ex properties

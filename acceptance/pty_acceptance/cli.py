@@ -27,13 +27,15 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import json
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import cast
 
-from pty_acceptance.gate import invcheck, marker, nodeids, preflight
+from pty_acceptance.decision import invcheck, nodeids, preflight, readiness_marker
 from pty_acceptance.provenance import manifest
 from pty_acceptance.report import bundle, fleet, reports, signing, verdict
 from pty_acceptance.spec import checklist, inventory
@@ -76,12 +78,12 @@ def cmd_verify_marker(a: argparse.Namespace) -> int:
             return 1
     revision = a.revision or cast(inventory.Inventory, inv).revision  # not given: inv loaded
     source = a.source_sha256 or cast(inventory.Inventory, inv).source_manifest_sha256
-    binaries = tuple(b.path for b in inv.binaries_list) if inv else marker.DEFAULT_BINARIES
+    binaries = tuple(b.path for b in inv.binaries_list) if inv else readiness_marker.DEFAULT_BINARIES
     claimed = tuple(b.sha256 for b in inv.binaries_list) if inv else ()
-    path = a.marker or (inv.marker if inv else marker.DEFAULT_PATH)
+    path = a.marker or (inv.marker if inv else readiness_marker.DEFAULT_PATH)
     try:
-        marker.verify(path, marker.Expectation(revision, source, binaries, claimed), root=a.root)
-    except marker.MarkerRefused as e:
+        readiness_marker.verify(path, readiness_marker.Expectation(revision, source, binaries, claimed), root=a.root)
+    except readiness_marker.MarkerRefused as e:
         print(escape(f"REFUSED {e.reason}: {e.detail}"))
         return 1
     print(escape(f"OK {marker_path_shown(a.root, path)}"))
@@ -289,13 +291,43 @@ def fleet_keys(pubkeys: list[str], tools: list[str]) -> dict[str, fleet.Key]:
     return keys
 
 
+LISTER = "pty_acceptance.gate.node_listing"  # run as a module: its docstring says what it prints
+LISTING_TIMEOUT_S = 900  # a collection of the checkout takes seconds; one that hangs ends here
+
+
+def collected(root: Path) -> dict[str, tuple[str, ...]]:
+    """What the checkout at `root` collects (node id -> its requirement IDs),
+    as gate/node_listing.collect finds it, run in a process of its own (its
+    stderr is this process's). A listing that ends without saying either
+    (an error of the suite's own, its traceback on stderr) ends this process
+    with the listing's status, as it would have ended in this process. The
+    listing runs in this process's environment: it loads the checkout's
+    configuration and conftests as a run does, which read it."""
+    try:
+        done = subprocess.run([sys.executable, "-m", LISTER, str(root)], stdout=subprocess.PIPE, check=False,
+                              env=dict(os.environ), timeout=LISTING_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise nodeids.NodeIdsError(f"collecting {root / 'acceptance'} did not end within "
+                                   f"{LISTING_TIMEOUT_S} s") from None
+    try:
+        said = json.loads(done.stdout.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        said = None
+    if isinstance(said, dict) and "error" in said:
+        raise nodeids.NodeIdsError(said["error"])
+    if done.returncode != 0 or not isinstance(said, dict) or "found" not in said:
+        sys.stdout.buffer.write(done.stdout)
+        raise SystemExit(done.returncode or 1)
+    return {nodeid: tuple(ids) for nodeid, ids in said["found"]}
+
+
 def cmd_node_ids(a: argparse.Namespace) -> int:
     """SUITE-3: the checkout's acceptance tests by node id, against the
     checked-in list (nodeids.py); --write makes the list anew."""
     if (status := needs_checkout("node-ids", "acceptance/")) is not None:
         return status
     try:
-        found = nodeids.collect(PROJECT)
+        found = collected(PROJECT)
     except nodeids.NodeIdsError as e:
         print(escape(f"node-ids: {e}"), file=sys.stderr)
         return 2

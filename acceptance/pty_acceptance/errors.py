@@ -3,7 +3,7 @@ is an AcceptanceError that names the requirement IDs it bears on.
 
 Library code below gate/ only raises; it never imports pytest. gate/ turns an
 AcceptanceError that reaches a test or a fixture into a failure one way
-(gate/marks.py): no traceback, the message beginning with its IDs, and the
+(gate/failures.py): no traceback, the message beginning with its IDs, and the
 JUnit case reported under those IDs too. What could not be read is as much a
 failure as what was read wrong: fail closed.
 

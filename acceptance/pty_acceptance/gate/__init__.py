@@ -1,5 +1,6 @@
-"""The pytest-facing top: the requirement marks and the one way a test
-fails, what a run must do first and may not change (start-up, run shape,
-the node-id list, the preflight), the suite's own tree, waivers, the
-readiness marker, and the gate that decides whether the run earns it. The
-only folder that imports pytest."""
+"""The pytest adapter on top of the decision (decision/): the requirement
+marks and the one way a test fails (failures.py), what a run must do first
+and may not change (start-up, the interpreter and command line, the suite's
+own tree), the listing of what a checkout collects, pytest's reports turned
+into the records the rules judge (recorder.py), and the plugin and gate that
+hand them to the decision. The only folder that imports pytest."""

@@ -4,7 +4,7 @@ The marker was removed before the gate was registered (startup.py, MARK-4).
 The gate records every collection and test report (recorder.py), reads the
 host at session start and when the marker is decided (hostfacts.py), applies
 the rules to what happened (rules.py) and ends in one straight sequence
-(finish.py): the marker is written only when no rule and no step blocks it.
+(end_of_run.py): the marker is written only when no rule and no step blocks it.
 SIGINT and SIGTERM are held from the decision to the recorded outcome
 (interrupts.py): an interrupt there takes back what the end wrote. An error
 of the suite's own while deciding or ending is a blocker in a report that
@@ -19,9 +19,10 @@ import dataclasses
 
 import pytest
 
-from pty_acceptance.gate import finish, hostfacts, interrupts, properties, recorder, rules, startup
-from pty_acceptance.gate.happened import AtStart, Setup
-from pty_acceptance.gate.marks import check_requirement_marks, requirement_ids
+from pty_acceptance.decision import end_of_run, hostfacts, interrupts, properties, rules
+from pty_acceptance.gate import recorder, startup
+from pty_acceptance.decision.run_records import AtStart, Setup
+from pty_acceptance.gate.failures import check_requirement_marks, requirement_ids
 from pty_acceptance.host import terminal
 from pty_acceptance.report import reports
 from pty_acceptance.spec.requirements import sort_key
@@ -38,7 +39,7 @@ class Gate:
         self.withheld: list[pytest.Item] = []  # not run: the preflight failed for them
         self.at_start = AtStart()  # read at session start, when the inventory loaded
         self.said: tuple[rules.Blocker, ...] | None = None  # the decision's blockers, then the end's
-        self.outcome: finish.Outcome | None = None
+        self.outcome: end_of_run.Outcome | None = None
         self.late: str | None = None  # signals held after the READY end's last look
 
     def cleaned(self) -> str:
@@ -134,7 +135,7 @@ class Gate:
 
     # -- end
     # The order at the end is the point (MARK-1, SUITE-2): decide; pytest's
-    # JUnit writer writes (into a private directory); then finish.py's
+    # JUnit writer writes (into a private directory); then end_of_run.py's
     # sequence: the report is published NOT READY, read back and parsed; the
     # marker written and read back; only then the READY bundle and report.
     # SIGINT and SIGTERM are held (interrupts.py) until the outcome is recorded.
@@ -144,9 +145,9 @@ class Gate:
             decision = self._decide(session, exitstatus)  # before the JUnit writer: its properties go in
             result = yield  # pytest's JUnit writer has written its file
             try:
-                out = finish.finish(self.setup, self.at_start, decision, recorder.junit_file(self.config), held)
+                out = end_of_run.finish(self.setup, self.at_start, decision, recorder.junit_file(self.config), held)
             except Exception as e:  # noqa: BLE001  # the end's own guard failed: still NOT READY, and said
-                out = finish.failed(self.setup, decision, e)
+                out = end_of_run.failed(self.setup, decision, e)
             self.outcome, self.said = out, out.blockers
             self.late = held.said() if out.written else None
         if out.published:

@@ -18,11 +18,12 @@ from pathlib import Path
 import pytest
 
 from pty_acceptance.errors import AcceptanceError
-from pty_acceptance.gate import gate, hosttext, marks, nodeids, owntree, preflight, rules, startup
-from pty_acceptance.gate.happened import Setup, frozen
+from pty_acceptance.decision import nodeids, preflight, rules
+from pty_acceptance.gate import failures, gate, owntree, report_escaping, startup
+from pty_acceptance.decision.run_records import Setup, frozen
 from pty_acceptance.report import reports, signing
 from pty_acceptance.spec import checklist, inventory
-from pty_acceptance.gate.marks import fail, not_run, requirement_ids
+from pty_acceptance.gate.failures import fail, not_run, requirement_ids
 from pty_acceptance.spec.requirements import BY_ID
 
 STATE = pytest.StashKey[Setup]()  # what the run was set up as
@@ -121,7 +122,7 @@ def pytest_configure(config: pytest.Config) -> None:
         state = _setup(config)
         config.stash[STATE] = state
         config.stash[owntree.AT_START] = owntree.problems(*owntree.of_run(config, state.report_path))
-        if config.pluginmanager.register(hosttext.HostText(), "pty-acceptance-host-text") is None:
+        if config.pluginmanager.register(report_escaping.HostText(), "pty-acceptance-host-text") is None:
             raise RegistrationFailed("the suite's host-text escaping is blocked (-p no:pty-acceptance-host-text)")
         config.pluginmanager.register(gate.Gate(config, state), startup.GATE)
     except Exception as e:  # noqa: BLE001 - any failure to register is NOT READY, never a quiet run
@@ -173,14 +174,14 @@ def concern(request: pytest.FixtureRequest):
 def _as_failure(item: pytest.Item):
     """Run one phase of a test (a hook wrapper's yield): an AcceptanceError
     raised into a test that names requirements (every acceptance test does)
-    becomes the one failure marks.failure makes of it. The suite's own tests
+    becomes the one failure failures.failure makes of it. The suite's own tests
     name none and keep their tracebacks."""
     try:
         return (yield)
     except AcceptanceError as e:
         if not requirement_ids(item):
             raise
-        raise marks.failure(e, item) from None
+        raise failures.failure(e, item) from None
 
 
 @pytest.hookimpl(wrapper=True)

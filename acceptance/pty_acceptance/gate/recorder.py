@@ -2,7 +2,7 @@
 reads pytest's objects (items, collection and test reports, the session, the
 command line's options) and pytest's JUnit writer (junitxml's `xml_key`, its
 LogXML). The gate (gate.py) hands each hook's objects here; `freeze` makes
-the record the rules judge (happened.Session).
+the record the rules judge (run_records.Session).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import cast
 import pytest
 from _pytest.junitxml import LogXML, xml_key
 
-from pty_acceptance.gate import marks, runshape
-from pty_acceptance.gate.happened import Session, frozen
-from pty_acceptance.gate.rules import NARROWING_OPTIONS, worse
+from pty_acceptance.gate import failures, invocation
+from pty_acceptance.decision.run_records import Session, frozen
+from pty_acceptance.decision.rules import NARROWING_OPTIONS, worse
 from pty_acceptance.report import reports
 
 
@@ -30,7 +30,7 @@ class Recorder:
         self.outcomes: dict[str, dict[str, str]] = {}  # nodeid -> phase -> worst outcome
         self.reports: dict[tuple[str, str], int] = {}  # (nodeid, phase) -> reports seen
         self.collected: dict[str, int] = {}  # nodeid -> times collected
-        self.not_run: dict[str, str] = {}  # nodeid -> why it did not run (marks.not_run)
+        self.not_run: dict[str, str] = {}  # nodeid -> why it did not run (failures.not_run)
         self.concerns: dict[str, list[str]] = {}  # nodeid -> "<ID>: text"
         self.collect_errors: list[str] = []
         self.outside: list[str] = []
@@ -44,7 +44,7 @@ class Recorder:
             self.outside.append(item.nodeid)
             return
         self.collected[item.nodeid] = self.collected.get(item.nodeid, 0) + 1
-        self.items[item.nodeid] = tuple(marks.requirement_ids(item))
+        self.items[item.nodeid] = tuple(failures.requirement_ids(item))
         self.modules[item.nodeid] = str(path.relative_to(self.root.resolve()))
 
     def withheld(self, item: pytest.Item, cause: str) -> None:
@@ -58,8 +58,8 @@ class Recorder:
 
     def test_report(self, report: pytest.TestReport) -> None:
         """One phase's report: its worst outcome so far, how often it came,
-        a shared cause of not running (marks.not_run), concerns recorded."""
-        if report.failed and (why := marks.not_run_cause(report.longreprtext)):
+        a shared cause of not running (failures.not_run), concerns recorded."""
+        if report.failed and (why := failures.not_run_cause(report.longreprtext)):
             self.not_run.setdefault(report.nodeid, why)
         outcome: str = report.outcome
         if hasattr(report, "wasxfail"):
@@ -83,7 +83,7 @@ class Recorder:
             collect_errors=tuple(self.collect_errors), outside=tuple(self.outside),
             deselected=self.deselected,
             interrupted=self.interrupted or bool(session.shouldstop or session.shouldfail),
-            narrowing=narrowing, args=tuple(config.args), shape_problems=tuple(runshape.problems(config)),
+            narrowing=narrowing, args=tuple(config.args), shape_problems=tuple(invocation.problems(config)),
             junit=junit_writer(config) is not None, exitstatus=int(exitstatus))
 
 

@@ -43,7 +43,8 @@ from pathlib import Path
 
 import pytest
 
-from pty_acceptance.gate import marker, nodeids, reporting
+from pty_acceptance.decision import readiness_marker, reporting
+from pty_acceptance.gate import node_listing
 from pty_acceptance.host import rundir, scratch, terminal
 from pty_acceptance.spec import inventory
 
@@ -92,7 +93,7 @@ def acceptance_args(config: pytest.Config, acceptance: Path) -> list[Path]:
 def project_root(config: pytest.Config) -> Path:
     """The checkout: the directory of the conftest.py that carries these hooks
     (the project's root conftest), whatever --rootdir says; pytest's rootpath
-    when no such conftest is registered. runshape.py blocks a run whose
+    when no such conftest is registered. invocation.py blocks a run whose
     rootpath is not this directory (SUITE-3)."""
     for name, plugin in config.pluginmanager.list_name_plugin():
         if getattr(plugin, "pytest_cmdline_main", None) is pytest_cmdline_main \
@@ -107,7 +108,7 @@ def acceptance_dir(config: pytest.Config) -> Path:
 
 def is_acceptance_run(config: pytest.Config) -> bool:
     if hasattr(config, "workerinput") or getattr(config.option, "help", False) \
-            or getattr(config.option, "version", False) or nodeids.listing(config):
+            or getattr(config.option, "version", False) or node_listing.listing(config):
         return False
     return bool(acceptance_args(config, acceptance_dir(config)))
 
@@ -119,8 +120,8 @@ def inventory_file(config: pytest.Config) -> str:
 def remove_marker(path: str) -> str:
     """MARK-4, in words for the report; a failure is reported, not raised."""
     try:
-        return marker.remove(path)
-    except (OSError, marker.UnsafeChain) as e:
+        return readiness_marker.remove(path)
+    except (OSError, readiness_marker.UnsafeChain) as e:
         return f"could not remove the marker at {path}: {e}"
 
 
@@ -129,7 +130,7 @@ def marker_paths(config: pytest.Config) -> list[str]:
     the inventory file names one, else the default path) and, with --marker,
     that one too: a run with another --marker never keeps the inventory's
     marker from an earlier READY run."""
-    named = inventory.marker_named(inventory_file(config)) or marker.DEFAULT_PATH
+    named = inventory.marker_named(inventory_file(config)) or readiness_marker.DEFAULT_PATH
     return list(dict.fromkeys(p for p in (config.getoption("--marker"), named) if p))
 
 

@@ -5,7 +5,7 @@ a file name cannot move the cursor, clear a line or draw a fake
 ``READY: marker written`` line.
 
 `escape` is the one helper. The gate's own terminal lines go through it, and
-gate/hosttext.py puts every test and collection report through it before the
+gate/report_escaping.py puts every test and collection report through it before the
 terminal or the JUnit writer sees one: failure messages, tracebacks, captured
 output and skip reasons, whichever module wrote them.
 """

@@ -8,7 +8,7 @@ still the MainPID (a reused PID never passes for it). What it executes must be
 the same st_dev/st_ino as the `lstat` of the installed path: a link there has
 its own inode, so it is never followed and never matches.
 
-Used by the SCOPE-2 test and again by the gate at marker time (gate/hostfacts.py), so a
+Used by the SCOPE-2 test and again by the gate at marker time (decision/hostfacts.py), so a
 supervisor swapped in mid-run cannot earn the marker.
 """
 

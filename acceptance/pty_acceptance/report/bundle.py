@@ -5,7 +5,7 @@ terminal matrix; with --sign-key also `<stem>.intoto.dsse.json`, the
 Statement's exact bytes in a DSSE envelope signed by a host tool
 (signing.py). The gate writes them after the marker decision, so that the
 Statement says PASSED only when the marker exists; if they cannot be
-written, the gate takes the marker back (gate/finish.py)."""
+written, the gate takes the marker back (decision/end_of_run.py)."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ only for READY, so that a CI system that counts failures sees a NOT READY
 report as failed. The suite is named after the host, so that the reports of
 a fleet are told apart. The report is published NOT READY (with no blocker:
 PENDING, the marker not written yet) and replaced by its READY form only
-after the marker was written and read back (gate/finish.py).
+after the marker was written and read back (decision/end_of_run.py).
 """
 
 from __future__ import annotations
@@ -175,6 +175,16 @@ def _verdict_case(suite: ET.Element, blockers: list[str], ready_line: str) -> No
         ET.SubElement(case, "system-out").text = ready_line
 
 
+def is_ready(blockers: list[str], marker: str | None) -> bool:
+    """The one rule that makes the gate's judgement its word: READY when the
+    judgement (decision/rules.decide's blockers, and those of the end's steps,
+    decision/end_of_run.py) holds no blocker and the marker was written and
+    read back (`marker`: its path; else None). `settle` writes the word by it,
+    verdict.from_junit reads the recorded judgement back by it; neither judges
+    the run again."""
+    return not blockers and marker is not None
+
+
 def settle(root: ET.Element, blockers: list[str], marker: str | None, host: str | None = None) -> ET.Element:
     """The report's verdict set, in place: READY when there is no blocker and
     `marker` (the marker's path, written and read back) is given, else NOT
@@ -189,7 +199,7 @@ def settle(root: ET.Element, blockers: list[str], marker: str | None, host: str 
     if props is None:
         props = ET.Element("properties")
         suite.insert(0, props)
-    ready = not blockers and marker is not None
+    ready = is_ready(blockers, marker)
     said = [] if ready else (blockers or [PENDING])
     seen: dict[str, int] = {}
     for p in list(props):

@@ -5,7 +5,10 @@ the gate's blockers, the inventory's pins and the hashes seen at start and at
 marker time; its cases carry each test's IDs, evidence, concerns and failure
 text; its verdict case, reports.VERDICT_CASE, is the gate's and not one of
 the checklist's tests: READY needs it passed, once, as well as the `gate`
-and `marker` properties and no blocker). `from_junit` reads it; `rows` turns it into the matrix the terminal,
+and `marker` properties and no blocker). `from_junit` reads it: the run is
+judged once, by the gate (decision/rules.decide and the end's steps), and
+here only that recorded judgement is read back, by the rule that wrote it
+(reports.is_ready), never judged again from the cases. `rows` turns it into the matrix the terminal,
 the HTML report (htmlreport.py) and the in-toto Statement (intoto.py) show.
 The gate renders the very report it published, so `pty-acceptance report
 FILE.xml` prints what the gate printed.
@@ -157,9 +160,12 @@ def from_junit(root: ET.Element) -> Verdict:
                 case.concerns.append(value)
     gate = ([v for n, v in props if n == "gate"] or ["NOT READY"])[-1]
     blockers = [v for n, v in props if n == "blocker"]
-    # READY only when every place the gate says it agrees: its property, no
-    # blocker, the marker named, and its one verdict case passed
-    ready = gate == "READY" and not blockers and any(n == "marker" for n, _ in props) and said == ["passed"]
+    marker = next((v for n, v in props if n == "marker"), None)
+    # the judgement the gate recorded, read by the rule it was written by
+    # (reports.is_ready), and READY only when every place the gate says it
+    # agrees: its property, no blocker, the marker named, and its one verdict
+    # case passed
+    ready = gate == "READY" and reports.is_ready(blockers, marker) and said == ["passed"]
     return Verdict(ready=ready, gate=gate, blockers=blockers, cases=cases, properties=props,
                    hostname=suite.get("hostname", ""), timestamp=suite.get("timestamp", ""),
                    suite=suite.get("name", ""))

@@ -1,9 +1,9 @@
 """The gate's rules: what keeps the marker away (MARK-1, SUITE-3).
 
-Each rule is a pure function from what happened (happened.py's frozen
+Each rule is a pure function from what happened (run_records.py's frozen
 records) to blockers: it reads no host, imports no pytest and changes
 nothing. The readings are hostfacts.py's, pytest's reports recorder.py's,
-the effects finish.py's. `decide` applies every rule, in the order an
+the effects end_of_run.py's. `decide` applies every rule, in the order an
 operator reads them: first what kept tests from running at all (the
 preflight's cause, then every shared cause of tests not run), then the rest.
 The marker is written only when it comes back empty (MARK-1, SUITE-3).
@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import cast
 
-from pty_acceptance.gate import nodeids, waivers
-from pty_acceptance.gate.happened import (EXIT_NO_TESTS_COLLECTED, EXIT_OK, EXIT_TESTS_FAILED, AtMarkerTime,
+from pty_acceptance.decision import nodeids, waivers
+from pty_acceptance.decision.run_records import (EXIT_NO_TESTS_COLLECTED, EXIT_OK, EXIT_TESTS_FAILED, AtMarkerTime,
                                           AtStart, Content, Session, Setup)
 from pty_acceptance.spec.inventory import Inventory
 from pty_acceptance.spec.requirements import BY_ID, CATALOGUE, CONCERN, ENFORCED_BY_GATE, sort_key
@@ -78,7 +78,7 @@ def cause_label(cause: str) -> str:
 
 
 def not_run_blockers(setup: Setup, session: Session) -> list[Blocker]:
-    """Tests that could not run for one shared cause (marks.not_run, or the
+    """Tests that could not run for one shared cause (failures.not_run, or the
     preflight), one blocker per cause first, then one per module under the
     IDs of its tests: the cause is said once, not once per test."""
     causes: dict[str, dict[str, list[str]]] = {}

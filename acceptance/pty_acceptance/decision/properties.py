@@ -1,18 +1,18 @@
 """What the gate says in the JUnit report's suite-level properties, as
-(name, value) pairs made from the records (happened.py, rules.Decision):
+(name, value) pairs made from the records (run_records.py, rules.Decision):
 at session start the preflight, MARK-4's removal, the pins and what was read
 (SCOPE-2, RUNTIME-1); when the marker is decided the marker-time readings,
 the signing and the waivers, before pytest's JUnit writer writes.
 recorder.SuiteProperties adds them. The verdict (every blocker, `gate`,
 `marker` and the verdict test case) is the end's to set, when it publishes
-the report and when the marker stands (reports.settle, finish.py: MARK-1,
+the report and when the marker stands (reports.settle, end_of_run.py: MARK-1,
 SUITE-2).
 """
 
 from __future__ import annotations
 
-from pty_acceptance.gate.happened import NOT_READ, AtMarkerTime, AtStart, Setup
-from pty_acceptance.gate.rules import Decision
+from pty_acceptance.decision.run_records import NOT_READ, AtMarkerTime, AtStart, Setup
+from pty_acceptance.decision.rules import Decision
 
 SCOPE_4 = ("host acceptance only: this report says whether this host passed root acceptance; it "
            "is not, and never stands in for, the independent source review's MERGE verdict")

@@ -12,6 +12,10 @@ The file is generated from the checkout and checked in
 (`pty-acceptance node-ids --write`); `tests/test_linters.py` fails when it no
 longer matches what the checkout collects. One line per test:
 ``<node id><TAB><ID> <ID> ...``; lines starting with ``#`` are comments.
+
+This module reads, writes and compares the list; what a checkout collects
+is gate/node_listing.py's (it runs pytest's collection; the command line
+runs it in a process of its own: cli.py imports nothing of gate/).
 """
 
 from __future__ import annotations
@@ -82,43 +86,3 @@ def differences(expected: Mapping[str, tuple[str, ...]], collected: Mapping[str,
                for n, ids in collected.items() if n in expected and tuple(ids) != expected[n]]
     return missing, extra, changed
 
-
-class Lister:
-    """The plugin object of a listing collection (`collect`): while one is
-    registered, the start-up hooks and the gate stay inert (startup.py), so a
-    listing takes no lock, removes no marker and reads nothing of the host."""
-
-    def __init__(self) -> None:
-        self.found: dict[str, tuple[str, ...]] = {}
-
-    def pytest_collection_finish(self, session) -> None:
-        from pty_acceptance.gate.marks import requirement_ids
-
-        self.found = {item.nodeid: tuple(requirement_ids(item)) for item in session.items}
-
-
-def listing(config) -> bool:
-    """A listing collection (`collect`) is this session."""
-    return any(isinstance(p, Lister) for p in config.pluginmanager.get_plugins())
-
-
-def collect(root: Path, inifile: Path | None = None) -> dict[str, tuple[str, ...]]:
-    """What the checkout's acceptance/ collects, with each test's requirement
-    IDs, in this process: the project's own configuration and conftests, as a
-    run loads them (Testinfra's `host` parametrization depends on them), with
-    the start-up hooks inert (Lister)."""
-    import contextlib
-    import io
-
-    import pytest
-
-    rec = Lister()
-    args = ["--collect-only", "-q", "-p", "no:cacheprovider",
-            "--rootdir", str(root), "-c", str(inifile or root / "pyproject.toml"), str(root / "acceptance")]
-    said = io.StringIO()
-    with contextlib.redirect_stdout(said):
-        status = pytest.main(args, plugins=[rec])
-    if status != 0:
-        tail = " | ".join(said.getvalue().strip().splitlines()[-5:])
-        raise NodeIdsError(f"collecting {root / 'acceptance'} ended with status {int(status)}: {tail}")
-    return rec.found

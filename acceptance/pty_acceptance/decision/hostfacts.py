@@ -2,7 +2,7 @@
 decided: the deployment's bytes and the running supervisor (SCOPE-1/2,
 RUNTIME-1), the run's user and leftovers (MARK-1, SUITE-1/4), the signing
 key and tool (--sign-key) and the waiver file. Each reading becomes a frozen
-record (happened.py); the rules (rules.py) judge it, nothing here does.
+record (run_records.py); the rules (rules.py) judge it, nothing here does.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import os
 from pathlib import Path
 from typing import cast
 
-from pty_acceptance.gate import waivers
-from pty_acceptance.gate.happened import AtMarkerTime, AtStart, Content, Setup, frozen
+from pty_acceptance.decision import waivers
+from pty_acceptance.decision.run_records import AtMarkerTime, AtStart, Content, Setup, frozen
 from pty_acceptance.host import hostfs, scratch
 from pty_acceptance.provenance import manifest, running
 from pty_acceptance.report import signing

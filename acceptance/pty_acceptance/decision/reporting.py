@@ -41,7 +41,7 @@ a failing JUnit case), `--showlocals`, `--color`, `--code-highlight`,
 (warnings are still caught, their summary is not shown), `--log-level`,
 `--log-file` and `--debug` (files root chose, beside the report). `-o`
 (any ini override, `junit_*` included) and `-p PLUGIN` are refused
-already (runshape.py).
+already (invocation.py).
 """
 
 from __future__ import annotations

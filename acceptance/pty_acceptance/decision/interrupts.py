@@ -1,7 +1,7 @@
 """SIGINT and SIGTERM held for the gate's end (SUITE-2, SUITE-5).
 
 The end writes: the JUnit report, the marker, the verdict bundle
-(finish.py). An interrupt raised as KeyboardInterrupt in the middle of it
+(end_of_run.py). An interrupt raised as KeyboardInterrupt in the middle of it
 would leave what was written so far, a marker without its bundle or a
 report that no longer tells the truth. So from the decision to the recorded
 outcome the two signals are only noted: a handler that records the signal

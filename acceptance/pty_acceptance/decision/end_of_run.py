@@ -11,7 +11,7 @@ After pytest's JUnit writer has written its report into a private directory:
    yet written) and the verdict bundle rendered from it (HTML, in-toto
    Statement; bundle.py); with --sign-key the Statement signed now, before
    the marker, so that a signing failure blocks;
-3. write the marker, then 4. read it back (marker.verify);
+3. write the marker, then 4. read it back (readiness_marker.verify);
 5. the READY bundle written beside the report, then the report replaced
    by its READY form and read back.
 
@@ -33,10 +33,10 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Callable, cast
 
-from pty_acceptance.gate import marker
-from pty_acceptance.gate.happened import AtStart, Setup
-from pty_acceptance.gate.interrupts import Held
-from pty_acceptance.gate.rules import Blocker, Decision, internal_error
+from pty_acceptance.decision import readiness_marker
+from pty_acceptance.decision.run_records import AtStart, Setup
+from pty_acceptance.decision.interrupts import Held
+from pty_acceptance.decision.rules import Blocker, Decision, internal_error
 from pty_acceptance.host import hostfs
 from pty_acceptance.report import bundle, reports, signing, verdict
 from pty_acceptance.spec.inventory import Inventory
@@ -162,11 +162,11 @@ class End:
         """Step 3: the marker, with the binaries' hashes read at session start."""
         inv = cast(Inventory, self.setup.inventory)  # no blocker: the preflight passed, it loaded
         records = [(self.start.hashes[b.path], b.path) for b in inv.binaries_list]
-        content = marker.render(inv.revision, inv.source_manifest_sha256, records)
+        content = readiness_marker.render(inv.revision, inv.source_manifest_sha256, records)
         self.marker_tried = True
         try:
-            marker.write(self.setup.marker, content)
-        except (OSError, marker.UnsafeChain) as e:
+            readiness_marker.write(self.setup.marker, content)
+        except (OSError, readiness_marker.UnsafeChain) as e:
             return [Blocker(("MARK-1",), f"writing or re-reading the marker failed: {e}")]
         self.marker_written = True
         return []
@@ -174,8 +174,8 @@ class End:
     def verify_marker(self) -> list[Blocker]:
         """Step 4: the marker read back as a verifier reads it (MARK-1)."""
         try:
-            marker.verify(self.setup.marker, expectation(cast(Inventory, self.setup.inventory)))
-        except (OSError, marker.UnsafeChain, marker.MarkerRefused) as e:
+            readiness_marker.verify(self.setup.marker, expectation(cast(Inventory, self.setup.inventory)))
+        except (OSError, readiness_marker.UnsafeChain, readiness_marker.MarkerRefused) as e:
             return [Blocker(("MARK-1",), f"writing or re-reading the marker failed: {e}")]
         return []
 
@@ -242,8 +242,8 @@ class End:
         if not self.marker_tried:
             return []
         try:
-            marker.remove(self.setup.marker)
-        except (OSError, marker.UnsafeChain) as e:
+            readiness_marker.remove(self.setup.marker)
+        except (OSError, readiness_marker.UnsafeChain) as e:
             if self.marker_written:
                 return [Blocker(("MARK-4",), f"the marker could not be taken back: {e}")]
         self.marker_written = False
@@ -281,8 +281,8 @@ class End:
         return []
 
 
-def expectation(inv: Inventory) -> marker.Expectation:
-    return marker.Expectation(inv.revision, inv.source_manifest_sha256,
+def expectation(inv: Inventory) -> readiness_marker.Expectation:
+    return readiness_marker.Expectation(inv.revision, inv.source_manifest_sha256,
                               tuple(b.path for b in inv.binaries_list),
                               tuple(b.sha256 for b in inv.binaries_list))
 
@@ -292,8 +292,8 @@ def failed(setup: Setup, decision: Decision, e: Exception) -> Outcome:
     may stand, and the report, if it was published, is made to say NOT READY."""
     found = list(decision.blockers) + [internal_error("ending the run", e)]
     try:
-        marker.remove(setup.marker)
-    except (OSError, marker.UnsafeChain) as gone:
+        readiness_marker.remove(setup.marker)
+    except (OSError, readiness_marker.UnsafeChain) as gone:
         found.append(Blocker(("MARK-4",), f"the marker could not be taken back: {gone}"))
     published = False
     if setup.report_path:

@@ -64,7 +64,7 @@ PROGRAMS = ("systemctl", "systemd-analyze", "strace", "id", "getent", "ss", "/us
 
 
 @dataclass(frozen=True)
-class Finding:
+class PreflightCheck:
     what: str
     ok: bool
     detail: str
@@ -123,7 +123,7 @@ def protections() -> tuple[Protection, ...]:
 
 @dataclass
 class Result:
-    findings: list[Finding]
+    findings: list[PreflightCheck]
     inventory: inventory.Inventory | None = None
     protections: tuple[Protection, ...] = ()  # recorded, never judged
     host: hostkind.HostKind | None = None  # recorded, never judged
@@ -136,7 +136,7 @@ class Result:
         return [f"host: {self.host.line()}", f"host: {self.proven}"]
 
     @property
-    def failed(self) -> list[Finding]:
+    def failed(self) -> list[PreflightCheck]:
         return [f for f in self.findings if not f.ok]
 
     @property
@@ -151,60 +151,60 @@ class Result:
         return next((f.cause for f in self.findings if f.withholds(ids)), None)
 
 
-def _pid1() -> Finding:
+def _pid1() -> PreflightCheck:
     try:
         comm = hostfs.read_file("/proc/1/comm", 256).decode("ascii", "replace").strip()
     except OSError as e:
-        return Finding("systemd", False, f"/proc/1/comm cannot be read ({e.strerror or e})")
+        return PreflightCheck("systemd", False, f"/proc/1/comm cannot be read ({e.strerror or e})")
     booted = os.path.isdir("/run/systemd/system") and not os.path.islink("/run/systemd/system")
     if comm != "systemd" or not booted:
-        return Finding("systemd", False, f"PID 1 is {comm!r}, not systemd"
+        return PreflightCheck("systemd", False, f"PID 1 is {comm!r}, not systemd"
                        + ("" if booted else ", and /run/systemd/system does not exist")
                        + ": this is not a target host (run the suite on the host it accepts)")
-    return Finding("systemd", True, "PID 1 is systemd")
+    return PreflightCheck("systemd", True, "PID 1 is systemd")
 
 
-def _bus() -> tuple[Finding, Systemd | None]:
+def _bus() -> tuple[PreflightCheck, Systemd | None]:
     from pty_acceptance.host.bus import BusError, Systemd
 
     try:
         bus = Systemd.connect()
         bus.call("GetDefaultTarget")
     except (OSError, BusError) as e:
-        return Finding("system bus", False, f"systemd does not answer on the system bus ({e})"), None
-    return Finding("system bus", True, "systemd answers"), bus
+        return PreflightCheck("system bus", False, f"systemd does not answer on the system bus ({e})"), None
+    return PreflightCheck("system bus", True, "systemd answers"), bus
 
 
-def _unit(bus, name: str, role: str, want_active: bool) -> Finding:
+def _unit(bus, name: str, role: str, want_active: bool) -> PreflightCheck:
     from pty_acceptance.host.bus import BusError
 
     try:
         props = bus.properties(name, load=True)  # a slice no unit uses yet is not in memory
     except BusError as e:
-        return Finding(f"unit {name}", False, f"cannot be read ({e})")
+        return PreflightCheck(f"unit {name}", False, f"cannot be read ({e})")
     if props is None or props.get("LoadState") != "loaded":
         state = "not loaded" if props is None else f"LoadState={props.get('LoadState')}"
-        return Finding(f"unit {name}", False, f"the {role} is {state}: is it installed?")
+        return PreflightCheck(f"unit {name}", False, f"the {role} is {state}: is it installed?")
     if want_active and props.get("ActiveState") != "active":
-        return Finding(f"unit {name}", False, f"the {role} is {props.get('ActiveState')}/"
+        return PreflightCheck(f"unit {name}", False, f"the {role} is {props.get('ActiveState')}/"
                        f"{props.get('SubState')}, not active: start it before the run")
-    return Finding(f"unit {name}", True, f"the {role}, {props.get('ActiveState')}")
+    return PreflightCheck(f"unit {name}", True, f"the {role}, {props.get('ActiveState')}")
 
 
-def _no_peer(bus, name: str) -> Finding:
+def _no_peer(bus, name: str) -> PreflightCheck:
     from pty_acceptance.host.bus import BusError
 
     try:
         props = bus.properties(name, load=True)  # a unit file that nothing loaded yet counts too
     except BusError as e:
-        return Finding(f"unit {name}", False, f"cannot be read ({e})")
+        return PreflightCheck(f"unit {name}", False, f"cannot be read ({e})")
     if props and props.get("FragmentPath"):
-        return Finding(f"unit {name}", False, f"the peer has a unit file ({props.get('FragmentPath')}): "
+        return PreflightCheck(f"unit {name}", False, f"the peer has a unit file ({props.get('FragmentPath')}): "
                        "the suite starts its own disposable peer under that name, before the cutover")
-    return Finding(f"unit {name}", True, "no unit file: the suite's disposable peer can use the name")
+    return PreflightCheck(f"unit {name}", True, "no unit file: the suite's disposable peer can use the name")
 
 
-def _exists(path: str, what: str, needed_by: tuple[str, ...] = ()) -> Finding:
+def _exists(path: str, what: str, needed_by: tuple[str, ...] = ()) -> PreflightCheck:
     """`path` is there (fstatat in its directory, reached from / without
     following a link). What it is (a link, a FIFO, a group-writable file, a
     link above it...) is its own requirement's to judge (OWN-1, SCOPE-2,
@@ -213,18 +213,19 @@ def _exists(path: str, what: str, needed_by: tuple[str, ...] = ()) -> Finding:
     try:
         node = hostfs.Node.walked(path)
     except OSError as e:
-        return Finding(what, True, f"{path} (not reached: {e.strerror or e}; its requirement judges it)", needed_by)
+        return PreflightCheck(what, True, f"{path} (not reached: {e.strerror or e}; its requirement judges it)",
+                              needed_by)
     if not node.exists:
-        return Finding(what, False, f"{path} does not exist", needed_by)
-    return Finding(what, True, f"{path} ({node.kind})", needed_by)
+        return PreflightCheck(what, False, f"{path} does not exist", needed_by)
+    return PreflightCheck(what, True, f"{path} ({node.kind})", needed_by)
 
 
-def _account(name: str, what: str, db, needed_by: tuple[str, ...] = ()) -> Finding:
+def _account(name: str, what: str, db, needed_by: tuple[str, ...] = ()) -> PreflightCheck:
     try:
         db(name)
     except KeyError:
-        return Finding(what, False, f"{name!r} does not exist on this host", needed_by)
-    return Finding(what, True, name, needed_by)
+        return PreflightCheck(what, False, f"{name!r} does not exist on this host", needed_by)
+    return PreflightCheck(what, True, name, needed_by)
 
 
 # What a check's failure withholds beyond itself (requirement IDs); a check
@@ -246,7 +247,7 @@ def programs_needed(inv: inventory.Inventory | None) -> list[tuple[str, str, tup
     return out
 
 
-def _inventory_findings(bus, inv: inventory.Inventory) -> list[Finding]:
+def _inventory_findings(bus, inv: inventory.Inventory) -> list[PreflightCheck]:
     units = inv.units
     out = [_unit(bus, units.supervisor, "supervisor", True), _unit(bus, units.slice, "session slice", False),
            _no_peer(bus, units.peer),
@@ -262,7 +263,7 @@ def _inventory_findings(bus, inv: inventory.Inventory) -> list[Finding]:
     return out
 
 
-def host_findings(inv: inventory.Inventory | None) -> list[Finding]:
+def host_findings(inv: inventory.Inventory | None) -> list[PreflightCheck]:
     """The checks of the host itself, in order (systemd, the bus, what the
     inventory names, the programs); those that need a failed one are left out."""
     found = [_pid1()]
@@ -285,9 +286,9 @@ def check(inventory_file: str) -> Result:
     the programs."""
     try:
         inv = inventory.load(inventory_file)
-        loaded = Finding("inventory", True, f"{inventory_file} loads, every pin filled")
+        loaded = PreflightCheck("inventory", True, f"{inventory_file} loads, every pin filled")
     except inventory.InventoryError as e:
-        inv, loaded = None, Finding("inventory", False, str(e))
+        inv, loaded = None, PreflightCheck("inventory", False, str(e))
     host = host_findings(inv)
     first = [f for f in host if f.what in ("systemd", "system bus")]
     kind = hostkind.read()
@@ -296,11 +297,11 @@ def check(inventory_file: str) -> Result:
     return Result(first + [loaded] + [f for f in host if f not in first], inv, protections(), kind, said)
 
 
-def _program(path: str, why: str, needed_by: tuple[str, ...] = ()) -> Finding:
+def _program(path: str, why: str, needed_by: tuple[str, ...] = ()) -> PreflightCheck:
     """An executable file at `path` (a link in a system directory, /bin/sh ->
     dash, is how Debian installs some: it is executed, never judged for ownership
     here; OWN-1 judges the suite's binaries)."""
     if os.path.isfile(path) and os.access(path, os.X_OK):
-        return Finding(f"program {why}", True, path, needed_by)
-    return Finding(f"program {why}", False, f"{path} is not an executable file: the suite needs "
+        return PreflightCheck(f"program {why}", True, path, needed_by)
+    return PreflightCheck(f"program {why}", False, f"{path} is not an executable file: the suite needs "
                    "it and never installs it", needed_by)

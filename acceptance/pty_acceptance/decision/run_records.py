@@ -1,5 +1,5 @@
 """What happened in an acceptance session, as frozen records: what the gate's
-rules (rules.py) judge and its end (finish.py) acts on.
+rules (rules.py) judge and its end (end_of_run.py) acts on.
 
 Each record is made once, when what it holds is known, and never changed:
 `Setup` when the gate is registered (plugin.py), `AtStart` at session start
@@ -16,8 +16,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
-from pty_acceptance.gate import preflight, waivers
-from pty_acceptance.gate.waivers import WaiverError
+from pty_acceptance.decision import preflight, waivers
+from pty_acceptance.decision.waivers import WaiverError
 from pty_acceptance.report import signing
 from pty_acceptance.spec.checklist import Section
 from pty_acceptance.spec.inventory import Inventory
@@ -68,7 +68,7 @@ class Session:
     outcomes: Mapping[str, Mapping[str, str]]  # nodeid -> phase -> worst outcome
     reports: Mapping[tuple[str, str], int]  # (nodeid, phase) -> reports seen
     collected: Mapping[str, int]  # nodeid -> times collected
-    not_run: Mapping[str, str]  # nodeid -> why it did not run (marks.not_run, the preflight)
+    not_run: Mapping[str, str]  # nodeid -> why it did not run (failures.not_run, the preflight)
     concerns: Mapping[str, tuple[str, ...]]  # nodeid -> "<ID>: text"
     collect_errors: tuple[str, ...]
     outside: tuple[str, ...]  # tests collected outside acceptance/
@@ -76,7 +76,7 @@ class Session:
     interrupted: bool
     narrowing: tuple[tuple[str, str], ...]  # (option as it reads, repr of its value) of each given
     args: tuple[str, ...]  # the session's arguments as given
-    shape_problems: tuple[str, ...]  # runshape.problems
+    shape_problems: tuple[str, ...]  # invocation.problems
     junit: bool  # pytest's JUnit writer is on
     exitstatus: int
 
