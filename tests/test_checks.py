@@ -5,7 +5,7 @@ under the IDs), and lets a failure raised inside its blocks through."""
 import pytest
 
 from pty_acceptance.errors import Finding, Unreadable
-from pty_acceptance.gate import checks, marks
+from pty_acceptance.gate import checks, failures as marks
 
 
 def failure_text(err: Finding) -> str:
