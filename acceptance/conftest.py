@@ -86,7 +86,7 @@ def bus(request):
             if tr is not None:
                 tr.write_line(f"SUITE-5: interrupted: disposable units stopped at the end: {remaining}")
         return
-    if remaining:  # marks.fail, not assert: nothing may be compiled away (SUITE-3)
+    if remaining:  # failures.fail, not assert: nothing may be compiled away (SUITE-3)
         fail(f"SUITE-1: disposable units were still running at the end: {remaining}")
 
 
@@ -112,7 +112,7 @@ def wire_format(inv, bus, run_tag):
     supervisor's answer in the contract's framing (protocol.handshake_problem).
     None when it is (or when the peer cannot be started at all: the peer's own
     tests say why); otherwise the one cause every session-driven test reports
-    instead of failing in its own words (marks.not_run)."""
+    instead of failing in its own words (failures.not_run)."""
     try:
         unit = peer_mod.start_peer(bus, inv, run_tag)
     except peer_mod.PeerError:

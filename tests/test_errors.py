@@ -1,5 +1,5 @@
 """The one error vocabulary (errors.py) and the one way it becomes a failure
-(gate/marks.py, by the plugin's hooks): no traceback, the message beginning
+(gate/failures.py, by the plugin's hooks): no traceback, the message beginning
 with requirement IDs, the JUnit case reported under the error's own IDs."""
 
 import xml.etree.ElementTree as ET

@@ -1,5 +1,5 @@
-"""The gate's rules as pure functions (gate/rules.py): given a record of what
-happened (gate/happened.py), the blockers, in order, to the letter. No pytest
+"""The gate's rules as pure functions (decision/rules.py): given a record of what
+happened (decision/run_records.py), the blockers, in order, to the letter. No pytest
 session runs here and nothing of the host is read; tests/test_gate.py runs
 the same rules in real sessions."""
 

@@ -6,7 +6,7 @@
 - The library, its probes included, type-checks: mypy with pyproject.toml's
   [tool.mypy] reports nothing. mypy is one of the `test` extras; a checkout
   without it fails here, it is never skipped.
-- Acceptance tests fail one way (gate/marks.py's fail(), or an AcceptanceError
+- Acceptance tests fail one way (gate/failures.py's fail(), or an AcceptanceError
   the plugin turns into the same failure): no `assert` statement and no
   `pytest.fail` call in acceptance/test_*.py or acceptance/conftest.py.
 - Acceptance tests check with one vocabulary (gate/checks.py: expect,
@@ -112,7 +112,7 @@ def pytest_fails_in(source: str) -> list[int]:
 
 
 def test_acceptance_tests_fail_one_way():
-    """Tests and fixtures fail through marks.fail (or a library AcceptanceError), never
+    """Tests and fixtures fail through failures.fail (or a library AcceptanceError), never
     an assert (a second failure shape, its text pytest's) or a direct pytest.fail."""
     acceptance = REPO / "acceptance"
     modules = [*sorted(acceptance.glob("test_*.py")), acceptance / "conftest.py"]

@@ -295,7 +295,7 @@ TOOLS = ("tests/refhost/benchclock.py", "tests/refhost/benchprobe.py")
 CLOCK_PLUGIN = "tests.refhost.benchclock"
 # Appended to the snapshot's root conftest: the checkout names the clock, so that
 # the run earns READY as the operator's does (a plugin given with -p is a SUITE-3
-# blocker: gate/runshape.py), and the bench measures READY runs.
+# blocker: gate/invocation.py), and the bench measures READY runs.
 CLOCK_LINE = (f'\npytest_plugins = [*globals().get("pytest_plugins", ()), "{CLOCK_PLUGIN}"]'
               "  # the bench's clock (tests/refhost/bench.py snapshot)\n")
 

@@ -2,7 +2,7 @@
 says what it read, what it wants and which requirement IDs a mismatch fails.
 
 Every check raises errors.Finding naming those IDs; the plugin's hooks turn
-it into the one failure (marks.failure): no traceback, the message
+it into the one failure (failures.failure): no traceback, the message
 'IDS: text', the case reported under the IDs. Pass only IDs the test names
 (its markers): its failure is then reported under its markers' IDs and no
 other. Nothing here records evidence; a test records what it read itself.
