@@ -12,7 +12,7 @@ import types
 
 import pytest
 
-from pty_acceptance.candidate import handoff, serverenv, smoke
+from pty_acceptance.candidate import runtimeunit, serverenv, smoke
 from pty_acceptance.host import hostfs
 from pty_acceptance.provenance import gitrev, manifest, runtime
 
@@ -106,13 +106,13 @@ def test_the_runtime_and_the_unit_file_that_are_hard_links_are_not_read(secret, 
     with pytest.raises(runtime.RuntimeError_, match="opencode2-node is a hard link") as e:
         runtime.identify(str(node))
     _clean(str(e.value))
-    with pytest.raises(handoff.HandoffError, match="opencode2-node cannot be opened") as e:
-        handoff.open_runtime(str(node), "0" * 64, hostfs.Limit(1 << 20))
+    with pytest.raises(runtimeunit.HandoffError, match="opencode2-node cannot be opened") as e:
+        runtimeunit.open_runtime(str(node), "0" * 64, hostfs.Limit(1 << 20))
     assert "hard link" in str(e.value)
     _clean(str(e.value))
     unit = _plant(secret, safe_dir / "opencode-v2.service")
-    with pytest.raises(handoff.HandoffError, match="opencode-v2.service is a hard link") as e:
-        handoff.runtime_unit_text(str(unit))
+    with pytest.raises(runtimeunit.HandoffError, match="opencode-v2.service is a hard link") as e:
+        runtimeunit.runtime_unit_text(str(unit))
     _clean(str(e.value))
 
 

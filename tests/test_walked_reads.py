@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from pty_acceptance.candidate import handoff
+from pty_acceptance.candidate import runtimeunit
 from pty_acceptance.gate import invcheck
 from pty_acceptance.provenance import runtime
 from pty_acceptance.spec import inventory
@@ -48,8 +48,8 @@ def test_the_runtime_is_not_matched_through_a_directory_link(hop):
 
 def test_the_candidate_unit_is_not_read_through_a_directory_link(hop):
     (hop / "opencode-v2.service").write_text(UNIT)
-    with pytest.raises(handoff.HandoffError, match="hop is a symlink, not a directory"):
-        handoff.runtime_unit_text(str(hop / "opencode-v2.service"))
+    with pytest.raises(runtimeunit.HandoffError, match="hop is a symlink, not a directory"):
+        runtimeunit.runtime_unit_text(str(hop / "opencode-v2.service"))
     assert runtime.unit_file_text(str(hop.parent / "real/opencode-v2.service")) == UNIT
 
 

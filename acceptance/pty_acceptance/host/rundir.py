@@ -14,7 +14,7 @@ holds:
   and inode as lstat() saw them right after it was made, and its owners
   (root, who made it, and the user it is then given to).
 - ``pty-acceptance-<tag>-runtime.env``: the root-only copy of the runtime's
-  environment files (handoff.py).
+  environment files (candidate/runtimeunit.py).
 - ``scratch-<hex>.json``: the run's scratch area (scratch.py: the root-owned
   directory in /tmp that holds every temporary directory the run makes, the
   service user's workspaces and build directories among them): its path,
