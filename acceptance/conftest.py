@@ -193,34 +193,32 @@ def created():
         yield new_units
 
 
-@pytest.fixture
-def raw_session(inv, peer):
-    """raw_session() -> an authenticated RawSession (closed after the test)."""
+def _closed_after(open_one):
+    """The factory a session fixture yields: each call returns open_one(...)'s
+    opened session; every one is closed after the test, in the order made."""
     made = []
 
-    def make():
-        s = RawSession(peer, inv.socket).open()
+    def make(*args, **kw):
+        s = open_one(*args, **kw)
         made.append(s)
         return s
 
     yield make
     for s in made:
         s.close()
+
+
+@pytest.fixture
+def raw_session(inv, peer):
+    """raw_session() -> an authenticated RawSession (closed after the test)."""
+    yield from _closed_after(lambda: RawSession(peer, inv.socket).open())
 
 
 @pytest.fixture
 def helper_session(inv, peer):
     """helper_session(argv, **kw) -> a HelperSession through the fixed helper."""
-    made = []
-
-    def make(argv, **kw):
-        s = HelperSession(peer, inv.socket, inv.binaries.client.path, argv, **kw).open()
-        made.append(s)
-        return s
-
-    yield make
-    for s in made:
-        s.close()
+    yield from _closed_after(
+        lambda argv, **kw: HelperSession(peer, inv.socket, inv.binaries.client.path, argv, **kw).open())
 
 
 @pytest.fixture
