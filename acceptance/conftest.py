@@ -13,7 +13,7 @@ import testinfra
 from pty_acceptance.host import programs
 from pty_acceptance.provenance import builds
 from pty_acceptance.supervisor import admission
-from pty_acceptance.supervisor.readiness import start_supervisor, supervisor_ready
+from pty_acceptance.supervisor.supervisor_up import start_supervisor, supervisor_ready
 from pty_acceptance.supervisor.sessions import Sessions
 from pty_acceptance.supervisor import protocol
 from pty_acceptance.supervisor import peer as peer_mod

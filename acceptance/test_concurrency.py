@@ -44,7 +44,7 @@ from pty_acceptance.host.polling import poll
 from pty_acceptance.host.processes import token_processes
 from pty_acceptance.supervisor.endings import Ending, run_endings
 from pty_acceptance.supervisor.gone import wait_gone
-from pty_acceptance.supervisor.readiness import wait_supervisor_ready
+from pty_acceptance.supervisor.supervisor_up import wait_supervisor_ready
 from pty_acceptance.supervisor.livesession import wait_for_command
 from pty_acceptance.supervisor.sessionio import (Drain, counted_lines, counted_lines_sh, counted_lines_waiting,
                                                  fill_input, first_difference, queued_bytes, read_to_close)

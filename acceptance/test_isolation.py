@@ -52,7 +52,7 @@ from dataclasses import dataclass
 import pytest
 
 from pty_acceptance.host import cgroups, proc
-from pty_acceptance.provenance import runtime
+from pty_acceptance.provenance import node_runtime as runtime
 from pty_acceptance.supervisor import isolation
 from pty_acceptance.supervisor import livesession as live
 from pty_acceptance.host.bus import BusError

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from pty_acceptance.host import hostfs
-from pty_acceptance.provenance import runtime
+from pty_acceptance.provenance import node_runtime as runtime
 from pty_acceptance.gate.marks import fail
 
 

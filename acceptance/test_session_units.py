@@ -63,7 +63,7 @@ import pytest
 
 from pty_acceptance.host import analyze, cgroups, mountinfo, proc, seccomp
 from pty_acceptance.supervisor import livesession as live
-from pty_acceptance.host import hostfs, scratch, standin, terminal
+from pty_acceptance.host import hostfs, scratch, standin_listener as standin, terminal
 from pty_acceptance.host.bus import SERVICE_IFACE, BusError
 from pty_acceptance.gate.marks import fail
 from pty_acceptance.supervisor.peer import PeerError

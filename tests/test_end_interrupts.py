@@ -33,7 +33,7 @@ DEADLINE_S = 180
 CONFTEST = FAKE_HOST + """
 import os, signal
 from pty_acceptance.gate import marker, rules
-from pty_acceptance.provenance import running
+from pty_acceptance.provenance import running_binary
 from pty_acceptance.report import bundle, reports, signing
 
 class FakeBus:
@@ -45,7 +45,7 @@ class FakeBus:
     def close(self):
         pass
 
-running.Systemd = FakeBus
+running_binary.Systemd = FakeBus
 STEP = {step!r}
 if STEP:
     module, name = STEP.split(".")

@@ -14,7 +14,7 @@ import pytest
 
 from pty_acceptance.candidate import runtimeunit, serverenv, smoke
 from pty_acceptance.host import hostfs
-from pty_acceptance.provenance import gitrev, manifest, runtime
+from pty_acceptance.provenance import gitrev, manifest, node_runtime
 
 SECRET = b"root:$y$hardlinked-secret:19000:0:99999:7:::\n"
 SECRET_SHA = hashlib.sha256(SECRET).hexdigest()
@@ -103,8 +103,8 @@ def test_the_runtime_and_the_unit_file_that_are_hard_links_are_not_read(secret, 
     """RUNTIME-1 hashes the runtime (the hash goes to the evidence and the
     Statement) and reads the candidate unit; RUNTIME-2 hashes the runtime again."""
     node = _plant(secret, safe_dir / "opencode2-node")
-    with pytest.raises(runtime.RuntimeError_, match="opencode2-node is a hard link") as e:
-        runtime.identify(str(node))
+    with pytest.raises(node_runtime.RuntimeError_, match="opencode2-node is a hard link") as e:
+        node_runtime.identify(str(node))
     _clean(str(e.value))
     with pytest.raises(runtimeunit.HandoffError, match="opencode2-node cannot be opened") as e:
         runtimeunit.open_runtime(str(node), "0" * 64, hostfs.Limit(1 << 20))

@@ -139,7 +139,7 @@ def _project(base: Path) -> Path:
 FAKE_SUPERVISOR_UNIT = """
 import os
 from pty_acceptance.gate import preflight
-from pty_acceptance.provenance import running
+from pty_acceptance.provenance import running_binary
 
 preflight.host_findings = lambda inv: []  # a fake target, not a systemd host
 

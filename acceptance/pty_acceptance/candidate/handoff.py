@@ -61,7 +61,7 @@ from pty_acceptance.candidate.runtimeunit import (
     free_port, hash_again, open_runtime, private_environment, runtime_properties, runtime_unit_text,
     service_ids, stop_runtime, wait_listening)
 from pty_acceptance.host import observe, proc
-from pty_acceptance.provenance import runtime
+from pty_acceptance.provenance import node_runtime
 from pty_acceptance.host.bus import BusError, Systemd
 from pty_acceptance.host.cgroups import cgroup_pids, unit_pids
 from pty_acceptance.host.polling import poll
@@ -195,7 +195,7 @@ def _sample(ob: Observation, bus: Systemd, inv, helper_path: str) -> None:
     for p in kids:
         exe, dev_ino = proc.exe_identity(p.pid)
         ob.runtime_children[p.pid] = exe
-        if runtime.same_file(helper_path, dev_ino)[0]:
+        if node_runtime.same_file(helper_path, dev_ino)[0]:
             ob.helpers.append(p.pid)
             ob.threads[p.pid] = tasks(p.pid)
     ob.pairs = connections(inv.socket)

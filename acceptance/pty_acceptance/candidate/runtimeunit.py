@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pty_acceptance.errors import Unreadable
 from pty_acceptance.candidate import serverenv
 from pty_acceptance.host import hostfs, proc, rundir
-from pty_acceptance.provenance import runtime
+from pty_acceptance.provenance import node_runtime
 from pty_acceptance.host.bus import SERVICE_IFACE, Systemd
 from pty_acceptance.host.polling import poll
 from pty_acceptance.supervisor.peer import TAG_PREFIX, stop_unit
@@ -52,7 +52,7 @@ def candidate_command(text: str, port: int) -> CandidateCommand:
     execs: list[str] = []
     workdir: str | None = None
     env_files: list[str] = []
-    for section, key, value in runtime.unit_lines(text):
+    for section, key, value in node_runtime.unit_lines(text):
         if section != "Service":
             continue
         if key == "ExecStart":
@@ -68,7 +68,7 @@ def candidate_command(text: str, port: int) -> CandidateCommand:
         raise HandoffError(f"the candidate unit uses systemd specifiers, which the suite does not "
                            f"expand: {line[:200]!r}")
     try:
-        argv = shlex.split(line.lstrip(runtime.EXEC_PREFIXES), posix=True)
+        argv = shlex.split(line.lstrip(node_runtime.EXEC_PREFIXES), posix=True)
     except ValueError as e:
         raise HandoffError(f"ExecStart= cannot be split ({e}): {line[:200]!r}") from None
     ports = [i for i, a in enumerate(argv) if _PORT_ARG.match(a)]
@@ -244,7 +244,7 @@ def runtime_properties(cmd: CandidateCommand, *, name: str, user: str, group: st
     return props
 
 
-def wait_listening(bus: Systemd, unit: RuntimeUnit, port: int, hashed: Hashed) -> runtime.Listener:
+def wait_listening(bus: Systemd, unit: RuntimeUnit, port: int, hashed: Hashed) -> node_runtime.Listener:
     """Until the unit's MainPID listens on the port; it must execute the file
     of the kept descriptor (`hashed`), not whatever the path names now."""
     def ready():
@@ -257,11 +257,11 @@ def wait_listening(bus: Systemd, unit: RuntimeUnit, port: int, hashed: Hashed) -
                 raise HandoffError(f"{unit.name} ended before it listened "
                                    f"({state.get('ActiveState')}/{state.get('Result')})")
             return None
-        found = runtime.listener(port)
+        found = node_runtime.listener(port)
         return found if found.pid == unit.main_pid else None
 
     found = poll(ready, LISTEN_DEADLINE_S, f"the runtime {unit.name} listening on "
-                 f"127.0.0.1:{port}", lambda: runtime.listener(port).describe())
+                 f"127.0.0.1:{port}", lambda: node_runtime.listener(port).describe())
     if tuple(found.exe_dev_ino or ()) != hashed.dev_ino:
         shown = "%d:%d" % found.exe_dev_ino if found.exe_dev_ino else "an unknown file"
         raise HandoffError(f"MainPID {found.pid} of {unit.name} executes {shown} "
@@ -280,8 +280,8 @@ def stop_runtime(bus: Systemd, unit: RuntimeUnit) -> None:
 
 
 def runtime_unit_text(path: str) -> str:
-    """The candidate unit file (runtime.unit_file_text: walked from /, bounded)."""
+    """The candidate unit file (node_runtime.unit_file_text: walked from /, bounded)."""
     try:
-        return runtime.unit_file_text(path)
-    except runtime.UnitFileError as e:
+        return node_runtime.unit_file_text(path)
+    except node_runtime.UnitFileError as e:
         raise HandoffError(f"the candidate unit file: {e}") from None
