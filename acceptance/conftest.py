@@ -14,13 +14,13 @@ from pty_acceptance.host import programs
 from pty_acceptance.provenance import builds
 from pty_acceptance.supervisor import admission
 from pty_acceptance.supervisor.supervisor_up import start_supervisor, supervisor_ready
-from pty_acceptance.supervisor.sessions import Sessions
+from pty_acceptance.supervisor.tracked_sessions import Sessions
 from pty_acceptance.supervisor import protocol
 from pty_acceptance.supervisor import peer as peer_mod
 from pty_acceptance.host.bus import BusError, Systemd
 from pty_acceptance.gate.marks import fail, not_run
-from pty_acceptance.supervisor.session import HelperSession, RawSession
-from pty_acceptance.supervisor.sessionunit import Owner
+from pty_acceptance.supervisor.session_clients import HelperSession, RawSession
+from pty_acceptance.supervisor.unit_vouch import Owner
 
 
 @pytest.fixture(scope="session")

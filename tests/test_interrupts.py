@@ -242,10 +242,10 @@ def test_a_live_stand_in_is_recorded_and_the_record_goes_with_it(safe_dir, monke
 STUCK_ENDINGS = """
 import sys, threading
 sys.path.insert(0, {lib!r})
-from pty_acceptance.supervisor import endings
+from pty_acceptance.supervisor import session_endings
 from pty_acceptance.supervisor.stopbounds import CONTRACT
 
-class Stuck(endings.Ending):
+class Stuck(session_endings.Ending):
     def run(self):
         print("DRIVING", flush=True)
         threading.Event().wait(600)
@@ -261,7 +261,7 @@ class Sessions:
     def started(self, s, token):
         return Footprint()
 
-endings.run_endings(Sessions(), [Stuck("stuck", "true", None)], lambda *a: None)
+session_endings.run_endings(Sessions(), [Stuck("stuck", "true", None)], lambda *a: None)
 """
 
 

@@ -66,11 +66,11 @@ from pty_acceptance.host.bus import BusError, Systemd
 from pty_acceptance.host.cgroups import cgroup_pids, unit_pids
 from pty_acceptance.host.polling import poll
 from pty_acceptance.host.processes import token_processes
-from pty_acceptance.supervisor.footprint import Footprint, HostReadError
-from pty_acceptance.supervisor.gone import wait_gone
+from pty_acceptance.supervisor.session_footprint import Footprint, HostReadError
+from pty_acceptance.supervisor.session_gone import wait_gone
 from pty_acceptance.supervisor.isolation import connections_to, socket_file_id, unix_sockets
 from pty_acceptance.supervisor.peer import PeerError, refuse_foreign, workspace
-from pty_acceptance.supervisor.sessionunit import Owner
+from pty_acceptance.supervisor.unit_vouch import Owner
 from pty_acceptance.supervisor.tokens import new_token
 from pty_acceptance.host.terminal import escape
 from pty_acceptance.host.unitwatch import UnitWatch

@@ -9,7 +9,7 @@ holds:
   first hook until the process ends (startup.py). A second run finds it
   locked and fails at once, naming the first: its pid as the kernel's lock
   table (/proc/locks) gives it, that process's start time and command line.
-- ``standin-<hex>.json``: one per stand-in listener (livesession.py) while it
+- ``standin-<hex>.json``: one per stand-in listener (standin_listener.py) while it
   exists: the socket and the directories made for it, each with its device
   and inode as lstat() saw them right after it was made, and its owners
   (root, who made it, and the user it is then given to).

@@ -47,7 +47,7 @@ from pty_acceptance.host import observe, proc, scratch, strace, userunit
 from pty_acceptance.host.strace import HEX_STRING, Syscall, parse, unhex
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.supervisor.peer import DisposableUnit, open_cwd
-from pty_acceptance.supervisor.session import MAX_OUTPUT, RawSession
+from pty_acceptance.supervisor.session_clients import MAX_OUTPUT, RawSession
 
 HELPER_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}  # what agent.py gives the helper
 STRING_BYTES = p.START_BOUND + p.HEADER.size + 64
