@@ -48,7 +48,7 @@ HELPER_INSIDE = "/tmp/pty-acceptance-helper"  # where the fresh run sees the fre
 def checked(inv):
     try:
         return smoke.preflight(inv)
-    except smoke.Refused as e:
+    except smoke.HarnessRefused as e:
         fail(f"PLUGIN-1: {e}")
 
 
@@ -57,7 +57,7 @@ def cell(inv, checked):
     """The suite's cell: root-owned copies of the pinned bun (0711) and harness (0444)."""
     try:
         made = smoke.stage(checked, inv.plugin, smoke.limits(inv)[0])
-    except smoke.Refused as e:
+    except smoke.HarnessRefused as e:
         fail(f"PLUGIN-1: {e}")
     try:
         yield made
@@ -107,7 +107,7 @@ def _runs(inv, checked, cell, evidence, labels, args_for, helper, read_only=()):
     for label in labels:
         try:
             evidence(f"run {label} pinned", cell.check(smoke.limits(inv)))
-        except smoke.Refused as e:
+        except smoke.HarnessRefused as e:
             fail(f"PLUGIN-1: before run {label}: {e}")
         r = smoke.run(cell, label, smoke.fill(list(args_for), helper, smoke.WORK_INSIDE), checked.account,
                       p.deadline_s, read_only)

@@ -67,7 +67,7 @@ from pty_acceptance.host import hostfs
 from pty_acceptance.provenance import node_runtime
 try:
     node_runtime.identify({str(big)!r}, limit=hostfs.Limit(512 << 20, "limits.runtime_bytes"))
-except node_runtime.RuntimeError_ as e:
+except node_runtime.RuntimeUnreadable as e:
     print(e)
 """)
     assert r.stdout.strip() == (f"{big} is {8 * TIB} bytes, over limits.runtime_bytes = {512 << 20} "

@@ -92,15 +92,15 @@ def test_symlink_and_non_regular_refused(tmp_path):
     real = _write(tmp_path, S + b":1" + URL)
     link = tmp_path / "link"
     link.symlink_to(real)
-    with pytest.raises(node_runtime.RuntimeError_, match="is a symlink"):
+    with pytest.raises(node_runtime.RuntimeUnreadable, match="is a symlink"):
         node_runtime.identify(str(link))
-    with pytest.raises(node_runtime.RuntimeError_, match="not a regular file"):
+    with pytest.raises(node_runtime.RuntimeUnreadable, match="not a regular file"):
         node_runtime.identify(str(tmp_path))
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    with pytest.raises(node_runtime.RuntimeError_, match="not a regular file"):
+    with pytest.raises(node_runtime.RuntimeUnreadable, match="not a regular file"):
         node_runtime.identify(str(fifo))
-    with pytest.raises(node_runtime.RuntimeError_, match="does not exist"):
+    with pytest.raises(node_runtime.RuntimeUnreadable, match="does not exist"):
         node_runtime.identify(str(tmp_path / "absent"))
 
 

@@ -33,7 +33,7 @@ def hop(safe_dir):
 
 def test_the_runtime_is_not_read_through_a_directory_link(hop):
     (hop / "opencode2-node").write_bytes(b"\x7fELF" + b"\0" * 64)
-    with pytest.raises(node_runtime.RuntimeError_, match="hop is a symlink, not a directory"):
+    with pytest.raises(node_runtime.RuntimeUnreadable, match="hop is a symlink, not a directory"):
         node_runtime.identify(str(hop / "opencode2-node"))
 
 

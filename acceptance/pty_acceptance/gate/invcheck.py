@@ -242,7 +242,7 @@ def _runtime(vars_: dict, lim: dict[str, hostfs.Limit]) -> list[Line]:
     if isinstance(path, str) and _exists(path):
         try:
             found = node_runtime.identify(path, limit=lim["runtime_bytes"]).version
-        except node_runtime.RuntimeError_ as e:
+        except node_runtime.RuntimeUnreadable as e:
             out.append(Line(NOT_READ, "runtime.node_version", str(e)))
         else:
             out.append(Line(MATCH if found == want else DIFFERS, "runtime.node_version",

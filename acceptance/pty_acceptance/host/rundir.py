@@ -89,7 +89,7 @@ def open_run_dir(path: str | None = None) -> int:
     path = path or _current
     try:
         fd = hostfs.open_dir(path, each=_check_dir_fd, create=True)
-    except hostfs.Refused as e:
+    except hostfs.PathRefused as e:
         raise RunDirError(str(e)) from None
     except OSError as e:
         raise RunDirError(f"{path}: {e.strerror or e}") from None
