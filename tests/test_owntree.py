@@ -156,7 +156,7 @@ class FakeBus:
         pass
 
 
-running.Systemd = FakeBus
+running_binary.Systemd = FakeBus
 """
 
 
