@@ -13,14 +13,14 @@ import testinfra
 from pty_acceptance.host import programs
 from pty_acceptance.provenance import builds
 from pty_acceptance.supervisor import admission
-from pty_acceptance.supervisor.readiness import start_supervisor, supervisor_ready
-from pty_acceptance.supervisor.sessions import Sessions
+from pty_acceptance.supervisor.supervisor_up import start_supervisor, supervisor_ready
+from pty_acceptance.supervisor.tracked_sessions import Sessions
 from pty_acceptance.supervisor import protocol
 from pty_acceptance.supervisor import peer as peer_mod
 from pty_acceptance.host.bus import BusError, Systemd
 from pty_acceptance.gate.failures import fail, not_run
-from pty_acceptance.supervisor.session import HelperSession, RawSession
-from pty_acceptance.supervisor.sessionunit import Owner
+from pty_acceptance.supervisor.session_clients import HelperSession, RawSession
+from pty_acceptance.supervisor.unit_vouch import Owner
 
 
 @pytest.fixture(scope="session")
@@ -193,34 +193,32 @@ def created():
         yield new_units
 
 
-@pytest.fixture
-def raw_session(inv, peer):
-    """raw_session() -> an authenticated RawSession (closed after the test)."""
+def _closed_after(open_one):
+    """The factory a session fixture yields: each call returns open_one(...)'s
+    opened session; every one is closed after the test, in the order made."""
     made = []
 
-    def make():
-        s = RawSession(peer, inv.socket).open()
+    def make(*args, **kw):
+        s = open_one(*args, **kw)
         made.append(s)
         return s
 
     yield make
     for s in made:
         s.close()
+
+
+@pytest.fixture
+def raw_session(inv, peer):
+    """raw_session() -> an authenticated RawSession (closed after the test)."""
+    yield from _closed_after(lambda: RawSession(peer, inv.socket).open())
 
 
 @pytest.fixture
 def helper_session(inv, peer):
     """helper_session(argv, **kw) -> a HelperSession through the fixed helper."""
-    made = []
-
-    def make(argv, **kw):
-        s = HelperSession(peer, inv.socket, inv.binaries.client.path, argv, **kw).open()
-        made.append(s)
-        return s
-
-    yield make
-    for s in made:
-        s.close()
+    yield from _closed_after(
+        lambda argv, **kw: HelperSession(peer, inv.socket, inv.binaries.client.path, argv, **kw).open())
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ import pytest
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.host.polling import poll
 from pty_acceptance.host.processes import token_processes
-from pty_acceptance.supervisor.endings import Ending, run_endings
+from pty_acceptance.supervisor.session_endings import Ending, run_endings
 from pty_acceptance.gate.checks import expect_none
 
 DESCENDANTS = {  # tag digit -> how it escapes

@@ -42,11 +42,11 @@ from pty_acceptance.host.cgroups import cgroup_dir
 from pty_acceptance.host.backpressure import wait_stalled
 from pty_acceptance.host.polling import poll
 from pty_acceptance.host.processes import token_processes
-from pty_acceptance.supervisor.endings import Ending, run_endings
-from pty_acceptance.supervisor.gone import wait_gone
-from pty_acceptance.supervisor.readiness import wait_supervisor_ready
-from pty_acceptance.supervisor.livesession import wait_for_command
-from pty_acceptance.supervisor.sessionio import (Drain, counted_lines, counted_lines_sh, counted_lines_waiting,
+from pty_acceptance.supervisor.session_endings import Ending, run_endings
+from pty_acceptance.supervisor.session_gone import wait_gone
+from pty_acceptance.supervisor.supervisor_up import wait_supervisor_ready
+from pty_acceptance.supervisor.session_inspect import wait_for_command
+from pty_acceptance.supervisor.session_stream import (Drain, counted_lines, counted_lines_sh, counted_lines_waiting,
                                                  fill_input, first_difference, queued_bytes, read_to_close)
 from pty_acceptance.supervisor.tokens import new_token, tagged_sh
 from pty_acceptance.host.unitwatch import UnitWatch

@@ -31,7 +31,7 @@ pty_acceptance/candidate/opencode_api.py only.
 import pytest
 
 from pty_acceptance.candidate import opencode_api, serverenv
-from pty_acceptance.provenance import runtime
+from pty_acceptance.provenance import node_runtime as runtime
 from pty_acceptance.gate.checks import collect, expect, expect_none, reading
 
 

@@ -38,14 +38,14 @@ from pty_acceptance.supervisor import admission
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.host.bus import SERVICE_IFACE
 from pty_acceptance.host.backpressure import wait_stalled
-from pty_acceptance.supervisor.footprint import bounded_stop_problem
-from pty_acceptance.supervisor.gone import wait_gone
-from pty_acceptance.supervisor.sessionio import Drain
-from pty_acceptance.supervisor.sessions import Sessions
+from pty_acceptance.supervisor.session_footprint import bounded_stop_problem
+from pty_acceptance.supervisor.session_gone import wait_gone
+from pty_acceptance.supervisor.session_stream import Drain
+from pty_acceptance.supervisor.tracked_sessions import Sessions
 from pty_acceptance.supervisor.tokens import new_token, tagged_sh
 from pty_acceptance.supervisor.peer import DisposableUnit, PeerError
-from pty_acceptance.supervisor.session import RawSession, SessionError
-from pty_acceptance.supervisor.sessionunit import Owner
+from pty_acceptance.supervisor.session_clients import RawSession, SessionError
+from pty_acceptance.supervisor.unit_vouch import Owner
 from pty_acceptance.gate.checks import expect, expect_none
 from pty_acceptance.gate.failures import fail
 

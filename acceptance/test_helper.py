@@ -44,7 +44,7 @@ from pty_acceptance.supervisor import helpertrace as ht
 from pty_acceptance.host import hostfs, observe, proc, programs, scratch
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.host.polling import poll
-from pty_acceptance.supervisor.session import RawSession
+from pty_acceptance.supervisor.session_clients import RawSession
 from pty_acceptance.gate.checks import collect, expect, finding
 from pty_acceptance.gate.failures import fail
 

@@ -52,13 +52,13 @@ from dataclasses import dataclass
 import pytest
 
 from pty_acceptance.host import cgroups, proc
-from pty_acceptance.provenance import runtime
+from pty_acceptance.provenance import node_runtime as runtime
 from pty_acceptance.supervisor import isolation
-from pty_acceptance.supervisor import livesession as live
+from pty_acceptance.supervisor import session_inspect as live
 from pty_acceptance.host.bus import BusError
 from pty_acceptance.gate.checks import expect, finding, reading
 from pty_acceptance.supervisor.peer import PeerError, workspace
-from pty_acceptance.supervisor.session import HelperSession, SessionError
+from pty_acceptance.supervisor.session_clients import HelperSession, SessionError
 
 SESSION_DEADLINE_S = 30
 CONNECT_TIMEOUT_S = 3

@@ -25,10 +25,10 @@ import time
 import pytest
 
 from pty_acceptance.host.polling import poll
-from pty_acceptance.supervisor.decoys import Decoy, strict_session_name
-from pty_acceptance.supervisor.footprint import Footprint
-from pty_acceptance.supervisor.gone import wait_gone
-from pty_acceptance.supervisor.readiness import wait_supervisor_ready
+from pty_acceptance.supervisor.decoy_units import Decoy, strict_session_name
+from pty_acceptance.supervisor.session_footprint import Footprint
+from pty_acceptance.supervisor.session_gone import wait_gone
+from pty_acceptance.supervisor.supervisor_up import wait_supervisor_ready
 from pty_acceptance.supervisor.tokens import new_token, tagged_sh
 from pty_acceptance.host.systemd import STRICT_SESSION, SystemdError, show_or_fail, units_matching
 from pty_acceptance.gate.checks import collect, expect, reading

@@ -18,7 +18,7 @@ SCOPE-2 the installed binaries hash to the claimed SHA-256 values, and the
 import pytest
 
 from pty_acceptance.host import cgroups, hostfs
-from pty_acceptance.provenance import feeds, running
+from pty_acceptance.provenance import supervisor_inputs as feeds, running_binary as running
 from pty_acceptance.host.bus import SERVICE_IFACE, BusError
 from pty_acceptance.spec.inventory import ARTIFACTS
 from pty_acceptance.host.systemd import show_or_fail

@@ -46,13 +46,13 @@ HELPER_INSIDE = "/tmp/pty-acceptance-helper"  # where the fresh run sees the fre
 
 @pytest.fixture(scope="module")
 def checked(inv):
-    return smoke.preflight(inv)  # a smoke.Refused fails PLUGIN-1 (the plugin's hooks)
+    return smoke.preflight(inv)  # a smoke.HarnessRefused fails PLUGIN-1 (the plugin's hooks)
 
 
 @pytest.fixture(scope="module")
 def cell(inv, checked):
     """The suite's cell: root-owned copies of the pinned bun (0711) and harness (0444)."""
-    made = smoke.stage(checked, inv.plugin, smoke.limits(inv)[0])  # a smoke.Refused fails PLUGIN-1
+    made = smoke.stage(checked, inv.plugin, smoke.limits(inv)[0])  # a smoke.HarnessRefused fails PLUGIN-1
     try:
         yield made
     finally:
@@ -99,7 +99,7 @@ def _runs(inv, checked, cell, evidence, labels, args_for, helper, read_only=()):
     expect(not smoke.inside(smoke.WORK_INSIDE, p.plugin_dir), "PLUGIN-1",
            f"the working directory {smoke.WORK_INSIDE} is inside the plugin directory")
     for label in labels:
-        with reading("PLUGIN-1", f"before run {label}", smoke.Refused):
+        with reading("PLUGIN-1", f"before run {label}", smoke.HarnessRefused):
             evidence(f"run {label} pinned", cell.check(smoke.limits(inv)))
         r = smoke.run(cell, label, smoke.fill(list(args_for), helper, smoke.WORK_INSIDE), checked.account,
                       p.deadline_s, read_only)

@@ -44,13 +44,13 @@ from pty_acceptance.supervisor.admission import assert_refused
 from pty_acceptance.host.bus import SERVICE_IFACE, BusError
 from pty_acceptance.host.polling import poll
 from pty_acceptance.host.processes import token_processes
-from pty_acceptance.supervisor.footprint import Footprint, HostReadError
-from pty_acceptance.supervisor.gone import force_stop, wait_gone
+from pty_acceptance.supervisor.session_footprint import Footprint, HostReadError
+from pty_acceptance.supervisor.session_gone import force_stop, wait_gone
 from pty_acceptance.supervisor.tokens import new_token, tagged_sh
 from pty_acceptance.gate.checks import expect, finding, reading
 from pty_acceptance.supervisor.peer import PeerError
-from pty_acceptance.supervisor.session import HelperSession, SessionError
-from pty_acceptance.supervisor.sessionunit import Owner
+from pty_acceptance.supervisor.session_clients import HelperSession, SessionError
+from pty_acceptance.supervisor.unit_vouch import Owner
 
 SIGNAL_DEADLINE_S = 5   # a signal has taken effect (stopped, exited, resumed) within this
 SESSION_DEADLINE_S = 10  # the live session's unit and command are there within this

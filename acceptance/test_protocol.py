@@ -69,7 +69,7 @@ from pty_acceptance.host import observe, proc
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.host import scratch
 from pty_acceptance.host.bus import SERVICE_IFACE
-from pty_acceptance.supervisor.session import RawSession, SessionError
+from pty_acceptance.supervisor.session_clients import RawSession, SessionError
 from pty_acceptance.host.systemd import ANY_SESSION
 from pty_acceptance.host.unitwatch import UnitWatch, watch_problems
 from pty_acceptance.gate.checks import collect, expect, expect_none, finding, reading

@@ -36,13 +36,13 @@ import pytest
 
 from pty_acceptance.host import proc
 from pty_acceptance.host.cgroupkill import kill_inside
-from pty_acceptance.supervisor import livesession as live
-from pty_acceptance.supervisor import sessionunit
+from pty_acceptance.supervisor import session_inspect as live
+from pty_acceptance.supervisor import unit_vouch as sessionunit
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.host.bus import SERVICE_IFACE, BusError
 from pty_acceptance.gate.checks import collect, expect, expect_none, reading
 from pty_acceptance.supervisor.peer import PeerError
-from pty_acceptance.supervisor.session import HelperSession, RawSession, SessionError
+from pty_acceptance.supervisor.session_clients import HelperSession, RawSession, SessionError
 
 INNER = b"/bin/sh -i -c 'exec /proc/self/fd/3 --exec'"
 SCRIPT_ARGV = [b"script", b"-q", b"-e", b"-f", b"-c", INNER, b"/dev/null"]

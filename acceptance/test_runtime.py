@@ -18,7 +18,7 @@ import time
 import pytest
 
 from pty_acceptance.host import hostfs
-from pty_acceptance.provenance import runtime
+from pty_acceptance.provenance import node_runtime as runtime
 from pty_acceptance.gate.checks import collect, expect, finding
 from pty_acceptance.gate.failures import fail
 
@@ -28,7 +28,7 @@ def identity(inv):
     """The runtime binary's identity, or the reason it could not be read."""
     try:
         return runtime.identify(inv.runtime.binary, limit=inv.limit("runtime_bytes"))
-    except runtime.RuntimeError_ as e:
+    except runtime.RuntimeUnreadable as e:
         return str(e)
 
 
@@ -107,7 +107,7 @@ def test_candidate_unit_execstart_runs_the_runtime_binary(inv, evidence):
         # (not host.file: Testinfra follows links, and a link is itself the finding)
         evidence("candidate unit file", hostfs.Node.walked(path).describe())
         text = runtime.unit_file_text(path)
-    except hostfs.Refused as e:
+    except hostfs.PathRefused as e:
         fail(f"RUNTIME-1: candidate unit file: {e} (not followed)")
     except runtime.UnitFileError as e:
         fail(f"RUNTIME-1: candidate unit file: {e}")

@@ -62,13 +62,13 @@ from dataclasses import dataclass
 import pytest
 
 from pty_acceptance.host import analyze, cgroups, mountinfo, proc, seccomp
-from pty_acceptance.supervisor import livesession as live
-from pty_acceptance.host import hostfs, scratch, standin, terminal
+from pty_acceptance.supervisor import session_inspect as live
+from pty_acceptance.host import hostfs, scratch, standin_listener as standin, terminal
 from pty_acceptance.host.bus import SERVICE_IFACE, BusError
 from pty_acceptance.gate.checks import collect, expect, expect_none, finding, reading
 from pty_acceptance.gate.failures import fail
 from pty_acceptance.supervisor.peer import PeerError
-from pty_acceptance.supervisor.session import RawSession, SessionError
+from pty_acceptance.supervisor.session_clients import RawSession, SessionError
 from pty_acceptance.host.systemd import STRICT_SESSION, SYSCALLS, show_or_fail, value_problem
 from pty_acceptance.spec import inventory
 from pty_acceptance.spec.requirements import of_group

@@ -22,8 +22,8 @@ import pytest
 from pty_acceptance.gate.checks import expect_none
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.supervisor import termgrace
-from pty_acceptance.supervisor.endings import Ending, run_endings
-from pty_acceptance.supervisor.footprint import Footprint
+from pty_acceptance.supervisor.session_endings import Ending, run_endings
+from pty_acceptance.supervisor.session_footprint import Footprint
 
 
 @dataclass

@@ -212,7 +212,7 @@ class FakeBus:
 def supervisor(target, monkeypatch):
     """A process running the target's supervisor binary, reported as the
     supervisor unit's MainPID; start(path) runs another program as MainPID."""
-    from pty_acceptance.provenance import running
+    from pty_acceptance.provenance import running_binary
 
     procs = []
 
@@ -222,7 +222,7 @@ def supervisor(target, monkeypatch):
         FakeBus.main_pid = proc.pid
         return proc
 
-    monkeypatch.setattr(running, "Systemd", FakeBus)
+    monkeypatch.setattr(running_binary, "Systemd", FakeBus)
     start(target.binaries[0])
     yield start
     for proc in procs:

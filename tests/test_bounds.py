@@ -64,10 +64,10 @@ def test_runtime_identify_refuses_a_sparse_8_tib_binary_unread(safe_dir):
     big = sparse(safe_dir / "opencode2-node")
     r = in_child(f"""
 from pty_acceptance.host import hostfs
-from pty_acceptance.provenance import runtime
+from pty_acceptance.provenance import node_runtime
 try:
-    runtime.identify({str(big)!r}, limit=hostfs.Limit(512 << 20, "limits.runtime_bytes"))
-except runtime.RuntimeError_ as e:
+    node_runtime.identify({str(big)!r}, limit=hostfs.Limit(512 << 20, "limits.runtime_bytes"))
+except node_runtime.RuntimeUnreadable as e:
     print(e)
 """)
     assert r.stdout.strip() == (f"{big} is {8 * TIB} bytes, over limits.runtime_bytes = {512 << 20} "

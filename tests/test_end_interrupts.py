@@ -4,7 +4,7 @@ The JUnit published before the marker said READY and named a marker: a
 SIGTERM during signing or the marker's write left that report, rendered
 READY with no marker on the host; a SIGTERM while the bundle was written,
 after the marker, left the marker with no bundle. Now the end holds SIGINT
-and SIGTERM (decision/interrupts.py), publishes NOT READY and says READY only
+and SIGTERM (gate/interrupts.py), publishes NOT READY and says READY only
 after the marker was written and read back; an interrupt at any step takes
 back what the end wrote. Each test runs the fixture project in a process of
 its own, sends that process SIGTERM (or SIGINT) from inside one step of the
@@ -33,7 +33,7 @@ DEADLINE_S = 180
 CONFTEST = FAKE_HOST + """
 import os, signal
 from pty_acceptance.decision import readiness_marker as marker, rules
-from pty_acceptance.provenance import running
+from pty_acceptance.provenance import running_binary
 from pty_acceptance.report import bundle, reports, signing
 
 class FakeBus:
@@ -45,7 +45,7 @@ class FakeBus:
     def close(self):
         pass
 
-running.Systemd = FakeBus
+running_binary.Systemd = FakeBus
 STEP = {step!r}
 if STEP:
     module, name = STEP.split(".")

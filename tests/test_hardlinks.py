@@ -12,9 +12,9 @@ import types
 
 import pytest
 
-from pty_acceptance.candidate import handoff, serverenv, smoke
+from pty_acceptance.candidate import runtimeunit, serverenv, smoke
 from pty_acceptance.host import hostfs
-from pty_acceptance.provenance import gitrev, manifest, runtime
+from pty_acceptance.provenance import gitrev, manifest, node_runtime
 
 SECRET = b"root:$y$hardlinked-secret:19000:0:99999:7:::\n"
 SECRET_SHA = hashlib.sha256(SECRET).hexdigest()
@@ -85,7 +85,7 @@ def test_server_env_that_is_a_hard_link_is_not_read(secret, safe_dir):
 def test_the_harness_and_its_results_that_are_hard_links_are_not_read(secret, safe_dir):
     """PLUGIN-1: the harness is hashed (its hash goes to the evidence), its
     result files are read into the evidence."""
-    with pytest.raises(smoke.Refused) as e:
+    with pytest.raises(smoke.HarnessRefused) as e:
         smoke.read_harness(str(_plant(secret, safe_dir / "harness.ts")), "0" * 64)
     assert "harness.ts is a hard link" in str(e.value)
     _clean(str(e.value))
@@ -103,16 +103,16 @@ def test_the_runtime_and_the_unit_file_that_are_hard_links_are_not_read(secret, 
     """RUNTIME-1 hashes the runtime (the hash goes to the evidence and the
     Statement) and reads the candidate unit; RUNTIME-2 hashes the runtime again."""
     node = _plant(secret, safe_dir / "opencode2-node")
-    with pytest.raises(runtime.RuntimeError_, match="opencode2-node is a hard link") as e:
-        runtime.identify(str(node))
+    with pytest.raises(node_runtime.RuntimeUnreadable, match="opencode2-node is a hard link") as e:
+        node_runtime.identify(str(node))
     _clean(str(e.value))
-    with pytest.raises(handoff.HandoffError, match="opencode2-node cannot be opened") as e:
-        handoff.open_runtime(str(node), "0" * 64, hostfs.Limit(1 << 20))
+    with pytest.raises(runtimeunit.HandoffError, match="opencode2-node cannot be opened") as e:
+        runtimeunit.open_runtime(str(node), "0" * 64, hostfs.Limit(1 << 20))
     assert "hard link" in str(e.value)
     _clean(str(e.value))
     unit = _plant(secret, safe_dir / "opencode-v2.service")
-    with pytest.raises(handoff.HandoffError, match="opencode-v2.service is a hard link") as e:
-        handoff.runtime_unit_text(str(unit))
+    with pytest.raises(runtimeunit.HandoffError, match="opencode-v2.service is a hard link") as e:
+        runtimeunit.runtime_unit_text(str(unit))
     _clean(str(e.value))
 
 

@@ -1,6 +1,8 @@
-"""The strace reader of helpertrace on its own: lines shaped as strace 6.1
-prints them with -f -v -xx (taken from a reference-host run)."""
+"""The strace reader (host/strace.py) and helpertrace's readings on their own:
+lines shaped as strace 6.1 prints them with -f -v -xx (taken from a
+reference-host run)."""
 
+from pty_acceptance.host import strace
 from pty_acceptance.supervisor import helpertrace as ht
 from pty_acceptance.supervisor import protocol as p
 
@@ -40,7 +42,7 @@ def trace(*extra: str) -> str:
 
 def run_of(text: str) -> ht.TracedRun:
     run = ht.TracedRun(helper=HELPER.decode(), argv=["/bin/true"], runtime_s=60, stdin=b"")
-    run.calls, run.other = ht.parse_trace(text)
+    run.calls, run.other = strace.parse(text)
     return run
 
 
@@ -52,6 +54,8 @@ def test_calls_results_and_resumed_lines():
     read = next(c for c in run.calls if c.name == "read")
     assert (read.ret, read.err) == (-1, "EAGAIN")
     assert run.calls[-1].ret is None
+    write = next(c for c in run.calls if c.name == "write")
+    assert not write.whole and write.result.endswith(f"= {len(DATA)}") and read.whole
     assert any("stopped by SIGSTOP" in o for o in run.other)
 
 

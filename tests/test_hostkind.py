@@ -47,13 +47,13 @@ def test_any_other_link_is_refused_and_a_plain_file_or_none_is_read(tree):
     assert hostkind.read_os_release(str(etc), usr)[1] == usr  # no /etc/os-release: /usr/lib's
     (tree / "vault").write_text("ID=secret\n")
     os.symlink(tree / "vault", etc)
-    with pytest.raises(hostfs.Refused, match="is a link to .*vault.*not followed"):
+    with pytest.raises(hostfs.PathRefused, match="is a link to .*vault.*not followed"):
         hostkind.read_os_release(str(etc), usr)
     etc.unlink()
     etc.write_text('ID=debian\nVERSION_CODENAME=bookworm\n')
     assert hostkind.read_os_release(str(etc), usr) == ({"ID": "debian", "VERSION_CODENAME": "bookworm"}, str(etc))
     os.symlink("../usr/lib/os-release", tree / "usr/lib/link")  # /usr/lib's own file must not be a link
-    with pytest.raises(hostfs.Refused):
+    with pytest.raises(hostfs.PathRefused):
         hostkind.read_os_release(str(tree / "etc/none"), str(tree / "usr/lib/link"))
 
 

@@ -173,9 +173,9 @@ def test_a_run_started_with_sigint_ignored_says_so(project, target):
 STANDIN = """
 import sys, threading
 sys.path.insert(0, {lib!r})
-from pty_acceptance.host import rundir, standin
+from pty_acceptance.host import rundir, standin_listener
 rundir.use({run!r})
-with standin.standin_listener({path!r}, dir_mode=0o755):
+with standin_listener.standin_listener({path!r}, dir_mode=0o755):
     print("UP", flush=True)
     threading.Event().wait(120)
 """
@@ -227,10 +227,10 @@ def test_a_stand_in_replaced_since_is_left_alone_and_not_followed(project, targe
 
 def test_a_live_stand_in_is_recorded_and_the_record_goes_with_it(safe_dir, monkeypatch):
     monkeypatch.setattr(rundir, "_current", run_dir(safe_dir))
-    from pty_acceptance.host import standin
+    from pty_acceptance.host import standin_listener
 
     path = str(safe_dir / "x/s.sock")
-    with standin.standin_listener(path) as (_, created):
+    with standin_listener.standin_listener(path) as (_, created):
         assert created
         (rec,) = [n for n in os.listdir(run_dir(safe_dir)) if rundir.RECORD.match(n)]
         with socket.socket(socket.AF_UNIX) as c:
@@ -242,10 +242,10 @@ def test_a_live_stand_in_is_recorded_and_the_record_goes_with_it(safe_dir, monke
 STUCK_ENDINGS = """
 import sys, threading
 sys.path.insert(0, {lib!r})
-from pty_acceptance.supervisor import endings
+from pty_acceptance.supervisor import session_endings
 from pty_acceptance.supervisor.stopbounds import CONTRACT
 
-class Stuck(endings.Ending):
+class Stuck(session_endings.Ending):
     def run(self):
         print("DRIVING", flush=True)
         threading.Event().wait(600)
@@ -261,7 +261,7 @@ class Sessions:
     def started(self, s, token):
         return Footprint()
 
-endings.run_endings(Sessions(), [Stuck("stuck", "true", None)], lambda *a: None)
+session_endings.run_endings(Sessions(), [Stuck("stuck", "true", None)], lambda *a: None)
 """
 
 

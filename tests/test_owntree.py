@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pty_acceptance.decision import nodeids
-from pty_acceptance.gate import owntree
+from pty_acceptance.gate import nodeids, owntree
 from pty_acceptance.spec.requirements import CATALOGUE, ENFORCED_BY_GATE
 
 from conftest import REPO
@@ -140,7 +139,7 @@ def _project(base: Path) -> Path:
 FAKE_SUPERVISOR_UNIT = """
 import os
 from pty_acceptance.decision import preflight
-from pty_acceptance.provenance import running
+from pty_acceptance.provenance import running_binary
 
 preflight.host_findings = lambda inv: []  # a fake target, not a systemd host
 
@@ -157,7 +156,7 @@ class FakeBus:
         pass
 
 
-running.Systemd = FakeBus
+running_binary.Systemd = FakeBus
 """
 
 

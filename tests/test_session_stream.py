@@ -11,8 +11,8 @@ import struct
 import pytest
 
 from pty_acceptance.supervisor import protocol as p
-from pty_acceptance.supervisor.session import RawSession
-from pty_acceptance.supervisor.sessionio import (Drain, counted_lines, first_difference, queued_bytes,
+from pty_acceptance.supervisor.session_clients import RawSession
+from pty_acceptance.supervisor.session_stream import (Drain, counted_lines, first_difference, queued_bytes,
                                                  read_to_close)
 
 UNIT = b"opencode-pty-0123456789abcdef0123456789abcdef.service"

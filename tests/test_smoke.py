@@ -64,19 +64,19 @@ def test_preflight_accepts_a_root_owned_pinned_bun_and_a_pinned_harness(files):
 @pytest.mark.parametrize("mode,why", [(0o4755, "set-user-ID"), (0o2755, "set-group-ID")])
 def test_preflight_refuses_a_set_id_bun(files, mode, why):
     files[0].chmod(mode)
-    with pytest.raises(smoke.Refused, match=why):
+    with pytest.raises(smoke.HarnessRefused, match=why):
         smoke.preflight(_inv(*files))
 
 
 def test_preflight_refuses_root_and_missing_files(tmp_path, files):
-    with pytest.raises(smoke.Refused, match="never run as root"):
+    with pytest.raises(smoke.HarnessRefused, match="never run as root"):
         smoke.preflight(_inv(*files, user="root"))
-    with pytest.raises(smoke.Refused, match="bun .* does not exist"):
+    with pytest.raises(smoke.HarnessRefused, match="bun .* does not exist"):
         smoke.preflight(_inv(tmp_path / "nope", files[1]))
-    with pytest.raises(smoke.Refused, match="the harness .* does not exist"):
+    with pytest.raises(smoke.HarnessRefused, match="the harness .* does not exist"):
         smoke.preflight(_inv(files[0], tmp_path / "nope.ts"))
     os.symlink(files[0], files[0].parent / "link")
-    with pytest.raises(smoke.Refused, match="symlink"):
+    with pytest.raises(smoke.HarnessRefused, match="symlink"):
         smoke.preflight(_inv(files[0].parent / "link", files[1]))
 
 
@@ -85,27 +85,27 @@ def test_a_bun_that_is_not_root_controlled_is_refused(files, tmp_path):
     change stays what was hashed (OWN-1's chain check)."""
     bun = files[0]
     os.chown(bun, NOBODY.pw_uid, NOBODY.pw_gid)
-    with pytest.raises(smoke.Refused, match=f"bun {bun} is not root-controlled.*owned by uid {NOBODY.pw_uid}"):
+    with pytest.raises(smoke.HarnessRefused, match=f"bun {bun} is not root-controlled.*owned by uid {NOBODY.pw_uid}"):
         smoke.preflight(_inv(*files))
     os.chown(bun, 0, 0)
     bun.chmod(0o775)
-    with pytest.raises(smoke.Refused, match="writable by group"):
+    with pytest.raises(smoke.HarnessRefused, match="writable by group"):
         smoke.preflight(_inv(*files))
     in_tmp = tmp_path / "bun"  # /tmp is writable by everyone: whoever could rename it away
     shutil.copyfile("/bin/sh", in_tmp)
     in_tmp.chmod(0o755)
-    with pytest.raises(smoke.Refused, match="/tmp is writable by group and other"):
+    with pytest.raises(smoke.HarnessRefused, match="/tmp is writable by group and other"):
         smoke.preflight(_inv(in_tmp, files[1]))
 
 
 def test_a_bun_or_harness_that_is_not_the_pinned_one_is_refused(files):
     """A harness replaced by `process.exit(0)` passed PLUGIN-1 (issue 21 item 3)."""
     other = "12" * 32
-    with pytest.raises(smoke.Refused, match=f"bun {files[0]} hashes to {_sha(files[0])}, the inventory "
+    with pytest.raises(smoke.HarnessRefused, match=f"bun {files[0]} hashes to {_sha(files[0])}, the inventory "
                                             f"pins {other} \\(plugin.bun_sha256\\)"):
         smoke.preflight(_inv(*files, bun_sha256=other))
     files[1].write_bytes(b"process.exit(0)\n")
-    with pytest.raises(smoke.Refused, match=f"harness {files[1]} \\(uid {NOBODY.pw_uid} .*hashes to "
+    with pytest.raises(smoke.HarnessRefused, match=f"harness {files[1]} \\(uid {NOBODY.pw_uid} .*hashes to "
                                             f"{_sha(files[1])}, the inventory pins "
                                             f"{hashlib.sha256(PINNED).hexdigest()} \\(plugin.harness_sha256"):
         smoke.preflight(_inv(*files, harness_sha256=hashlib.sha256(PINNED).hexdigest()))
@@ -114,11 +114,11 @@ def test_a_bun_or_harness_that_is_not_the_pinned_one_is_refused(files):
 def test_a_harness_that_is_a_link_or_a_fifo_is_not_opened(files, tmp_path):
     link = tmp_path / "link.ts"
     os.symlink(files[1], link)
-    with pytest.raises(smoke.Refused, match="symlink, not a regular file \\(not followed\\)"):
+    with pytest.raises(smoke.HarnessRefused, match="symlink, not a regular file \\(not followed\\)"):
         smoke.preflight(_inv(files[0], link, harness_sha256=_sha(files[1])))
     fifo = tmp_path / "fifo.ts"
     os.mkfifo(fifo)
-    with pytest.raises(smoke.Refused, match="FIFO, not a regular file"):  # and it does not hang
+    with pytest.raises(smoke.HarnessRefused, match="FIFO, not a regular file"):  # and it does not hang
         smoke.preflight(_inv(files[0], fifo, harness_sha256=_sha(files[1])))
 
 
@@ -153,7 +153,7 @@ def test_a_bun_that_changes_while_it_is_copied_is_refused(files):
     checked = smoke.preflight(inv)
     with open(files[0], "ab") as f:  # another build in bun's place after the preflight
         f.write(b"x")
-    with pytest.raises(smoke.Refused, match="bun .* hashes to .*, the inventory pins"):
+    with pytest.raises(smoke.HarnessRefused, match="bun .* hashes to .*, the inventory pins"):
         smoke.stage(checked, inv.plugin)
 
 
@@ -170,7 +170,7 @@ def test_before_every_run_both_copies_are_checked_again(files, change):
             os.chmod(bun, 0o755)
         else:
             os.link(bun, os.path.join(cell.path, "second-name"))
-        with pytest.raises(smoke.Refused, match="hashes to|not root's 0711 with one"):
+        with pytest.raises(smoke.HarnessRefused, match="hashes to|not root's 0711 with one"):
             cell.check()
     finally:
         smoke.unstage(cell)
@@ -180,7 +180,7 @@ def test_run_refuses_root(files):
     inv = _inv(*files)
     cell = smoke.stage(smoke.preflight(inv), inv.plugin)
     try:
-        with pytest.raises(smoke.Refused, match="never run as root"):
+        with pytest.raises(smoke.HarnessRefused, match="never run as root"):
             smoke.run(cell, "x", [], pwd.getpwnam("root"), 5)
     finally:
         smoke.unstage(cell)

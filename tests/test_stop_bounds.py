@@ -26,9 +26,9 @@ import pytest
 from pty_acceptance.host import cgroups, processes, proc
 from pty_acceptance.host.polling import poll
 from pty_acceptance.spec import inventory
-from pty_acceptance.supervisor import sessionunit, stopbounds, termgrace
-from pty_acceptance.supervisor.footprint import Footprint, bounded_stop_problem
-from pty_acceptance.supervisor.gone import wait_gone
+from pty_acceptance.supervisor import unit_vouch, stopbounds, termgrace
+from pty_acceptance.supervisor.session_footprint import Footprint, bounded_stop_problem
+from pty_acceptance.supervisor.session_gone import wait_gone
 from pty_acceptance.supervisor.stopbounds import StopBounds
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,7 +61,7 @@ def no_host(monkeypatch):
 def test_an_infinite_host_stop_timeout_never_sets_the_wait(no_host):
     """Before: stop_bound_s() was the unit's TimeoutStopSec + 4 s (about 1.8e13 s)."""
     inv = inventory.load(REPO / "inventories/reference.yml")
-    fp = Footprint.capture(StuckBus(INFINITY), STRICT, "123456789012", sessionunit.Owner.of(inv))
+    fp = Footprint.capture(StuckBus(INFINITY), STRICT, "123456789012", unit_vouch.Owner.of(inv))
     assert fp.stop_bound_s() <= stopbounds.STOP_BOUND_MAX_S + 4
     assert fp.stop_bound_s() == inv.session_stop.timeout_s + stopbounds.SCRIPT_GRACE_S + stopbounds.STOP_SLACK_S
     problem = bounded_stop_problem(fp)
@@ -71,7 +71,7 @@ def test_an_infinite_host_stop_timeout_never_sets_the_wait(no_host):
 def test_a_stuck_stop_ends_at_the_suites_bound_naming_the_unit_still_stopping(no_host, monkeypatch):
     monkeypatch.setattr(stopbounds, "SCRIPT_GRACE_S", 0.0)
     monkeypatch.setattr(stopbounds, "STOP_SLACK_S", 0.1)
-    owner = sessionunit.Owner("opencode-pty-supervisor.service", "opencode-pty.slice",
+    owner = unit_vouch.Owner("opencode-pty-supervisor.service", "opencode-pty.slice",
                               StopBounds(term_grace_s=0.1, timeout_s=0.2))
     bus = StuckBus(INFINITY)
     fp = Footprint.capture(bus, STRICT, "123456789012", owner)

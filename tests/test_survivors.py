@@ -19,8 +19,8 @@ from pty_acceptance.host import cgroups, proc
 from pty_acceptance.host.cgroupkill import kill_inside
 from pty_acceptance.host.polling import poll
 from pty_acceptance.host.processes import token_processes
-from pty_acceptance.supervisor.footprint import Footprint
-from pty_acceptance.supervisor.sessions import end_refused
+from pty_acceptance.supervisor.session_footprint import Footprint
+from pty_acceptance.supervisor.tracked_sessions import end_refused
 from pty_acceptance.supervisor.tokens import new_token
 
 DEADLINE_S = 10

@@ -11,9 +11,9 @@ import os
 
 import pytest
 
-from pty_acceptance.candidate import handoff
+from pty_acceptance.candidate import runtimeunit
 from pty_acceptance.decision import invcheck
-from pty_acceptance.provenance import runtime
+from pty_acceptance.provenance import node_runtime
 from pty_acceptance.spec import inventory
 
 from childrun import in_child
@@ -33,35 +33,35 @@ def hop(safe_dir):
 
 def test_the_runtime_is_not_read_through_a_directory_link(hop):
     (hop / "opencode2-node").write_bytes(b"\x7fELF" + b"\0" * 64)
-    with pytest.raises(runtime.RuntimeError_, match="hop is a symlink, not a directory"):
-        runtime.identify(str(hop / "opencode2-node"))
+    with pytest.raises(node_runtime.RuntimeUnreadable, match="hop is a symlink, not a directory"):
+        node_runtime.identify(str(hop / "opencode2-node"))
 
 
 def test_the_runtime_is_not_matched_through_a_directory_link(hop):
     target = hop / "python"
     target.write_bytes(b"x")
     st = os.stat(target)
-    same, why = runtime.same_file(str(target), (st.st_dev, st.st_ino))
+    same, why = node_runtime.same_file(str(target), (st.st_dev, st.st_ino))
     assert not same and "hop is a symlink" in why, why
-    assert runtime.same_file(str(hop.parent / "real/python"), (st.st_dev, st.st_ino))[0]
+    assert node_runtime.same_file(str(hop.parent / "real/python"), (st.st_dev, st.st_ino))[0]
 
 
 def test_the_candidate_unit_is_not_read_through_a_directory_link(hop):
     (hop / "opencode-v2.service").write_text(UNIT)
-    with pytest.raises(handoff.HandoffError, match="hop is a symlink, not a directory"):
-        handoff.runtime_unit_text(str(hop / "opencode-v2.service"))
-    assert runtime.unit_file_text(str(hop.parent / "real/opencode-v2.service")) == UNIT
+    with pytest.raises(runtimeunit.HandoffError, match="hop is a symlink, not a directory"):
+        runtimeunit.runtime_unit_text(str(hop / "opencode-v2.service"))
+    assert node_runtime.unit_file_text(str(hop.parent / "real/opencode-v2.service")) == UNIT
 
 
 def test_the_candidate_unit_is_bounded_and_never_opened_as_a_fifo(safe_dir):
     big = safe_dir / "big.service"
-    big.write_text("#" * (runtime.MAX_UNIT_FILE + 1))
-    with pytest.raises(runtime.UnitFileError, match="over the suite's bound on a unit file"):
-        runtime.unit_file_text(str(big))
+    big.write_text("#" * (node_runtime.MAX_UNIT_FILE + 1))
+    with pytest.raises(node_runtime.UnitFileError, match="over the suite's bound on a unit file"):
+        node_runtime.unit_file_text(str(big))
     os.mkfifo(safe_dir / "fifo.service")
-    done = in_child("from pty_acceptance.provenance import runtime\n"
-                    f"try:\n    runtime.unit_file_text({str(safe_dir / 'fifo.service')!r})\n"
-                    "except runtime.UnitFileError as e:\n    print(e)\n")
+    done = in_child("from pty_acceptance.provenance import node_runtime\n"
+                    f"try:\n    node_runtime.unit_file_text({str(safe_dir / 'fifo.service')!r})\n"
+                    "except node_runtime.UnitFileError as e:\n    print(e)\n")
     assert "fifo.service is a FIFO, not a regular file" in done.stdout, done.stdout + done.stderr
 
 

@@ -123,7 +123,7 @@ def read(path: str) -> ServerEnv:
         dfd = hostfs.open_dir(parent or "/")
     except FileNotFoundError:
         return ServerEnv(path, "absent")
-    except hostfs.Refused as e:
+    except hostfs.PathRefused as e:
         return ServerEnv(path, "unreadable", problem=f"{e} (not followed)")
     except OSError as e:
         return ServerEnv(path, "unreadable", problem=f"{parent}: {e.strerror or e}")

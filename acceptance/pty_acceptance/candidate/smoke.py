@@ -82,7 +82,7 @@ BUN_READS = re.compile(r"^(bunfig\.toml|\.bunfig\.toml|\.env(\..*)?|node_modules
                        r"tsconfig\.json|jsconfig\.json|bun\.lockb?|\.npmrc)$")
 
 
-class Refused(errors.Refused):
+class HarnessRefused(errors.Refused):
     """PLUGIN-1 cannot run the harness safely on this host; the message says why."""
 
 
@@ -139,16 +139,16 @@ class Checked:
 
 
 def preflight(inv) -> Checked:
-    """Refused (never a run) when the harness cannot run safely or is not the
+    """HarnessRefused (never a run) when the harness cannot run safely or is not the
     reviewed one: no bun, no harness, a root service user, an elevated bun, a
     bun that is not root-controlled, or either one not hashing to its pin."""
     p = inv.plugin
     try:
         acct = pwd.getpwnam(inv.service_user)
     except KeyError:
-        raise Refused(f"the service user {inv.service_user!r} does not exist") from None
+        raise HarnessRefused(f"the service user {inv.service_user!r} does not exist") from None
     if acct.pw_uid == 0 or acct.pw_gid == 0:
-        raise Refused(f"the service user {inv.service_user!r} is uid {acct.pw_uid} gid "
+        raise HarnessRefused(f"the service user {inv.service_user!r} is uid {acct.pw_uid} gid "
                       f"{acct.pw_gid}: the harness is never run as root")
     bun_limit, harness_limit = limits(inv)
     bun = check_bun(p.bun, p.bun_sha256, bun_limit)
@@ -161,8 +161,8 @@ def limits(inv) -> tuple[hostfs.Limit, hostfs.Limit]:
     return inv.limit("artifact_bytes"), inv.limit("file_bytes")
 
 
-def _not_pinned(what: str, path: str, digest: str, key: str, pin: str) -> Refused:
-    return Refused(f"{what} {path} hashes to {digest}, the inventory pins {pin} (plugin.{key}): "
+def _not_pinned(what: str, path: str, digest: str, key: str, pin: str) -> HarnessRefused:
+    return HarnessRefused(f"{what} {path} hashes to {digest}, the inventory pins {pin} (plugin.{key}): "
                    f"not the reviewed {what}")
 
 
@@ -172,23 +172,23 @@ def _open(path: str, what: str, user_writable: bool = False) -> int:
     try:
         return hostfs.open_file(path, user_writable)
     except FileNotFoundError:
-        raise Refused(f"{what} {path} does not exist") from None
-    except hostfs.Refused as e:
-        raise Refused(f"{what}: {e} (not followed)") from None
+        raise HarnessRefused(f"{what} {path} does not exist") from None
+    except hostfs.PathRefused as e:
+        raise HarnessRefused(f"{what}: {e} (not followed)") from None
     except OSError as e:
-        raise Refused(f"{what} {path} cannot be read: {e.strerror or e}") from None
+        raise HarnessRefused(f"{what} {path} cannot be read: {e.strerror or e}") from None
 
 
 def _pinned(path: str, what: str, key: str, pin: str, limit: hostfs.Limit, judge) -> os.stat_result:
-    """`path` opened by the walk, its fstat judged (`judge` raises Refused), hashed
+    """`path` opened by the walk, its fstat judged (`judge` raises HarnessRefused), hashed
     by that descriptor (bounded) and compared with `pin` (plugin.<key>)."""
     fd = _open(path, what)
     try:
         st = os.fstat(fd)
         judge(st)
         digest = hostfs.sha256_fd_bounded(fd, limit, path)
-    except hostfs.Refused as e:
-        raise Refused(f"{what}: {e}") from None
+    except hostfs.PathRefused as e:
+        raise HarnessRefused(f"{what}: {e}") from None
     finally:
         os.close(fd)
     if digest != pin:
@@ -198,24 +198,24 @@ def _pinned(path: str, what: str, key: str, pin: str, limit: hostfs.Limit, judge
 
 def check_bun(path: str, pin: str, limit: hostfs.Limit = BUN_LIMIT) -> str:
     """bun root-controlled, not elevated, and hashing (by descriptor, bounded) to
-    `pin`; evidence, or Refused. Run before every run: bun is run by path, so
+    `pin`; evidence, or HarnessRefused. Run before every run: bun is run by path, so
     only a file no one but root can change stays what was hashed."""
     node = hostfs.Node.at(path)
     if node.st is None:
-        raise Refused(f"bun {path} does not exist")
+        raise HarnessRefused(f"bun {path} does not exist")
     problems = node.root_controlled_problems("regular file") + hostfs.chain_problems(path)
     if problems:
-        raise Refused(f"bun {path} is not root-controlled (OWN-1's chain check: it is run by path "
+        raise HarnessRefused(f"bun {path} is not root-controlled (OWN-1's chain check: it is run by path "
                       f"after it is hashed): " + "; ".join(problems))
     problem = _privilege_problem(path, "bun")
     if problem:
-        raise Refused(problem)
+        raise HarnessRefused(problem)
 
     pinned = (node.st.st_dev, node.st.st_ino)
 
     def same(st: os.stat_result) -> None:
         if (st.st_dev, st.st_ino) != pinned:
-            raise Refused(f"bun {path} changed while it was checked")
+            raise HarnessRefused(f"bun {path} changed while it was checked")
 
     st = _pinned(path, "bun", "bun_sha256", pin, limit, same)
     return f"{pin}  {path} (root-owned, mode {stat.S_IMODE(st.st_mode):04o}, every directory root's; the pin)"
@@ -223,16 +223,16 @@ def check_bun(path: str, pin: str, limit: hostfs.Limit = BUN_LIMIT) -> str:
 
 def read_harness(path: str, pin: str, limit: hostfs.Limit = HARNESS_LIMIT) -> tuple[bytes, str]:
     """The harness's bytes, read once by descriptor (bounded), hashing to `pin`;
-    (bytes, evidence), or Refused. Its owner is evidence only: what runs is a
+    (bytes, evidence), or HarnessRefused. Its owner is evidence only: what runs is a
     root-owned copy of these bytes (stage_harness)."""
     fd = _open(path, "the harness", user_writable=True)  # the service user's file
     try:
         st = os.fstat(fd)
         data = hostfs.read_fd(fd, limit, path)  # closes fd
-    except hostfs.Refused as e:
-        raise Refused(f"the harness: {e}") from None
+    except hostfs.PathRefused as e:
+        raise HarnessRefused(f"the harness: {e}") from None
     except OSError as e:
-        raise Refused(f"the harness {path} cannot be read: {e.strerror or e}") from None
+        raise HarnessRefused(f"the harness {path} cannot be read: {e.strerror or e}") from None
     owner = f"uid {st.st_uid} gid {st.st_gid} mode {stat.S_IMODE(st.st_mode):04o}"
     digest = hashlib.sha256(data).hexdigest()
     if digest != pin:
@@ -268,7 +268,7 @@ class Cell:
 def _check_copy(path: str, what: str, key: str, pin: str, mode: int, limit: hostfs.Limit) -> str:
     def roots(st: os.stat_result) -> None:
         if st.st_uid != 0 or stat.S_IMODE(st.st_mode) != mode or st.st_nlink != 1:
-            raise Refused(f"the {what} copy {path} is uid {st.st_uid} mode {stat.S_IMODE(st.st_mode):04o} "
+            raise HarnessRefused(f"the {what} copy {path} is uid {st.st_uid} mode {stat.S_IMODE(st.st_mode):04o} "
                           f"with {st.st_nlink} links, not root's {mode:04o} with one")
 
     _pinned(path, what, key, pin, limit, roots)
@@ -277,7 +277,7 @@ def _check_copy(path: str, what: str, key: str, pin: str, mode: int, limit: host
 
 def _copy_pinned(src: str, dfd: int, name: str, mode: int, pin: str, key: str, limit: hostfs.Limit) -> None:
     """`src` (opened by the no-follow walk) copied into a new root-owned file
-    `name` of `dfd`, hashed as it is written: not the pinned bytes, Refused."""
+    `name` of `dfd`, hashed as it is written: not the pinned bytes, HarnessRefused."""
     fd = _open(src, "bun")
     out = os.open(name, hostfs.CREATE_FLAGS, 0o600, dir_fd=dfd)
     try:
@@ -287,7 +287,7 @@ def _copy_pinned(src: str, dfd: int, name: str, mode: int, pin: str, key: str, l
         while chunk := os.read(fd, 1 << 20):
             done += len(chunk)
             if done > limit.value:
-                raise Refused(f"bun {src} grew past {limit} while it was copied")
+                raise HarnessRefused(f"bun {src} grew past {limit} while it was copied")
             h.update(chunk)
             view = memoryview(chunk)
             while view:
@@ -296,8 +296,8 @@ def _copy_pinned(src: str, dfd: int, name: str, mode: int, pin: str, key: str, l
             raise _not_pinned("bun", src, h.hexdigest(), key, pin)
         os.fchmod(out, mode)
         os.fsync(out)
-    except hostfs.Refused as e:
-        raise Refused(f"bun: {e}") from None
+    except hostfs.PathRefused as e:
+        raise HarnessRefused(f"bun: {e}") from None
     finally:
         os.close(out)
         os.close(fd)
@@ -350,7 +350,7 @@ def run(cell: Cell, label: str, args: list[str], acct: pwd.struct_passwd, deadli
     freshly built helper. Its working directory and HOME are made for it and
     removed after it."""
     if acct.pw_uid == 0:  # preflight refuses first; this never runs as root either way
-        raise Refused("the harness is never run as root")
+        raise HarnessRefused("the harness is never run as root")
     d = scratch.make("pty-acceptance-plugin-run-", mode=0o700)  # root's: the user cannot enter it
     try:
         dfd = hostfs.open_dir(d)
@@ -430,7 +430,7 @@ def read_results(workdir: str) -> dict[str, bytes | str]:
             try:
                 out[name] = hostfs.read_fd(hostfs.open_file_at(dfd, name, where, user_writable=True), RESULT_LIMIT,
                                            where)
-            except hostfs.Refused as e:
+            except hostfs.PathRefused as e:
                 out[name] = f"not read: {e}"
             except OSError as e:
                 out[name] = f"not read: {e.strerror or e}"
@@ -443,7 +443,7 @@ def listing(directory: str) -> set[str] | str:
     """The names in `directory` (opened without following a link), or why not."""
     try:
         dfd = hostfs.open_dir(directory)
-    except (hostfs.Refused, OSError) as e:
+    except (hostfs.PathRefused, OSError) as e:
         return f"cannot list {directory}: {e}"
     try:
         names = hostfs.list_at(dfd, NAMES_LISTED + 1)

@@ -15,7 +15,7 @@ from typing import cast
 from pty_acceptance.decision import waivers
 from pty_acceptance.decision.run_records import AtMarkerTime, AtStart, Content, Setup, frozen
 from pty_acceptance.host import hostfs, scratch
-from pty_acceptance.provenance import manifest, running
+from pty_acceptance.provenance import manifest, running_binary
 from pty_acceptance.report import signing
 from pty_acceptance.spec.inventory import Inventory
 
@@ -56,10 +56,10 @@ def file_digest(path: str | Path, limit: hostfs.Limit | None = None) -> str:
         return f"not readable: {path}: {e.strerror or e}"
 
 
-def supervisor_now(inv: Inventory) -> running.Running:
+def supervisor_now(inv: Inventory) -> running_binary.Running:
     """The running supervisor, tied (or not) to the installed binary
-    (running.py); raises running.RunningError."""
-    return running.at_marker_time(inv.units.supervisor, inv.binaries.supervisor.path)
+    (running_binary.py); raises running_binary.RunningError."""
+    return running_binary.at_marker_time(inv.units.supervisor, inv.binaries.supervisor.path)
 
 
 def at_start(setup: Setup, inv: Inventory) -> AtStart:
@@ -73,7 +73,7 @@ def at_start(setup: Setup, inv: Inventory) -> AtStart:
     try:  # evidence only: the marker-time check (rules.running_blockers) decides
         found = supervisor_now(inv)
         supervisor = found.describe() + (f" PROBLEM: {found.problem}" if found.problem else "")
-    except running.RunningError as e:
+    except running_binary.RunningError as e:
         supervisor = f"not tied to the binary: {e}"
     return AtStart(frozen(hashes), tuple(errors), runtime, inventory_digest, checklist_digest, supervisor)
 
@@ -84,7 +84,7 @@ def content(inv: Inventory) -> Content:
     hashes, errors = hash_binaries(inv)
     try:
         problem = supervisor_now(inv).problem
-    except running.RunningError as e:
+    except running_binary.RunningError as e:
         problem = str(e)
     runtime = runtime_digest(inv)
     try:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from pty_acceptance.host import hostfs, systemd
-from pty_acceptance.provenance import gitrev, manifest, runtime
+from pty_acceptance.provenance import gitrev, manifest, node_runtime
 from pty_acceptance.spec import inventory
 
 MATCH, DIFFERS, MISSING, FILL_IN, NOT_READ, INVALID = "match", "differs", "missing", "FILL-IN", "not read", \
@@ -227,7 +227,7 @@ def _ports(vars_: dict) -> list[Line]:
         port = _get(vars_, f"ports.{role}")
         if not isinstance(port, int):
             continue
-        found = runtime.listener(port)
+        found = node_runtime.listener(port)
         status = MATCH if found.problem is None else MISSING
         out.append(Line(status, f"ports.{role}", found.problem or f"{port}: pid {found.pid} "
                         f"({found.exe_link}) listens"))
@@ -241,8 +241,8 @@ def _runtime(vars_: dict, lim: dict[str, hostfs.Limit]) -> list[Line]:
                      "the review's record of the approved Node 26.4 SEA build (RUNTIME-1)", user_writable=True)]
     if isinstance(path, str) and _exists(path):
         try:
-            found = runtime.identify(path, limit=lim["runtime_bytes"]).version
-        except runtime.RuntimeError_ as e:
+            found = node_runtime.identify(path, limit=lim["runtime_bytes"]).version
+        except node_runtime.RuntimeUnreadable as e:
             out.append(Line(NOT_READ, "runtime.node_version", str(e)))
         else:
             out.append(Line(MATCH if found == want else DIFFERS, "runtime.node_version",

@@ -162,7 +162,7 @@ def open_parent(path: str, create: bool, strict: bool = True) -> int:
     try:
         return hostfs.open_dir(str(PurePosixPath(path).parent),
                                each=_check_dir_fd if strict else None, create=create)
-    except hostfs.Refused as e:
+    except hostfs.PathRefused as e:
         raise UnsafeChain(str(e)) from None
 
 

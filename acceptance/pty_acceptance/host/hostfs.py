@@ -39,7 +39,7 @@ class Node:
     def walked(cls, path: str) -> "Node":
         """`path` (absolute) judged by fstatat in its directory, which is
         reached by the walk from / (open_dir): a link in any component above
-        is Refused, never followed; the last one is not followed either."""
+        is PathRefused, never followed; the last one is not followed either."""
         parent, name = os.path.split(path)
         try:
             dfd = open_dir(parent or "/")
@@ -172,12 +172,12 @@ def first_difference(a: bytes, b: bytes) -> int | None:
 # legitimately) are read without that rule.
 
 
-class Refused(errors.Refused, OSError):
+class PathRefused(errors.Refused, OSError):
     """A path that is not read: a component is a link or not a directory, or
     the file is not a regular file. The message names the path and the kind."""
 
 
-class HardLink(Refused):
+class HardLink(PathRefused):
     """A regular file with more than one link, in a tree the service user can
     write (SUITE-4): not read, whatever its other names are."""
 
@@ -195,7 +195,7 @@ def unread(e: OSError, path: str) -> str:
     path and the kind), a missing file, or the system's error."""
     if isinstance(e, NotText):
         return str(e)
-    if isinstance(e, Refused):
+    if isinstance(e, PathRefused):
         return f"{e} (not read)"
     if isinstance(e, FileNotFoundError):
         return f"{path} does not exist (or a directory above it does not)"
@@ -216,10 +216,10 @@ def parts_of(path: str, relative: bool = False) -> tuple[str, ...]:
     """The components of `path`; no "..", absolute unless `relative`."""
     p = PurePosixPath(path)
     if p.is_absolute() == relative:
-        raise Refused(f"{path}: expected {'a relative' if relative else 'an absolute'} path")
+        raise PathRefused(f"{path}: expected {'a relative' if relative else 'an absolute'} path")
     parts = p.parts if relative else p.parts[1:]
     if ".." in parts:
-        raise Refused(f"{path}: a '..' component")
+        raise PathRefused(f"{path}: a '..' component")
     return parts
 
 
@@ -241,7 +241,7 @@ def open_dir_at(dfd: int, name: str, where: str, create: bool = False) -> int:
             raise
     except OSError as e:
         if e.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise Refused(f"{where} is a {_lkind(dfd, name) or 'symlink'}, not a directory") from None
+            raise PathRefused(f"{where} is a {_lkind(dfd, name) or 'symlink'}, not a directory") from None
         raise
     try:
         os.mkdir(name, 0o755, dir_fd=dfd)
@@ -299,19 +299,19 @@ def open_file_at(dfd: int, name: str, where: str, user_writable: bool = False) -
     refused too (HardLink), judged before the open and again after."""
     before = os.stat(name, dir_fd=dfd, follow_symlinks=False)  # FileNotFoundError passes through
     if not stat.S_ISREG(before.st_mode):
-        raise Refused(f"{where} is a {kind_of(before.st_mode)}, not a regular file")
+        raise PathRefused(f"{where} is a {kind_of(before.st_mode)}, not a regular file")
     if user_writable:
         one_link(before, where)
     try:
         fd = os.open(name, FILE_FLAGS, dir_fd=dfd)
     except OSError as e:
         if e.errno == errno.ELOOP:
-            raise Refused(f"{where} is a symlink, not a regular file") from None
+            raise PathRefused(f"{where} is a symlink, not a regular file") from None
         raise
     st = os.fstat(fd)
     try:
         if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino):
-            raise Refused(f"{where} is a {kind_of(st.st_mode)} that changed while it was opened")
+            raise PathRefused(f"{where} is a {kind_of(st.st_mode)} that changed while it was opened")
         if user_writable:
             one_link(st, where)
     except BaseException:
@@ -334,7 +334,7 @@ def open_file(path: str, user_writable: bool = False) -> int:
     (`user_writable`: see open_file_at)."""
     parts = parts_of(path)
     if not parts:
-        raise Refused(f"{path} is a directory, not a regular file")
+        raise PathRefused(f"{path} is a directory, not a regular file")
     parent = open_dir("/" + "/".join(parts[:-1]))
     try:
         return open_file_at(parent, parts[-1], path, user_writable)
@@ -425,7 +425,7 @@ def as_limit(limit: "int | Limit | None") -> Limit:
     return limit if isinstance(limit, Limit) else Limit(int(limit))
 
 
-class TooLarge(Refused):
+class TooLarge(PathRefused):
     """A file over its size bound: not read. The message names the bound."""
 
 
@@ -462,7 +462,7 @@ def read_file(path: str, limit: "int | Limit", user_writable: bool = False) -> b
     return read_fd(open_file(path, user_writable), limit, path)
 
 
-class NotText(Refused):
+class NotText(PathRefused):
     """A file read whole that is not UTF-8: the message says where, never what."""
 
 

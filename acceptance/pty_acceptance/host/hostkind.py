@@ -86,7 +86,7 @@ def parse_os_release(text: str) -> dict[str, str]:
 
 
 def read_os_release(etc_file: str = ETC_OS_RELEASE, usr_file: str = USR_OS_RELEASE) -> tuple[dict[str, str], str]:
-    """(its fields, where they were read from). Raises OSError (hostfs.Refused
+    """(its fields, where they were read from). Raises OSError (hostfs.PathRefused
     among them) when neither file can be read safely."""
     etc_dir, name = os.path.split(etc_file)
     links_to_usr = (os.path.relpath(usr_file, etc_dir), usr_file)
@@ -101,7 +101,7 @@ def read_os_release(etc_file: str = ETC_OS_RELEASE, usr_file: str = USR_OS_RELEA
     if st is not None and target is None:
         return parse_os_release(hostfs.read_text(etc_file, OS_RELEASE_LIMIT)), etc_file
     if target is not None and target not in links_to_usr:
-        raise hostfs.Refused(f"{etc_file} is a link to {target!r}, not to {usr_file}: not followed")
+        raise hostfs.PathRefused(f"{etc_file} is a link to {target!r}, not to {usr_file}: not followed")
     where = f"{etc_file} -> {target}" if target else usr_file
     return parse_os_release(hostfs.read_text(usr_file, OS_RELEASE_LIMIT)), where
 

@@ -9,12 +9,12 @@ holds:
   first hook until the process ends (startup.py). A second run finds it
   locked and fails at once, naming the first: its pid as the kernel's lock
   table (/proc/locks) gives it, that process's start time and command line.
-- ``standin-<hex>.json``: one per stand-in listener (livesession.py) while it
+- ``standin-<hex>.json``: one per stand-in listener (standin_listener.py) while it
   exists: the socket and the directories made for it, each with its device
   and inode as lstat() saw them right after it was made, and its owners
   (root, who made it, and the user it is then given to).
 - ``pty-acceptance-<tag>-runtime.env``: the root-only copy of the runtime's
-  environment files (handoff.py).
+  environment files (candidate/runtimeunit.py).
 - ``scratch-<hex>.json``: the run's scratch area (scratch.py: the root-owned
   directory in /tmp that holds every temporary directory the run makes, the
   service user's workspaces and build directories among them): its path,
@@ -89,7 +89,7 @@ def open_run_dir(path: str | None = None) -> int:
     path = path or _current
     try:
         fd = hostfs.open_dir(path, each=_check_dir_fd, create=True)
-    except hostfs.Refused as e:
+    except hostfs.PathRefused as e:
         raise RunDirError(str(e)) from None
     except OSError as e:
         raise RunDirError(f"{path}: {e.strerror or e}") from None

@@ -28,7 +28,7 @@ def walk(top: int, where: str, tally: hostfs.Tally, visit: Visit,
     """Every entry below directory `top` (open; not closed here; `where` its
     path), in name order: `visit` each; a directory it returns True for is
     entered, and `leave(path)` is called once all below it was visited.
-    Raises hostfs.TooLarge at a bound, hostfs.Refused for an entry swapped
+    Raises hostfs.TooLarge at a bound, hostfs.PathRefused for an entry swapped
     for a link since it was listed, OSError as the reads raise it."""
     frames: list[tuple[int, str, int, list[str]]] = [(top, where, 0, sorted(tally.names(top, where), reverse=True))]
     try:

@@ -177,7 +177,7 @@ def copy_source(source_dir: str, work: str, acct,
             finally:
                 os.close(fd)
         _give(wfd, acct, 0o700)
-    except hostfs.Refused as e:
+    except hostfs.PathRefused as e:
         raise BuildError(f"the build source cannot be copied safely: {e}") from None
     finally:
         os.close(wfd)
@@ -260,7 +260,7 @@ def reproduce(inv: Inventory) -> Reproduction:
     go_sum = str(Path(inv.build.source_dir) / "go.sum")
     try:
         go_sum_sha = hostfs.sha256_file(go_sum, inv.limit("file_bytes"), user_writable=True)
-    except hostfs.Refused as e:
+    except hostfs.PathRefused as e:
         raise BuildError(str(e)) from None
     except OSError as e:
         raise BuildError(f"{go_sum}: {e.strerror or e}") from None

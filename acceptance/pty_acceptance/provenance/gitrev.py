@@ -37,7 +37,7 @@ def _read(gfd: int, git: str, rel: str) -> bytes:
         return hostfs.read_fd(hostfs.open_file_beneath(gfd, rel, git, user_writable=True), LIMIT, where)
     except FileNotFoundError:
         raise
-    except hostfs.Refused as e:
+    except hostfs.PathRefused as e:
         raise GitError(str(e)) from None
     except OSError as e:
         raise GitError(f"{where}: {e.strerror or type(e).__name__}") from None
@@ -64,7 +64,7 @@ def head(checkout: str) -> str:
         gfd = hostfs.open_dir(git)
     except FileNotFoundError:
         raise GitError(f"{git} does not exist (or a directory above it does not)") from None
-    except hostfs.Refused as e:
+    except hostfs.PathRefused as e:
         raise GitError(f"{e}: expected the repository directory, reached without links") from None
     except OSError as e:
         raise GitError(f"{git}: {e.strerror or type(e).__name__}") from None

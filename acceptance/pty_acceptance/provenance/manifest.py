@@ -49,7 +49,7 @@ class ManifestError(Unreadable):
 def _open_dir(path: str) -> int:
     try:
         return hostfs.open_dir(path)
-    except hostfs.Refused as e:
+    except hostfs.PathRefused as e:
         raise ManifestError(str(e)) from None
     except OSError as e:
         raise ManifestError(f"{path}: {e.strerror or e}") from None
@@ -76,7 +76,7 @@ def _go_files(fd: int, where: str, tally: hostfs.Tally) -> list[str]:
 
     try:
         treewalk.walk(fd, where, tally, visit)
-    except hostfs.Refused as e:  # at a bound, or swapped for a link since it was listed
+    except hostfs.PathRefused as e:  # at a bound, or swapped for a link since it was listed
         raise ManifestError(str(e)) from None
     return found
 
@@ -117,7 +117,7 @@ def _sha256sum_line(path: str, tally: hostfs.Tally) -> str:
     try:
         fd = tally.checked(hostfs.open_file(path, user_writable=True), path)
         digest = hostfs.sha256_fd(fd, tally.bounds.file, path)
-    except hostfs.Refused as e:
+    except hostfs.PathRefused as e:
         raise ManifestError(str(e)) from None
     except OSError as e:
         raise ManifestError(f"{path}: {e.strerror or e}") from None

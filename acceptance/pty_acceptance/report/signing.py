@@ -325,7 +325,7 @@ def read_regular(path: str, limit: int) -> bytes:
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
-        raise hostfs.Refused(f"{path} is not a regular file")
+        raise hostfs.PathRefused(f"{path} is not a regular file")
     return hostfs.read_fd(fd, limit, path)
 
 

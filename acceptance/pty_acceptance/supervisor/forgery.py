@@ -27,7 +27,7 @@ from jeepney.io.blocking import DBusConnection, open_dbus_connection
 from pty_acceptance.host import cgroups, programs
 from pty_acceptance.host.bus import SERVICE_IFACE, BusError, Systemd
 from pty_acceptance.supervisor import protocol as p
-from pty_acceptance.supervisor.session import RawSession
+from pty_acceptance.supervisor.session_clients import RawSession
 
 SYSTEMD_PATH = "/org/freedesktop/systemd1"
 MANAGER = "org.freedesktop.systemd1.Manager"

@@ -43,10 +43,11 @@ from typing import cast
 import psutil
 
 from pty_acceptance.errors import Unreadable
-from pty_acceptance.host import observe, proc, programs, scratch, userunit
+from pty_acceptance.host import observe, proc, scratch, strace, userunit
+from pty_acceptance.host.strace import HEX_STRING, Syscall, parse, unhex
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.supervisor.peer import DisposableUnit, open_cwd
-from pty_acceptance.supervisor.session import MAX_OUTPUT, RawSession
+from pty_acceptance.supervisor.session_clients import MAX_OUTPUT, RawSession
 
 HELPER_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}  # what agent.py gives the helper
 STRING_BYTES = p.START_BOUND + p.HEADER.size + 64
@@ -83,84 +84,13 @@ PROCESS_SYSCALLS = frozenset("fork vfork clone clone3 execve execveat".split())
 OUTPUT_SYSCALLS = frozenset("write sendmsg sendto writev pwrite64 pwritev pwritev2 sendmmsg "
                             "sendfile splice tee vmsplice copy_file_range".split())
 
-_STR = re.compile(r'"((?:\\x[0-9a-f]{2})*)"(\.\.\.)?')
 _IOV = re.compile(r'iov_base="((?:\\x[0-9a-f]{2})*)"(\.\.\.)?')
 _RIGHTS = re.compile(r"cmsg_type=SCM_RIGHTS, cmsg_data=\[([0-9, ]*)\]")
 _CMSG = re.compile(r"cmsg_type=(\w+)")
-_LINE = re.compile(r"^(\d+)\s+(.*)$")
-_CALL = re.compile(r"^([a-z_0-9]+)\((.*)$")
-_RESUMED = re.compile(r"^<\.\.\. ([a-z_0-9]+) resumed>(.*)$")
-_RET = re.compile(r"\)\s+=\s+(-?\d+|0x[0-9a-f]+|\?)(?:\s+(E[A-Z0-9]+))?[^)]*(?:\))?\s*$")
 
 
 class TraceError(Unreadable):
     pass
-
-
-def unhex(s: str) -> bytes:
-    return bytes.fromhex(s.replace("\\x", ""))
-
-
-@dataclass
-class Syscall:
-    pid: int
-    name: str
-    args: str
-    ret: int | None
-    err: str | None
-
-    def strings(self) -> list[bytes]:
-        return [unhex(m.group(1)) for m in _STR.finditer(self.args)]
-
-    def first_int(self) -> int | None:
-        m = re.match(r"\s*(-?\d+)", self.args)
-        return int(m.group(1)) if m else None
-
-    def show(self, limit: int = 160) -> str:
-        args = _STR.sub(lambda m: repr(unhex(m.group(1))[:48]) + ("..." if m.group(2) else ""),
-                        self.args)
-        return f"{self.pid} {self.name}({args[:limit]}) = {self.ret}{' ' + self.err if self.err else ''}"
-
-
-def parse_trace(text: str) -> tuple[list[Syscall], list[str]]:
-    """strace -f output -> (system calls in completion order, other lines)."""
-    calls: list[Syscall] = []
-    other: list[str] = []
-    pending: dict[int, tuple[str, str]] = {}
-    for raw in text.splitlines():
-        m = _LINE.match(raw)
-        if not m:
-            other.append(raw)
-            continue
-        pid, rest = int(m.group(1)), m.group(2)
-        if rest.startswith(("---", "+++")):
-            other.append(raw)
-            continue
-        r = _RESUMED.match(rest)
-        if r:
-            name, body = pending.pop(pid, (r.group(1), ""))
-            rest = f"{name}({body}{r.group(2)}"
-        if rest.endswith("<unfinished ...>"):
-            c = _CALL.match(rest)
-            if c:
-                pending[pid] = (c.group(1), c.group(2)[: -len("<unfinished ...>")].rstrip())
-            continue
-        c = _CALL.match(rest)
-        if not c:
-            other.append(raw)
-            continue
-        name, body = c.group(1), c.group(2)
-        ret = _RET.search(body)
-        if ret:
-            args = body[: ret.start()]
-            value = ret.group(1)
-            num = None if value == "?" else int(value, 0)
-            calls.append(Syscall(pid, name, args, num, ret.group(2)))
-        else:
-            calls.append(Syscall(pid, name, body, None, None))
-    for pid, (name, body) in pending.items():
-        calls.append(Syscall(pid, name, body, None, "unfinished"))
-    return calls, other
 
 
 @dataclass
@@ -276,7 +206,7 @@ class TracedRun:
                     problems.append(f"output call without a result: {c.show()}")
                 continue
             if c.name in ("write", "sendto", "pwrite64"):
-                found = _STR.search(c.args)
+                found = HEX_STRING.search(c.args)
                 chunks = [found] if found else []
             elif c.name in ("sendmsg", "writev", "pwritev", "pwritev2"):
                 chunks = list(_IOV.finditer(c.args))
@@ -307,8 +237,8 @@ class TracedRun:
 
 # ----------------------------------------------------------------- running
 def strace_path() -> str:
-    path = programs.path("strace")
-    if not os.path.isfile(path):
+    path = strace.installed()
+    if path is None:
         raise TraceError("strace is not installed on this host: the helper's system calls "
                          "cannot be observed (install strace to run HELPER-1..5 and PROTO-2)")
     return path
@@ -466,7 +396,7 @@ def run_traced(peer: DisposableUnit, socket_path: str, helper: str, service_user
         run.strace_stderr = _tail(tmp)
         with open(trace_file, "rb") as f:
             text = f.read().decode("ascii", "replace")
-        run.calls, run.other = parse_trace(text)
+        run.calls, run.other = parse(text)
         return run
     finally:
         if proc is not None and proc.poll() is None:

@@ -29,7 +29,7 @@ from typing import cast
 
 from pty_acceptance.errors import Unreadable
 from pty_acceptance.host import observe, proc, scratch
-from pty_acceptance.provenance import runtime
+from pty_acceptance.provenance import node_runtime
 from pty_acceptance.supervisor import peer
 from pty_acceptance.host.bus import SERVICE_IFACE, BusError, Systemd
 from pty_acceptance.host.hostfs import read_nofollow
@@ -138,7 +138,7 @@ def find_target(port: int) -> Target:
     """The one process listening on TCP `port`, its start time and dumpability."""
     import psutil
 
-    found = runtime.listener(port)
+    found = node_runtime.listener(port)
     if found.problem:
         raise IsolationError(f"no target on port {port}: {found.problem}")
     pid = cast(int, found.pid)  # no problem: listener() read its one owner in full

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pty_acceptance.host import proc
 from pty_acceptance.host.polling import poll
 from pty_acceptance.host.processes import processes_in, token_processes
-from pty_acceptance.supervisor.footprint import Footprint
+from pty_acceptance.supervisor.session_footprint import Footprint
 from pty_acceptance.supervisor.stopbounds import StopBounds
 
 NOTICE = "pty-acc-TERM"  # the command's comm once it has seen SIGTERM (at most 15 bytes)

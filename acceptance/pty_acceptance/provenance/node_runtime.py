@@ -97,7 +97,7 @@ class Identity:
                 "release URL occurrences": self.version_count}
 
 
-class RuntimeError_(Unreadable):
+class RuntimeUnreadable(Unreadable):
     """The binary could not be read as a regular file without following links."""
 
 
@@ -120,11 +120,11 @@ def identify(path: str, chunk: int = CHUNK, limit: hostfs.Limit | int | None = N
     At most `limit` bytes (the inventory's limits.runtime_bytes): its size is
     taken from fstat first, a larger file is refused unread (SUITE-4)."""
     lim = hostfs.as_limit(limit)
-    fd = _open_user_file(path, RuntimeError_)
+    fd = _open_user_file(path, RuntimeUnreadable)
     try:
         st = os.fstat(fd)
         if st.st_size > lim.value:
-            raise RuntimeError_(f"{path} is {st.st_size} bytes, over {lim}: not read")
+            raise RuntimeUnreadable(f"{path} is {st.st_size} bytes, over {lim}: not read")
         h = hashlib.sha256()
         states: list[str] = []
         offsets: list[int] = []
@@ -140,7 +140,7 @@ def identify(path: str, chunk: int = CHUNK, limit: hostfs.Limit | int | None = N
                 h.update(data)
                 size += len(data)
                 if size > lim.value:
-                    raise RuntimeError_(f"{path} grew past {lim} while it was read")
+                    raise RuntimeUnreadable(f"{path} grew past {lim} while it was read")
                 buf += data
             else:
                 eof = True
@@ -174,7 +174,7 @@ def identify(path: str, chunk: int = CHUNK, limit: hostfs.Limit | int | None = N
         return Identity(path, size, h.hexdigest(), st.st_dev, st.st_ino,
                         tuple(states), tuple(offsets), tuple(versions), vcount)
     except OSError as e:
-        raise RuntimeError_(f"{path}: read: {e.strerror}") from None
+        raise RuntimeUnreadable(f"{path}: read: {e.strerror}") from None
     finally:
         os.close(fd)
 
@@ -261,7 +261,7 @@ def same_file(path: str, dev_ino: tuple[int, int] | None) -> tuple[bool, str]:
             st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
         finally:
             os.close(dfd)
-    except hostfs.Refused as e:
+    except hostfs.PathRefused as e:
         return False, f"{e} (never followed)"
     except OSError as e:
         return False, f"{path}: lstat: {e.strerror or e}"

@@ -11,7 +11,7 @@ import secrets
 from dataclasses import dataclass, field
 
 from pty_acceptance.host.bus import Systemd
-from pty_acceptance.supervisor.gone import force_stop
+from pty_acceptance.supervisor.session_gone import force_stop
 from pty_acceptance.supervisor.peer import TAG_PREFIX
 
 

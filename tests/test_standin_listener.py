@@ -12,7 +12,7 @@ import stat
 
 import pytest
 
-from pty_acceptance.host import standin
+from pty_acceptance.host import standin_listener
 
 
 def _mode(path: str) -> int:
@@ -21,7 +21,7 @@ def _mode(path: str) -> int:
 
 def test_makes_directories_and_socket_by_descriptor_and_removes_them(tmp_path):
     path = tmp_path / "user" / "run" / "bus"
-    with standin.standin_listener(str(path), uid=os.getuid(), gid=os.getgid(), mode=0o600,
+    with standin_listener.standin_listener(str(path), uid=os.getuid(), gid=os.getgid(), mode=0o600,
                                   dir_uid=os.getuid(), dir_gid=os.getgid(), dir_mode=0o700) as (p, made):
         assert made and p == str(path)
         assert stat.S_ISSOCK(os.lstat(path).st_mode) and _mode(path) == 0o600
@@ -38,7 +38,7 @@ def test_existing_socket_is_left_alone(tmp_path):
     s.bind(str(path))
     try:
         before = os.lstat(path)
-        with standin.standin_listener(str(path), mode=0o600) as (_, made):
+        with standin_listener.standin_listener(str(path), mode=0o600) as (_, made):
             assert not made
         after = os.lstat(path)
         assert (after.st_ino, after.st_mode) == (before.st_ino, before.st_mode)
@@ -64,8 +64,8 @@ def test_socket_swapped_for_a_link_after_bind_is_refused_and_not_followed(tmp_pa
             os.symlink(victim, address)
 
     monkeypatch.setattr(socket, "socket", Swapping)
-    with pytest.raises(standin.StandinError, match="swapped for a symlink"):
-        with standin.standin_listener(str(user_dir / "bus"), uid=os.getuid(), gid=os.getgid(),
+    with pytest.raises(standin_listener.StandinError, match="swapped for a symlink"):
+        with standin_listener.standin_listener(str(user_dir / "bus"), uid=os.getuid(), gid=os.getgid(),
                                       mode=0o600):
             pass
     assert _mode(victim) == 0o644
@@ -78,8 +78,8 @@ def test_link_in_the_directory_chain_is_refused(tmp_path):
     real.mkdir()
     os.chmod(real, 0o755)
     (tmp_path / "user").symlink_to(real)
-    with pytest.raises(standin.StandinError, match="symlink"):
-        with standin.standin_listener(str(tmp_path / "user" / "sub" / "bus"), mode=0o600,
+    with pytest.raises(standin_listener.StandinError, match="symlink"):
+        with standin_listener.standin_listener(str(tmp_path / "user" / "sub" / "bus"), mode=0o600,
                                       dir_mode=0o700):
             pass
     assert os.listdir(real) == [] and _mode(real) == 0o755

@@ -19,10 +19,10 @@ from pty_acceptance.host import processes, terminal
 from pty_acceptance.host.bus import Systemd
 from pty_acceptance.host.polling import POLL_S
 from pty_acceptance.supervisor import protocol as p
-from pty_acceptance.supervisor.footprint import Footprint, HostReadError
-from pty_acceptance.supervisor.gone import force_stop, wait_gone
-from pty_acceptance.supervisor.session import RawSession, SessionError
-from pty_acceptance.supervisor.sessionunit import NotOurs, Owner
+from pty_acceptance.supervisor.session_footprint import Footprint, HostReadError
+from pty_acceptance.supervisor.session_gone import force_stop, wait_gone
+from pty_acceptance.supervisor.session_clients import RawSession, SessionError
+from pty_acceptance.supervisor.unit_vouch import NotOurs, Owner
 from pty_acceptance.supervisor.stopbounds import SCRIPT_GRACE_S, STOP_SLACK_S
 from pty_acceptance.supervisor.tokens import tagged_sh
 

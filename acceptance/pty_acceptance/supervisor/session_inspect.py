@@ -9,7 +9,7 @@ waits for end of input so the host can read /proc while it lives.
 
 Not Testinfra's `host.process`: a session's processes are its cgroup's
 (cgroups.py), each judged by pid while the session lives. A peer for a whole
-module is conftest's `module_peer`; stand-in listeners: standin.py.
+module is conftest's `module_peer`; stand-in listeners: standin_listener.py.
 """
 
 from __future__ import annotations

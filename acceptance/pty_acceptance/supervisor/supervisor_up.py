@@ -1,4 +1,5 @@
-"""The supervisor's readiness (CONC-2, ORPHAN-1: a restart of the supervisor
+"""Whether the supervisor unit is up, waiting for it and starting it (not
+the readiness marker, gate/marker.py) (CONC-2, ORPHAN-1: a restart of the supervisor
 is one of the ways a session ends, and the suite brings it back on every
 path: conftest's `supervisor_guard`): active/running, Type=notify's READY
 coming after listen, and its socket there; optionally a new invocation."""

@@ -9,12 +9,12 @@ from __future__ import annotations
 import pytest
 
 from pty_acceptance.host import cgroups, processes
-from pty_acceptance.supervisor import sessions, sessionunit
-from pty_acceptance.supervisor.footprint import Footprint
+from pty_acceptance.supervisor import tracked_sessions, unit_vouch
+from pty_acceptance.supervisor.session_footprint import Footprint
 from pty_acceptance.host.bus import UNIT_IFACE
-from pty_acceptance.supervisor.session import Outcome
+from pty_acceptance.supervisor.session_clients import Outcome
 
-OWNER = sessionunit.Owner("opencode-pty-supervisor.service", "opencode-pty.slice")
+OWNER = unit_vouch.Owner("opencode-pty-supervisor.service", "opencode-pty.slice")
 STRICT = "opencode-pty-0123456789abcdef0123456789abcdef.service"
 
 
@@ -67,18 +67,18 @@ HOSTILE = {
 def test_vouch_refuses_a_unit_not_ours(case):
     name, props = HOSTILE[case]
     bus = FakeBus({name: props})
-    with pytest.raises(sessionunit.NotOurs) as e:
-        sessionunit.vouch(bus, name, OWNER)
+    with pytest.raises(unit_vouch.NotOurs) as e:
+        unit_vouch.vouch(bus, name, OWNER)
     assert str(e.value).startswith("SUITE-4: ") and "\x1b" not in str(e.value)
     assert e.value.requirements == ("SUITE-4",)
-    assert not sessionunit.may_act(bus, name, OWNER)
+    assert not unit_vouch.may_act(bus, name, OWNER)
 
 
 def test_vouch_accepts_a_bound_session_unit_in_the_slice():
     bus = FakeBus({STRICT: _unit(cgroup=f"/opencode.slice/opencode-pty.slice/{STRICT}")})
-    assert sessionunit.vouch(bus, STRICT, OWNER)["Slice"] == "opencode-pty.slice"
-    with pytest.raises(sessionunit.NotLoaded):
-        sessionunit.vouch(FakeBus({}), STRICT, OWNER)
+    assert unit_vouch.vouch(bus, STRICT, OWNER)["Slice"] == "opencode-pty.slice"
+    with pytest.raises(unit_vouch.NotLoaded):
+        unit_vouch.vouch(FakeBus({}), STRICT, OWNER)
 
 
 class FakeRaw:
@@ -103,9 +103,9 @@ def test_sessions_refuse_what_started_named_and_never_stop_or_kill_it(case, monk
     monkeypatch.setattr(processes, "processes_in", lambda path: {4242: (1.0, "sshd")})
     monkeypatch.setattr(processes, "token_processes", lambda token: {})
     monkeypatch.setattr(Footprint, "kill_survivors", lambda fp: killed.append(fp.unit))
-    ss = sessions.Sessions(bus, peer=None, socket_path="/run/x.sock", owner=OWNER)
+    ss = tracked_sessions.Sessions(bus, peer=None, socket_path="/run/x.sock", owner=OWNER)
     s = FakeRaw(name)
-    with pytest.raises(sessionunit.NotOurs):
+    with pytest.raises(unit_vouch.NotOurs):
         ss.started(s, "123456789012")
     assert s.closed, "the refused session's connection is closed (the supervisor ends it)"
     ss.close()
@@ -117,10 +117,10 @@ def test_a_vouched_session_is_still_cleaned_up(monkeypatch):
     monkeypatch.setattr(cgroups, "cgroup_dir", lambda cg: "/sys/fs/cgroup" + cg)
     monkeypatch.setattr(processes, "processes_in", lambda path: {})
     monkeypatch.setattr(processes, "token_processes", lambda token: {})
-    ss = sessions.Sessions(bus, peer=None, socket_path="/run/x.sock", owner=OWNER)
+    ss = tracked_sessions.Sessions(bus, peer=None, socket_path="/run/x.sock", owner=OWNER)
     fp = ss.started(FakeRaw(STRICT), "123456789012")
     assert fp.unit == STRICT and ss.footprints == [fp]
-    monkeypatch.setattr(sessions, "wait_gone", lambda bus, fps, d: ({}, {STRICT: ["still loaded"]}))
+    monkeypatch.setattr(tracked_sessions, "wait_gone", lambda bus, fps, d: ({}, {STRICT: ["still loaded"]}))
     monkeypatch.setattr(Footprint, "kill_survivors", lambda fp: None)
     ss.close()
     assert bus.acts == [("stop", STRICT)]
@@ -130,10 +130,10 @@ def test_a_failure_naming_suite_4_is_reported_under_it(pytester):
     """The plugin adds a failure's `requirements` to its JUnit case."""
     pytester.makeconftest("from pty_acceptance.gate.plugin import pytest_runtest_makereport  # noqa: F401\n")
     pytester.makepyfile(test_x="""
-        from pty_acceptance.supervisor import sessionunit
+        from pty_acceptance.supervisor import unit_vouch
 
         def test_refused():
-            raise sessionunit.NotOurs("sshd.service", "is not a strict session name")
+            raise unit_vouch.NotOurs("sshd.service", "is not a strict session name")
     """)
     r = pytester.runpytest("--junitxml=out.xml", "-p", "no:cacheprovider")
     r.assert_outcomes(failed=1)

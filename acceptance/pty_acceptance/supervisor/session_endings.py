@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from pty_acceptance.host.bus import Systemd
-from pty_acceptance.supervisor.footprint import Footprint, HostReadError, bounded_stop_problem
-from pty_acceptance.supervisor.gone import wait_gone
-from pty_acceptance.supervisor.session import RawSession
-from pty_acceptance.supervisor.sessionio import Drain
-from pty_acceptance.supervisor.sessions import Sessions
-from pty_acceptance.supervisor.sessionunit import NotOurs
+from pty_acceptance.supervisor.session_footprint import Footprint, HostReadError, bounded_stop_problem
+from pty_acceptance.supervisor.session_gone import wait_gone
+from pty_acceptance.supervisor.session_clients import RawSession
+from pty_acceptance.supervisor.session_stream import Drain
+from pty_acceptance.supervisor.tracked_sessions import Sessions
+from pty_acceptance.supervisor.unit_vouch import NotOurs
 from pty_acceptance.supervisor.tokens import new_token, tagged_sh
 
 ENDINGS_DEADLINE_S = 120.0  # run_endings: every case driven side by side ends within this

@@ -1,7 +1,7 @@
-"""UNIT-6's judgement of a session command's environment (livesession.environment_problems)."""
+"""UNIT-6's judgement of a session command's environment (session_inspect.environment_problems)."""
 import pytest
 
-from pty_acceptance.supervisor import livesession as live
+from pty_acceptance.supervisor import session_inspect as live
 
 WANT = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/home/byk", "TERM": "xterm-256color",
         "LANG": "C.UTF-8"}

@@ -1,4 +1,4 @@
-"""OWN-2's reading of what feeds the supervisor (feeds.py): the paths a unit
+"""OWN-2's reading of what feeds the supervisor (provenance/supervisor_inputs.py): the paths a unit
 names, and what a live process holds, judged root-controlled."""
 
 import os
@@ -6,11 +6,11 @@ import subprocess
 
 import pytest
 
-from pty_acceptance.provenance import feeds
+from pty_acceptance.provenance import supervisor_inputs
 
 
 def test_named_paths_from_the_service_properties():
-    named = feeds.named_paths({
+    named = supervisor_inputs.named_paths({
         "EnvironmentFiles": [("/etc/default/sup", False), ("/etc/sup.env", True)],
         "WorkingDirectory": "!/var/lib/sup", "RootDirectory": "", "RootImage": "/img.raw"})
     assert [(n.what, n.path, n.kind, n.optional) for n in named] == [
@@ -18,33 +18,36 @@ def test_named_paths_from_the_service_properties():
         ("EnvironmentFile=", "/etc/sup.env", "regular file", True),
         ("WorkingDirectory=", "/var/lib/sup", "directory", True),
         ("RootImage=", "/img.raw", "regular file", False)]
-    assert [n.path for n in feeds.named_paths({"WorkingDirectory": "~"})] == ["/root"]
-    assert feeds.named_paths({"WorkingDirectory": "", "EnvironmentFiles": []}) == []
+    assert [n.path for n in supervisor_inputs.named_paths({"WorkingDirectory": "~"})] == ["/root"]
+    assert supervisor_inputs.named_paths({"WorkingDirectory": "", "EnvironmentFiles": []}) == []
 
 
 def test_an_environment_file_of_the_service_user_is_a_finding(safe_dir):
     env = safe_dir / "sup.env"
     env.write_text("X=1\n")
-    assert feeds.named_problems(feeds.Named("EnvironmentFile=", str(env), "regular file", False)) == []
+    assert supervisor_inputs.named_problems(
+        supervisor_inputs.Named("EnvironmentFile=", str(env), "regular file", False)) == []
     os.chown(env, 1000, 1000)
-    problems = feeds.named_problems(feeds.Named("EnvironmentFile=", str(env), "regular file", False))
+    problems = supervisor_inputs.named_problems(
+        supervisor_inputs.Named("EnvironmentFile=", str(env), "regular file", False))
     assert problems == [f"EnvironmentFile=: {env} is owned by uid 1000, not root"]
 
 
 def test_a_missing_optional_file_is_fine_only_under_root_controlled_directories(safe_dir):
-    n = feeds.Named("EnvironmentFile=", str(safe_dir / "d/absent.env"), "regular file", True)
+    n = supervisor_inputs.Named("EnvironmentFile=", str(safe_dir / "d/absent.env"), "regular file", True)
     (safe_dir / "d").mkdir()
-    assert feeds.named_problems(n) == []
+    assert supervisor_inputs.named_problems(n) == []
     os.chown(safe_dir / "d", 1000, 1000)
-    assert feeds.named_problems(n) == [f"EnvironmentFile=: {safe_dir / 'd'} is owned by uid 1000, not root"]
-    strict = feeds.Named("EnvironmentFile=", n.path, "regular file", False)
-    assert f"EnvironmentFile=: {n.path} does not exist" in feeds.named_problems(strict)
+    assert supervisor_inputs.named_problems(n) == [f"EnvironmentFile=: {safe_dir / 'd'} is owned by uid 1000, not root"]
+    strict = supervisor_inputs.Named("EnvironmentFile=", n.path, "regular file", False)
+    assert f"EnvironmentFile=: {n.path} does not exist" in supervisor_inputs.named_problems(strict)
 
 
 def test_a_symlinked_working_directory_is_a_finding(safe_dir):
     (safe_dir / "real").mkdir()
     os.symlink(safe_dir / "real", safe_dir / "wd")
-    problems = feeds.named_problems(feeds.Named("WorkingDirectory=", str(safe_dir / "wd"), "directory", False))
+    problems = supervisor_inputs.named_problems(
+        supervisor_inputs.Named("WorkingDirectory=", str(safe_dir / "wd"), "directory", False))
     assert any("is a symlink, expected a directory" in p for p in problems), problems
 
 
@@ -76,11 +79,11 @@ def test_held_files_of_a_root_controlled_process_pass(safe_dir, process):
     held = safe_dir / "conf"
     held.write_text("x\n")
     pid = process(str(safe_dir), str(held))
-    found = feeds.held_paths(pid)
+    found = supervisor_inputs.held_paths(pid)
     whats = {(h.what, h.path) for h in found}
     assert ("cwd", str(safe_dir)) in whats and ("fd 7", str(held)) in whats
     assert any(h.what == "map" and h.path.endswith("sleep") for h in found)
-    assert [p for h in found for p in feeds.held_problems(h)] == []
+    assert [p for h in found for p in supervisor_inputs.held_problems(h)] == []
 
 
 def test_held_files_of_the_service_user_are_findings(safe_dir, process):
@@ -90,7 +93,7 @@ def test_held_files_of_the_service_user_are_findings(safe_dir, process):
     os.chown(wd, 1000, 1000)
     os.chmod(held, 0o666)
     pid = process(str(wd), str(held))
-    problems = [p for h in feeds.held_paths(pid) for p in feeds.held_problems(h)]
+    problems = [p for h in supervisor_inputs.held_paths(pid) for p in supervisor_inputs.held_problems(h)]
     assert f"pid {pid} cwd {str(wd)!r}: {wd} is owned by uid 1000, not root" in problems
     assert f"pid {pid} fd 7 {str(held)!r}: {held} is writable by group and other (mode 0666)" in problems
 
@@ -101,5 +104,5 @@ def test_a_held_file_whose_path_now_names_another_is_a_finding(safe_dir, process
     pid = process(str(safe_dir), str(held))
     held.unlink()
     held.write_text("another\n")
-    problems = [p for h in feeds.held_paths(pid) for p in feeds.held_problems(h)]
+    problems = [p for h in supervisor_inputs.held_paths(pid) for p in supervisor_inputs.held_problems(h)]
     assert any("is not the file held" in p for p in problems), problems

@@ -1,5 +1,5 @@
-"""pty_acceptance.candidate.handoff's readings (RUNTIME-2) without a host: the candidate
-unit's command line and the strace lines of the helper hand-off."""
+"""pty_acceptance.candidate.runtimeunit's readings (RUNTIME-2) without a host: the
+candidate unit's command line, its environment file and the runtime file hashed."""
 
 import hashlib
 import os
@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from pty_acceptance.candidate import handoff
+from pty_acceptance.candidate import runtimeunit
 from pty_acceptance.host import hostfs
 
 LIMIT = hostfs.Limit(1 << 30, "limits.runtime_bytes")
@@ -27,11 +27,11 @@ ExecStart=/opt/bin/opencode2-node serve --port 4096 --hostname 127.0.0.1
 
 
 def test_the_port_is_replaced_and_everything_else_kept():
-    cmd = handoff.candidate_command(UNIT, 5555)
+    cmd = runtimeunit.candidate_command(UNIT, 5555)
     assert cmd.argv == ["/opt/bin/opencode2-node", "serve", "--port", "5555", "--hostname", "127.0.0.1"]
     assert cmd.working_directory == "/home/byk"
     assert cmd.environment_files == [("/etc/opt/a.env", True), ("/home/byk/server.env", False)]
-    eq = handoff.candidate_command(UNIT.replace("--port 4096", "--port=4096"), 6000)
+    eq = runtimeunit.candidate_command(UNIT.replace("--port 4096", "--port=4096"), 6000)
     assert eq.argv[2:4] == ["--port", "6000"]
 
 
@@ -45,39 +45,8 @@ def test_the_port_is_replaced_and_everything_else_kept():
     (("EnvironmentFile=/home", "EnvironmentFile=home"), "not an absolute path"),
 ])
 def test_commands_the_suite_cannot_run_as_written_are_refused(change, why):
-    with pytest.raises(handoff.HandoffError, match=why):
-        handoff.candidate_command(UNIT.replace(*change), 5555)
-
-
-TRACE = """\
-700 execve("/usr/local/libexec/opencode-pty-client", ["/u"..., "--"...], 0x7ff /* 2 vars */) = 0
-700 sendmsg(3<UNIX-STREAM:[24033->24034]>, {msg_name=NULL, msg_namelen=0, msg_iov=[{iov_base="\\0\\0"..., iov_len=60}], msg_iovlen=1, msg_control=[{cmsg_len=20, cmsg_level=SOL_SOCKET, cmsg_type=SCM_RIGHTS, cmsg_data=[4</tmp/pty-acceptance-rt2-x>]}], msg_controllen=24, msg_flags=0}, 0) = 60
-700 sendmsg(3<UNIX-STREAM:[24033->24034]>, {msg_name=NULL, msg_namelen=0, msg_iov=[{iov_base="\\0\\0"..., iov_len=5}], msg_iovlen=1, msg_controllen=0, msg_flags=0}, 0) = 5
-701 sendmsg(5<UNIX-STREAM:[1->2]>, {msg_control=[{cmsg_len=20, cmsg_level=SOL_SOCKET, cmsg_type=SCM_RIGHTS, cmsg_data=[4</a>]}]}, 0) = 1
-702 execve("/bin/sleep", ["/b"...], 0x7ff /* 2 vars */) = 0
-702 sendmsg(3<UNIX-STREAM:[7->8]>, {msg_control=[{cmsg_len=28, cmsg_level=SOL_SOCKET, cmsg_type=SCM_RIGHTS, cmsg_data=[4</a>, 5</b>, ...]}]}, 0) = 1
-703 execve("/bin/false", ["/b"...], 0x7ff /* 2 vars */) = -1 ENOENT (No such file or directory)
-"""
-
-
-def test_the_trace_gives_each_exec_and_what_it_sent():
-    trace = handoff.parse_trace(TRACE)
-    assert trace.execs == {700: "/usr/local/libexec/opencode-pty-client", 702: "/bin/sleep"}
-    assert trace.of({700}) == (["/usr/local/libexec/opencode-pty-client"],
-                               [(3, 24033, 24034, [(4, "/tmp/pty-acceptance-rt2-x")]),
-                                (3, 24033, 24034, None)])
-    assert trace.of({702})[1] == [(3, 7, 8, [(4, "/a"), (5, "/b"), (-1, "...")])]
-    assert trace.of({701})[1] == [(5, 1, 2, [(4, "/a")])]
-
-
-def test_a_go_helper_sends_from_a_thread_and_strace_pads_the_tid():
-    trace = handoff.parse_trace(
-        '809   execve("/usr/local/libexec/opencode-pty-client", ["/u"..., "--"..., ...], 0x3 /* 2 vars */) = 0\n'
-        '811   sendmsg(3<UNIX-STREAM:[70840->71757]>, {msg_name=NULL, msg_iov=[{iov_base="\\0\\0"..., '
-        'iov_len=50}], msg_control=[{cmsg_len=20, cmsg_level=SOL_SOCKET, cmsg_type=SCM_RIGHTS, '
-        'cmsg_data=[4</tmp/w>]}], msg_controllen=24, msg_flags=0}, 0) = 50\n')
-    assert trace.of({809, 811}) == (["/usr/local/libexec/opencode-pty-client"],
-                                    [(3, 70840, 71757, [(4, "/tmp/w")])])
+    with pytest.raises(runtimeunit.HandoffError, match=why):
+        runtimeunit.candidate_command(UNIT.replace(*change), 5555)
 
 
 # ------------------------------------------------------------------ the runtime's environment
@@ -88,16 +57,16 @@ ROOT_SECRET = "pty-acceptance-handoff-root-only-7f3e"
 def test_every_environment_file_must_be_server_env():
     """Issue 21 item 9: only cutover.server_env gives the runtime its
     environment; anything else fails naming the path, escaped and bounded."""
-    handoff.environment_only_from([(SERVER_ENV, False)], SERVER_ENV)
-    handoff.environment_only_from([(SERVER_ENV, True)], SERVER_ENV)  # "-" or not
-    with pytest.raises(handoff.HandoffError) as e:
-        handoff.environment_only_from([(SERVER_ENV, False), ("/root/vault/secret", False),
+    runtimeunit.environment_only_from([(SERVER_ENV, False)], SERVER_ENV)
+    runtimeunit.environment_only_from([(SERVER_ENV, True)], SERVER_ENV)  # "-" or not
+    with pytest.raises(runtimeunit.HandoffError) as e:
+        runtimeunit.environment_only_from([(SERVER_ENV, False), ("/root/vault/secret", False),
                                        ("/home/byk/x\x1b[2J" + "y" * 300, True)], SERVER_ENV)
     msg = str(e.value)
     assert "'/root/vault/secret'" in msg and "\\x1b[2J" in msg and "\x1b" not in msg
     assert "y" * 185 in msg and "y" * 186 not in msg and "nothing was read" in msg  # 200 characters
-    with pytest.raises(handoff.HandoffError, match="no EnvironmentFile=: expected exactly"):
-        handoff.environment_only_from([], SERVER_ENV)
+    with pytest.raises(runtimeunit.HandoffError, match="no EnvironmentFile=: expected exactly"):
+        runtimeunit.environment_only_from([], SERVER_ENV)
 
 
 @pytest.fixture
@@ -119,9 +88,9 @@ def envdir(safe_dir, monkeypatch):
 def test_a_root_only_environment_file_is_never_read(envdir, monkeypatch):
     secret, env = envdir
     read = []
-    monkeypatch.setattr(handoff.serverenv, "read", lambda p: read.append(p))
-    with pytest.raises(handoff.HandoffError) as e:
-        handoff.private_environment([(str(secret), False), (str(env), False)], "0badc0de",
+    monkeypatch.setattr(runtimeunit.serverenv, "read", lambda p: read.append(p))
+    with pytest.raises(runtimeunit.HandoffError) as e:
+        runtimeunit.private_environment([(str(secret), False), (str(env), False)], "0badc0de",
                                     server_env=str(env), owner=(NOBODY.pw_uid, NOBODY.pw_gid))
     assert str(secret) in str(e.value) and ROOT_SECRET not in str(e.value)
     assert read == []
@@ -130,7 +99,7 @@ def test_a_root_only_environment_file_is_never_read(envdir, monkeypatch):
 def test_server_env_is_copied_only_after_cut3s_checks(envdir, safe_dir):
     secret, env = envdir
     owner = (NOBODY.pw_uid, NOBODY.pw_gid)
-    copy = handoff.private_environment([(str(env), True)], "0badc0de", server_env=str(env), owner=owner)
+    copy = runtimeunit.private_environment([(str(env), True)], "0badc0de", server_env=str(env), owner=owner)
     try:
         st = os.lstat(copy)
         assert (st.st_uid, st.st_mode & 0o7777) == (0, 0o600)
@@ -145,16 +114,16 @@ def test_server_env_is_copied_only_after_cut3s_checks(envdir, safe_dir):
         env.chmod(0o600)
         os.chown(env, *owner)
         change()
-        with pytest.raises(handoff.HandoffError, match=why):
-            handoff.private_environment([(str(env), False)], "0badc0de", server_env=str(env), owner=owner)
+        with pytest.raises(runtimeunit.HandoffError, match=why):
+            runtimeunit.private_environment([(str(env), False)], "0badc0de", server_env=str(env), owner=owner)
     # a directory of its path made a link is not followed (the whole chain is walked, not only the file)
     os.chown(env, *owner)
     env.chmod(0o600)
     env.write_text("OPENCODE_PASSWORD=pw-of-the-runtime\n")
     (safe_dir / "link").symlink_to(safe_dir)
     linked = str(safe_dir / "link" / "server.env")
-    with pytest.raises(handoff.HandoffError, match="link is a symlink, not a directory"):
-        handoff.private_environment([(linked, False)], "0badc0de", server_env=linked, owner=owner)
+    with pytest.raises(runtimeunit.HandoffError, match="link is a symlink, not a directory"):
+        runtimeunit.private_environment([(linked, False)], "0badc0de", server_env=linked, owner=owner)
 
 
 # ------------------------------------------------------------------ the runtime it runs
@@ -169,15 +138,15 @@ def sleeper(safe_dir):
 
 def test_the_runtime_is_hashed_by_descriptor_before_the_start(sleeper, safe_dir):
     path, pin = sleeper
-    hashed = handoff.open_runtime(path, pin, LIMIT)
+    hashed = runtimeunit.open_runtime(path, pin, LIMIT)
     os.close(hashed.fd)
     assert hashed.before == pin and hashed.dev_ino == (os.stat(path).st_dev, os.stat(path).st_ino)
-    with pytest.raises(handoff.HandoffError, match=f"hashes to {pin} before the start, the pin "
+    with pytest.raises(runtimeunit.HandoffError, match=f"hashes to {pin} before the start, the pin "
                                                    f"runtime.sha256 .* is {'ab' * 32}: not started"):
-        handoff.open_runtime(path, "ab" * 32, LIMIT)
+        runtimeunit.open_runtime(path, "ab" * 32, LIMIT)
     (safe_dir / "bin").symlink_to(safe_dir)
-    with pytest.raises(handoff.HandoffError, match="without following a link"):
-        handoff.open_runtime(str(safe_dir / "bin" / "opencode2-node"), pin, LIMIT)
+    with pytest.raises(runtimeunit.HandoffError, match="without following a link"):
+        runtimeunit.open_runtime(str(safe_dir / "bin" / "opencode2-node"), pin, LIMIT)
 
 
 def test_what_runs_is_judged_by_the_kept_descriptor_not_the_path(sleeper):
@@ -185,22 +154,22 @@ def test_what_runs_is_judged_by_the_kept_descriptor_not_the_path(sleeper):
     another file into its place between RUNTIME-1's read and RUNTIME-2's
     start; the process must execute the very file that was hashed."""
     path, pin = sleeper
-    hashed = handoff.open_runtime(path, pin, LIMIT)
+    hashed = runtimeunit.open_runtime(path, pin, LIMIT)
     procs = []
     try:
         procs.append(subprocess.Popen([path, "30"]))
-        assert handoff.runs_hashed(procs[0].pid, hashed) is None
-        assert handoff.hash_again(procs[0].pid, hashed, pin, LIMIT) is None and hashed.after == pin
+        assert runtimeunit.runs_hashed(procs[0].pid, hashed) is None
+        assert runtimeunit.hash_again(procs[0].pid, hashed, pin, LIMIT) is None and hashed.after == pin
         other = path + ".other"  # a working runtime, one byte longer, renamed into place
         with open(other, "wb") as f:
             f.write(open(path, "rb").read() + b"x")
         os.chmod(other, 0o755)
         os.rename(other, path)
         procs.append(subprocess.Popen([path, "30"]))
-        why = handoff.runs_hashed(procs[1].pid, hashed)
+        why = runtimeunit.runs_hashed(procs[1].pid, hashed)
         assert why and f"not {path} as hashed before the start" in why, why
-        assert "not " + path in handoff.hash_again(procs[1].pid, hashed, pin, LIMIT)
-        assert handoff.runs_hashed(procs[0].pid, hashed) is None  # the old process runs the hashed file
+        assert "not " + path in runtimeunit.hash_again(procs[1].pid, hashed, pin, LIMIT)
+        assert runtimeunit.runs_hashed(procs[0].pid, hashed) is None  # the old process runs the hashed file
     finally:
         os.close(hashed.fd)
         for p in procs:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from pty_acceptance.supervisor import protocol as p
-from pty_acceptance.supervisor.session import RawSession
+from pty_acceptance.supervisor.session_clients import RawSession
 
 
 class Drain:

@@ -24,7 +24,7 @@ from pty_acceptance.errors import Unreadable
 from pty_acceptance.host import cgroups, proc, processes, terminal
 from pty_acceptance.host.bus import SERVICE_IFACE, Systemd
 from pty_acceptance.host.cgroupkill import kill_inside
-from pty_acceptance.supervisor.sessionunit import NotLoaded, Owner, vouch
+from pty_acceptance.supervisor.unit_vouch import NotLoaded, Owner, vouch
 from pty_acceptance.supervisor.stopbounds import OWN_UNITS, StopBounds
 
 
@@ -48,7 +48,7 @@ class Footprint:
         """Read a live session's unit, cgroup and processes. Raises HostReadError.
 
         A footprint is what the suite may later stop and kill: a name from a
-        reply is vouched for first (sessionunit.vouch: NotOurs fails the test,
+        reply is vouched for first (unit_vouch.vouch: NotOurs fails the test,
         SUITE-4). owner=None only for the suite's own disposable units (decoys),
         whose stop is bounded as the suite set it up."""
         if owner is not None:

@@ -10,7 +10,7 @@ import time
 
 from pty_acceptance.host.bus import BusError, Systemd
 from pty_acceptance.host.polling import POLL_S
-from pty_acceptance.supervisor.footprint import Footprint
+from pty_acceptance.supervisor.session_footprint import Footprint
 
 
 def wait_gone(bus: Systemd, footprints: list[Footprint], deadline_s: float,

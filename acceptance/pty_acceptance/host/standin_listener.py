@@ -88,7 +88,7 @@ def standin_listener(path: str, uid: int = 0, gid: int = 0, mode: int = 0o666,
     Raises StandinError (a link in the path, a swapped socket)."""
     try:
         parts = hostfs.parts_of(path)
-    except hostfs.Refused as e:
+    except hostfs.PathRefused as e:
         raise StandinError(str(e)) from None
     if not parts:
         raise StandinError(f"{path}: no socket name")
@@ -109,7 +109,7 @@ def standin_listener(path: str, uid: int = 0, gid: int = 0, mode: int = 0o666,
                     st = os.fstat(nfd)
                     made.append((os.dup(fd), part, where, (st.st_dev, st.st_ino)))
                     ledger.made_dir(where, (st.st_dev, st.st_ino), dir_uid)
-            except hostfs.Refused as e:
+            except hostfs.PathRefused as e:
                 raise StandinError(f"{e}; not followed") from None
             os.close(fd)
             fd = nfd
