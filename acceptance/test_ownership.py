@@ -7,11 +7,11 @@ OWN-2   the unit files, drop-ins and every Exec*= program of the supervisor
         and the slice are root-owned and not group/other-writable; so are
         the supervisor's EnvironmentFile=, WorkingDirectory=, RootDirectory=
         (RootImage=) and every file its processes hold or map, its cwd and
-        root directory, each with its whole directory chain (feeds.py).
+        root directory, each with its whole directory chain (supervisor_inputs.py).
 SCOPE-2 the installed binaries hash to the claimed SHA-256 values, and the
         running supervisor executes exactly the installed file: its MainPID's
         /proc/<pid>/exe is the same device and inode as the lstat of
-        binaries.supervisor.path (running.py; the gate checks it again at
+        binaries.supervisor.path (running_binary.py; the gate checks it again at
         marker time).
 """
 

@@ -1,6 +1,6 @@
 """What a live session unit is allowed to be (TARGET-CONTRACT section 1).
 
-One session, shared by the module, runs PROBE (livesession.py) as its
+One session, shared by the module, runs PROBE (session_inspect.py) as its
 command: a python3 program that reports what the session sees and can do,
 then waits for end of input, so the suite can read the unit (`systemctl show
 --all`, once per test) and /proc of every process in its cgroup while the

@@ -202,7 +202,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     """A failure that names the requirement it enforces (an exception with a
-    `requirements` attribute, e.g. sessionunit.NotOurs: SUITE-4) is reported
+    `requirements` attribute, e.g. unit_vouch.NotOurs: SUITE-4) is reported
     under that ID too: the JUnit case gains the requirement property."""
     report = yield
     if call.excinfo is not None:
