@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pty_acceptance.gate import nodeids, owntree
+from pty_acceptance.decision import nodeids
+from pty_acceptance.gate import owntree
 from pty_acceptance.spec.requirements import CATALOGUE, ENFORCED_BY_GATE
 
 from conftest import REPO
