@@ -31,7 +31,7 @@ pty_acceptance/candidate/opencode_api.py only.
 import pytest
 
 from pty_acceptance.candidate import opencode_api, serverenv
-from pty_acceptance.provenance import node_runtime as runtime
+from pty_acceptance.provenance import node_runtime
 from pty_acceptance.gate.checks import collect, expect, expect_none, reading
 
 
@@ -51,11 +51,11 @@ def _identified(inv, uid, req, evidence) -> None:
     """The candidate port's listener is the runtime binary run as the service user,
     or the test fails before any credential is sent (SUITE-4)."""
     port, binary = inv.ports.candidate, inv.runtime.binary
-    found = runtime.listener(port)  # psutil, not host.socket: Testinfra names no owning process
+    found = node_runtime.listener(port)  # psutil, not host.socket: Testinfra names no owning process
     evidence("candidate listener", found.describe())
     why = found.problem
     if why is None:
-        same, detail = runtime.same_file(binary, found.exe_dev_ino)
+        same, detail = node_runtime.same_file(binary, found.exe_dev_ino)
         if not same:
             why = f"pid {found.pid} does not run {binary}: {detail}"
         elif uid is None or set(found.uids or ()) != {uid}:

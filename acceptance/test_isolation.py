@@ -52,7 +52,7 @@ from dataclasses import dataclass
 import pytest
 
 from pty_acceptance.host import cgroups, proc
-from pty_acceptance.provenance import node_runtime as runtime
+from pty_acceptance.provenance import node_runtime
 from pty_acceptance.supervisor import isolation
 from pty_acceptance.supervisor import session_inspect as live
 from pty_acceptance.host.bus import BusError
@@ -252,7 +252,7 @@ def test_only_the_helper_holds_supervisor_connections(inv, bus, module_peer, evi
 
     def is_helper(pid):
         link, dev_ino = proc.exe_identity(pid)
-        return runtime.same_file(helper, dev_ino)[0], link
+        return node_runtime.same_file(helper, dev_ino)[0], link
 
     with contextlib.ExitStack() as stack:
         cwd, _ = stack.enter_context(workspace(inv.service_user, "pty-acceptance-ws-"))

@@ -18,7 +18,7 @@ SCOPE-2 the installed binaries hash to the claimed SHA-256 values, and the
 import pytest
 
 from pty_acceptance.host import cgroups, hostfs
-from pty_acceptance.provenance import supervisor_inputs as feeds, running_binary as running
+from pty_acceptance.provenance import running_binary, supervisor_inputs
 from pty_acceptance.host.bus import SERVICE_IFACE, BusError
 from pty_acceptance.spec.inventory import ARTIFACTS
 from pty_acceptance.host.systemd import show_or_fail
@@ -64,7 +64,7 @@ def test_binary_hash_is_the_claimed_hash(inv, role, evidence):
 def test_running_supervisor_executes_the_installed_binary(inv, bus, evidence):
     unit, binary = inv.units.supervisor, inv.binaries.supervisor.path
     # /proc/<MainPID>/exe's device and inode under a pidfd: nothing Testinfra reads (a RunningError fails SCOPE-2)
-    found = running.identify(bus, unit, binary)
+    found = running_binary.identify(bus, unit, binary)
     evidence("running supervisor", found.describe())
     expect(found.problem is None, "SCOPE-2", f"{found.problem}")
 
@@ -115,12 +115,12 @@ def _service(bus, name):
 def test_paths_the_supervisor_unit_names_are_root_controlled(inv, bus, evidence):
     name = inv.units.supervisor
     props = _service(bus, name)
-    named = feeds.named_paths(props)
+    named = supervisor_inputs.named_paths(props)
     evidence("properties", {k: props.get(k) for k in
                             ("EnvironmentFiles", "WorkingDirectory", "RootDirectory", "RootImage")})
     evidence("named", [f"{n.what} " + hostfs.Node.at(n.path).describe()
                        + (" (may be missing)" if n.optional else "") for n in named])
-    expect_none([p for n in named for p in feeds.named_problems(n)], "OWN-2", name)
+    expect_none([p for n in named for p in supervisor_inputs.named_problems(n)], "OWN-2", name)
 
 
 @pytest.mark.requirement("OWN-2")
@@ -132,9 +132,9 @@ def test_files_the_supervisor_holds_are_root_controlled(inv, bus, evidence):
     held, gone = [], []
     for pid in sorted(pids):
         try:
-            held += feeds.held_paths(pid)
+            held += supervisor_inputs.held_paths(pid)
         except OSError as e:
             gone.append(f"pid {pid}: {e.strerror or e}")
     evidence("held", [f"pid {h.pid} {h.what} {h.path!r}" for h in held])
     expect_none(gone, "OWN-2", f"processes of {name} could not be read")
-    expect_none([p for h in held for p in feeds.held_problems(h)], "OWN-2", f"what {name} holds")
+    expect_none([p for h in held for p in supervisor_inputs.held_problems(h)], "OWN-2", f"what {name} holds")

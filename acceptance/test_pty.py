@@ -37,7 +37,7 @@ import pytest
 from pty_acceptance.host import proc
 from pty_acceptance.host.cgroupkill import kill_inside
 from pty_acceptance.supervisor import session_inspect as live
-from pty_acceptance.supervisor import unit_vouch as sessionunit
+from pty_acceptance.supervisor import unit_vouch
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.host.bus import SERVICE_IFACE, BusError
 from pty_acceptance.gate.checks import collect, expect, expect_none, reading
@@ -285,8 +285,8 @@ def test_command_exits_are_the_helpers_exit_status(inv, peer, evidence):
 
 def _kill_main(inv, bus, unit, rid):
     """SIGKILL the MainPID of the session STARTED named, once vouched for (SUITE-4)."""
-    with reading(rid, f"cannot read {unit}", sessionunit.NotLoaded, BusError):
-        sessionunit.vouch(bus, unit, sessionunit.Owner.of(inv))
+    with reading(rid, f"cannot read {unit}", unit_vouch.NotLoaded, BusError):
+        unit_vouch.vouch(bus, unit, unit_vouch.Owner.of(inv))
     main_pid, cg = session_processes(bus, unit, rid)
     try:
         live.wait_for_command(cg, [b"cat"], SESSION_S)

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from pty_acceptance.host import hostfs
-from pty_acceptance.provenance import node_runtime as runtime
+from pty_acceptance.provenance import node_runtime
 from pty_acceptance.gate.checks import collect, expect, finding
 from pty_acceptance.gate.failures import fail
 
@@ -27,8 +27,8 @@ from pty_acceptance.gate.failures import fail
 def identity(inv):
     """The runtime binary's identity, or the reason it could not be read."""
     try:
-        return runtime.identify(inv.runtime.binary, limit=inv.limit("runtime_bytes"))
-    except runtime.RuntimeUnreadable as e:
+        return node_runtime.identify(inv.runtime.binary, limit=inv.limit("runtime_bytes"))
+    except node_runtime.RuntimeUnreadable as e:
         return str(e)
 
 
@@ -50,14 +50,14 @@ def _service_ids(host, inv):
 @pytest.mark.requirement("RUNTIME-1")
 def test_candidate_listener_runs_the_runtime_binary(inv, host, evidence):
     port, path = inv.ports.candidate, inv.runtime.binary
-    found = runtime.listener(port)  # psutil, not host.socket: Testinfra names no owning process
+    found = node_runtime.listener(port)  # psutil, not host.socket: Testinfra names no owning process
     evidence("listener", found.describe())
     if found.create_time is not None:
         evidence("process start time",
                  time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(found.create_time))
                  + f" (pid {found.pid})")
     expect(found.problem is None, "RUNTIME-1", f"candidate port {port}: {found.problem}")
-    same, why = runtime.same_file(path, found.exe_dev_ino)
+    same, why = node_runtime.same_file(path, found.exe_dev_ino)
     evidence("same file", why)
     expect(same, "RUNTIME-1", f"pid {found.pid} on port {port} runs {found.exe_link!r}, not the runtime binary: {why}")
     uid, gid = _service_ids(host, inv)
@@ -72,9 +72,9 @@ def test_candidate_listener_runs_the_runtime_binary(inv, host, evidence):
 def test_runtime_binary_is_a_fused_node_sea(inv, identity, evidence):
     ident = _identity_or_fail(identity, evidence)
     fuse = ident.fuse
-    expect(fuse == runtime.FUSED, "RUNTIME-1", {
-        runtime.PLAIN: f"{ident.path} is a plain node binary (SEA fuse :0), not a single-executable application",
-        runtime.NOT_NODE: f"{ident.path} carries no SEA fuse sentinel: not a Node binary",
+    expect(fuse == node_runtime.FUSED, "RUNTIME-1", {
+        node_runtime.PLAIN: f"{ident.path} is a plain node binary (SEA fuse :0), not a single-executable application",
+        node_runtime.NOT_NODE: f"{ident.path} carries no SEA fuse sentinel: not a Node binary",
     }.get(fuse, f"{ident.path}: SEA fuse {fuse}"))
 
 
@@ -85,7 +85,7 @@ def test_runtime_embedded_node_version_is_exact(inv, identity, evidence):
     problem = ident.version_problem()
     expect(problem is None, "RUNTIME-1", f"{ident.path}: {problem}; expected {want}")
     got = ident.version
-    expect(runtime.major(got) != 24, "RUNTIME-1",
+    expect(node_runtime.major(got) != 24, "RUNTIME-1",
            f"{ident.path} embeds Node {got}: Node 24 never passes the runtime gate; expected {want}")
     expect(got == want, "RUNTIME-1", f"{ident.path} embeds Node {got}, expected exactly {want}")
 
@@ -106,14 +106,14 @@ def test_candidate_unit_execstart_runs_the_runtime_binary(inv, evidence):
     try:  # walked from / (a link in any component refused), bounded, never a FIFO or a hard link
         # (not host.file: Testinfra follows links, and a link is itself the finding)
         evidence("candidate unit file", hostfs.Node.walked(path).describe())
-        text = runtime.unit_file_text(path)
+        text = node_runtime.unit_file_text(path)
     except hostfs.PathRefused as e:
         fail(f"RUNTIME-1: candidate unit file: {e} (not followed)")
-    except runtime.UnitFileError as e:
+    except node_runtime.UnitFileError as e:
         fail(f"RUNTIME-1: candidate unit file: {e}")
     except OSError as e:
         fail(f"RUNTIME-1: candidate unit file {path} cannot be judged: {e.strerror or e}")
-    program, detail = runtime.exec_start_program(text)
+    program, detail = node_runtime.exec_start_program(text)
     evidence("ExecStart", detail)
     if program is None:
         raise finding("RUNTIME-1", f"{path}: {detail}")

@@ -1,15 +1,15 @@
 """gate/checks.py: the acceptance tests' checking vocabulary raises the
-Finding a test's failure is made of (marks.failure: 'IDS: text', reported
+Finding a test's failure is made of (failures.failure: 'IDS: text', reported
 under the IDs), and lets a failure raised inside its blocks through."""
 
 import pytest
 
 from pty_acceptance.errors import Finding, Unreadable
-from pty_acceptance.gate import checks, failures as marks
+from pty_acceptance.gate import checks, failures
 
 
 def failure_text(err: Finding) -> str:
-    return str(marks.failure(err).msg)
+    return str(failures.failure(err).msg)
 
 
 def test_expect_passes_a_truth_and_fails_the_ids_with_the_text():

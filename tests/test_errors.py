@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from pty_acceptance import errors
-from pty_acceptance.gate import failures as marks
+from pty_acceptance.gate import failures
 
 PROJECT_TESTS = '''
 import pytest
@@ -94,7 +94,7 @@ def test_headline():
     assert errors.Finding("x").headline(["PEER-1", "PEER-2"]) == "PEER-1 PEER-2: x"
     assert errors.Finding("x", requirements=["UNIT-4"]).headline(["PEER-1"]) == "UNIT-4: x"
     assert errors.Finding("PEER-2 (slice): x").headline(["PEER-1"]) == "PEER-2 (slice): x"
-    f = marks.failure(errors.Refused("no", requirements=("SUITE-4",)))
+    f = failures.failure(errors.Refused("no", requirements=("SUITE-4",)))
     assert (f.msg, f.pytrace, f.requirements) == ("SUITE-4: no", False, ("SUITE-4",))
 
 
