@@ -167,6 +167,16 @@ def test_every_link_between_the_pages_leads_somewhere():
     assert not broken, broken
 
 
+# the command line run against a copy of the checkout (its PROJECT), as `pty-acceptance ARGS` runs in one
+_CLI_ON_COPY = ("import sys; from pathlib import Path; from pty_acceptance import cli; "
+                "cli.PROJECT = Path(sys.argv[1]); sys.exit(cli.main(sys.argv[2:]))")
+
+
+def _cli_on(copy, *args, timeout):
+    return subprocess.run([sys.executable, "-c", _CLI_ON_COPY, str(copy), *args], cwd=copy,
+                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
 def test_node_ids_write_then_check(tmp_path):
     """docs/layout.md, "Adding a site check": `node-ids --write` writes the checkout's
     list anew, then `node-ids` exits 0; here on a copy of the checkout, so the
@@ -175,15 +185,11 @@ def test_node_ids_write_then_check(tmp_path):
     for rel in ("acceptance", "pyproject.toml", "conftest.py", "ROOT-ACCEPTANCE.md", "inventories"):
         (shutil.copytree if (REPO / rel).is_dir() else shutil.copyfile)(REPO / rel, copy / rel)
     (copy / "acceptance/node-ids.txt").write_text("")
-    run = ("import sys; from pathlib import Path; from pty_acceptance import cli; "
-           "cli.PROJECT = Path(sys.argv[1]); sys.exit(cli.main(sys.argv[2:]))")
-    wrote = subprocess.run([sys.executable, "-c", run, str(copy), "node-ids", "--write"], cwd=copy,
-                           capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    wrote = _cli_on(copy, "node-ids", "--write", timeout=300)
     assert wrote.returncode == 0, wrote.stdout + wrote.stderr
     assert wrote.stdout.startswith("node-ids: ") and " tests written to " in wrote.stdout
     assert (copy / "acceptance/node-ids.txt").read_text() == (REPO / "acceptance/node-ids.txt").read_text()
-    checked = subprocess.run([sys.executable, "-c", run, str(copy), "node-ids"], cwd=copy,
-                             capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    checked = _cli_on(copy, "node-ids", timeout=300)
     assert checked.returncode == 0 and checked.stdout.rstrip().endswith("the list matches"), checked.stdout
 
 
@@ -199,12 +205,9 @@ def test_checklist_write_then_check(tmp_path):
     emptied = re.sub(r"(^<!-- BEGIN (.+?) -->\n).*?(^<!-- END \2 -->\n)", r"\1\3", text, flags=re.M | re.S)
     assert emptied.count("<!-- BEGIN ") >= 20 and "- **OWN-1**" not in emptied
     (copy / "ROOT-ACCEPTANCE.md").write_text(emptied)
-    run = ("import sys; from pathlib import Path; from pty_acceptance import cli; "
-           "cli.PROJECT = Path(sys.argv[1]); sys.exit(cli.main(sys.argv[2:]))")
 
     def checklist(*args):
-        return subprocess.run([sys.executable, "-c", run, str(copy), "checklist", *args], cwd=copy,
-                              capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        return _cli_on(copy, "checklist", *args, timeout=120)
 
     stale = checklist()
     assert stale.returncode == 1 and "run pty-acceptance checklist --write" in stale.stdout, stale.stdout
