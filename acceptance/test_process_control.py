@@ -162,23 +162,28 @@ KINDS = ("other-unit", "peer-child")
 @pytest.mark.requirement("ISO-3")
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_stopped_mainpid_lends_its_identity_to_no_one(inv, bus, peer, mainpid, attacker_of, kind,
-                                                        evidence):
+                                                        deliberate_stop, evidence):
     attacker, who = attacker_of(kind)
     evidence("peer", f"MainPID {mainpid.pid} of {peer.name} (the suite's disposable peer)")
     evidence("attacker", who)
-    signal_mainpid(attacker, who, mainpid, signal.SIGSTOP, evidence)
-    took = mainpid.wait_state(lambda s: s == "T", f"MainPID {mainpid.pid} stopped (state T)")
-    evidence("MainPID stopped", f"state T {took:.3f} s after SIGSTOP")
-    with admission.watch_sessions() as watch:
-        a = admission.attempt_as(attacker, inv.socket, f"{who}, while MainPID {mainpid.pid} is stopped")
-        during = mainpid.state()
-        evidence("MainPID state after the answer", during)
-        assert_refused(f"ISO-3 (MainPID stopped, {kind})", a, watch.new_units, evidence)
-    expect(during == "T", "ISO-3", f"MainPID {mainpid.pid} was no longer stopped (state {during}) "
-                                   f"when the supervisor had answered {a.describe()}: the refusal proves nothing")
-
-    mainpid.signal_as_root(signal.SIGCONT)
-    mainpid.wait_state(lambda s: s not in ("T", EXITED), f"MainPID {mainpid.pid} running after SIGCONT")
+    # SUITE-5's stop guard does not count this stop: it is the test's own, and it
+    # is taken back (SIGCONT) whatever the test found
+    with deliberate_stop(mainpid.pid):
+        try:
+            signal_mainpid(attacker, who, mainpid, signal.SIGSTOP, evidence)
+            took = mainpid.wait_state(lambda s: s == "T", f"MainPID {mainpid.pid} stopped (state T)")
+            evidence("MainPID stopped", f"state T {took:.3f} s after SIGSTOP")
+            with admission.watch_sessions() as watch:
+                a = admission.attempt_as(attacker, inv.socket, f"{who}, while MainPID {mainpid.pid} is stopped")
+                during = mainpid.state()
+                evidence("MainPID state after the answer", during)
+                assert_refused(f"ISO-3 (MainPID stopped, {kind})", a, watch.new_units, evidence)
+            expect(during == "T", "ISO-3", f"MainPID {mainpid.pid} was no longer stopped (state {during}) "
+                                           f"when the supervisor had answered {a.describe()}: the refusal "
+                                           "proves nothing")
+        finally:
+            mainpid.signal_as_root(signal.SIGCONT)
+        mainpid.wait_state(lambda s: s not in ("T", EXITED), f"MainPID {mainpid.pid} running after SIGCONT")
     frame, seconds = admission.timed_hello(peer, inv.socket)
     peer.agent("close")
     evidence("genuine peer after SIGCONT (root's, to the disposable peer)", f"{frame} in {seconds:.3f} s")

@@ -230,6 +230,16 @@ def supervisor(target, monkeypatch):
         proc.wait()
 
 
+class NoUnitsBus:
+    """A fake target's systemd for SUITE-5's stop guard: no unit of the suite's runs."""
+
+    def call(self, method, *args):
+        return ([],)
+
+    def close(self):
+        pass
+
+
 @pytest.fixture
 def project(pytester, target, supervisor, safe_dir, monkeypatch):
     """The gate's fixture project (tests/gateproject.py): the checkout's own
@@ -249,6 +259,8 @@ def project(pytester, target, supervisor, safe_dir, monkeypatch):
         f"| All | `acceptance/test_all.py` | {ids} | built |\n")
     (pytester.path / "acceptance").mkdir()
     monkeypatch.setattr(preflight, "host_findings", lambda inv: [])
+    from pty_acceptance.host import stopguard
+    monkeypatch.setattr(stopguard, "connect", NoUnitsBus)  # FAKE_HOST's, for in-process runs
     (pytester.path / "acceptance/conftest.py").write_text(FAKE_HOST)
     (pytester.path / "acceptance/test_all.py").write_text(PASSING)
     (pytester.path / nodeids.FILE).write_text(nodeids.render(LISTED))

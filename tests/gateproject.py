@@ -35,7 +35,12 @@ LISTED = {"acceptance/test_all.py::test_everything": tuple(ALL_IDS),
 # host: its preflight finds nothing wrong with the host (preflight.py's own
 # tests check the host checks), for in-process and separate-process runs alike.
 FAKE_HOST = ("from pty_acceptance.decision import preflight\n"
-             "preflight.host_findings = lambda inv: []  # the suite's own tests: a fake target\n")
+             "preflight.host_findings = lambda inv: []  # the suite's own tests: a fake target\n"
+             "from pty_acceptance.host import stopguard\n"
+             "class _NoUnits:  # the fake target's systemd: no unit of the suite's is running\n"
+             "    def call(self, method, *args): return ([],)\n"
+             "    def close(self): pass\n"
+             "stopguard.connect = _NoUnits\n")
 
 RELIST = ("import sys; from pathlib import Path; from pty_acceptance.decision import nodeids; "
           "from pty_acceptance.gate import node_listing; "

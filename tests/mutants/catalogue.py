@@ -611,6 +611,18 @@ FAULTS += [
           after=SWAPS_WITHSTOOD, secret=SWAP_SECRET, deadline_s=900),
 ]
 
+# SUITE-5: the whole run bounded; a process of the suite's own stopped from outside is
+# named, never waited for (issue 37 item 6)
+STOPPER_LOG = ("systemctl stop pty-fault-stopper.service || true; echo '--- the stopper log'; "
+               "head -40 /var/lib/pty-fault/stopper.log; grep -q '^STOPPED' /var/lib/pty-fault/stopper.log")
+FAULTS += [
+    Fault("user-stops-every-new-process", ("SUITE-5",), "for the whole run the service user sends SIGSTOP "
+          "to every process of its own the moment it appears (peer agents, probes, harness, runtime, "
+          "sessions): the run was still going 600 s later; it must end in time, naming the stopped process",
+          script_file="user-stops-every-new-process.sh", modules=FULL, deadline_s=600,
+          first_cause="a process of the suite's own was stopped from outside", after=STOPPER_LOG),
+]
+
 FAULTS += [
     # -- CONC-3: stops, bounded from both sides (issue 29 item 10, issue 30 item 2)
     Fault("session-stop-timeout-infinity", ("CONC-3",), "an administrator's drop-in for every "

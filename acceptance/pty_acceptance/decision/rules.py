@@ -116,6 +116,21 @@ def run_shape_blockers(setup: Setup, session: Session) -> list[Blocker]:
     return out
 
 
+def watch_blockers(session: Session) -> list[Blocker]:
+    """SUITE-5: the whole run bounded, and no process of the suite's own stopped
+    from outside (a stopped process is named, never waited for); a run whose
+    processes could not be watched cannot say that none was."""
+    out = []
+    if session.bound:
+        out.append(Blocker(("SUITE-5",), session.bound))
+    out += [Blocker(("SUITE-5",), f"a process of the suite's own was stopped from outside: {s}")
+            for s in session.stops]
+    if session.unwatched:
+        out.append(Blocker(("SUITE-5",), "the suite's own processes were not watched for a stop from "
+                                         f"outside: {session.unwatched}"))
+    return out
+
+
 def nodeid_blockers(setup: Setup, session: Session) -> list[Blocker]:
     """SUITE-3: every test the checkout lists (nodeids.FILE) was collected,
     with the requirement IDs listed for it, and nothing else was. A missing
@@ -295,9 +310,11 @@ def waiver_blockers(session: Session, now: AtMarkerTime,
 def decide(setup: Setup, session: Session, start: AtStart, now: AtMarkerTime) -> Decision:
     """Everything that keeps the marker away. First what kept tests from
     running at all (the preflight's cause, then every shared cause of tests
-    not run), so that an operator reads the cause before its consequences."""
+    not run, a stop from outside or the run's bound before that), so that an
+    operator reads the cause before its consequences."""
     cause = preflight_cause(setup)
-    lead = ([Blocker(("SUITE-3",), cause)] if cause else []) + not_run_blockers(setup, session)
+    lead = (([Blocker(("SUITE-3",), cause)] if cause else []) + watch_blockers(session)
+            + not_run_blockers(setup, session))
     out = []
     if now.euid != 0:
         out.append(Blocker(("MARK-1",), f"not running as root (euid {now.euid})"))

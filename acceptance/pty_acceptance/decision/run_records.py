@@ -79,6 +79,10 @@ class Session:
     shape_problems: tuple[str, ...]  # invocation.problems
     junit: bool  # pytest's JUnit writer is on
     exitstatus: int
+    # SUITE-5: what the run's own watches saw (host/stopguard.py, gate.RunBound)
+    stops: tuple[str, ...] = ()  # each process of the suite's own stopped from outside, in words
+    unwatched: str | None = None  # why the suite's processes were not watched for stops
+    bound: str | None = None  # the whole run's bound was reached: where it was, in words
 
 
 @dataclass(frozen=True)

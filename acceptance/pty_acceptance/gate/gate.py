@@ -20,7 +20,7 @@ import dataclasses
 import pytest
 
 from pty_acceptance.decision import end_of_run, hostfacts, interrupts, properties, rules
-from pty_acceptance.gate import recorder, startup
+from pty_acceptance.gate import failures, recorder, runwatch, startup
 from pty_acceptance.decision.run_records import AtStart, Setup
 from pty_acceptance.gate.failures import check_requirement_marks, requirement_ids
 from pty_acceptance.host import terminal
@@ -41,6 +41,7 @@ class Gate:
         self.said: tuple[rules.Blocker, ...] | None = None  # the decision's blockers, then the end's
         self.outcome: end_of_run.Outcome | None = None
         self.late: str | None = None  # signals held after the READY end's last look
+        self.watch: runwatch.RunWatch | None = None  # SUITE-5: the run's bound and its stop guard
 
     def cleaned(self) -> str:
         """What the start-up removed of an earlier, killed run (startup.take_lock)."""
@@ -67,6 +68,8 @@ class Gate:
         st = self.setup  # the marker was removed before the gate existed (startup.py)
         if st.inventory is not None:
             self.at_start = hostfacts.at_start(st, st.inventory)
+            self.watch = runwatch.RunWatch(st.inventory)
+            self.watch.start()
         sigint = startup.SIGINT_IGNORED if startup.sigint_ignored() else None
         for name, value in properties.at_start(st, self.at_start, self.cleaned(), sigint):
             self.properties.add(name, value)
@@ -127,6 +130,21 @@ class Gate:
             self.recorder.item(item)
 
     # -- running
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem) -> bool | None:
+        """SUITE-5: no test runs once a process of the suite's own was stopped
+        from outside (runwatch.py); each is reported not run, naming why."""
+        why = self.watch.entering(item.nodeid) if self.watch is not None else None
+        if why is None:
+            return None
+        item.user_properties.append(("requirement", "SUITE-5"))  # its case names why it did not run
+        recorder.report_not_run(item, failures.NOT_RUN + why)
+        return True
+
+    def pytest_runtest_logfinish(self, nodeid, location) -> None:
+        if self.watch is not None:
+            self.watch.left()
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.recorder.test_report(report)
 
@@ -141,8 +159,9 @@ class Gate:
     # SIGINT and SIGTERM are held (interrupts.py) until the outcome is recorded.
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus):
+        watched = self._end_watch()  # first: the run's alarm never fires in the end
         with interrupts.Held() as held:
-            decision = self._decide(session, exitstatus)  # before the JUnit writer: its properties go in
+            decision = self._decide(session, exitstatus, watched)  # before the JUnit writer: its properties go in
             result = yield  # pytest's JUnit writer has written its file
             try:
                 out = end_of_run.finish(self.setup, self.at_start, decision, recorder.junit_file(self.config), held)
@@ -159,13 +178,23 @@ class Gate:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # NOT READY: 1, as any failed run
         return result
 
-    def _decide(self, session: pytest.Session, exitstatus) -> rules.Decision:
+    def _end_watch(self) -> tuple[tuple[str, ...], str | None, str | None]:
+        """The run's bound disarmed and its stop guard halted: what they saw."""
+        watch, self.watch = self.watch, None
+        if watch is None:
+            return (), None, None
+        try:
+            return watch.end()
+        except Exception as e:  # noqa: BLE001  # the suite's own fault: the run counts as unwatched
+            return (), f"the watch did not end cleanly: {type(e).__name__}: {e}", None
+
+    def _decide(self, session: pytest.Session, exitstatus, watched) -> rules.Decision:
         """The rules applied to what happened and what the host says now; an
         error of the suite's own here is the decision's one blocker."""
         st = self.setup
         now = None
         try:
-            happened = self.recorder.freeze(self.config, session, exitstatus)
+            happened = self.recorder.freeze(self.config, session, exitstatus, *watched)
             now = hostfacts.at_marker_time(st, read_content=rules.preflight_cause(st) is None)
             decision = rules.decide(st, happened, self.at_start, now)
         except Exception as e:  # noqa: BLE001  # the suite's own fault: a blocker, the report still written
@@ -220,6 +249,7 @@ class Gate:
             terminalreporter.line(terminal.escape(line))
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self._end_watch()  # a session that never reached its decision
         reports.discard(self.setup.report_private_dir)  # a session that never finished
         tr = config.pluginmanager.get_plugin("terminalreporter")
         for line in self.summary_lines():

@@ -10,6 +10,7 @@ Registering the gate either succeeds or ends the run NOT READY.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
@@ -169,6 +170,17 @@ def concern(request: pytest.FixtureRequest):
         request.node.user_properties.append(("concern", f"{req_id}: {text}"))
 
     return record
+
+
+@pytest.fixture
+def deliberate_stop(pytestconfig: pytest.Config):
+    """deliberate_stop(pid): a context in which the test stops process `pid` of
+    its own on purpose (ISO-3 stops the disposable peer's MainPID); SUITE-5's
+    stop guard (host/stopguard.py) does not count that stop while it lasts."""
+    watch = getattr(pytestconfig.pluginmanager.get_plugin(startup.GATE), "watch", None)
+    if watch is None:
+        return lambda pid: contextlib.nullcontext()
+    return watch.guard.deliberate
 
 
 def _as_failure(item: pytest.Item):

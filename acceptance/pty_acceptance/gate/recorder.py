@@ -71,8 +71,10 @@ class Recorder:
         said = self.concerns.setdefault(report.nodeid, [])
         said += [str(v) for k, v in report.user_properties if k == "concern" and str(v) not in said]
 
-    def freeze(self, config: pytest.Config, session: pytest.Session, exitstatus: int) -> Session:
-        """The record of the session, as it ends."""
+    def freeze(self, config: pytest.Config, session: pytest.Session, exitstatus: int,
+               stops: tuple[str, ...] = (), unwatched: str | None = None, bound: str | None = None) -> Session:
+        """The record of the session, as it ends; `stops`, `unwatched`, `bound`:
+        what the run's own watches saw (gate.py)."""
         narrowing = tuple((flag, repr(value)) for attr, flag in NARROWING_OPTIONS
                           if (value := getattr(config.option, attr, None)))
         return Session(
@@ -84,7 +86,8 @@ class Recorder:
             deselected=self.deselected,
             interrupted=self.interrupted or bool(session.shouldstop or session.shouldfail),
             narrowing=narrowing, args=tuple(config.args), shape_problems=tuple(invocation.problems(config)),
-            junit=junit_writer(config) is not None, exitstatus=int(exitstatus))
+            junit=junit_writer(config) is not None, exitstatus=int(exitstatus),
+            stops=stops, unwatched=unwatched, bound=bound)
 
 
 NOT_RUN_KEY = "pty_acceptance_not_run"  # a keyword of the report_not_run reports (gate.pytest_report_teststatus)

@@ -1,8 +1,9 @@
-"""SIGKILL for a process only while it is inside the cgroup of a unit the
-suite owns (SUITE-4; CGROUP-1 and ORPHAN-1 clean up with it): a pidfd is
-taken first, then the process's cgroup and start time are read (after the
-cgroup: a pid reused meanwhile is caught), then the signal goes to the pidfd,
-which can name no other process."""
+"""A signal for a process only while it is inside the cgroup of a unit the
+suite owns (SUITE-4): SIGKILL (CGROUP-1 and ORPHAN-1 clean up with it),
+SIGCONT (SUITE-5: a process of the suite's stopped from outside, stopguard.py).
+A pidfd is taken first, then the process's cgroup and start time are read
+(after the cgroup: a pid reused meanwhile is caught), then the signal goes
+to the pidfd, which can name no other process."""
 from __future__ import annotations
 
 import os
@@ -14,7 +15,12 @@ from pty_acceptance.host import cgroups, proc
 
 
 def kill_inside(pid: int, created: float | None, control_group: str) -> str | None:
-    """SIGKILL process `pid` (the one started at `created`; None: whichever
+    """SIGKILL `pid` only while it is inside `control_group` (signal_inside)."""
+    return signal_inside(pid, created, control_group, signal.SIGKILL)
+
+
+def signal_inside(pid: int, created: float | None, control_group: str, sig: int) -> str | None:
+    """Send `sig` to process `pid` (the one started at `created`; None: whichever
     has the pid) only if it is now inside `control_group`, a unit the suite
     owns: a pidfd first, then its cgroup and start time (read after the
     cgroup: a pid reused meanwhile is caught), then pidfd_send_signal.
@@ -37,7 +43,7 @@ def kill_inside(pid: int, created: float | None, control_group: str) -> str | No
             return None
         if not cgroups.inside(groups, control_group):
             return f"outside {control_group} (in {', '.join(groups) or 'no cgroup of systemd'})"
-        signal.pidfd_send_signal(fd, signal.SIGKILL)
+        signal.pidfd_send_signal(fd, sig)
         return None
     except ProcessLookupError:
         return None

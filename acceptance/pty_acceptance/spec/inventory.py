@@ -421,6 +421,11 @@ class Inventory:
     admission: Admission
     limits: Limits = field(default_factory=Limits)
     session_stop: SessionStop = field(default_factory=SessionStop)
+    # SUITE-5 (optional): the whole run's bound, in seconds, from session start to the
+    # verdict; past it the run ends NOT READY, naming the test it was in. A good
+    # reference host's run takes about three minutes; a target host's builds and
+    # harness runs take longer: the default leaves room for them.
+    run_bound_s: Annotated[int, POSITIVE] = 1800
 
     @property
     def binaries_list(self) -> list[Binary]:

@@ -1,0 +1,269 @@
+"""SUITE-5: the suite's own processes, watched for a stop from outside.
+
+Everything the suite runs as the service user (the disposable peer's agent,
+the isolation probe, the plugin harness, the candidate runtime, the session
+units the supervisor starts for the suite's sessions) is a process of that
+user, and any other process of the user may send it SIGSTOP. Each of the
+suite's waits is bounded, but a wait on a stopped process lasts its whole
+bound, and a user that stops every such process as it appears holds the run
+for the sum of them all (an hour and more). So a stopped process of the
+suite's own is named, never waited for:
+
+A thread of its own (its own bus connection) looks every INTERVAL_S at the
+suite's own units: every unit whose Description starts with the suite's tag
+(userunit.DISPOSABLE), and every strict-name session unit whose BindsTo= is
+the supervisor; in each unit's cgroup every process's /proc/<pid>/stat
+state. A process in state T (stopped by a signal) is recorded and sent
+SIGCONT through a pidfd, only while it is still inside that unit's cgroup
+(cgroupkill.signal_inside); one in state t (a tracing stop) is recorded
+when its tracer (TracerPid) is neither a process of the suite's own units
+nor the suite's process or one of its descendants (strace, which the suite
+runs itself, stops its tracees all the time). The first such stop trips the
+guard: the gate runs no further test (each is reported not run, naming the
+stop), and the stop is a SUITE-5 blocker; the test in progress ends within
+its own bounds, its process continued.
+
+A stop the suite makes itself (ISO-3 stops the disposable peer's MainPID on
+purpose) is declared first (`deliberate`) and not counted while declared.
+
+What the guard cannot read is not a stop: a unit gone between its listing
+and its reading, a process gone between its cgroup's listing and its stat.
+A guard that cannot watch at all (no bus, an error of its own) says so, and
+that too is a blocker: a run whose processes were not watched cannot say
+that none was stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import psutil
+
+from pty_acceptance.host import cgroupkill, cgroups, proc, terminal
+from pty_acceptance.host.bus import SERVICE_IFACE, UNIT_IFACE, BusError, Systemd
+from pty_acceptance.host.systemd import STRICT_SESSION
+from pty_acceptance.host.userunit import DISPOSABLE
+
+INTERVAL_S = 0.25
+connect: Callable[[], Systemd] = Systemd.connect  # how the guard reaches the bus (a fake host's tests replace it)
+LISTED_UNITS = 10_000  # units looked at per round: the host's own units are never more
+
+
+@dataclass(frozen=True)
+class Stop:
+    """One process of the suite's own found stopped from outside."""
+    unit: str
+    pid: int
+    comm: str  # escaped
+    how: str   # "stopped (state T)" or "in a tracing stop by pid N, not the suite's"
+    after_s: float  # seconds after the guard started
+    during: str  # the test in progress ("" between tests)
+    continued: str  # what the guard did: "continued (SIGCONT)" or why not
+
+    def describe(self) -> str:
+        during = f" during {self.during}" if self.during else ""
+        return (f"pid {self.pid} ({self.comm}) of the suite's own unit {self.unit} was {self.how} "
+                f"{self.after_s:.1f} s into the run{during}; {self.continued}")
+
+
+class Guard:
+    """Start once per run (`start`), `halt` when the verdict is decided."""
+
+    def __init__(self, supervisor_unit: str, connect: Callable[[], Systemd] = Systemd.connect,
+                 interval_s: float = INTERVAL_S):
+        self.supervisor_unit = supervisor_unit
+        self.connect = connect
+        self.interval_s = interval_s
+        self.during = ""  # the test in progress: the gate sets it
+        self.stops: list[Stop] = []
+        self.broken: str | None = None  # why the guard could not watch
+        self._deliberate: set[int] = set()
+        self._seen: set[tuple[int, float]] = set()  # (pid, create time) already recorded
+        self._groups: dict[str, str | None] = {}  # unit -> its ControlGroup (None: not the suite's)
+        self._lock = threading.Lock()
+        self._halt = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._t0 = time.monotonic()
+        self.rounds = 0
+
+    # -- the gate's side
+    def start(self) -> None:
+        self._t0 = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name="pty-acceptance-stopguard", daemon=True)
+        self._thread.start()
+
+    def halt(self) -> None:
+        self._halt.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10 * self.interval_s + 5)
+            if self._thread.is_alive():
+                self._note_broken("the guard's thread did not end within its bound")
+            self._thread = None
+
+    @property
+    def tripped(self) -> Stop | None:
+        with self._lock:
+            return self.stops[0] if self.stops else None
+
+    def said(self) -> list[str]:
+        """Each stop, in words (the SUITE-5 blockers)."""
+        with self._lock:
+            return [s.describe() for s in self.stops]
+
+    @contextlib.contextmanager
+    def deliberate(self, pid: int):
+        """A stop of `pid` the suite makes itself (ISO-3), not counted while declared."""
+        with self._lock:
+            self._deliberate.add(pid)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._deliberate.discard(pid)
+
+    # -- the thread
+    def _note_broken(self, why: str) -> None:
+        with self._lock:
+            if self.broken is None:
+                self.broken = terminal.escape(why)
+
+    def _run(self) -> None:
+        try:
+            bus = self.connect()
+        except (OSError, BusError) as e:
+            self._note_broken(f"no system bus connection: {e}")
+            return
+        try:
+            while not self._halt.is_set():
+                self.look(bus)
+                self.rounds += 1
+                self._halt.wait(self.interval_s)
+        except Exception as e:  # noqa: BLE001  # any error of its own: the run was not watched, said
+            self._note_broken(f"{type(e).__name__}: {e}")
+        finally:
+            with contextlib.suppress(OSError):
+                bus.close()
+
+    def own_units(self, bus: Systemd) -> dict[str, str]:
+        """{unit: its ControlGroup} of the suite's own units now."""
+        out = {}
+        listed = bus.call("ListUnits")[0][:LISTED_UNITS]
+        names = {row[0] for row in listed}
+        for stale in set(self._groups) - names:
+            del self._groups[stale]
+        for row in listed:
+            name, description, active = row[0], row[1], row[3]
+            if active not in ("active", "activating", "deactivating", "reloading"):
+                continue
+            if not (description.startswith(DISPOSABLE) or STRICT_SESSION.match(name)):
+                continue
+            if name not in self._groups:
+                found = self._control_group(bus, name)
+                if found is None:
+                    continue  # not readable now (starting, or gone): looked at again next round
+                self._groups[name] = found
+            group = self._groups[name]
+            if group:
+                out[name] = group
+        return out
+
+    def _control_group(self, bus: Systemd, name: str) -> str | None:
+        """The unit's ControlGroup, if it is one the suite may signal: its own
+        (tagged), or a strict-name session unit bound to the supervisor."""
+        try:
+            unit = bus.properties(name, UNIT_IFACE) or {}
+            kind = SERVICE_IFACE if name.endswith(".service") else "org.freedesktop.systemd1.Scope"
+            svc = bus.properties(name, kind) or {}
+        except BusError:
+            return None  # gone meanwhile, or not readable: looked at again next round
+        if STRICT_SESSION.match(name) and list(unit.get("BindsTo") or []) != [self.supervisor_unit]:
+            return ""  # a strict name, not bound to the supervisor alone: never the suite's to signal
+        if not STRICT_SESSION.match(name) and not str(unit.get("Description", "")).startswith(DISPOSABLE):
+            return ""
+        group = svc.get("ControlGroup")
+        return group if isinstance(group, str) and group.startswith("/") else None
+
+    def look(self, bus: Systemd) -> None:
+        """One round: every process of the suite's own units, its state."""
+        for unit, group in self.own_units(bus).items():
+            path = cgroups.cgroup_dir(group)
+            if path is None:
+                self._groups.pop(unit, None)
+                continue
+            try:
+                pids = cgroups.cgroup_pids(path)
+            except OSError as e:
+                if e.errno in (errno.ENOENT, errno.ENODEV):
+                    continue
+                raise
+            for pid in pids:
+                self._judge(unit, group, pid)
+
+    def _judge(self, unit: str, group: str, pid: int) -> None:
+        try:
+            data = proc.stat_line(pid)
+            state = proc.stat_field(data, 3)
+            if state not in (b"T", b"t"):
+                return
+            created = proc.create_time(pid)
+        except (OSError, ValueError, psutil.Error):
+            return  # gone between the cgroup's listing and its stat: gone is gone
+        with self._lock:
+            if pid in self._deliberate or (pid, created) in self._seen:
+                return
+        if state == b"t":
+            tracer = self._foreign_tracer(pid)
+            if tracer is None:
+                return
+            how, continued = f"in a tracing stop by pid {tracer}, not a process of the suite's", \
+                "not continued (a tracer holds it)"
+        else:
+            how = "stopped (state T: SIGSTOP or another stop signal, not the suite's)"
+            why = cgroupkill.signal_inside(pid, created, group, signal.SIGCONT)
+            continued = "continued (SIGCONT), never waited for" if why is None else f"not continued: {why}"
+        try:
+            comm = terminal.escape(proc.comm(pid))
+        except OSError:
+            comm = "?"
+        stop = Stop(unit, pid, comm, how, time.monotonic() - self._t0, self.during, continued)
+        with self._lock:
+            self._seen.add((pid, created))
+            self.stops.append(stop)
+
+    def _foreign_tracer(self, pid: int) -> int | None:
+        """The tracer of a process in a tracing stop, when it is not the suite's
+        (None: the suite's own, or none, or gone)."""
+        try:
+            tracer = int(proc.status(pid).get("TracerPid", "0"))
+        except (OSError, ValueError):
+            return None
+        if tracer == 0 or _descends_from(tracer, os.getpid()):
+            return None
+        try:
+            groups = proc.cgroups(tracer)
+        except OSError:
+            return None
+        if any(cgroups.inside(groups, g) for g in self._groups.values() if g):
+            return None
+        return tracer
+
+
+def _descends_from(pid: int, ancestor: int) -> bool:
+    """`pid` is `ancestor` or one of its descendants (bounded walk up the ppid chain)."""
+    for _ in range(64):
+        if pid == ancestor:
+            return True
+        if pid <= 1:
+            return False
+        try:
+            pid = proc.ppid(pid)
+        except (OSError, KeyError, ValueError):
+            return False
+    return False

@@ -1,0 +1,185 @@
+"""SUITE-5: the whole run bounded, and a process of the suite's own stopped
+from outside named, never waited for (gate/runwatch.py, host/stopguard.py)."""
+
+import os
+import secrets
+import signal
+import subprocess
+import time
+
+import pytest
+import yaml
+
+from gateproject import add_tests, assert_refused, last_line, run
+from pty_acceptance.host import proc, stopguard
+
+SLOW = """
+import time
+
+@pytest.mark.requirement("OWN-1")
+def test_slow():
+    time.sleep(30)
+"""
+
+
+def _bound(target, seconds: int) -> None:
+    doc = yaml.safe_load(target.inventory.read_text())
+    doc["all"]["hosts"]["fake"]["run_bound_s"] = seconds
+    target.inventory.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def test_a_run_past_its_bound_ends_there_not_ready_naming_the_test(project, target):
+    _bound(target, 3)
+    add_tests(project, SLOW)
+    t0 = time.monotonic()
+    res = run(project, target, subprocess=True)  # in process, pytester re-raises the interrupt
+    took = time.monotonic() - t0
+    assert took < 25, f"the run went on past its bound: {took:.1f} s"
+    assert_refused(res, target, "SUITE-5")
+    text = "\n".join(res.outlines)
+    assert "did not end within its bound of 3 s (run_bound_s): it was in acceptance/test_all.py::test_slow" \
+        in text, text[-3000:]
+    assert res.ret == 2  # interrupted, as SIGINT ends a run
+
+
+def test_a_run_within_its_bound_is_not_touched(project, target):
+    _bound(target, 600)
+    res = run(project, target)
+    assert last_line(res).startswith("READY: marker written"), "\n".join(res.outlines[-20:])
+
+
+STOPPED_CONFTEST = """
+from pty_acceptance.host import stopguard
+
+def _look(self, bus):  # a process of the suite's own found stopped from outside, once
+    if not self.stops:
+        self.stops.append(stopguard.Stop("pty-acceptance-probe-0123456789abcdef.service", 4242, "python3",
+                                         "stopped (state T)", 0.5, self.during, "continued (SIGCONT)"))
+
+stopguard.Guard.look = _look
+stopguard.Guard.__init__.__defaults__ = (stopguard.connect, 0.01)
+"""
+
+TWO_MORE = """
+import time
+
+@pytest.mark.requirement("OWN-1")
+def test_waits_for_the_guard():
+    time.sleep(1)
+
+@pytest.mark.requirement("OWN-1")
+def test_never_runs():
+    raise RuntimeError("ran after the stop")
+"""
+
+
+def test_after_a_stop_from_outside_no_test_runs_and_the_stop_is_a_blocker(project, target):
+    conftest = project.path / "acceptance/conftest.py"
+    conftest.write_text(conftest.read_text() + STOPPED_CONFTEST)
+    add_tests(project, TWO_MORE)
+    res = run(project, target, subprocess=True)
+    assert_refused(res, target, "SUITE-5")
+    text = "\n".join(res.outlines)
+    assert "a process of the suite's own was stopped from outside: pid 4242 (python3) of the suite's own " \
+           "unit pty-acceptance-probe-0123456789abcdef.service" in text, text[-3000:]
+    assert "ran after the stop" not in text
+    assert "NOT READY: SUITE-5: the run was ended at the first stop from outside (above)" in text
+
+
+# -- the guard itself, on real processes of this machine
+def _child_stopped():
+    child = subprocess.Popen(["/bin/sleep", "60"])
+    os.kill(child.pid, signal.SIGSTOP)
+    for _ in range(500):
+        if proc.stat_field(proc.stat_line(child.pid), 3) == b"T":
+            return child
+        time.sleep(0.01)
+    raise AssertionError("the child did not stop")
+
+
+@pytest.fixture
+def own_group():
+    """own_group(pid): `pid` moved into a fresh cgroup of the unified hierarchy (the
+    lab's processes all sit in its root, which no unit's cgroup is); its name."""
+    made = []
+
+    def move(pid: int) -> str:
+        name = f"/pty-acc-guard-{secrets.token_hex(4)}"
+        path = f"/sys/fs/cgroup/unified{name}"
+        os.mkdir(path)
+        made.append(path)
+        with open(f"{path}/cgroup.procs", "w") as f:
+            f.write(str(pid))
+        return name
+
+    yield move
+    for path in made:
+        for _ in range(500):  # the child is killed by its test first: its cgroup empties
+            try:
+                os.rmdir(path)
+                break
+            except OSError:
+                time.sleep(0.01)
+
+
+def test_the_guard_names_a_stopped_process_and_continues_it(own_group):
+    child = _child_stopped()
+    try:
+        group = own_group(child.pid)
+        guard = stopguard.Guard("opencode-pty-supervisor.service")
+        guard.during = "acceptance/test_x.py::test_y"
+        guard._judge("pty-acceptance-probe-00.service", group, child.pid)
+        assert guard.tripped is not None
+        said = guard.said()[0]
+        assert f"pid {child.pid} (sleep)" in said and "during acceptance/test_x.py::test_y" in said, said
+        assert "continued (SIGCONT)" in said, said
+        assert proc.stat_field(proc.stat_line(child.pid), 3) != b"T"
+        guard._judge("pty-acceptance-probe-00.service", group, child.pid)
+        assert len(guard.stops) == 1  # once per process
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_stop_the_suite_makes_itself_is_not_counted(own_group):
+    child = _child_stopped()
+    try:
+        group = own_group(child.pid)
+        guard = stopguard.Guard("opencode-pty-supervisor.service")
+        with guard.deliberate(child.pid):
+            guard._judge("pty-acceptance-probe-00.service", group, child.pid)
+        assert guard.tripped is None
+        assert proc.stat_field(proc.stat_line(child.pid), 3) == b"T"  # left as the test made it
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_process_outside_the_units_cgroup_is_named_but_never_signalled():
+    child = _child_stopped()
+    try:
+        guard = stopguard.Guard("opencode-pty-supervisor.service")
+        guard._judge("pty-acceptance-probe-00.service", "/not/its/cgroup", child.pid)
+        assert "not continued: outside /not/its/cgroup" in guard.said()[0]
+        assert proc.stat_field(proc.stat_line(child.pid), 3) == b"T"
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_process_gone_is_not_a_stop():
+    child = subprocess.Popen(["/bin/true"])
+    child.wait()
+    guard = stopguard.Guard("opencode-pty-supervisor.service")
+    guard._judge("pty-acceptance-probe-00.service", "/", child.pid)
+    assert guard.tripped is None
+
+
+def test_a_guard_without_a_bus_says_it_did_not_watch():
+    def no_bus():
+        raise OSError("no system bus here")
+
+    guard = stopguard.Guard("opencode-pty-supervisor.service", connect=no_bus)
+    guard.start()
+    guard.halt()
+    assert guard.broken is not None and "no system bus here" in guard.broken
