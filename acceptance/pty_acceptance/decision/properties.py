@@ -63,3 +63,11 @@ def at_decision(setup: Setup, now: AtMarkerTime | None, decision: Decision) -> l
                        ": the Statement is signed in a DSSE envelope beside it")))
     out += [("waiver", w.describe()) for w in decision.waivers]
     return out
+
+
+def watched(stops: tuple[str, ...], unwatched: str | None, bound: str | None) -> list[tuple[str, str]]:
+    """SUITE-5: the run's bound and each stop from outside, every one (the
+    blockers name the first few)."""
+    out = [("run-bound", bound)] if bound else []
+    out += [("stop-from-outside", s) for s in stops]
+    return out + ([("unwatched", unwatched)] if unwatched else [])

@@ -116,6 +116,9 @@ def run_shape_blockers(setup: Setup, session: Session) -> list[Blocker]:
     return out
 
 
+STOPS_SHOWN = 5  # stops from outside named one by one after the first (the JUnit holds them all)
+
+
 def watch_blockers(session: Session) -> list[Blocker]:
     """SUITE-5: the whole run bounded, and no process of the suite's own stopped
     from outside (a stopped process is named, never waited for); a run whose
@@ -123,8 +126,13 @@ def watch_blockers(session: Session) -> list[Blocker]:
     out = []
     if session.bound:
         out.append(Blocker(("SUITE-5",), session.bound))
-    out += [Blocker(("SUITE-5",), f"a process of the suite's own was stopped from outside: {s}")
-            for s in session.stops]
+    if session.stops:
+        first, more = session.stops[0], session.stops[1:]
+        out.append(Blocker(("SUITE-5",), f"a process of the suite's own was stopped from outside: {first}"))
+        if more:
+            shown = "; ".join(more[:STOPS_SHOWN]) + (f"; and {len(more) - STOPS_SHOWN} more"
+                                                      if len(more) > STOPS_SHOWN else "")
+            out.append(Blocker(("SUITE-5",), f"{len(more)} more stops from outside: {shown}"))
     if session.unwatched:
         out.append(Blocker(("SUITE-5",), "the suite's own processes were not watched for a stop from "
                                          f"outside: {session.unwatched}"))

@@ -200,7 +200,7 @@ class Gate:
         except Exception as e:  # noqa: BLE001  # the suite's own fault: a blocker, the report still written
             decision = rules.Decision((rules.internal_error("deciding the verdict", e),), (), sign_refused=True)
         try:
-            for name, value in properties.at_decision(st, now, decision):
+            for name, value in properties.at_decision(st, now, decision) + properties.watched(*watched):
                 self.properties.add(name, value)
         except Exception as e:  # noqa: BLE001  # as above
             decision = dataclasses.replace(decision, blockers=decision.blockers + (

@@ -54,6 +54,7 @@ from pty_acceptance.host.userunit import DISPOSABLE
 INTERVAL_S = 0.25
 connect: Callable[[], Systemd] = Systemd.connect  # how the guard reaches the bus (a fake host's tests replace it)
 LISTED_UNITS = 10_000  # units looked at per round: the host's own units are never more
+STOPS_KEPT = 100  # stops recorded one by one; past them only counted
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,7 @@ class Guard:
         self._thread: threading.Thread | None = None
         self._t0 = time.monotonic()
         self.rounds = 0
+        self.uncounted = 0  # stops past STOPS_KEPT
 
     # -- the gate's side
     def start(self) -> None:
@@ -115,7 +117,8 @@ class Guard:
     def said(self) -> list[str]:
         """Each stop, in words (the SUITE-5 blockers)."""
         with self._lock:
-            return [s.describe() for s in self.stops]
+            said = [s.describe() for s in self.stops]
+            return said + ([f"{self.uncounted} more processes stopped, not listed"] if self.uncounted else [])
 
     @contextlib.contextmanager
     def deliberate(self, pid: int):
@@ -235,7 +238,10 @@ class Guard:
         stop = Stop(unit, pid, comm, how, time.monotonic() - self._t0, self.during, continued)
         with self._lock:
             self._seen.add((pid, created))
-            self.stops.append(stop)
+            if len(self.stops) < STOPS_KEPT:
+                self.stops.append(stop)
+            else:
+                self.uncounted += 1
 
     def _foreign_tracer(self, pid: int) -> int | None:
         """The tracer of a process in a tracing stop, when it is not the suite's
