@@ -183,3 +183,27 @@ def test_a_guard_without_a_bus_says_it_did_not_watch():
     guard.start()
     guard.halt()
     assert guard.broken is not None and "no system bus here" in guard.broken
+
+
+def test_a_stop_under_the_suites_own_tracer_is_the_tracers(own_group, tmp_path):
+    """strace run by the suite stops its tracee on purpose (helpertrace.py's
+    inject=...:signal=SIGSTOP): a stop of the suite's, never counted."""
+    out = tmp_path / "trace"
+    tracer = subprocess.Popen(["/usr/bin/strace", "-qq", "-o", str(out), "-e", "trace=none",
+                               "/bin/sh", "-c", "kill -STOP $$; sleep 60"])
+    try:
+        deadline = time.monotonic() + 10
+        child = None
+        while time.monotonic() < deadline and child is None:
+            for p in proc.descendants(tracer.pid):
+                if proc.stat_field(proc.stat_line(p.pid), 3) in (b"T", b"t"):
+                    child = p.pid
+            time.sleep(0.01)
+        assert child is not None, "the tracee did not stop"
+        group = own_group(child)
+        guard = stopguard.Guard("opencode-pty-supervisor.service")
+        guard._judge("pty-acceptance-scope-00.scope", group, child)
+        assert guard.tripped is None, guard.said()
+    finally:
+        tracer.kill()
+        tracer.wait()

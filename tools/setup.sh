@@ -1,7 +1,7 @@
 #!/bin/sh
 # Setup for a fresh Debian/Ubuntu machine (run as root): the packages the
-# reference host harness needs (and chromium, which the HTML report's browser
-# test uses; openssl, openssh-client and gnupg, the tools that sign the in-toto
+# reference host harness needs (and strace, which tests/test_runwatch.py traces a
+# stopped process with; chromium, which the HTML report's browser test uses; openssl, openssh-client and gnupg, the tools that sign the in-toto
 # Statement with --sign-key, whose round trips the suite's tests check; ansible
 # and ansible-lint, the fleet playbook's run and lint; bookworm's Go 1.19 with
 # gcc and libc6-dev and the three golang-*-dev packages tests/reference/vendor.py
@@ -12,7 +12,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 need=""
-for pkg in debootstrap systemd-container chromium openssl openssh-client gnupg ansible ansible-lint \
+for pkg in debootstrap systemd-container strace chromium openssl openssh-client gnupg ansible ansible-lint \
         golang-go gcc libc6-dev golang-dbus-dev golang-github-coreos-go-systemd-dev golang-golang-x-sys-dev; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || need="$need $pkg"
 done

@@ -13,12 +13,13 @@ A thread of its own (its own bus connection) looks every INTERVAL_S at the
 suite's own units: every unit whose Description starts with the suite's tag
 (userunit.DISPOSABLE), and every strict-name session unit whose BindsTo= is
 the supervisor; in each unit's cgroup every process's /proc/<pid>/stat
-state. A process in state T (stopped by a signal) is recorded and sent
-SIGCONT through a pidfd, only while it is still inside that unit's cgroup
-(cgroupkill.signal_inside); one in state t (a tracing stop) is recorded
-when its tracer (TracerPid) is neither a process of the suite's own units
-nor the suite's process or one of its descendants (strace, which the suite
-runs itself, stops its tracees all the time). The first such stop trips the
+state. A process in state T or t (stopped, or stopped under a tracer) is judged by its tracer
+(TracerPid): traced by the suite's own process, one of its descendants or a
+process of its own units (the strace the suite runs, which stops its
+tracees on purpose: helpertrace.py), the stop is the suite's; traced by any
+other process, it is recorded (a tracer holds it: it cannot be continued);
+untraced, it is recorded and sent SIGCONT through a pidfd, only while it is
+still inside that unit's cgroup (cgroupkill.signal_inside). The first such stop trips the
 guard: the gate runs no further test (each is reported not run, naming the
 stop), and the stop is a SUITE-5 blocker; the test in progress ends within
 its own bounds, its process continued.
@@ -221,11 +222,13 @@ class Guard:
         with self._lock:
             if pid in self._deliberate or (pid, created) in self._seen:
                 return
-        if state == b"t":
-            tracer = self._foreign_tracer(pid)
-            if tracer is None:
-                return
-            how, continued = f"in a tracing stop by pid {tracer}, not a process of the suite's", \
+        tracer = self._tracer(pid)
+        if tracer is None:
+            return  # gone meanwhile
+        if tracer and self._suites(tracer):
+            return  # traced by the suite's own strace: its stops are the tracer's (helpertrace.py)
+        if tracer:
+            how, continued = f"in a stop while traced by pid {tracer}, not a process of the suite's", \
                 "not continued (a tracer holds it)"
         else:
             how = "stopped (state T: SIGSTOP or another stop signal, not the suite's)"
@@ -243,22 +246,23 @@ class Guard:
             else:
                 self.uncounted += 1
 
-    def _foreign_tracer(self, pid: int) -> int | None:
-        """The tracer of a process in a tracing stop, when it is not the suite's
-        (None: the suite's own, or none, or gone)."""
+    def _tracer(self, pid: int) -> int | None:
+        """The TracerPid of `pid` (0: none; None: gone or unreadable)."""
         try:
-            tracer = int(proc.status(pid).get("TracerPid", "0"))
+            return int(proc.status(pid).get("TracerPid", "0"))
         except (OSError, ValueError):
             return None
-        if tracer == 0 or _descends_from(tracer, os.getpid()):
-            return None
+
+    def _suites(self, tracer: int) -> bool:
+        """The tracer is the suite's process, one of its descendants (the strace
+        it runs), or a process of one of its own units."""
+        if _descends_from(tracer, os.getpid()):
+            return True
         try:
             groups = proc.cgroups(tracer)
         except OSError:
-            return None
-        if any(cgroups.inside(groups, g) for g in self._groups.values() if g):
-            return None
-        return tracer
+            return False
+        return any(cgroups.inside(groups, g) for g in self._groups.values() if g)
 
 
 def _descends_from(pid: int, ancestor: int) -> bool:
