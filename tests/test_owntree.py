@@ -158,6 +158,19 @@ class FakeBus:
 
 
 running_binary.Systemd = FakeBus
+
+from pty_acceptance.host import stopguard
+
+
+class NoUnits:  # SUITE-5's stop guard: no unit of the suite's runs on this fake target
+    def call(self, method, *args):
+        return ([],)
+
+    def close(self):
+        pass
+
+
+stopguard.connect = NoUnits
 """
 
 
