@@ -20,14 +20,11 @@ from pathlib import PurePosixPath
 
 from pty_acceptance.errors import Refused
 from pty_acceptance.host import hostfs
+from pty_acceptance.spec import floor
 
 MAX_BYTES = 4096
-DEFAULT_PATH = "/etc/opencode/pty-supervisor-verified"
-DEFAULT_BINARIES = (
-    "/usr/local/libexec/opencode-pty-supervisor",
-    "/usr/local/libexec/opencode-pty-launcher",
-    "/usr/local/libexec/opencode-pty-client",
-)
+DEFAULT_PATH = floor.MARKER  # the seed's (spec/floor.py)
+DEFAULT_BINARIES = tuple(floor.BINARIES.values())
 LINE1 = re.compile(rb"^revision=opencode-v2-pilot:git:([0-9a-f]{40});pty-source:sha256:([0-9a-f]{64})$")
 RECORD = re.compile(rb"^([0-9a-f]{64})  (/[^\n]+)$")
 
