@@ -199,6 +199,8 @@ def cmd_report(a: argparse.Namespace) -> int:
         print(escape(f"report: --out-dir {out}: cannot write there: {e.strerror or e}"
                      + (f" ({e.filename})" if e.filename else "")), file=sys.stderr)
         return 2
+    for b in made.verdict.blockers:  # as recorded, and what disagrees in a report that names none
+        print(escape(f"blocker: {b}"))
     for line in verdict.terminal_lines(made.verdict, made.rows):
         print(escape(line))
     for target in written:
