@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pty_acceptance.gate import plugin
-from pty_acceptance.report import bundle, report_name, reports, verdict
+from pty_acceptance.report import bundle, reports, verdict
 
 from gateproject import ALL_IDS, last_line, run, with_module
 from signkeys import openssl_key
@@ -109,6 +109,8 @@ def test_two_runs_in_the_same_utc_second_each_publish_their_own(project, target,
 
 
 def test_the_suites_own_name_skips_every_name_whose_bundle_is_taken(safe_dir):
+    from pty_acceptance.report import report_name
+
     d = safe_dir / "reports"
     d.mkdir()
     (d / "acceptance-h-S.intoto.json").write_text("{}")
@@ -119,6 +121,8 @@ def test_the_suites_own_name_skips_every_name_whose_bundle_is_taken(safe_dir):
 
 @pytest.mark.parametrize("kind", ["link", "fifo"])
 def test_a_link_or_fifo_under_the_name_is_refused_never_followed(safe_dir, kind):
+    from pty_acceptance.report import report_name
+
     d = safe_dir / "reports"
     d.mkdir()
     target = safe_dir / "elsewhere.xml"

@@ -78,7 +78,7 @@ class Below:
     problem: str
 
 
-def _root(path: str, seed: str) -> str | None:
+def root_of(path: str, seed: str) -> str | None:
     """The root `path` puts `seed` under ("" for /), or None when it is not the seed's path."""
     if path == seed:
         return ""
@@ -97,7 +97,7 @@ def names_problems(binaries: Mapping[str, str], marker: str, units: Mapping[str,
         path = marker if role == "marker" else binaries.get(role)
         if not isinstance(path, str):
             continue
-        root = _root(path, seed)
+        root = root_of(path, seed)
         if root is None:
             out.append(Below(key, f"{shown(path)} is not the seed's {seed} (MARK-2: the marker and its records name "
                                   "the seed's paths)"))
