@@ -74,7 +74,8 @@ def test_the_verifier_accepts_only_the_bound_marker(inv, scratch_root, evidence)
         with open(real, "wb") as f:
             f.write(f"stand-in {n}\n".encode())
         records.append((hostfs.sha256_nofollow(real), p))
-    exp = marker.Expectation(inv.revision, inv.source_manifest_sha256, tuple(paths))
+    # the stand-ins' own hashes are this test's pins (the verifier never judges without them)
+    exp = marker.Expectation(inv.revision, inv.source_manifest_sha256, tuple(paths), tuple(d for d, _ in records))
     good = marker.render(inv.revision, inv.source_manifest_sha256, records)
     where = inv.marker
     real = hostfs.under(scratch_root, where)

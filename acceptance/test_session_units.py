@@ -48,7 +48,9 @@ Every property TARGET-CONTRACT section 1 lists for session units is compared
 with the inventory's unit_properties.session, one test per requirement the
 property belongs to (UNIT-1..7, CGROUP-1, CONC-3: spec/inventory.py's
 SessionUnitProperties names each), from `systemctl show --all` (Testinfra
-drops empty values).
+drops empty values). The inventory's values are at least the contract's
+(spec/floor.py refuses a weaker one at load); SystemCallFilter='s allow list
+is also held, as this host expands it, within the contract's @system-service.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ from pty_acceptance.gate.failures import fail
 from pty_acceptance.supervisor.peer import PeerError
 from pty_acceptance.supervisor.session_clients import RawSession, SessionError
 from pty_acceptance.host.systemd import STRICT_SESSION, SYSCALLS, show_or_fail, value_problem
-from pty_acceptance.spec import inventory
+from pty_acceptance.spec import floor, inventory
 from pty_acceptance.spec.requirements import of_group
 
 SYSTEM_BUS = "/run/dbus/system_bus_socket"
@@ -564,6 +566,11 @@ def test_unit_shows_the_contracts_properties(inv, rid, session, evidence):
         for key, (value, how) in want.items():
             allowed = _syscalls(inv, value) if how == SYSCALLS else None
             problems.when(problem := value_problem(key, value, shown[key], how, allowed), problem)
+            if allowed is not None:  # the contract's floor, as this host expands it (spec/floor.py)
+                beyond = sorted(allowed - _syscalls(inv, floor.SYSCALL_GROUP))
+                problems.when(beyond, f"{key}: the inventory's {value!r} allows {len(beyond)} calls beyond the "
+                                      f"contract's {floor.SYSCALL_GROUP} {beyond[:12]}: an inventory may narrow "
+                                      "it, never widen it")
 
 
 # ------------------------------------------------------------------ UNIT-8

@@ -68,7 +68,11 @@ def last_line(res) -> str:
 
 
 def expectation(target):
-    return marker.Expectation(target.revision, target.manifest, tuple(target.binaries))
+    """What the fake target's inventory pins: the verifier judges a marker only against them."""
+    import yaml
+    (host,) = yaml.safe_load(target.inventory.read_text())["all"]["hosts"].values()
+    return marker.Expectation(target.revision, target.manifest, tuple(target.binaries),
+                              tuple(host["binaries"][r]["sha256"] for r in ("supervisor", "launcher", "client")))
 
 
 def assert_refused(res, target, *ids):

@@ -40,7 +40,7 @@ def host_dir(root: Path, host: str, fixture: str, *, status: str | None = None,
     """What the playbook leaves for a host whose suite wrote tests/fixtures/verdict/<fixture>.xml
     (as the report the playbook names for run `run_id`)."""
     data = (FIXTURES / f"{fixture}.xml").read_bytes()
-    b = bundle.build(data, fleet.report_name(run_id), SECTIONS)
+    b = bundle.build(data, fleet.report_name(run_id, host), SECTIONS)
     d = root / host
     d.mkdir(parents=True, exist_ok=True)
     files = {
@@ -172,7 +172,63 @@ def test_files_of_an_earlier_run_renamed_as_this_run_do_not_pass(tmp_path):
         at(old, role, "20261204T230000Z-7").rename(at(tmp_path / "pilot-a", role))
     lines, status = fleet.summarize(str(tmp_path), ["pilot-a"], RUN)
     assert status == 1 and lines[0].state == fleet.ERROR
-    assert f"about another run's report (it does not name {fleet.report_name(RUN)})" in lines[0].text
+    assert f"about another run's report (it does not name {fleet.report_name(RUN, 'pilot-a')})" in lines[0].text
+
+
+def test_another_hosts_files_in_this_hosts_directory_are_not_its_verdict(tmp_path):
+    """Issue 38 item 6b: every file of a READY host moved into another host's
+    directory; its Statement names the report the playbook gave that other host."""
+    vm = host_dir(tmp_path / "elsewhere", "vm", "ready")
+    (tmp_path / "prod-db-1").mkdir()
+    for role in fleet.FILES:
+        at(vm, role).rename(at(tmp_path / "prod-db-1", role))
+    lines, status = fleet.summarize(str(tmp_path), ["prod-db-1"], RUN)
+    assert status == 1 and lines[0].state == fleet.ERROR, lines
+    assert (f"the Statement's result is about another host's report ({fleet.report_name(RUN, 'vm')}, "
+            f"not {fleet.report_name(RUN, 'prod-db-1')})") in lines[0].text, lines
+
+
+def test_a_ready_report_whose_marker_is_not_the_seeds_is_not_ready(tmp_path):
+    """Issue 38 item 6b: READY with the marker written elsewhere (a fake target
+    under a directory, spec/floor.py) is not the marker the cutover reads."""
+    elsewhere = "/srv/fake/etc/opencode/pty-supervisor-verified"
+    data = (FIXTURES / "ready.xml").read_bytes().replace(MARKER.encode(), elsewhere.encode())
+    (tmp_path / "fixture.xml").write_bytes(data)
+    d = tmp_path / "prod-db-1"
+    d.mkdir()
+    b = bundle.build(data, fleet.report_name(RUN, "prod-db-1"), SECTIONS)
+    assert b.verdict.ready and b.verdict.last_line == f"READY: marker written {elsewhere}"
+    for role, content in ((fleet.EXIT_STATUS, b"0\n"), (fleet.OUTPUT, f"{b.verdict.last_line}\n".encode()),
+                          (fleet.ERRORS, b"\n"), (fleet.JUNIT, data), (fleet.HTML, b.html),
+                          (fleet.STATEMENT, b.statement)):
+        at(d, role).write_bytes(content)
+    lines, status = fleet.summarize(str(tmp_path), ["prod-db-1"], RUN)
+    assert status == 1 and [str(line) for line in lines] == [
+        f"prod-db-1: UNREACHABLE/ERROR: the JUnit report says READY: marker written {elsewhere} but its "
+        f"marker is not the seed's {MARKER}"]
+
+
+def test_a_fake_projects_ready_files_under_a_fleet_hosts_name_are_not_ready(project, target, tmp_path):
+    """Issue 38 item 6b, the review's reproduction: a READY run of the suite's
+    fake project (suite `fake`, this machine's hostname, its marker under a
+    directory), asked to write the very report the playbook names for
+    prod-db-1, and its files put where the playbook puts prod-db-1's."""
+    from gateproject import last_line, run
+
+    name = fleet.report_name(RUN, "prod-db-1")
+    res = run(project, target, "--junitxml", f"reports/{name}")
+    assert last_line(res) == f"READY: marker written {target.marker}"
+    d = tmp_path / "fleet" / "prod-db-1"
+    d.mkdir(parents=True)
+    stem = project.path / "reports" / name.removesuffix(".xml")
+    for role, src in ((fleet.JUNIT, ".xml"), (fleet.HTML, ".html"), (fleet.STATEMENT, ".intoto.json")):
+        at(d, role).write_bytes(Path(f"{stem}{src}").read_bytes())
+    at(d, fleet.EXIT_STATUS).write_text("0\n")
+    at(d, fleet.OUTPUT).write_text("\n".join(res.outlines) + "\n")
+    at(d, fleet.ERRORS).write_text("\n")
+    lines, status = fleet.summarize(str(tmp_path / "fleet"), ["prod-db-1"], RUN)
+    assert status == 1 and lines[0].state == fleet.ERROR, lines
+    assert lines[0].text.endswith(f"but its marker is not the seed's {MARKER}"), lines
 
 
 def test_a_run_id_that_is_not_the_playbooks_is_refused(tmp_path):
@@ -361,14 +417,14 @@ def test_the_playbook_fetches_no_link_and_nothing_from_a_directory_others_may_wr
     secret = tmp_path / "root-only-secret"
     secret.write_text("pty-acceptance-fleet-secret-5e1f\n")
     secret.chmod(0o600)
-    stem = fleet.report_name(RUN).removesuffix(".xml")
+    stem = {h: fleet.report_name(RUN, h).removesuffix(".xml") for h in ("linked", "shared")}
     reports = {h: tmp_path / f"reports-{h}" for h in ("linked", "shared")}
-    for d in reports.values():
+    for h, d in reports.items():
         d.mkdir(mode=0o755)
-        (d / f"{stem}.html").write_text("<html></html>\n")
-        (d / f"{stem}.intoto.json").write_text('{"predicate": {"result": "PASSED"}}\n')
-    (reports["linked"] / f"{stem}.xml").symlink_to(secret)
-    (reports["shared"] / f"{stem}.xml").write_bytes((FIXTURES / "ready.xml").read_bytes())
+        (d / f"{stem[h]}.html").write_text("<html></html>\n")
+        (d / f"{stem[h]}.intoto.json").write_text('{"predicate": {"result": "PASSED"}}\n')
+    (reports["linked"] / f"{stem['linked']}.xml").symlink_to(secret)
+    (reports["shared"] / f"{stem['shared']}.xml").write_bytes((FIXTURES / "ready.xml").read_bytes())
     reports["shared"].chmod(0o775)
     out = tmp_path / "out"
     inventory = {"all": {"hosts": {h: {

@@ -452,8 +452,13 @@ def test_a_link_in_the_report_directory_path_blocks(project, target, safe_dir):
     assert list(real.rglob("*")) == [], "a report was written through the link"
 
 
-@pytest.mark.parametrize("kind", ["symlink", "existing file"])
+@pytest.mark.parametrize("kind", ["symlink", "hard link"])
 def test_the_report_is_never_written_through_a_link_or_over_a_file(project, target, safe_dir, kind):
+    """A link under the name asked for is named and refused before any test,
+    never followed; a file there (an earlier run's report: here a hard link
+    to another file) is removed by name, never written over, and the run
+    publishes its own (issue 38 item 6c: no older verdict stands under the
+    name a run was asked to write; report/report_name.py)."""
     victim = safe_dir / "victim"
     victim.write_text("keep me\n")
     reports = project.path / "reports"
@@ -461,12 +466,16 @@ def test_the_report_is_never_written_through_a_link_or_over_a_file(project, targ
     planted = reports / "fixed.xml"
     if kind == "symlink":
         planted.symlink_to(victim)
+        res = run(project, target, f"--junitxml={planted}")
+        assert res.ret != 0 and not os.path.lexists(target.marker)
+        assert f"{planted} is a symlink, not a report an earlier run wrote" in _said_not_ready(res)
+        assert os.path.islink(planted)
     else:
-        planted.write_text("keep me\n")
-    res = run(project, target, f"--junitxml={planted}")
-    assert_refused(res, target, "SUITE-2")
-    assert victim.read_text() == "keep me\n"
-    assert os.path.islink(planted) if kind == "symlink" else planted.read_text() == "keep me\n"
+        os.link(victim, planted)
+        res = run(project, target, f"--junitxml={planted}")
+        assert last_line(res) == f"READY: marker written {target.marker}"
+        assert planted.stat().st_ino != victim.stat().st_ino and b"<testsuites" in planted.read_bytes()
+    assert victim.read_text() == "keep me\n" and victim.stat().st_nlink == 1
 
 
 # -- SUITE-3, round two: what the interpreter or the configuration can take away

@@ -79,3 +79,18 @@ def test_the_result_word():
     assert intoto.result(True, []) == "PASSED"
     assert intoto.result(True, ["acceptance/test_hardening.py::test_exposure"]) == "WARNED"
     assert intoto.result(False, []) == "FAILED" and intoto.result(False, ["x"]) == "FAILED"
+
+
+@pytest.mark.parametrize("name", ["ready.xml", "client-group-writable.xml"])
+def test_the_statement_names_the_host_it_judged(name):
+    """Issue 38 item 10: on the JUnit report's descriptor, the inventory's name
+    for the host and the machine's own (the report's `inventory` property and
+    hostname attribute), read back by `verify-statement`."""
+    import xml.etree.ElementTree as ET
+
+    st = statement_of(name)
+    validate(st)
+    (junit,) = [c for c in st["predicate"]["configuration"] if c["name"] == name]
+    machine = ET.parse(FIXTURES / name).getroot().find("testsuite").get("hostname")
+    assert junit["annotations"] == {"host": "reference", "hostname": machine}
+    assert intoto.host_of(st) == ("reference", machine)

@@ -121,6 +121,8 @@ def test_a_ready_run_writes_a_signed_statement_that_verifies(project, target, ke
     assert ok.stdout.splitlines()[-1].startswith(f"VERIFIED ({tool}, keyid ")
     assert ok.stdout.splitlines()[-1].endswith("result WARNED")  # the fixture's UNIT-9 is a CONCERN
     assert any(l.startswith("subject: ") and l.endswith(target.binaries[0]) for l in ok.stdout.splitlines())
+    import socket
+    assert f"host: fake (the machine calls itself {socket.gethostname()})" in ok.stdout.splitlines()  # issue 38
     props = report.read_text()
     assert f"{tool} key {key}: the Statement is signed" in props
     assert_no_key_bytes(key, everything_written(project, res))

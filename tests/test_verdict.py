@@ -170,13 +170,93 @@ def test_cut():
     assert json.loads(again.read_text()) == json.loads(first.read_text())
 
 
+def _edit_to_say_ready(report: Path) -> None:
+    """The review's edit of a NOT READY report (issue 38 item 6a): its
+    blockers removed, `gate` READY, a `marker` property added, the verdict
+    case's failure dropped; the test case that failed still fails."""
+    tree = ET.parse(report)
+    suite = tree.getroot().find("testsuite")
+    props = suite.find("properties")
+    for p in list(props):
+        if p.get("name", "").split(".")[0] in ("blocker", "gate"):
+            props.remove(p)
+    ET.SubElement(props, "property", name="gate", value="READY")
+    ET.SubElement(props, "property", name="marker", value="/etc/opencode/pty-supervisor-verified (written)")
+    (case,) = [c for c in suite.findall("testcase") if c.get("classname") == "pty-acceptance"]
+    for f in case.findall("failure"):
+        case.remove(f)
+    suite.set("failures", str(int(suite.get("failures")) - 1))
+    tree.write(report, encoding="utf-8", xml_declaration=True)
+
+
+def test_an_edited_not_ready_report_re_renders_not_ready_and_says_which_case(project, target, tmp_path):
+    """Issue 38 item 6a: the edited report re-rendered READY, exit 0, its HTML
+    title READY over a MUST-FIX matrix. READY needs every place of the report
+    to agree; the re-render says which did not."""
+    with_module(project, f"""
+import pytest
+
+@pytest.mark.requirement(*{ALL_IDS!r})
+def test_everything():
+    pass
+
+@pytest.mark.requirement("OWN-2")
+def test_supervisor_inputs():
+    assert False, "an input of the supervisor is the service user's"
+""")
+    res = run(project, target)
+    assert last_line(res) == "NOT READY: 1 blockers: OWN-2"
+    report = tmp_path / "edited.xml"
+    report.write_bytes(junit(project).read_bytes())
+    _edit_to_say_ready(report)
+    out = tmp_path / "out"
+    done = subprocess.run([str(CLI), "report", str(report), "--checklist", str(project.path / "ROOT-ACCEPTANCE.md"),
+                           "--out-dir", str(out)], capture_output=True, text=True, check=False)
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    which = ("blocker: SUITE-2: read back, this report is not READY: 1 of its 2 test cases did not pass: "
+             "acceptance/test_all.py::test_supervisor_inputs (failed)")
+    assert which in lines, lines
+    assert ": NOT READY: 1 blockers: SUITE-2 (as that run recorded it" in lines[-1], lines[-1]
+    page = (out / "edited.html").read_text()
+    title = page[page.index("<title>") + 7:page.index("</title>")]
+    assert "NOT READY" in title, title
+    assert json.loads((out / "edited.intoto.json").read_text())["predicate"]["result"] == "FAILED"
+
+
+@pytest.mark.parametrize("edit,which", [
+    ("gate", "its gate property says NOT READY"),
+    ("marker", "it names no marker written"),
+    ("case", "1 of its 1 test cases did not pass: acceptance/test_a.py::t1 (failed)"),
+    ("verdict", "its verdict case is missing"),
+], ids=["gate", "marker", "failing case", "verdict case"])
+def test_a_report_ready_in_all_places_but_one_is_not_ready_and_says_which(edit, which):
+    case = _case("t1", ["PEER-1"], '<failure message="no">x</failure>' if edit == "case" else "")
+    gate = "NOT READY" if edit == "gate" else "READY"
+    props = f'<property name="gate" value="{gate}"/>' \
+        + ("" if edit == "marker" else '<property name="marker" value="/m (written)"/>')
+    v = verdict.from_junit(_report(case + ("" if edit == "verdict" else VERDICT_PASSED), props))
+    assert not v.ready
+    assert v.blockers == [verdict.DISAGREES + which]
+    assert v.last_line == "NOT READY: 1 blockers: SUITE-2"
+    assert verdict.rows(v, SECTIONS[:1])[-1].failing == ["SUITE-2"]
+
+
 def _stamp(report: Path) -> str:
     return ET.parse(report).getroot().find("testsuite").get("timestamp")
 
 
 def test_a_bundle_that_cannot_be_written_takes_the_marker_back(project, target):
-    (project.path / "reports").mkdir()
-    (project.path / "reports/fixed.html").write_text("already here\n")
+    # something else writes under the bundle's name while the run goes on (an
+    # earlier run's file there is removed before any test: report_name.py)
+    with_module(project, f"""
+import pytest
+from pathlib import Path
+
+@pytest.mark.requirement(*{ALL_IDS!r})
+def test_everything():
+    Path("reports/fixed.html").write_text("already here\\n")
+""")
     res = run(project, target, "--junitxml", "reports/fixed.xml")
     assert last_line(res).startswith("NOT READY: ") and "SUITE-2" in last_line(res).split()
     assert any("the verdict bundle" in line for line in res.outlines)
@@ -268,7 +348,9 @@ def test_a_concern_severity_id_is_never_a_plain_pass():
 def test_a_report_that_says_ready_without_a_marker_is_not_ready():
     v = verdict.from_junit(_report(_case("t1", ["PEER-1"]) + VERDICT_PASSED, '<property name="gate" value="READY"/>'))
     assert not v.ready
-    assert verdict.rows(v, SECTIONS[:1])[-1].failing == ["SUITE-3"]
+    # issue 38 item 6a: the re-render says which place disagrees, as a SUITE-2 blocker of its own
+    assert verdict.rows(v, SECTIONS[:1])[-1].failing == ["SUITE-2"]
+    assert v.blockers == [verdict.DISAGREES + "it names no marker written"]
 
 
 @pytest.mark.parametrize("case", ["", '<testcase classname="pty-acceptance" name="verdict">'

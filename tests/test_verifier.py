@@ -44,8 +44,18 @@ def place(root: Path, content: bytes, mode=0o644) -> Path:
     return m
 
 
-def verify(root: Path, capsys) -> tuple[int, str]:
-    code = cli.main(["verify-marker", "--root", str(root), "--revision", REV, "--source-sha256", SRC])
+def pins(root: Path) -> list[str]:
+    """The review's pin of each stand-in binary, as verify-marker's options
+    (issue 38 item 10: never judged without them)."""
+    out = []
+    for role, p in zip(("supervisor", "launcher", "client"), BINS, strict=True):
+        out += [f"--{role}-sha256", hashlib.sha256((root / p.lstrip("/")).read_bytes()).hexdigest()]
+    return out
+
+
+def verify(root: Path, capsys, pinned: list[str] | None = None) -> tuple[int, str]:
+    code = cli.main(["verify-marker", "--root", str(root), "--revision", REV, "--source-sha256", SRC,
+                     *(pins(root) if pinned is None else pinned)])
     return code, capsys.readouterr().out.strip()
 
 
@@ -132,10 +142,11 @@ CASES = [
 @pytest.mark.parametrize("name,transform,act,mode,rule", CASES, ids=[c[0] for c in CASES])
 def test_bad_marker_is_refused_with_its_rule(tree, capsys, name, transform, act, mode, rule):
     content = good_content(tree)
+    pinned = pins(tree)  # the review's pins, taken before any binary changes
     place(tree, transform(content) if transform else content, mode)
     if act:
         act(tree)
-    code, out = verify(tree, capsys)
+    code, out = verify(tree, capsys, pinned)
     assert code == 1 and "\n" not in out, out
     assert out.startswith(f"REFUSED {rule}: "), out
 
@@ -150,11 +161,11 @@ def test_installed_command_line_tool(tree):
     exe = REPO / ".venv/bin/pty-acceptance"
     argv = [str(exe)] if exe.exists() else ["python3", "-m", "pty_acceptance.cli"]
     ok = subprocess.run(argv + ["verify-marker", "--root", str(tree), "--revision", REV,
-                                "--source-sha256", SRC], capture_output=True, text=True)
+                                "--source-sha256", SRC, *pins(tree)], capture_output=True, text=True)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     place(tree, good_content(tree), 0o664)
     bad = subprocess.run(argv + ["verify-marker", "--root", str(tree), "--revision", REV,
-                                 "--source-sha256", SRC], capture_output=True, text=True)
+                                 "--source-sha256", SRC, *pins(tree)], capture_output=True, text=True)
     assert bad.returncode == 1 and bad.stdout.startswith("REFUSED writable:"), bad.stdout
 
 
@@ -171,3 +182,52 @@ def test_expectation_from_inventory(tree, capsys, tmp_path):
     # Same revision and source as the target inventory, but the stand-in
     # binaries are not the claimed artifacts.
     assert code == 1 and out.startswith("REFUSED claim-mismatch: line 2:"), out
+
+
+# ------------------------------------------------------------ the review's pins (issue 38 item 10)
+def test_a_hand_written_marker_over_any_binaries_is_never_ok_without_the_pins(tree, capsys):
+    """The review's reproduction: --revision and --source-sha256 alone, no
+    --inventory, and a marker written by hand over arbitrary binaries (its
+    records the binaries' own hashes) returned OK. Every pin is needed."""
+    for n, p in enumerate(BINS):
+        (tree / p.lstrip("/")).write_bytes(f"anything at all {n}\n".encode())
+    place(tree, good_content(tree))
+    code, out = verify(tree, capsys, pinned=[])
+    assert code == 1 and out == ("REFUSED pins: without --inventory the review's pins are given as options, "
+                                 "every one: --supervisor-sha256, --launcher-sha256, --client-sha256 missing (the "
+                                 "marker is never judged against hashes it names itself)"), out
+
+
+def test_every_missing_pin_is_named(tree, capsys):
+    place(tree, good_content(tree))
+    code, out = verify(tree, capsys, pinned=pins(tree)[:2])
+    assert code == 1 and out.startswith("REFUSED pins: ") and "--launcher-sha256, --client-sha256 missing" in out
+
+
+def test_with_every_pin_a_binary_the_review_did_not_pin_is_refused(tree, capsys):
+    pinned = pins(tree)
+    for n, p in enumerate(BINS):
+        (tree / p.lstrip("/")).write_bytes(f"not the reviewed build {n}\n".encode())
+    place(tree, good_content(tree))  # a marker that matches the binaries there now
+    code, out = verify(tree, capsys, pinned)
+    assert code == 1 and out.startswith("REFUSED claim-mismatch: line 2:"), out
+
+
+def test_a_pin_option_must_be_the_inventorys(tree, capsys, tmp_path):
+    data = yaml.safe_load((REPO / "inventories/target.yml").read_text())
+    data["all"]["hosts"]["pilot"]["runtime"]["sha256"] = "ab" * 32
+    data["all"]["hosts"]["pilot"]["plugin"].update(bun_sha256="cd" * 32, harness_sha256="ef" * 32,
+                                                   success={"last_line": "^PASS ", "result_file": "^r$"})
+    inv = tmp_path / "target.yml"
+    inv.write_text(yaml.safe_dump(data))
+    place(tree, good_content(tree))
+    code = cli.main(["verify-marker", "--root", str(tree), "--inventory", str(inv), "--revision", "1" * 40])
+    out = capsys.readouterr().out.strip()
+    assert code == 1 and out.startswith(f"REFUSED pins: --revision {'1' * 40} is not the inventory's {REV}"), out
+
+
+def test_the_library_verifier_never_judges_without_the_pins(tree):
+    place(tree, good_content(tree))
+    with pytest.raises(marker.MarkerRefused) as e:
+        marker.verify("/etc/opencode/pty-supervisor-verified", marker.Expectation(REV, SRC, BINS), root=str(tree))
+    assert e.value.reason == "pins"

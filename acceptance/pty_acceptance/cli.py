@@ -2,6 +2,7 @@
 
     pty-acceptance verify-marker [--marker PATH] [--root DIR] [--inventory FILE]
                                  [--revision HEX40] [--source-sha256 HEX64]
+                                 [--supervisor-sha256 HEX64 --launcher-sha256 HEX64 --client-sha256 HEX64]
     pty-acceptance source-manifest --pilot-root DIR --code-root DIR [--list]
     pty-acceptance reference [--release bookworm|trixie] [--supervisor go|python]
                              [--before-suite SCRIPT]... [--after-suite SCRIPT]... [--keep] [-- PYTEST-ARGS]
@@ -33,11 +34,10 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import cast
 
 from pty_acceptance.decision import invcheck, nodeids, preflight, readiness_marker
 from pty_acceptance.provenance import manifest
-from pty_acceptance.report import bundle, fleet, reports, signing, verdict
+from pty_acceptance.report import bundle, fleet, intoto, reports, signing, verdict
 from pty_acceptance.spec import checklist, inventory
 from pty_acceptance.spec.requirements import CATALOGUE
 from pty_acceptance.host.terminal import escape
@@ -68,21 +68,54 @@ def _hex(n: int):
     return parse
 
 
-def cmd_verify_marker(a: argparse.Namespace) -> int:
-    inv = None
-    if a.inventory or not (a.revision and a.source_sha256):
+PIN_OPTIONS = ("--revision", "--source-sha256", *(f"--{role}-sha256" for role in inventory.ARTIFACTS))
+
+
+def _pins_given(a: argparse.Namespace) -> dict[str, str | None]:
+    """The review's pins given as options, by option (None: not given)."""
+    return {opt: getattr(a, opt[2:].replace("-", "_")) for opt in PIN_OPTIONS}
+
+
+def _pins(a: argparse.Namespace) -> tuple[readiness_marker.Expectation | None, str, str]:
+    """(the review's pins as the verifier's expectation, the marker path, why
+    not: "" when they are all there). From --inventory (or, with no pin
+    option at all, the default inventory), where a pin option must agree with
+    the inventory; else every pin is an option: the revision, the source
+    manifest and each binary's SHA-256. Never OK without them all (issue 38
+    item 10: a marker written by hand over any binaries passed)."""
+    given = _pins_given(a)
+    if a.inventory or not any(given.values()):
         try:
             inv = inventory.load(a.inventory or DEFAULT_INVENTORY)
         except inventory.InventoryError as e:
-            print(escape(f"REFUSED inventory: {e}"))
-            return 1
-    revision = a.revision or cast(inventory.Inventory, inv).revision  # not given: inv loaded
-    source = a.source_sha256 or cast(inventory.Inventory, inv).source_manifest_sha256
-    binaries = tuple(b.path for b in inv.binaries_list) if inv else readiness_marker.DEFAULT_BINARIES
-    claimed = tuple(b.sha256 for b in inv.binaries_list) if inv else ()
-    path = a.marker or (inv.marker if inv else readiness_marker.DEFAULT_PATH)
+            return None, "", f"inventory: {e}"
+        pinned = dict(zip(PIN_OPTIONS, (inv.revision, inv.source_manifest_sha256,
+                                        *(b.sha256 for b in inv.binaries_list)), strict=True))
+        differ = [f"{opt} {value} is not the inventory's {pinned[opt]}" for opt, value in given.items()
+                  if value is not None and value != pinned[opt]]
+        if differ:
+            return None, "", f"pins: {'; '.join(differ)} ({inv.file})"
+        exp = readiness_marker.Expectation(inv.revision, inv.source_manifest_sha256,
+                                           tuple(b.path for b in inv.binaries_list),
+                                           tuple(b.sha256 for b in inv.binaries_list))
+        return exp, a.marker or inv.marker, ""
+    missing = [opt for opt, value in given.items() if value is None]
+    if missing:
+        return None, "", (f"pins: without --inventory the review's pins are given as options, every one: "
+                          f"{', '.join(missing)} missing (the marker is never judged against hashes it "
+                          "names itself)")
+    pins = [v for v in given.values() if v is not None]
+    return (readiness_marker.Expectation(pins[0], pins[1], readiness_marker.DEFAULT_BINARIES, tuple(pins[2:])),
+            a.marker or readiness_marker.DEFAULT_PATH, "")
+
+
+def cmd_verify_marker(a: argparse.Namespace) -> int:
+    exp, path, why_not = _pins(a)
+    if exp is None:
+        print(escape(f"REFUSED {why_not}"))
+        return 1
     try:
-        readiness_marker.verify(path, readiness_marker.Expectation(revision, source, binaries, claimed), root=a.root)
+        readiness_marker.verify(path, exp, root=a.root)
     except readiness_marker.MarkerRefused as e:
         print(escape(f"REFUSED {e.reason}: {e.detail}"))
         return 1
@@ -199,6 +232,8 @@ def cmd_report(a: argparse.Namespace) -> int:
         print(escape(f"report: --out-dir {out}: cannot write there: {e.strerror or e}"
                      + (f" ({e.filename})" if e.filename else "")), file=sys.stderr)
         return 2
+    for b in made.verdict.blockers:  # as recorded, and what disagrees in a report that names none
+        print(escape(f"blocker: {b}"))
     for line in verdict.terminal_lines(made.verdict, made.rows):
         print(escape(line))
     for target in written:
@@ -234,6 +269,9 @@ def cmd_verify_statement(a: argparse.Namespace) -> int:
     st = found.statement
     pred = got if isinstance(got := st.get("predicate"), dict) else {}
     print(escape(f"predicateType: {st.get('predicateType')}"))
+    judged = intoto.host_of(st) if isinstance(st, dict) else None
+    print(escape(f"host: {judged[0]} (the machine calls itself {judged[1]})" if judged
+                 else "host: not named (a Statement of an older suite)"))
     for s in st.get("subject") or []:
         if isinstance(s, dict):
             digest = (s.get("digest") or {}).get("sha256") if isinstance(s.get("digest"), dict) else None
@@ -433,8 +471,11 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("--marker", default=None)
     v.add_argument("--root", default="/", help="evaluate the marker and binaries as if DIR were /")
     v.add_argument("--inventory", default=None)
-    v.add_argument("--revision", type=_hex(40))
-    v.add_argument("--source-sha256", type=_hex(64))
+    v.add_argument("--revision", type=_hex(40), help="the review's revision (with --inventory: must be its)")
+    v.add_argument("--source-sha256", type=_hex(64), help="the review's source manifest hash")
+    for role in inventory.ARTIFACTS:
+        v.add_argument(f"--{role}-sha256", type=_hex(64), metavar="HEX64",
+                       help=f"the review's SHA-256 of the {role} binary (without --inventory every pin is needed)")
     v.set_defaults(func=cmd_verify_marker)
     m = sub.add_parser("source-manifest", help="SCOPE-1 manifest hash (review-source-hash)")
     m.add_argument("--pilot-root", required=True)

@@ -146,6 +146,9 @@ class End:
             made = bundle.build(cast(bytes, self.ready), self.setup.report_path, self.setup.sections, ready=True)
         except (reports.ReportError, verdict.VerdictError) as e:
             return [Blocker(("SUITE-2",), f"the verdict bundle (HTML, in-toto Statement) was not made: {e}")]
+        if not made.verdict.ready:  # a report that does not read back READY is never published as READY
+            return [Blocker(("SUITE-2",), "the READY report does not read back as READY: "
+                            + "; ".join(made.verdict.blockers))]
         if self.setup.signer is not None:
             try:
                 made.envelope = signing.sign(self.setup.signer, made.statement)

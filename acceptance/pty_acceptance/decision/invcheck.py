@@ -10,7 +10,8 @@ be read without running the suite, compared with this host, one line each
     not read  <key>: why only a run can tell (a live session, a request), or
               why it could not be read now (systemd did not answer, ...):
               never `match` for what was not read
-    invalid   <key>: the inventory's own problem (inventory.py)
+    invalid   <key>: the inventory's own problem (inventory.py), a value below
+              the contract's floor among them (spec/floor.py)
 
 Hashes are never taken from the host into the inventory: a pin comes from the
 review's record. Where a pin is a FILL-IN placeholder the host's hash is shown
@@ -161,6 +162,7 @@ def check(path: str) -> list[Line]:
     except (KeyError, TypeError, ValueError, AttributeError):
         return [Line(INVALID, "(file)", f"{path}: not an inventory of one host (all: hosts: NAME: vars)")]
     out = [Line(INVALID, "(schema)", p) for p in _schema_problems(path, vars_)]
+    out += [Line(INVALID, b.key, b.problem) for b in inventory.below_floor(vars_)]  # SUITE-3: the contract's floor
     lim = _limits(vars_)
     shown = {n: _show(n) for n in (_get(vars_, "units.supervisor"), _get(vars_, "units.slice"),
                                    _get(vars_, "units.peer")) if isinstance(n, str)}

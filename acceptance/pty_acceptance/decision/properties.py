@@ -30,6 +30,7 @@ def at_start(setup: Setup, start: AtStart, cleaned: str, sigint: str | None) -> 
         out += [("preflight", f.cause) for f in bad[1:]]
         out += [("host", line.removeprefix("host: ")) for line in found.host_lines()]
     out += [("MARK-4", setup.removal), ("SUITE-5", cleaned)]
+    out += [("report-name", setup.report_claim)] if setup.report_claim else []
     inv = setup.inventory
     if inv is None:
         return out + [("inventory", f"{setup.inventory_file}: did not load")]

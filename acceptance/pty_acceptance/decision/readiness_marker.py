@@ -20,14 +20,11 @@ from pathlib import PurePosixPath
 
 from pty_acceptance.errors import Refused
 from pty_acceptance.host import hostfs
+from pty_acceptance.spec import floor
 
 MAX_BYTES = 4096
-DEFAULT_PATH = "/etc/opencode/pty-supervisor-verified"
-DEFAULT_BINARIES = (
-    "/usr/local/libexec/opencode-pty-supervisor",
-    "/usr/local/libexec/opencode-pty-launcher",
-    "/usr/local/libexec/opencode-pty-client",
-)
+DEFAULT_PATH = floor.MARKER  # the seed's (spec/floor.py)
+DEFAULT_BINARIES = tuple(floor.BINARIES.values())
 LINE1 = re.compile(rb"^revision=opencode-v2-pilot:git:([0-9a-f]{40});pty-source:sha256:([0-9a-f]{64})$")
 RECORD = re.compile(rb"^([0-9a-f]{64})  (/[^\n]+)$")
 
@@ -47,7 +44,7 @@ class Expectation:
     revision: str
     source_sha256: str
     binaries: tuple[str, ...]  # absolute paths, in marker order
-    claimed: tuple[str, ...] = ()  # the inventory's SHA-256 per binary, when known
+    claimed: tuple[str, ...] = ()  # the review's SHA-256 per binary: `verify` refuses without one for each
 
 
 def render(revision: str, source_sha256: str, records: list[tuple[str, str]]) -> bytes:
@@ -63,7 +60,13 @@ def _check_chain(path: str, root: str) -> None:
 
 
 def verify(marker: str, exp: Expectation, root: str = "/") -> bytes:
-    """Return the marker's bytes if it grants readiness, else raise MarkerRefused."""
+    """Return the marker's bytes if it grants readiness, else raise MarkerRefused.
+    Never without the review's pin of every binary (exp.claimed): a marker
+    over arbitrary binaries carries hashes of its own that match them."""
+    if len(exp.claimed) != len(exp.binaries):
+        raise MarkerRefused("pins", f"the review's SHA-256 of each of {len(exp.binaries)} binaries is needed, "
+                                    f"{len(exp.claimed)} given: the marker is never judged against hashes it "
+                                    "names itself")
     real = hostfs.under(root, marker)
     _check_chain(marker, root)
     node = hostfs.Node.at(real)
@@ -127,7 +130,7 @@ def verify(marker: str, exp: Expectation, root: str = "/") -> bytes:
     if paths != list(exp.binaries):
         rule = "wrong-order" if sorted(paths) == sorted(exp.binaries) else "wrong-path"
         raise MarkerRefused(rule, f"records name {paths}, expected {list(exp.binaries)}")
-    for n, ((digest, path), claim) in enumerate(zip(records, exp.claimed, strict=False), start=2):
+    for n, ((digest, path), claim) in enumerate(zip(records, exp.claimed, strict=True), start=2):
         if digest != claim:
             raise MarkerRefused("claim-mismatch",
                                 f"line {n}: {path} recorded as {digest}, the inventory claims {claim}")

@@ -57,6 +57,7 @@ class Setup:
     report_private_dir: str | None  # where pytest's JUnit writer writes it first
     waivers_file: str | None
     signer: signing.Signer | None  # --sign-key/--sign-tool
+    report_claim: str = ""  # how the report's name became the run's (report/report_name.py)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from pty_acceptance.errors import AcceptanceError
 from pty_acceptance.decision import nodeids, preflight, rules
 from pty_acceptance.gate import failures, gate, owntree, report_escaping, startup
 from pty_acceptance.decision.run_records import Setup, frozen
-from pty_acceptance.report import reports, signing
+from pty_acceptance.report import report_name, reports, signing
 from pty_acceptance.spec import checklist, inventory
 from pty_acceptance.gate.failures import fail, not_run, requirement_ids
 from pty_acceptance.spec.requirements import BY_ID
@@ -46,7 +46,8 @@ def _setup(config: pytest.Config) -> Setup:
     for other in dict.fromkeys([path, *named]):
         if other not in removed:  # the validated inventory names another marker than was read first
             removal += "; " + startup.remove_marker(other)
-    report_path, private = _junit_paths(config, root, inv.host if inv is not None else socket.gethostname())
+    report_path, private, report_claim = _junit_paths(config, root,
+                                                      inv.host if inv is not None else socket.gethostname())
     try:
         sections = checklist.load(root / "ROOT-ACCEPTANCE.md")
         checklist_error = None
@@ -63,7 +64,7 @@ def _setup(config: pytest.Config) -> Setup:
         sections=tuple(sections), checklist_error=checklist_error,
         expected=frozen(expected), nodeids_error=nodeids_error,
         hostname=socket.gethostname(), args=tuple(startup.acceptance_args(config, acceptance)),
-        removal=removal, report_path=report_path, report_private_dir=private,
+        removal=removal, report_path=report_path, report_private_dir=private, report_claim=report_claim,
         waivers_file=_waivers_file(config), signer=_signer(config))
 
 
@@ -85,27 +86,31 @@ def _signer(config: pytest.Config) -> signing.Signer | None:
     return signing.Signer(path, tool or signing.DEFAULT_TOOL)
 
 
-def _junit_paths(config: pytest.Config, root: Path, host: str) -> tuple[str, str | None]:
+def _junit_paths(config: pytest.Config, root: Path, host: str) -> tuple[str, str | None, str]:
     """(the report's path in the report directory, the private directory
-    pytest's JUnit writer is pointed at instead); reports.py publishes it."""
+    pytest's JUnit writer is pointed at instead, what was done to have that
+    name: report_name.py); reports.py publishes it."""
     if not hasattr(config.option, "xmlpath"):  # -p no:junitxml: the gate blocks (SUITE-2)
-        return "", None
-    report_dir = os.path.join(config.invocation_params.dir,
-                              config.getoption("--report-dir") or root / "reports")
-    if config.option.xmlpath:
-        final = os.path.join(config.invocation_params.dir, config.option.xmlpath)
-    else:
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        final = os.path.join(report_dir, f"acceptance-{host}-{stamp}.xml")
-    final = os.path.normpath(final)
-    for d in dict.fromkeys([os.path.normpath(report_dir), os.path.dirname(final)]):
+        return "", None, ""
+    report_dir = os.path.normpath(os.path.join(config.invocation_params.dir,
+                                               config.getoption("--report-dir") or root / "reports"))
+    asked = os.path.normpath(os.path.join(config.invocation_params.dir, config.option.xmlpath)) \
+        if config.option.xmlpath else None
+    for d in dict.fromkeys([report_dir] + ([os.path.dirname(asked)] if asked else [])):
         try:
             reports.check_dir(d)
         except OSError as e:
             raise RegistrationFailed(f"report directory {d}: {e.strerror or e}") from None
+    try:  # no older verdict stands under the name the run publishes (report_name.py)
+        if asked is not None:
+            final, claim = asked, report_name.claim(asked)
+        else:
+            final, claim = report_name.unique(report_dir, host, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
+    except (OSError, reports.ReportError) as e:
+        raise RegistrationFailed(f"SUITE-2: the report's name: {getattr(e, 'strerror', None) or e}") from None
     private = reports.private_dir()
     config.option.xmlpath = os.path.join(private, os.path.basename(final))
-    return final, private
+    return final, private, claim
 
 
 @pytest.hookimpl(tryfirst=True)

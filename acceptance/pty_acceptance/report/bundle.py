@@ -49,8 +49,8 @@ def build(data: bytes, junit_name: str, sections: list[Section] | tuple[Section,
     be rewritten)."""
     v = verdict.from_junit(reports.parse(data, junit_name))
     v.blockers += [b for b in extra_blockers if b not in v.blockers]
-    if ready is not None:
-        v.ready = ready and not v.blockers
+    # READY only when the report itself reads READY (every place of it agrees) and the gate says so
+    v.ready = v.ready and not v.blockers and ready is not False
     table = verdict.rows(v, sections)
     title = f"Root acceptance of {v.host}: {v.last_line}"
     html = htmlreport.render(v, table, title).encode("utf-8", "backslashreplace")

@@ -10,9 +10,12 @@ DIR/<host>/ holds the files the playbook wrote or fetched under names it
 chose itself: `<run id>.<role>` for each role of FILES; nothing else there is
 read. A file of an earlier run into the same DIR (`-e fleet_out=DIR`) carries
 that run's id and is never read: a host that did not answer this time did not
-report, whatever it left last time. The Statement must name this run's JUnit
-report (`pty-acceptance-fleet-<run id>.xml`, the name the playbook gave it on
-the host) with the SHA-256 of the JUnit that came back. Every byte of them came
+report, whatever it left last time. The Statement must name this host's
+JUnit report of this run (`pty-acceptance-fleet-<run id>-<host>.xml`, the
+name the playbook gave it on that host) with the SHA-256 of the JUnit that
+came back: files another host wrote (or a run by hand elsewhere), put in
+this host's directory, name another report and are not this host's
+verdict. Every byte of them came
 from the host, which may be hostile (SUITE-4): files are opened without
 following links and up to a size, a name that is not a plain file name is
 not used as one, and every printed line goes through terminal.escape.
@@ -20,7 +23,9 @@ not used as one, and every printed line goes through terminal.escape.
 READY needs all four to agree: exit status 0, the JUnit report's verdict
 (verdict.from_junit, as `pty-acceptance report` reads it), the in-toto
 Statement's result PASSED or WARNED (a Statement naming that report's
-SHA-256) and the suite's own last line. A host with no
+SHA-256) and the suite's own last line; and the marker written is the
+seed's, `/etc/opencode/pty-supervisor-verified` (spec/floor.py: a marker
+anywhere else is not the one the cutover's verifier reads). A host with no
 exit status did not report; it counts as not ready, like every line but
 READY. Exit status 0 only when every host named is READY.
 
@@ -46,6 +51,7 @@ from dataclasses import dataclass
 
 from pty_acceptance.report import reports, signing, verdict
 from pty_acceptance.host.terminal import escape
+from pty_acceptance.spec import floor
 
 EXIT_STATUS = "exit-status"
 OUTPUT = "suite-output.txt"
@@ -121,9 +127,10 @@ def file_name(run_id: str, role: str) -> str:
     return f"{run_id}.{role}"
 
 
-def report_name(run_id: str) -> str:
-    """The JUnit report's name on the host (the playbook's fleet_stem + .xml)."""
-    return f"pty-acceptance-fleet-{run_id}.xml"
+def report_name(run_id: str, host: str) -> str:
+    """The JUnit report's name on `host` (the playbook's fleet_stem + .xml):
+    the run's and the host's, so that a Statement names whose report it is."""
+    return f"pty-acceptance-fleet-{run_id}-{host}.xml"
 
 
 def judge(root: int, host: str, run_id: str, key: Key | None = None) -> HostLine:
@@ -188,7 +195,7 @@ def _judge_files(host: str, got: dict[str, bytes | None], run_id: str) -> HostLi
             v = verdict.from_junit(reports.parse(junit, JUNIT))
         except (reports.ReportError, verdict.VerdictError) as e:
             junit_problem = f"the JUnit report: {e}"
-    result = _statement_result(got[STATEMENT], got[JUNIT], report_name(run_id))
+    result = _statement_result(got[STATEMENT], got[JUNIT], run_id, host)
     if v is None:
         if NOT_READY_LINE.match(said):
             return HostLine(host, NOT_READY, f"{said[len('NOT READY: '):]}; {junit_problem}")
@@ -208,6 +215,8 @@ def _judge_files(host: str, got: dict[str, bytes | None], run_id: str) -> HostLi
     if got[HTML] is None:
         disagree.append("no HTML report came back")
     if v.ready:
+        if v.last_line != f"READY: marker written {floor.MARKER}":
+            disagree.append(f"its marker is not the seed's {floor.MARKER}")
         if not disagree and READY_LINE.match(v.last_line):
             return HostLine(host, READY, v.last_line[len("READY: "):])
         return HostLine(host, ERROR, f"the JUnit report says {v.last_line} but "
@@ -216,9 +225,10 @@ def _judge_files(host: str, got: dict[str, bytes | None], run_id: str) -> HostLi
     return HostLine(host, NOT_READY, text + ("; " + ", ".join(disagree) if disagree else ""))
 
 
-def _statement_result(data: bytes | None, junit: bytes | None, name: str) -> str:
+def _statement_result(data: bytes | None, junit: bytes | None, run_id: str, host: str) -> str:
     """PASSED or FAILED, or why neither: the Statement must name this JUnit
-    report, by this run's report name and with its SHA-256."""
+    report, by this host's report name of this run and with its SHA-256."""
+    name = report_name(run_id, host)
     if data is None:
         return "missing (no Statement came back)"
     try:
@@ -228,6 +238,9 @@ def _statement_result(data: bytes | None, junit: bytes | None, name: str) -> str
     except (ValueError, TypeError, KeyError) as e:
         return f"unreadable ({type(e).__name__})"
     if name not in named:
+        others = sorted(n for n in named if n.startswith(f"pty-acceptance-fleet-{run_id}-"))
+        if others:
+            return f"about another host's report ({others[0]}, not {name})"
         return f"about another run's report (it does not name {name})"
     if junit is not None and hashlib.sha256(junit).hexdigest() != named[name]:
         return "about another JUnit report (its SHA-256 is not this one's)"

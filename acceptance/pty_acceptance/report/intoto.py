@@ -8,7 +8,10 @@
     warnedTests    node ids that passed with a concern (CONCERN rows)
     failedTests    node ids that failed, erred or were skipped
     configuration  the inventory, the JUnit report and ROOT-ACCEPTANCE.md,
-                   each a resource descriptor with its SHA-256; and bun and
+                   each a resource descriptor with its SHA-256 (the JUnit
+                   report's annotated with the host the run judged: `host`,
+                   the inventory's name for it, and `hostname`, the
+                   machine's); and bun and
                    the smoke harness PLUGIN-1 runs, with their pins
                    (plugin-bun-pin, plugin-harness-pin): PLUGIN-1 passes
                    only when both hash to them before every run
@@ -49,6 +52,24 @@ def _descriptors(values: list[str]) -> list[dict]:
     return out
 
 
+def judged(v: Verdict) -> dict[str, str]:
+    """The host the run judged, on the JUnit report's descriptor: its name in
+    the inventory and the machine's own name, as the report records them
+    (issue 38 item 10: a Statement says whose verdict it is)."""
+    return {"host": v.host or "(not recorded)", "hostname": v.hostname or "(not recorded)"}
+
+
+def host_of(statement: dict) -> tuple[str, str] | None:
+    """(host, hostname) a Statement names on its JUnit report's descriptor, or None."""
+    predicate = statement.get("predicate")
+    configuration = predicate.get("configuration") if isinstance(predicate, dict) else None
+    for c in configuration if isinstance(configuration, list) else []:
+        notes = c.get("annotations") if isinstance(c, dict) else None
+        if isinstance(notes, dict) and c.get("mediaType") == "application/xml" and "host" in notes:
+            return str(notes.get("host")), str(notes.get("hostname"))
+    return None
+
+
 def warned(case) -> bool:
     return bool(case.concerns) or any(BY_ID.get(i) and BY_ID[i].severity == CONCERN for i in case.ids)
 
@@ -76,7 +97,7 @@ def statement(v: Verdict, junit_name: str, junit_sha256: str) -> dict:
                 seen.add(d["name"])
     config = _descriptors(v.values("inventory-file"))
     config.append({"name": junit_name, "digest": {"sha256": junit_sha256},
-                   "mediaType": "application/xml"})
+                   "mediaType": "application/xml", "annotations": judged(v)})
     config += _descriptors(v.values("checklist-file")) + _descriptors(v.values("waiver-file"))
     for source, role in (("plugin-bun-pin", "bun"), ("plugin-harness-pin", "harness")):
         for d in _descriptors(v.values(source)):

@@ -4,11 +4,17 @@ One source: the JUnit report the gate published (its global properties carry
 the gate's blockers, the inventory's pins and the hashes seen at start and at
 marker time; its cases carry each test's IDs, evidence, concerns and failure
 text; its verdict case, reports.VERDICT_CASE, is the gate's and not one of
-the checklist's tests: READY needs it passed, once, as well as the `gate`
-and `marker` properties and no blocker). `from_junit` reads it: the run is
-judged once, by the gate (decision/rules.decide and the end's steps), and
-here only that recorded judgement is read back, by the rule that wrote it
-(reports.is_ready), never judged again from the cases. `rows` turns it into the matrix the terminal,
+the checklist's tests). `from_junit` reads it: the run is judged once, by
+the gate (decision/rules.decide and the end's steps), and here only that
+recorded judgement is read back, by the rule that wrote it
+(reports.is_ready). It is READY only when every place of the report agrees
+(`disagreements`): the `gate` property READY, no `blocker`, the `marker`
+named, the one verdict case passed, and every test case passed; a report
+that says READY in some places only (edited: its blockers removed, `gate`
+READY, a `marker` added, the verdict case's failure dropped, a test still
+failing) is NOT READY, and when it names no blocker it gets one,
+`SUITE-2: read back, this report is not READY: <which places>`, that the
+matrix, the HTML and the Statement show. `rows` turns it into the matrix the terminal,
 the HTML report (htmlreport.py) and the in-toto Statement (intoto.py) show.
 The gate renders the very report it published, so `pty-acceptance report
 FILE.xml` prints what the gate printed.
@@ -162,13 +168,43 @@ def from_junit(root: ET.Element) -> Verdict:
     blockers = [v for n, v in props if n == "blocker"]
     marker = next((v for n, v in props if n == "marker"), None)
     # the judgement the gate recorded, read by the rule it was written by
-    # (reports.is_ready), and READY only when every place the gate says it
-    # agrees: its property, no blocker, the marker named, and its one verdict
-    # case passed
-    ready = gate == "READY" and reports.is_ready(blockers, marker) and said == ["passed"]
+    # (reports.is_ready), and READY only when every place of the report agrees:
+    # the gate property, no blocker, the marker named, its one verdict case
+    # passed, and every test case of the checklist passed (disagreements)
+    why_not = disagreements(gate, marker, said, cases)
+    ready = reports.is_ready(blockers, marker) and not why_not
+    if not ready and not blockers:  # NOT READY, and the report names no blocker: say which part disagrees
+        blockers = [f"{DISAGREES}{'; '.join(why_not)}"]
     return Verdict(ready=ready, gate=gate, blockers=blockers, cases=cases, properties=props,
                    hostname=suite.get("hostname", ""), timestamp=suite.get("timestamp", ""),
                    suite=suite.get("name", ""))
+
+
+DISAGREES = "SUITE-2: read back, this report is not READY: "  # the blocker a re-render adds (from_junit)
+
+
+def disagreements(gate: str, marker: str | None, said: list[str], cases: list[Case]) -> list[str]:
+    """Each place of a report that does not say READY (none: every place
+    agrees). An edited report (its blockers removed, `gate` set READY, a
+    `marker` added, the verdict case's failure dropped) still holds the test
+    case that failed: it is never READY."""
+    out = []
+    if gate != "READY":
+        out.append(f"its gate property says {gate}")
+    if marker is None:
+        out.append("it names no marker written")
+    if said != ["passed"]:
+        out.append("its verdict case is missing" if not said else
+                   f"its verdict case appears {len(said)} times" if len(said) > 1 else
+                   f"its verdict case {said[0]}")
+    if not cases:
+        out.append("it holds no test case of the checklist")
+    failing = [c for c in cases if not c.passed]
+    if failing:
+        named = ", ".join(f"{c.nodeid} ({c.outcome})" for c in failing[:5])
+        out.append(f"{len(failing)} of its {len(cases)} test cases did not pass: {named}"
+                   + (f" and {len(failing) - 5} more" if len(failing) > 5 else ""))
+    return out
 
 
 def _concerns(cases: list[Case], ids: tuple[str, ...]) -> list[str]:

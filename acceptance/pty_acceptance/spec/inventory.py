@@ -42,6 +42,7 @@ from pty_acceptance.errors import AcceptanceError
 from pty_acceptance.host import hostfs
 from pty_acceptance.host.systemd import EXACT, SYSCALLS, WORDS
 from pty_acceptance.host.terminal import escape
+from pty_acceptance.spec import floor
 
 HEX40 = re.compile(r"^[0-9a-f]{40}$")
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -758,4 +759,39 @@ def load(path: str | Path) -> Inventory:
         raise InventoryError(f"{file}: {prefix}.supervisor_exec.path: "
                              f"{inv.supervisor_exec.path!r} is not binaries.supervisor.path "
                              f"{paths[0]!r} (SCOPE-2: the supervisor unit runs the installed binary)")
+    below = below_floor(vars_)
+    if below:  # every one named: a weaker inventory is refused whole (SUITE-3)
+        raise InventoryError(f"{file}: " + "; ".join(f"{prefix}.{b.key}: {escape(b.problem)}" for b in below)
+                             + f" ({len(below)} values below the contract's floor: an inventory may make a "
+                             "check stricter, never weaker (SUITE-3, spec/floor.py))")
     return inv
+
+
+def below_floor(vars_: dict[str, Any]) -> list[floor.Below]:
+    """The host vars' values below the contract's floor (spec/floor.py), in
+    the floor's order; a value of the wrong type is the schema's to name, not
+    this. `load` refuses an inventory with any; `inventory check` lists them."""
+    def text(dotted: str) -> Any:
+        got = value_at(vars_, dotted)
+        return got if isinstance(got, str) and not placeholder(got) else None
+
+    binaries = {role: text(f"binaries.{role}.path") for role in floor.BINARIES}
+    units = {role: text(f"units.{role}") for role in floor.UNITS}
+    out = floor.names_problems({k: v for k, v in binaries.items() if v}, text("marker") or floor.MARKER,
+                               {k: v for k, v in units.items() if v})
+    socket = text("socket")
+    if socket is not None:
+        out += floor.socket_problems(socket, text("unit_properties.supervisor.RuntimeDirectory"))
+    session = value_at(vars_, "unit_properties.session")
+    if isinstance(session, dict):
+        env = value_at(vars_, "session_environment")
+        grace = value_at(vars_, "session_stop.term_grace_s", SessionStop.term_grace_s)
+        most = value_at(vars_, "session_stop.timeout_s", SessionStop.timeout_s)
+        out += floor.session_problems(
+            {k: v for k, v in session.items() if isinstance(v, str)}, socket or floor.SOCKET,
+            {k: v for k, v in env.items() if isinstance(v, str)} if isinstance(env, dict) else {},
+            (grace, most) if isinstance(grace, int) and isinstance(most, int) else (0, 0))
+    last_line, result_file = text("plugin.success.last_line"), text("plugin.success.result_file")
+    if last_line is not None and result_file is not None:
+        out += floor.pattern_problems(last_line, result_file)
+    return out
