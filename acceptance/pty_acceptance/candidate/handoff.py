@@ -105,14 +105,12 @@ def _uid(pid: int) -> int | None:
 
 def holders(inodes: set[int], directory: tuple[int, int]) -> tuple[dict[int, list[Holder]], list[Holder]]:
     """(socket inode -> its holders, holders of the directory), over every process.
-    Directories are judged by stat of the descriptor's magic link: never opened."""
+    Directories are judged by stat of the descriptor's magic link: never opened.
+    A process or descriptor gone between the listing and its read is left out;
+    one that is there and cannot be read raises proc.ProcUnreadable."""
     socks: dict[int, list[Holder]] = {i: [] for i in inodes}
     dirs: list[Holder] = []
-    for pid in proc.pids():
-        try:
-            links = proc.fds(pid)
-        except OSError:
-            continue
+    for pid, links in proc.walk(proc.fds, "the descriptors").items():
         for fd, link in links.items():
             ino = observe.socket_inode(link)
             if ino in socks:
@@ -120,21 +118,20 @@ def holders(inodes: set[int], directory: tuple[int, int]) -> tuple[dict[int, lis
             elif link.startswith("/"):
                 try:
                     st = proc.fd_stat(pid, fd)
-                except OSError:
-                    continue
+                except OSError as e:
+                    if proc.gone(e):
+                        continue
+                    raise proc.unreadable(pid, f"descriptor {fd}", e) from None
                 if stat.S_ISDIR(st.st_mode) and (st.st_dev, st.st_ino) == directory:
                     dirs.append(Holder(pid, fd, proc.exe_identity(pid)[0], _uid(pid)))
     return socks, dirs
 
 
 def terminals(pids: list[int]) -> list[str]:
-    """Descriptors on a terminal (/dev/pts/*, /dev/ptmx, /dev/tty*) held by these processes."""
+    """Descriptors on a terminal (/dev/pts/*, /dev/ptmx, /dev/tty*) held by these
+    processes (one gone meanwhile holds none; one unreadable raises)."""
     found = []
-    for pid in pids:
-        try:
-            links = proc.fds(pid)
-        except OSError:
-            continue
+    for pid, links in proc.walk(proc.fds, "the descriptors", among=pids).items():
         for fd, link in links.items():
             if link.startswith(("/dev/pts/", "/dev/ptmx", "/dev/tty")):
                 found.append(f"pid {pid} ({proc.exe_identity(pid)[0]}) fd {fd} -> {link}")
@@ -213,14 +210,9 @@ def session_command(fp: Footprint) -> list[int]:
     too) whose exec is complete: /proc/<pid>/comm is set only after the old image's
     descriptors are closed, so systemd's pre-exec child and the launcher, which
     hold the directory as fd 2 for an instant, are over."""
-    out = []
-    for pid in set(token_processes(fp.token)) & set(cgroup_pids(fp.path)):
-        try:
-            if proc.read(pid, "comm", proc.COMM_LIMIT).strip() == SESSION_COMM:
-                out.append(pid)
-        except OSError:
-            continue
-    return out
+    tagged = set(token_processes(fp.token)) & set(cgroup_pids(fp.path))
+    comms = proc.walk(lambda pid: proc.read(pid, "comm", proc.COMM_LIMIT), "comm", among=sorted(tagged))
+    return [pid for pid, comm in comms.items() if comm.strip() == SESSION_COMM]
 
 
 def observe_session(bus: Systemd, inv, tag: str, password: str) -> Observation:
@@ -295,6 +287,6 @@ def observe_session(bus: Systemd, inv, tag: str, password: str) -> Observation:
                 return ob.fail(why)
             ob.stage = "done"
         except (HandoffError, opencode_api.ApiError, BusError, TimeoutError, OSError,
-                HostReadError, ValueError, PeerError) as e:
+                HostReadError, ValueError, PeerError, proc.ProcUnreadable) as e:
             ob.fail(str(e))
     return ob
