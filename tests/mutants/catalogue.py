@@ -611,6 +611,28 @@ FAULTS += [
           after=SWAPS_WITHSTOOD, secret=SWAP_SECRET, deadline_s=900),
 ]
 
+# UNIT-5 (session 31): a process that exits between a session's listing of /proc and
+# its read is gone, not another user's process; the user crowds /proc and churns it
+CHURN_WITHSTOOD = """bad=0
+systemctl is-active --quiet pty-fault-churn.service || { echo 'the churn did not last the whole run'; bad=1; }
+systemctl stop pty-fault-churn.service || true
+echo '--- the churn log'; cat /var/lib/pty-fault/churn.log
+grep -q '^BURST' /var/lib/pty-fault/churn.log || { echo 'the churn never saw the probe: the fault proved nothing'; bad=1; }
+if grep -q 'listed, then gone before they were read (not judged): \\[' /opt/pty-acceptance/out/reports/*.xml; then
+    echo 'the probe saw processes exit between its listing of /proc and its read'
+else
+    echo 'no process exited between the probe listing /proc and reading it: the fault proved nothing'; bad=1
+fi
+exit $bad"""
+FAULTS += [
+    Fault("user-churns-processes", ("UNIT-5",),
+          "for the whole run the service user keeps 1,000 idle processes and spawns short-lived ones, "
+          "in bursts when the session probe starts: processes a session lists in /proc exit before "
+          "they are read; gone is gone (never another user's process): the suite must end READY",
+          script_file="user-churns-processes.sh", modules=FULL, kill="withstood", after=CHURN_WITHSTOOD,
+          deadline_s=900),
+]
+
 FAULTS += [
     # -- CONC-3: stops, bounded from both sides (issue 29 item 10, issue 30 item 2)
     Fault("session-stop-timeout-infinity", ("CONC-3",), "an administrator's drop-in for every "
