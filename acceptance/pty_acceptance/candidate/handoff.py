@@ -54,8 +54,8 @@ import time
 from dataclasses import dataclass, field
 from typing import cast
 
-from pty_acceptance.candidate import opencode_api, runtimetrace
-from pty_acceptance.candidate.runtimetrace import Trace
+from pty_acceptance.candidate import opencode_api, runtimetrace, tracedholders
+from pty_acceptance.candidate.runtimetrace import Trace, Tracer
 from pty_acceptance.candidate.runtimeunit import (
     CandidateCommand, HandoffError, Hashed, RuntimeUnit, candidate_command, environment_only_from,
     free_port, hash_again, open_runtime, private_environment, runtime_properties, runtime_unit_text,
@@ -168,6 +168,8 @@ class Observation:
     terminals: list[str] = field(default_factory=list)
     trace: Trace = field(default_factory=Trace)
     threads: dict[int, set[int]] = field(default_factory=dict)  # helper pid -> its thread ids
+    holdings: tracedholders.Judgement | None = None  # the trace of the whole session, judged
+    tree_at_sample: set[int] = field(default_factory=set)       # the runtime and its descendants then
     deleted: str = ""
     leftovers: list[str] = field(default_factory=list)
     ended_in: float | None = None
@@ -189,6 +191,7 @@ def _sample(ob: Observation, bus: Systemd, inv, helper_path: str) -> None:
     """Every process on the host, read while the session lives."""
     main = cast(RuntimeUnit, ob.unit).main_pid  # observe_session started it before sampling
     kids = proc.descendants(main)
+    ob.tree_at_sample = {main} | {p.pid for p in kids}
     for p in kids:
         exe, dev_ino = proc.exe_identity(p.pid)
         ob.runtime_children[p.pid] = exe
@@ -203,6 +206,28 @@ def _sample(ob: Observation, bus: Systemd, inv, helper_path: str) -> None:
     if ob.footprint:
         for pid in session_command(ob.footprint):
             ob.token_cwds[pid] = _same_dir(pid, ob.directory)
+
+
+def _judge_trace(ob: Observation, bus: Systemd, inv, tracer: Tracer) -> None:
+    """End the trace (every process of the runtime's unit and tree must be traced
+    then) and judge who held the connection or the directory at any time, with
+    what the live sample saw checked against it."""
+    unit = cast(RuntimeUnit, ob.unit)
+
+    def tree() -> set[int]:
+        return unit_pids(bus, unit.name) | {p.pid for p in proc.descendants(unit.main_pid)}
+
+    text = tracer.end(tree)
+    ob.trace = runtimetrace.parse(text)
+    clients = {c for _, c in ob.pairs if c}
+    sampled = [tracedholders.Sampled(h.pid, h.fd, tracedholders.CONNECTION, str(ino))
+               for ino in clients for h in ob.socket_holders.get(ino, []) if h.pid in ob.tree_at_sample]
+    sampled += [tracedholders.Sampled(h.pid, h.fd, tracedholders.DIRECTORY, ob.workspace)
+                for h in ob.dir_holders if h.pid in ob.tree_at_sample]
+    ob.holdings = tracedholders.judge(text, main=unit.main_pid, tids=tracer.tids, socket_path=inv.socket,
+                                      workspace=ob.workspace, connections=clients,
+                                      helper_path=inv.binaries.client.path, sampled=sampled,
+                                      tree_at_sample=ob.tree_at_sample, problems=tracer.problems)
 
 
 def session_command(fp: Footprint) -> list[int]:
@@ -274,13 +299,15 @@ def observe_session(bus: Systemd, inv, tag: str, password: str) -> Observation:
                  "the session's command exec'd in its unit", lambda: ob.footprint.describe())
             ob.stage = "reading the host while the session lives"
             _sample(ob, bus, inv, helper_path)
-            ob.trace = runtimetrace.parse(tracer.stop())
             ob.stage = DELETE_STAGE
-            t0 = time.monotonic()
-            ob.deleted = client.pty_delete(ob.pty.id).describe()
-            took, left = wait_gone(bus, [ob.footprint], ob.footprint.stop_bound_s(), since=t0)
-            ob.ended_in = took.get(ob.footprint.unit)
-            ob.leftovers = left.get(ob.footprint.unit, [])
+            try:
+                t0 = time.monotonic()
+                ob.deleted = client.pty_delete(ob.pty.id).describe()
+                took, left = wait_gone(bus, [ob.footprint], ob.footprint.stop_bound_s(), since=t0)
+                ob.ended_in = took.get(ob.footprint.unit)
+                ob.leftovers = left.get(ob.footprint.unit, [])
+            finally:  # the session is over (or DELETE failed): the trace ends, whatever happened
+                _judge_trace(ob, bus, inv, tracer)
             ob.stage = "hashing the running runtime again after the session"
             why = hash_again(ob.unit.main_pid, ob.runtime, inv.runtime.sha256, inv.limit("runtime_bytes"))
             if why:

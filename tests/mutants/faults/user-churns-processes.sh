@@ -1,8 +1,8 @@
 # The service user, for the whole run, keeps a crowd of 1,000 idle processes
 # of its own, lets one exit and makes another all the time; when it sees the
-# session probe of UNIT-5 start (a process whose command line carries
-# PROBE-BEGIN: the suite's text is public) it lets 150 of them exit over the
-# next 120 ms. All are dumpable, so a session lists them in /proc; the crowd makes
+# session probe of UNIT-5 start (a process of a session whose command line
+# carries PROBE-BEGIN: the suite's text is public) it lets 300 of them exit
+# over the next 30 to 400 ms. All are dumpable, so a session lists them in /proc; the crowd makes
 # the probe's pass over /proc long, so some exit between its listing and its
 # read. UNIT-5 counted such a one as another user's process (NOT READY on a
 # good host, issue of session 31). The unit's /run is a private tmpfs: its
@@ -29,7 +29,7 @@ def idle():
     if pid == 0:
         os.close(wake_w)
         os.read(wake_r, 1)
-        time.sleep(random.uniform(0.0, 0.12))
+        time.sleep(random.uniform(0.03, 0.4))
         os._exit(0)
     mine.add(pid)
 
@@ -58,14 +58,16 @@ while True:
         idle()
     pids = {int(n) for n in os.listdir("/proc") if n.isdigit()}
     for pid in sorted(pids - seen - mine - {os.getpid()}):
-        try:
+        try:  # the probe itself, in its session (the helper's argv carries its text too, much earlier)
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 probe = b"PROBE-BEGIN" in f.read(1 << 16)
+            with open(f"/proc/{pid}/cgroup", "rb") as f:
+                probe = probe and b"/opencode-pty.slice/" in f.read(1 << 16)
         except OSError:
             continue
         if probe:
             bursts += 1
-            os.write(wake_w, b"x" * 150)
+            os.write(wake_w, b"x" * 300)
             log(f"BURST {bursts} for the probe pid {pid}")
     seen = pids
     time.sleep(0.005)
