@@ -94,6 +94,17 @@ def test_a_child_that_got_the_connection_and_was_killed_at_once_is_found():
     assert j.processes[300] == "/bin/sleep; killed by SIGKILL"
 
 
+def test_a_child_killed_inside_its_exec_is_judged_by_what_the_exec_kept():
+    """The watcher saw /bin/sleep 3600 in /proc (the new image in place) and killed
+    it before the exec returned: strace printed `= ?` (seen on the reference host)."""
+    sleeper = SLEEPER.replace('0x1 /* 2 vars */) = 0', '0x1 /* 2 vars */) = ?')
+    j = judge(OPENS + SPAWN_HELPER + sleeper)
+    assert j.findings_of(th.CONNECTION) == [
+        "pid 300 (/bin/sleep) held the supervisor connection socket:[500] as fd 3: kept it across its exec of "
+        "/bin/sleep (killed inside that exec): only the runtime and the fixed helper may hold it"]
+    assert j.findings_of(th.DIRECTORY) == [] and j.cannot_say == []
+
+
 def test_a_child_given_the_directory_is_found():
     sleeper = SLEEPER.replace("dup2(24<UNIX-STREAM:[500->400]>, 3<anon_inode:[eventpoll]>) = 3<UNIX-STREAM:[500->400]>",
                               f"dup2(23<{WS}>, 3<anon_inode:[eventpoll]>) = 3<{WS}>")

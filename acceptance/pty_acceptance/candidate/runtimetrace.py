@@ -39,7 +39,8 @@ ERR_LIMIT = 64 << 10
 
 # 1234 sendmsg(3<UNIX-STREAM:[111->222]>, {... cmsg_data=[4</some/dir>]}], ...}, 0) = 10
 # strace -f names the thread (tid, padded): a Go helper sends from a thread of its own.
-# Only calls printed whole (one line) with the result exactly as below count.
+# Only calls that returned a count (no errno, no "?") count, their arguments as below.
+_RETURNED = re.compile(r"(.*)\) +=\s+(\d+)", re.S)
 _EXECVE_ARGS = re.compile(r'"((?:[^"\\]|\\.)*)", .*')
 _SENDMSG_ARGS = re.compile(r"(\d+)<UNIX-STREAM:\[(\d+)->(\d+)\]>, (.*)")
 _SENT = re.compile(r"\) = \d+")
@@ -186,20 +187,24 @@ class Trace:
 
 
 def parse(text: str) -> Trace:
+    """Which thread exec'd what, and what each sent (a call printed in two halves,
+    another thread's line between them, is read joined: strace.events)."""
     trace = Trace()
-    calls, _ = strace.parse(text)
+    calls, _, _ = strace.events(text)
     for c in calls:
-        if not c.whole:
+        done = _RETURNED.fullmatch(c.body) if c.done >= 0 else None
+        if not done:
             continue
-        if c.name == "execve" and c.result == ") = 0" and (m := _EXECVE_ARGS.fullmatch(c.args)):
-            trace.execs[c.pid] = m.group(1)
-        elif c.name == "sendmsg" and _SENT.fullmatch(c.result) and (m := _SENDMSG_ARGS.fullmatch(c.args)):
+        args, ret = done.group(1), int(done.group(2))
+        if c.name == "execve" and ret == 0 and (m := _EXECVE_ARGS.fullmatch(args)):
+            trace.execs[c.tid] = m.group(1)
+        elif c.name == "sendmsg" and ret >= 0 and (m := _SENDMSG_ARGS.fullmatch(args)):
             rights = None
             if r := _RIGHTS.search(m.group(4)):
                 rights = []
                 for item in r.group(1).split(", "):
                     fm = _RIGHTS_FD.match(item)
                     rights.append((int(fm.group(1)), fm.group(2)) if fm else (-1, item[:80]))
-            trace.sends.setdefault(c.pid, []).append(
+            trace.sends.setdefault(c.tid, []).append(
                 (int(m.group(1)), int(m.group(2)), int(m.group(3)), rights))
     return trace

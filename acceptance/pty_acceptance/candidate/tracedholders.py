@@ -54,6 +54,7 @@ NEVER_EXECD = "the runtime's image in a copy (never exec'd)"
 
 _SOCKET_DESC = re.compile(r"[A-Za-z0-9_-]+:\[(\d+)(?:->\d+)?(?:,.*)?\]")
 _FD_TOKEN = re.compile(r"(?<![\w#])(\d+)<#(\d+)>")
+_UNKNOWN = re.compile(r"\) += \?$")
 _RESULT = re.compile(r"\) += (-?\d+|0x[0-9a-f]+|\?)(?:<#(\d+)>)?(?: (E[A-Z0-9]+))?.*$")
 _SUN_PATH = re.compile(r'sun_path="((?:[^"\\]|\\.)*)"')
 _EXEC_PATH = re.compile(r'"((?:[^"\\]|\\.)*)"')
@@ -229,6 +230,11 @@ class _Replay:
         if name in URING and g != self.main:
             self.out.cannot_say.append(f"pid {g} ({_shown(self.image.get(g) or NEVER_EXECD)}) called {name}: what "
                                        "it does through io_uring opens and closes descriptors no call shows")
+        if name in EXECS and value is None and _UNKNOWN.search(skel):
+            # killed inside its exec (strace saw no return): it never ran another instruction of
+            # the old image, so it is judged as exec'd, by what the exec would have kept
+            self.exec(c, g, skel, descs, " (killed inside that exec)")
+            return
         if value is None or value < 0:
             if name == "close" and err == "EBADF":
                 fd = _first_int(skel)
@@ -309,7 +315,7 @@ class _Replay:
             else:
                 del table[fd]
 
-    def exec(self, c: strace.Call, g: int, skel: str, descs: list[str]) -> None:
+    def exec(self, c: strace.Call, g: int, skel: str, descs: list[str], note: str = "") -> None:
         if c.name == "execve":
             m = _EXEC_PATH.match(c.body)
             image = m.group(1) if m else "?"
@@ -326,7 +332,7 @@ class _Replay:
             return
         self.image[g] = image
         for fd, (obj, _) in sorted(kept.items()):
-            self.hold(g, fd, obj, f"kept it across its exec of {_shown(image)}")
+            self.hold(g, fd, obj, f"kept it across its exec of {_shown(image)}{note}")
 
     def send(self, c: strace.Call, g: int, skel: str, descs: list[str]) -> None:
         on = _FD_TOKEN.match(skel)
