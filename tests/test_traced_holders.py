@@ -275,3 +275,17 @@ def test_events_join_halves_follow_an_exec_by_a_thread_and_read_endings():
 ])
 def test_a_skeleton_keeps_no_text_a_process_chose(body, skel, descs):
     assert strace.skeleton(body) == (skel, descs)
+
+
+def test_a_process_already_running_at_the_attach_is_judged_by_what_it_takes():
+    """A child the runtime had before the trace began (strace attached to it too):
+    it holds none of the session's objects unless the trace shows it taking one."""
+    tids = {**TIDS, 150: 150}
+    assert judge(OPENS + SPAWN_HELPER, tids=tids).findings == []
+    text = OPENS + ('150   recvmsg(7<UNIX-STREAM:[8->9]>, {msg_name=NULL, msg_control=[{cmsg_len=20, '
+                    'cmsg_level=SOL_SOCKET, cmsg_type=SCM_RIGHTS, cmsg_data=[5<UNIX-STREAM:[500->400]>]}], '
+                    'msg_controllen=24, msg_flags=0}, 0) = 1\n')
+    j = judge(text, tids=tids)
+    assert j.findings_of(th.CONNECTION) == [
+        f"pid 150 ({th.ALREADY_RUNNING}) held the supervisor connection socket:[500] as fd 5: took it by recvmsg "
+        "(SCM_RIGHTS) after its exec: only the runtime and the fixed helper may hold it"]

@@ -51,10 +51,12 @@ from pty_acceptance.host.terminal import escape
 
 CONNECTION, DIRECTORY = "connection", "directory"
 NEVER_EXECD = "the runtime's image in a copy (never exec'd)"
+ALREADY_RUNNING = "? (a process of the runtime's, already running when the trace began)"
 
 _SOCKET_DESC = re.compile(r"[A-Za-z0-9_-]+:\[(\d+)(?:->\d+)?(?:,.*)?\]")
 _FD_TOKEN = re.compile(r"(?<![\w#])(\d+)<#(\d+)>")
 _UNKNOWN = re.compile(r"\) += \?$")
+_RETURNS = re.compile(r"\) +=\s")
 _RESULT = re.compile(r"\) += (-?\d+|0x[0-9a-f]+|\?)(?:<#(\d+)>)?(?: (E[A-Z0-9]+))?.*$")
 _SUN_PATH = re.compile(r'sun_path="((?:[^"\\]|\\.)*)"')
 _EXEC_PATH = re.compile(r'"((?:[^"\\]|\\.)*)"')
@@ -139,8 +141,9 @@ class _Replay:
         self.tgid: dict[int, int] = dict(tids)
         self.tables: dict[int, dict[int, tuple[Obj, bool]]] = {}
         for tid, group in tids.items():
-            self.tables[tid] = self.tables.get(group) or self.tables.setdefault(group, {})
-        self.image: dict[int, str | None] = {g: ("the runtime" if g == main else None) for g in tids.values()}
+            self.tables[tid] = self.tables.setdefault(group, {})  # a process's threads share one table
+        self.image: dict[int, str | None] = {g: "the runtime" if g == main else ALREADY_RUNNING
+                                             for g in tids.values()}
         self.ever: set[tuple[int, int, Obj]] = set()
         self.ends: dict[int, str] = {}
         self.out = Judgement()
@@ -364,8 +367,10 @@ class _Replay:
 
 
 def _result(skel: str) -> tuple[int | None, int | None, str | None]:
-    """(return value, index of its decoded description, errno name) of a skeleton."""
-    m = _RESULT.search(skel)
+    """(return value, index of its decoded description, errno name) of a skeleton
+    (its last ') = ': nothing a process chose is left in a skeleton to look like one)."""
+    ends = [m.start() for m in _RETURNS.finditer(skel)]
+    m = _RESULT.match(skel, ends[-1]) if ends else None
     if not m or m.group(1) == "?":
         return None, None, None
     return int(m.group(1), 0), int(m.group(2)) if m.group(2) else None, m.group(3)
