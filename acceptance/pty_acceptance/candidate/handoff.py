@@ -1,6 +1,7 @@
 """RUNTIME-2: the candidate runtime as the disposable peer, one PTY session
-through its API, and who holds what while that session lives
-(TARGET-CONTRACT section 8).
+through its API, and who held what while that session lived: a live sample
+of every process (TARGET-CONTRACT section 8) and the trace of the runtime's
+whole tree for the whole session (a sample is not the session).
 
 The run, in order:
 
@@ -25,19 +26,26 @@ The run, in order:
    user owns its directory and can rename another file in), before the
    password is sent to it.
 3. strace (root, absolute path) attaches to every thread of the runtime and
-   follows its children, recording only execve and sendmsg with descriptors
-   decoded (-yy) and strings cut to 2 bytes: which child exec'd the fixed
-   helper, and what that child sent on which descriptor. No payload byte is
+   of every process it already has and follows their children
+   (runtimetrace.py): every process created, every exec, every call that
+   gives, copies, takes or ends a descriptor, and what each sent, with
+   descriptors decoded (-yy) and strings cut to 2 bytes. No payload byte is
    kept; the trace is parsed, never shown.
 4. POST /api/pty with a command whose argv carries a token, in a fresh 0700
    directory of the service user; the supervisor's new session unit is seen
    through UnitNew, its processes through its cgroup.
-5. While the session lives every process on the host is read: who holds the
+5. While the session lives every process on the host is read (the live
+   sample: it alone sees processes outside the runtime's tree): who holds the
    client end of each supervisor connection (sock_diag + /proc/<pid>/fd), who
    holds the directory (stat of every /proc/<pid>/fd entry: no open, so no
    FIFO or device is ever opened), and whether the runtime or any of its
    descendants holds a terminal.
-6. DELETE /api/pty/<id>; the session must end; MainPID must still execute
+6. DELETE /api/pty/<id>; the session must end. The trace ends then, whatever
+   DELETE did (every process of the runtime's unit and tree must be traced at
+   that moment) and is judged (tracedholders.py): every process of the tree
+   that held the connection or the directory at any time, and which child
+   exec'd the fixed helper and what it sent on which descriptor; what the
+   live sample saw must be in it. MainPID must still execute
    the kept descriptor's file, which is hashed again through that descriptor
    (the file that was hashed before the start and proven to be what runs;
    opening /proc/<pid>/exe instead would trust that the pid is still the
