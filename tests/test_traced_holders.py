@@ -289,3 +289,17 @@ def test_a_process_already_running_at_the_attach_is_judged_by_what_it_takes():
     assert j.findings_of(th.CONNECTION) == [
         f"pid 150 ({th.ALREADY_RUNNING}) held the supervisor connection socket:[500] as fd 5: took it by recvmsg "
         "(SCM_RIGHTS) after its exec: only the runtime and the fixed helper may hold it"]
+
+
+def test_what_a_call_returned_is_no_use_of_a_descriptor_even_padded():
+    """strace pads a short call's ' = ' to a column: the result is still not read
+    as a descriptor the process already held."""
+    text = OPENS + "100   dup(24<UNIX-STREAM:[500->400]>)        = 9<UNIX-STREAM:[500->400]>\n"
+    j = judge(text)
+    assert j.cannot_say == [] and any("as fd 9: dup" in h for h in j.runtime_held)
+
+
+def test_a_directory_path_strace_would_escape_cannot_say():
+    j = judge(OPENS.replace(WS, "/tmp/a b"), workspace="/tmp/a b")
+    assert j.cannot_say == ["the directory's path '/tmp/a b' is not one strace prints as it is: its descriptors "
+                            "cannot be told in the trace"]

@@ -58,6 +58,7 @@ _FD_TOKEN = re.compile(r"(?<![\w#])(\d+)<#(\d+)>")
 _UNKNOWN = re.compile(r"\) += \?$")
 _RETURNS = re.compile(r"\) +=\s")
 _RESULT = re.compile(r"\) += (-?\d+|0x[0-9a-f]+|\?)(?:<#(\d+)>)?(?: (E[A-Z0-9]+))?.*$")
+_PLAIN_PATH = re.compile(r"/[A-Za-z0-9_./+-]*")
 _SUN_PATH = re.compile(r'sun_path="((?:[^"\\]|\\.)*)"')
 _EXEC_PATH = re.compile(r'"((?:[^"\\]|\\.)*)"')
 _CMSG = re.compile(r"cmsg_type=SCM_RIGHTS, cmsg_data=\[([^\]]*)\]")
@@ -194,7 +195,7 @@ class _Replay:
         new process's table (a copy of its parent's at the clone)."""
         self.group(c.tid, c.entered)
         skel, descs = strace.skeleton(c.head)
-        inputs = skel.rsplit(") = ", 1)[0]  # not what it returned
+        inputs = _args(skel)  # not what it returned
         if c.name == "socketpair":
             inputs = ""
         elif c.name in ("recvmsg", "recvmmsg"):  # the descriptors it received are new
@@ -280,7 +281,7 @@ class _Replay:
 
     def new_fd(self, c: strace.Call, skel: str, descs: list[str], value: int, res_desc: int | None) -> None:
         name = c.name
-        args = skel.rsplit(") = ", 1)[0]
+        args = _args(skel)
         if name in ("dup", "dup2", "dup3", "fcntl"):
             old = _first_int(skel)
             if name == "dup2" and old == value:
@@ -376,6 +377,12 @@ def _result(skel: str) -> tuple[int | None, int | None, str | None]:
     return int(m.group(1), 0), int(m.group(2)) if m.group(2) else None, m.group(3)
 
 
+def _args(skel: str) -> str:
+    """A skeleton without what the call returned (strace pads ' = ' to a column)."""
+    ends = [m.start() for m in _RETURNS.finditer(skel)]
+    return skel[:ends[-1]] if ends else skel
+
+
 def _first_int(skel: str) -> int | None:
     m = _FIRST_INT.match(skel)
     return int(m.group(1)) if m else None
@@ -412,6 +419,9 @@ def judge(text: str, *, main: int, tids: dict[int, int], socket_path: str, works
 
     r = _Replay(main, tids, classify, helper_path)
     r.out.cannot_say.extend(problems)
+    if not _PLAIN_PATH.fullmatch(workspace):
+        r.out.cannot_say.append(f"the directory's path {_shown(workspace)!r} is not one strace prints as it is: "
+                                "its descriptors cannot be told in the trace")
     if other:
         r.out.cannot_say.append(f"{len(other)} lines of the trace are no system call strace prints "
                                 f"(first: {_shown(other[0], 120)!r})")
