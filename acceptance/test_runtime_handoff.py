@@ -24,6 +24,20 @@ RUNTIME-2 the exact runtime binary of RUNTIME-1, run with the candidate
           - the directory is held by no process but the runtime, the helper,
             the supervisor's own processes and PID 1 (which keeps the unit's
             stdio descriptors);
+          - both of those not only in the live sample (every process on the
+            host, read once while the session lives: a process outside the
+            runtime's tree holding either shows only there) but at any time
+            from before POST until the session is gone: strace's record of
+            every process of the runtime's tree, replayed into who held the
+            connection or the directory (candidate/tracedholders.py), each
+            holder judged as the sample judges (the runtime; the fixed helper
+            with the connection as fd 3 and the directory as fd 4 at its
+            exec), every SCM_RIGHTS send of either judged as a hand-off, and
+            the sample checked against the trace. A child that got the
+            connection and was killed before the sample fails here; a trace
+            that cannot say (strace missing or gone, a process it did not
+            follow, io_uring outside the runtime, its tables disagreeing with
+            what strace decoded) fails with the reason;
           - neither the runtime nor any descendant of it holds a terminal (a
             PTY opened in process, upstream's way, is the failure);
           - DELETE ends the session completely.
@@ -37,7 +51,7 @@ after the listener is proven to be that unit's MainPID running runtime.binary.
 
 import pytest
 
-from pty_acceptance.candidate import handoff, serverenv
+from pty_acceptance.candidate import handoff, serverenv, tracedholders
 from pty_acceptance.gate.checks import collect, expect, expect_none, finding
 from pty_acceptance.gate.failures import not_run
 from pty_acceptance.host import programs
@@ -138,29 +152,46 @@ def test_the_fixed_helper_received_the_connection_and_the_directory(inv, seen, e
         problems.when(rights != [(4, ob.workspace)], f"it passed {rights}, expected exactly fd 4 = {ob.workspace}")
 
 
+def _traced(ob, evidence, kind: str) -> tracedholders.Judgement:
+    """The trace of the whole session, judged (tracedholders.py), its evidence
+    recorded; fails when there is none (the session did not get that far)."""
+    tr = ob.holdings
+    if tr is None:
+        raise finding("RUNTIME-2", f"the trace of the runtime's tree was not judged ({ob.problem or ob.stage})")
+    evidence("trace: processes of the runtime's tree (what each ran, how it ended)",
+             {str(k): v for k, v in tr.processes.items()})
+    evidence(f"trace: held the {kind} at any time (the runtime aside)", tr.holdings(kind) or "nobody")
+    evidence("trace: what the runtime itself held", tr.runtime_held or "nothing")
+    evidence("trace: the connection or the directory sent by SCM_RIGHTS", tr.sent or "nothing")
+    evidence("trace: why it cannot say", tr.cannot_say or "nothing: it followed the whole tree")
+    return tr
+
+
 @pytest.mark.requirement("RUNTIME-2")
 def test_only_the_runtime_and_the_helper_hold_the_connection(inv, seen, evidence):
     ob = _facts(seen, evidence)
     helper = _helper(ob, inv)
     allowed = {ob.unit.main_pid, helper}
     evidence("supervisor processes", sorted(ob.supervisor))
-    findings, helper_fd3 = [], False
-    for server, client in ob.pairs:
-        for h in ob.socket_holders.get(server, []):
-            evidence(f"supervisor side socket:[{server}]", _shown([h]))
-            if h.pid not in ob.supervisor:
-                findings.append(f"pid {h.pid} ({h.exe}) holds the supervisor side socket:[{server}]")
-        held = ob.socket_holders.get(client, []) if client else []
-        evidence(f"client side socket:[{client}]", _shown(held) or "nobody")
-        for h in held:
-            helper_fd3 |= h.pid == helper and h.fd == 3
-            if h.pid not in allowed:
-                findings.append(f"pid {h.pid} ({h.exe}, uid {h.uid}) holds the connection "
-                                f"socket:[{client}] as fd {h.fd}")
-    expect(helper_fd3, "RUNTIME-2", f"the fixed helper pid {helper} holds no supervisor connection as "
-                                    f"fd 3 while its session lives (connections: {ob.pairs})")
-    expect_none(findings, "RUNTIME-2", f"only the runtime (pid {ob.unit.main_pid}) and the fixed helper "
-                                       f"(pid {helper}) may hold the authenticated connection")
+    tr = _traced(ob, evidence, tracedholders.CONNECTION)
+    helper_fd3 = False
+    with collect("RUNTIME-2", f"only the runtime (pid {ob.unit.main_pid}) and the fixed helper (pid {helper}) "
+                              "may hold the authenticated connection") as problems:
+        for server, client in ob.pairs:
+            for h in ob.socket_holders.get(server, []):
+                evidence(f"live sample: supervisor side socket:[{server}]", _shown([h]))
+                problems.when(h.pid not in ob.supervisor,
+                              f"pid {h.pid} ({h.exe}) holds the supervisor side socket:[{server}]")
+            held = ob.socket_holders.get(client, []) if client else []
+            evidence(f"live sample: client side socket:[{client}]", _shown(held) or "nobody")
+            for h in held:
+                helper_fd3 |= h.pid == helper and h.fd == 3
+                problems.when(h.pid not in allowed, f"pid {h.pid} ({h.exe}, uid {h.uid}) holds the connection "
+                                                    f"socket:[{client}] as fd {h.fd} (live sample)")
+        problems.when(not helper_fd3, f"the fixed helper pid {helper} holds no supervisor connection as fd 3 "
+                                      f"while its session lives (connections: {ob.pairs})")
+        problems += tr.findings_of(tracedholders.CONNECTION)
+        problems += [f"the trace cannot say who held it: {why}" for why in tr.cannot_say]
 
 
 @pytest.mark.requirement("RUNTIME-2")
@@ -168,11 +199,15 @@ def test_only_the_runtime_and_the_helper_hold_the_directory(inv, seen, evidence)
     ob = _facts(seen, evidence)
     helper = _helper(ob, inv)
     evidence("directory", f"{ob.workspace} ({ob.directory[0]}:{ob.directory[1]})")
-    evidence("holders of the directory", _shown(ob.dir_holders) or "nobody")
+    evidence("live sample: holders of the directory", _shown(ob.dir_holders) or "nobody")
+    tr = _traced(ob, evidence, tracedholders.DIRECTORY)
     others = [h for h in ob.dir_holders
               if h.pid not in {ob.unit.main_pid, helper, 1} | ob.supervisor]
-    expect_none(_shown(others), "RUNTIME-2", f"only the runtime (pid {ob.unit.main_pid}) and the fixed helper "
-                                             f"(pid {helper}) may hold the session's directory {ob.workspace}, but")
+    with collect("RUNTIME-2", f"only the runtime (pid {ob.unit.main_pid}) and the fixed helper (pid {helper}) "
+                              f"may hold the session's directory {ob.workspace}") as problems:
+        problems += [f"{line} (live sample)" for line in _shown(others)]
+        problems += tr.findings_of(tracedholders.DIRECTORY)
+        problems += [f"the trace cannot say who held it: {why}" for why in tr.cannot_say]
 
 
 @pytest.mark.requirement("RUNTIME-2")

@@ -18,8 +18,10 @@ UNIT-3  every process has zero effective, permitted, inheritable, bounding
 UNIT-4  the session's /dev holds only the pseudo devices and pts/ptmx, and
         DeviceAllow= holds nothing beyond what PrivateDevices=yes itself
         permits (an administrator's drop-in `DeviceAllow=block-sd rw` fails).
-UNIT-5  /proc shows no process of another user and no non-process entries;
-        unshare(CLONE_NEWUSER...) fails; AF_NETLINK and AF_PACKET sockets are
+UNIT-5  /proc shows no process of another user and no non-process entries
+        (a process that exits between the probe's listing and its read is
+        gone, recorded and not judged; one listed and not readable, or read
+        cut short or malformed, fails); unshare(CLONE_NEWUSER...) fails; AF_NETLINK and AF_PACKET sockets are
         refused by the family filter; more seccomp filters than every process
         of the host already has.
 UNIT-6  the command's environment is exactly PATH, HOME, TERM, LANG, each set
@@ -340,21 +342,35 @@ def test_devices_are_closed_and_nothing_is_delegated(session, evidence):
 
 
 # ------------------------------------------------------------------ UNIT-5
+def _read_entry(v) -> bool:
+    """A process the probe read: its cgroup text and its owner's uid, nothing else
+    (an error, a missing field or another shape is a process it could not read)."""
+    return (isinstance(v, dict) and set(v) == {"cgroup", "uid"} and isinstance(v["cgroup"], str)
+            and isinstance(v["uid"], int) and not isinstance(v["uid"], bool))
+
+
 @pytest.mark.requirement("UNIT-5")
 def test_proc_is_restricted_to_the_service_users_processes(session, evidence):
     pids, other = session.probe.get("proc_pids", {}), session.probe.get("proc_other", [])
+    gone = session.probe.get("proc_gone")
     evidence("/proc inside: processes", pids)
+    evidence("/proc inside: listed, then gone before they were read (not judged)", gone or "none")
     evidence("/proc inside: other entries", other)
     own = session.probe.get("self_cgroup")
     with collect("UNIT-5", session.unit) as problems:
-        foreign = {pid: v for pid, v in pids.items()
-                   if v.get("uid") != session.uid and v.get("cgroup") != own}
+        read = {pid: v for pid, v in pids.items() if _read_entry(v)}
+        unread = {pid: v for pid, v in pids.items() if pid not in read}
+        problems.when(unread, f"processes listed in /proc inside could not be read (there, not gone): {unread}")
+        problems.when(not (isinstance(gone, list) and all(isinstance(p, str) and p.isdigit() and p not in pids
+                                                          for p in gone)),
+                      f"the probe's list of processes gone before they were read is malformed: {gone!r}")
+        foreign = {pid: v for pid, v in read.items() if v["uid"] != session.uid and v["cgroup"] != own}
         problems.when(foreign, f"processes of other users are visible inside: {foreign}")
         problems.when(str(session.probe_pid) not in pids,
                       f"the probe does not see itself (pid {session.probe_pid}) in /proc")
         extra = sorted(set(other) - {"self", "thread-self"})
         problems.when(extra, f"/proc shows non-process entries {extra[:20]}")
-        outside = sorted(pid for pid, v in pids.items() if v.get("cgroup") != own)
+        outside = sorted(pid for pid, v in read.items() if v["cgroup"] != own)
         evidence("service-user processes visible from another unit (see ISO-1)", outside or "none")
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from pty_acceptance.host import observe
+from pty_acceptance.host import observe, proc
 from pty_acceptance.supervisor import isolation
 from pty_acceptance.supervisor.peer import TAG_PREFIX
 
@@ -309,7 +309,10 @@ def test_inheritable_fds_of_this_process():
 
 
 # ------------------------------------------------------------------ supervisor connections
-def test_connections_to_a_real_socket_and_their_holders(stage):
+def test_connections_to_a_real_socket_and_their_holders(stage, monkeypatch):
+    # the walk is over this process: a lab machine's PID 1 may refuse root its descriptors
+    # (EACCES), and an unreadable process fails the walk (the test below)
+    monkeypatch.setattr(proc, "pids", lambda: [os.getpid()])
     path = str(stage / "sup.sock")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -337,6 +340,26 @@ def test_connections_to_a_real_socket_and_their_holders(stage):
     finally:
         client.close()
         listener.close()
+
+
+def test_a_process_whose_descriptors_cannot_be_read_fails_the_walk(monkeypatch):
+    """Not taken for one that holds nothing (it may hold the connection): only a
+    process gone between the listing and its read is left out."""
+    me = os.getpid()
+
+    def fds(pid):
+        if pid == 1:
+            raise PermissionError(13, "Permission denied")
+        if pid == 2:
+            raise FileNotFoundError(2, "No such file or directory")
+        return {0: "socket:[77]"}
+
+    monkeypatch.setattr(proc, "pids", lambda: [2, me])
+    monkeypatch.setattr(proc, "fds", fds)
+    assert isolation.socket_holders() == {77: {me}}
+    monkeypatch.setattr(proc, "pids", lambda: [1, 2, me])
+    with pytest.raises(proc.ProcUnreadable, match="/proc/1: cannot read the descriptors"):
+        isolation.socket_holders()
 
 
 def test_judge_holders_accepts_the_supervisor_and_the_helper():

@@ -34,10 +34,23 @@ def test_a_go_helper_sends_from_a_thread_and_strace_pads_the_tid():
                                     [(3, 70840, 71757, [(4, "/tmp/w")])])
 
 
-def test_only_calls_printed_whole_count():
+def test_a_call_printed_in_two_halves_counts_joined():
+    """Another thread's line between the halves of a call (more likely the more
+    calls are traced): the call is read joined, as strace printed it."""
     trace = runtimetrace.parse(
         '700 sendmsg(3<UNIX-STREAM:[1->2]>, {msg_control=[{cmsg_type=SCM_RIGHTS, cmsg_data=[4</a>]}]}, 0 '
         '<unfinished ...>\n'
-        '701 execve("/bin/sleep", ["/b"...], 0x7ff /* 2 vars */) = 0\n'
-        '700 <... sendmsg resumed>) = 1\n')
-    assert trace.execs == {701: "/bin/sleep"} and trace.sends == {}
+        '701 execve("/bin/sleep", ["/b"...], 0x7ff /* 2 vars */ <unfinished ...>\n'
+        '702 close(3</x>)                    = 0\n'
+        '700 <... sendmsg resumed>)              = 1\n'
+        '701 <... execve resumed>)              = 0\n')
+    assert trace.execs == {701: "/bin/sleep"} and trace.sends == {700: [(3, 1, 2, [(4, "/a")])]}
+
+
+def test_a_call_that_failed_or_never_returned_does_not_count():
+    trace = runtimetrace.parse(
+        '700 execve("/bin/sleep", ["/b"...], 0x7ff /* 2 vars */) = ?\n'
+        '701 execve("/bin/cat", ["/b"...], 0x7ff /* 2 vars */) = -1 ENOENT (No such file or directory)\n'
+        '702 sendmsg(3<UNIX-STREAM:[1->2]>, {msg_control=[{cmsg_type=SCM_RIGHTS, cmsg_data=[4</a>]}]}, 0 '
+        '<unfinished ...>\n')
+    assert trace.execs == {} and trace.sends == {}

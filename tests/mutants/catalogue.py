@@ -76,6 +76,11 @@ RESTART_SUPERVISOR = ("systemctl restart opencode-pty-supervisor.service && "
                       "i=$((i+1)); sleep 0.05; done; [ -S /run/opencode-pty/supervisor.sock ]")
 
 
+# the watcher of faults/user-kills-extra-child.sh killed an extra child (the attack happened)
+WATCHER_KILLED = ("systemctl stop pty-fault-watcher.service || true; cat /var/lib/pty-fault/watcher.log; "
+                  "grep -q '^KILLED' /var/lib/pty-fault/watcher.log")
+
+
 STALE_MARKER = f"revision=opencode-v2-pilot:git:{'0' * 40};pty-source:sha256:{'0' * 64}"
 VAULT = "/root/pty-acc-vault/secret"
 
@@ -483,6 +488,18 @@ FAULTS += [
     Fault("runtime-directory-to-extra-child", ("RUNTIME-2",), "the runtime hands the session's "
           "directory descriptor to one more child besides the helper",
           candidate=("directory-to-extra-child",), modules=_m("runtime_handoff")),
+    # A watcher of the user's kills the extra child the moment it appears: no live sample
+    # sees it; the trace of the runtime's tree must (session 31, red team against e21fde2).
+    Fault("runtime-connection-to-extra-child-watched", ("RUNTIME-2",), "the runtime hands the supervisor "
+          "connection to one more child (/bin/sleep 3600) besides the helper, and a watcher of the service "
+          "user kills that child the moment it appears, before any sample of /proc",
+          candidate=("connection-to-extra-child",), script_file="user-kills-extra-child.sh",
+          modules=_m("runtime_handoff"), says="kept it across its exec of /bin/sleep", after=WATCHER_KILLED),
+    Fault("runtime-directory-to-extra-child-watched", ("RUNTIME-2",), "the runtime hands the session's "
+          "directory descriptor to one more child (/bin/sleep 3600) besides the helper, and a watcher of the "
+          "service user kills that child the moment it appears, before any sample of /proc",
+          candidate=("directory-to-extra-child",), script_file="user-kills-extra-child.sh",
+          modules=_m("runtime_handoff"), says="kept it across its exec of /bin/sleep", after=WATCHER_KILLED),
     # -- ISO: same-UID isolation, and the declared session behaviour
     Fault("runtime-readable", ("ISO-1",), "the runtime binary is 0755, so the candidate is dumpable",
           script_file="runtime-readable.sh", modules=_m("isolation")),
@@ -621,6 +638,29 @@ FAULTS += [
           "sessions): the run was still going 600 s later; it must end in time, naming the stopped process",
           script_file="user-stops-every-new-process.sh", modules=FULL, deadline_s=600,
           first_cause="a process of the suite's own was stopped from outside", after=STOPPER_LOG),
+]
+
+# UNIT-5 (session 31): a process that exits between a session's listing of /proc and
+# its read is gone, not another user's process; the user crowds /proc and churns it
+CHURN_WITHSTOOD = """bad=0
+systemctl is-active --quiet pty-fault-churn.service || { echo 'the churn did not last the whole run'; bad=1; }
+systemctl stop pty-fault-churn.service || true
+echo '--- the churn log'; cat /var/lib/pty-fault/churn.log
+grep -q '^BURST' /var/lib/pty-fault/churn.log || {
+    echo 'the churn never saw the probe: the fault proved nothing'; bad=1; }
+if grep -q 'listed, then gone before they were read (not judged): \\[' /opt/pty-acceptance/out/reports/*.xml; then
+    echo 'the probe saw processes exit between its listing of /proc and its read'
+else
+    echo 'no process exited between the probe listing /proc and reading it: the fault proved nothing'; bad=1
+fi
+exit $bad"""
+FAULTS += [
+    Fault("user-churns-processes", ("UNIT-5",),
+          "for the whole run the service user keeps 1,000 idle processes and spawns short-lived ones, "
+          "in bursts when the session probe starts: processes a session lists in /proc exit before "
+          "they are read; gone is gone (never another user's process): the suite must end READY",
+          script_file="user-churns-processes.sh", modules=FULL, kill="withstood", after=CHURN_WITHSTOOD,
+          deadline_s=900),
 ]
 
 FAULTS += [

@@ -1,6 +1,7 @@
 """RUNTIME-2: the candidate runtime as the disposable peer, one PTY session
-through its API, and who holds what while that session lives
-(TARGET-CONTRACT section 8).
+through its API, and who held what while that session lived: a live sample
+of every process (TARGET-CONTRACT section 8) and the trace of the runtime's
+whole tree for the whole session (a sample is not the session).
 
 The run, in order:
 
@@ -25,19 +26,26 @@ The run, in order:
    user owns its directory and can rename another file in), before the
    password is sent to it.
 3. strace (root, absolute path) attaches to every thread of the runtime and
-   follows its children, recording only execve and sendmsg with descriptors
-   decoded (-yy) and strings cut to 2 bytes: which child exec'd the fixed
-   helper, and what that child sent on which descriptor. No payload byte is
+   of every process it already has and follows their children
+   (runtimetrace.py): every process created, every exec, every call that
+   gives, copies, takes or ends a descriptor, and what each sent, with
+   descriptors decoded (-yy) and strings cut to 2 bytes. No payload byte is
    kept; the trace is parsed, never shown.
 4. POST /api/pty with a command whose argv carries a token, in a fresh 0700
    directory of the service user; the supervisor's new session unit is seen
    through UnitNew, its processes through its cgroup.
-5. While the session lives every process on the host is read: who holds the
+5. While the session lives every process on the host is read (the live
+   sample: it alone sees processes outside the runtime's tree): who holds the
    client end of each supervisor connection (sock_diag + /proc/<pid>/fd), who
    holds the directory (stat of every /proc/<pid>/fd entry: no open, so no
    FIFO or device is ever opened), and whether the runtime or any of its
    descendants holds a terminal.
-6. DELETE /api/pty/<id>; the session must end; MainPID must still execute
+6. DELETE /api/pty/<id>; the session must end. The trace ends then, whatever
+   DELETE did (every process of the runtime's unit and tree must be traced at
+   that moment) and is judged (tracedholders.py): every process of the tree
+   that held the connection or the directory at any time, and which child
+   exec'd the fixed helper and what it sent on which descriptor; what the
+   live sample saw must be in it. MainPID must still execute
    the kept descriptor's file, which is hashed again through that descriptor
    (the file that was hashed before the start and proven to be what runs;
    opening /proc/<pid>/exe instead would trust that the pid is still the
@@ -54,8 +62,8 @@ import time
 from dataclasses import dataclass, field
 from typing import cast
 
-from pty_acceptance.candidate import opencode_api, runtimetrace
-from pty_acceptance.candidate.runtimetrace import Trace
+from pty_acceptance.candidate import opencode_api, runtimetrace, tracedholders
+from pty_acceptance.candidate.runtimetrace import Trace, Tracer
 from pty_acceptance.candidate.runtimeunit import (
     CandidateCommand, HandoffError, Hashed, RuntimeUnit, candidate_command, environment_only_from,
     free_port, hash_again, open_runtime, private_environment, runtime_properties, runtime_unit_text,
@@ -105,14 +113,12 @@ def _uid(pid: int) -> int | None:
 
 def holders(inodes: set[int], directory: tuple[int, int]) -> tuple[dict[int, list[Holder]], list[Holder]]:
     """(socket inode -> its holders, holders of the directory), over every process.
-    Directories are judged by stat of the descriptor's magic link: never opened."""
+    Directories are judged by stat of the descriptor's magic link: never opened.
+    A process or descriptor gone between the listing and its read is left out;
+    one that is there and cannot be read raises proc.ProcUnreadable."""
     socks: dict[int, list[Holder]] = {i: [] for i in inodes}
     dirs: list[Holder] = []
-    for pid in proc.pids():
-        try:
-            links = proc.fds(pid)
-        except OSError:
-            continue
+    for pid, links in proc.walk(proc.fds, "the descriptors").items():
         for fd, link in links.items():
             ino = observe.socket_inode(link)
             if ino in socks:
@@ -120,21 +126,20 @@ def holders(inodes: set[int], directory: tuple[int, int]) -> tuple[dict[int, lis
             elif link.startswith("/"):
                 try:
                     st = proc.fd_stat(pid, fd)
-                except OSError:
-                    continue
+                except OSError as e:
+                    if proc.gone(e):
+                        continue
+                    raise proc.unreadable(pid, f"descriptor {fd}", e) from None
                 if stat.S_ISDIR(st.st_mode) and (st.st_dev, st.st_ino) == directory:
                     dirs.append(Holder(pid, fd, proc.exe_identity(pid)[0], _uid(pid)))
     return socks, dirs
 
 
 def terminals(pids: list[int]) -> list[str]:
-    """Descriptors on a terminal (/dev/pts/*, /dev/ptmx, /dev/tty*) held by these processes."""
+    """Descriptors on a terminal (/dev/pts/*, /dev/ptmx, /dev/tty*) held by these
+    processes (one gone meanwhile holds none; one unreadable raises)."""
     found = []
-    for pid in pids:
-        try:
-            links = proc.fds(pid)
-        except OSError:
-            continue
+    for pid, links in proc.walk(proc.fds, "the descriptors", among=pids).items():
         for fd, link in links.items():
             if link.startswith(("/dev/pts/", "/dev/ptmx", "/dev/tty")):
                 found.append(f"pid {pid} ({proc.exe_identity(pid)[0]}) fd {fd} -> {link}")
@@ -171,6 +176,8 @@ class Observation:
     terminals: list[str] = field(default_factory=list)
     trace: Trace = field(default_factory=Trace)
     threads: dict[int, set[int]] = field(default_factory=dict)  # helper pid -> its thread ids
+    holdings: tracedholders.Judgement | None = None  # the trace of the whole session, judged
+    tree_at_sample: set[int] = field(default_factory=set)       # the runtime and its descendants then
     deleted: str = ""
     leftovers: list[str] = field(default_factory=list)
     ended_in: float | None = None
@@ -192,6 +199,7 @@ def _sample(ob: Observation, bus: Systemd, inv, helper_path: str) -> None:
     """Every process on the host, read while the session lives."""
     main = cast(RuntimeUnit, ob.unit).main_pid  # observe_session started it before sampling
     kids = proc.descendants(main)
+    ob.tree_at_sample = {main} | {p.pid for p in kids}
     for p in kids:
         exe, dev_ino = proc.exe_identity(p.pid)
         ob.runtime_children[p.pid] = exe
@@ -208,19 +216,36 @@ def _sample(ob: Observation, bus: Systemd, inv, helper_path: str) -> None:
             ob.token_cwds[pid] = _same_dir(pid, ob.directory)
 
 
+def _judge_trace(ob: Observation, bus: Systemd, inv, tracer: Tracer) -> None:
+    """End the trace (every process of the runtime's unit and tree must be traced
+    then) and judge who held the connection or the directory at any time, with
+    what the live sample saw checked against it."""
+    unit = cast(RuntimeUnit, ob.unit)
+
+    def tree() -> set[int]:
+        return unit_pids(bus, unit.name) | {p.pid for p in proc.descendants(unit.main_pid)}
+
+    text = tracer.end(tree)
+    ob.trace = runtimetrace.parse(text)
+    clients = {c for _, c in ob.pairs if c}
+    sampled = [tracedholders.Sampled(h.pid, h.fd, tracedholders.CONNECTION, str(ino))
+               for ino in clients for h in ob.socket_holders.get(ino, []) if h.pid in ob.tree_at_sample]
+    sampled += [tracedholders.Sampled(h.pid, h.fd, tracedholders.DIRECTORY, ob.workspace)
+                for h in ob.dir_holders if h.pid in ob.tree_at_sample]
+    ob.holdings = tracedholders.judge(text, main=unit.main_pid, tids=tracer.tids, socket_path=inv.socket,
+                                      workspace=ob.workspace, connections=clients,
+                                      helper_path=inv.binaries.client.path, sampled=sampled,
+                                      tree_at_sample=ob.tree_at_sample, problems=tracer.problems)
+
+
 def session_command(fp: Footprint) -> list[int]:
     """The session's own processes carrying the token (the helper's argv carries it
     too) whose exec is complete: /proc/<pid>/comm is set only after the old image's
     descriptors are closed, so systemd's pre-exec child and the launcher, which
     hold the directory as fd 2 for an instant, are over."""
-    out = []
-    for pid in set(token_processes(fp.token)) & set(cgroup_pids(fp.path)):
-        try:
-            if proc.read(pid, "comm", proc.COMM_LIMIT).strip() == SESSION_COMM:
-                out.append(pid)
-        except OSError:
-            continue
-    return out
+    tagged = set(token_processes(fp.token)) & set(cgroup_pids(fp.path))
+    comms = proc.walk(lambda pid: proc.read(pid, "comm", proc.COMM_LIMIT), "comm", among=sorted(tagged))
+    return [pid for pid, comm in comms.items() if comm.strip() == SESSION_COMM]
 
 
 def observe_session(bus: Systemd, inv, tag: str, password: str) -> Observation:
@@ -282,19 +307,21 @@ def observe_session(bus: Systemd, inv, tag: str, password: str) -> Observation:
                  "the session's command exec'd in its unit", lambda: ob.footprint.describe())
             ob.stage = "reading the host while the session lives"
             _sample(ob, bus, inv, helper_path)
-            ob.trace = runtimetrace.parse(tracer.stop())
             ob.stage = DELETE_STAGE
-            t0 = time.monotonic()
-            ob.deleted = client.pty_delete(ob.pty.id).describe()
-            took, left = wait_gone(bus, [ob.footprint], ob.footprint.stop_bound_s(), since=t0)
-            ob.ended_in = took.get(ob.footprint.unit)
-            ob.leftovers = left.get(ob.footprint.unit, [])
+            try:
+                t0 = time.monotonic()
+                ob.deleted = client.pty_delete(ob.pty.id).describe()
+                took, left = wait_gone(bus, [ob.footprint], ob.footprint.stop_bound_s(), since=t0)
+                ob.ended_in = took.get(ob.footprint.unit)
+                ob.leftovers = left.get(ob.footprint.unit, [])
+            finally:  # the session is over (or DELETE failed): the trace ends, whatever happened
+                _judge_trace(ob, bus, inv, tracer)
             ob.stage = "hashing the running runtime again after the session"
             why = hash_again(ob.unit.main_pid, ob.runtime, inv.runtime.sha256, inv.limit("runtime_bytes"))
             if why:
                 return ob.fail(why)
             ob.stage = "done"
         except (HandoffError, opencode_api.ApiError, BusError, TimeoutError, OSError,
-                HostReadError, ValueError, PeerError) as e:
+                HostReadError, ValueError, PeerError, proc.ProcUnreadable) as e:
             ob.fail(str(e))
     return ob

@@ -7,19 +7,24 @@ import time
 
 import psutil
 
+from pty_acceptance.host import proc
 from pty_acceptance.host.cgroups import cgroup_pids
 from pty_acceptance.host.polling import poll
 
 
 def write_chars(path: str, name: str) -> int | None:
-    """Bytes written so far by the process called `name` in a cgroup (None: none there)."""
+    """Bytes written so far by the process called `name` in a cgroup (None: none
+    there; a process gone meanwhile is not it, one that cannot be read raises
+    proc.ProcUnreadable)."""
     for pid in cgroup_pids(path):
         try:
-            proc = psutil.Process(pid)
-            if proc.name() == name:
-                return proc.io_counters().write_chars
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            process = psutil.Process(pid)
+            if process.name() == name:
+                return process.io_counters().write_chars
+        except psutil.NoSuchProcess:
             continue
+        except psutil.Error as e:
+            raise proc.unreadable(pid, "the name and write_chars", e) from None
     return None
 
 

@@ -10,16 +10,29 @@ is judged by the inode the kernel resolves (stat of the magic link, never
 opened); the name a link gives is evidence only, and ownership is read by
 lstat. Every read is bounded; a process gone meanwhile raises OSError
 (ProcessLookupError or FileNotFoundError) unless a reader says otherwise.
+
+A walk lists processes (or a process's descriptors) and then reads each: a
+process may exit in between. Gone is gone (gone(): ENOENT or ESRCH, the
+process or the descriptor no longer there) and is skipped; anything else
+(EACCES, EIO, a read cut short, a field that does not parse) is a process
+that is there and could not be read, and fails (ProcUnreadable): never
+taken for gone, never taken for another user's process either (UNIT-5).
 """
 from __future__ import annotations
 
+import errno
 import os
 import select
 import time
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 import psutil
 
+from pty_acceptance.errors import Unreadable
 from pty_acceptance.host.hostfs import read_file, read_nofollow
+
+T = TypeVar("T")
 
 STAT_LIMIT = 4096
 STATUS_LIMIT = 16384
@@ -28,10 +41,44 @@ CGROUP_LIMIT = 65536
 COMM_LIMIT = 64
 
 
+class ProcUnreadable(Unreadable):
+    """A process that is there could not be read: not gone, and never taken for gone."""
+
+
+def gone(e: OSError) -> bool:
+    """The read failed because what it read is gone: the process exited (and was
+    reaped) after it was listed, or the descriptor was closed (ENOENT, ESRCH).
+    EACCES, EIO and the rest are not: the process is there, unread."""
+    return e.errno in (errno.ENOENT, errno.ESRCH)
+
+
+def unreadable(pid: int, what: str, e: BaseException) -> ProcUnreadable:
+    why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+    return ProcUnreadable(f"/proc/{pid}: cannot read {what} of a process that is there: {why}")
+
+
 # ------------------------------------------------------------- which processes
 def pids() -> list[int]:
     """Every pid in /proc now, in the kernel's order."""
     return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def walk(read: Callable[[int], T], what: str, among: Iterable[int] | None = None) -> dict[int, T]:
+    """{pid: read(pid)} for every pid of `among` (None: every process in /proc now).
+    A process gone between the listing and its read is left out; any other
+    OSError, or a ValueError from read() (a field that does not parse), raises
+    ProcUnreadable naming the pid and `what`."""
+    out = {}
+    for pid in pids() if among is None else among:
+        try:
+            out[pid] = read(pid)
+        except OSError as e:
+            if gone(e):
+                continue
+            raise unreadable(pid, what, e) from None
+        except ValueError as e:
+            raise unreadable(pid, what, e) from None
+    return out
 
 
 def threads(pid: int) -> list[int]:
@@ -40,11 +87,14 @@ def threads(pid: int) -> list[int]:
 
 
 def descendants(pid: int) -> list[psutil.Process]:
-    """Every descendant of `pid` ([] when it is gone or cannot be read)."""
+    """Every descendant of `pid` ([] when it is gone; ProcUnreadable when /proc
+    cannot be read: an unread process may be a descendant)."""
     try:
         return psutil.Process(pid).children(recursive=True)
-    except psutil.Error:
+    except psutil.NoSuchProcess:
         return []
+    except (psutil.Error, OSError) as e:
+        raise unreadable(pid, "the parents of every process", e) from None
 
 
 # ------------------------------------------------------------- the same process
@@ -184,14 +234,16 @@ def fd_numbers(pid: int) -> list[int]:
 
 
 def fds(pid: int) -> dict[int, str]:
-    """{fd: readlink target} of a live process."""
+    """{fd: readlink target} of a live process (a descriptor closed while it is
+    read is left out; any other error raises)."""
     out = {}
     base = f"/proc/{pid}/fd"
     for name in os.listdir(base):
         try:
             out[int(name)] = os.readlink(f"{base}/{name}")
-        except FileNotFoundError:
-            pass
+        except OSError as e:
+            if not gone(e):
+                raise
     return dict(sorted(out.items()))
 
 

@@ -13,14 +13,13 @@ from pty_acceptance.host.cgroups import cgroup_pids
 
 def token_processes(token: str) -> dict[int, tuple[float, str]]:
     """Every live (non-zombie) process whose argv contains the token (read from
-    /proc directly: psutil's process_iter shares a cache between threads)."""
+    /proc directly: psutil's process_iter shares a cache between threads). A
+    process gone meanwhile is left out; one that cannot be read raises
+    proc.ProcUnreadable (it may carry the token)."""
     needle = token.encode()
     found = {}
-    for pid in proc.pids():
-        try:
-            argv = proc.read(pid, "cmdline", proc.CMDLINE_LIMIT)
-        except OSError:
-            continue
+    argvs = proc.walk(lambda pid: proc.read(pid, "cmdline", proc.CMDLINE_LIMIT), "the command line")
+    for pid, argv in argvs.items():
         if needle not in argv:
             continue
         try:
@@ -30,10 +29,14 @@ def token_processes(token: str) -> dict[int, tuple[float, str]]:
                     "utf-8", "replace"))
         except psutil.NoSuchProcess:
             continue
+        except psutil.Error as e:
+            raise proc.unreadable(pid, "the start time", e) from None
     return found
 
 
 def processes_in(path: str) -> dict[int, tuple[float, str]]:
+    """The processes of a cgroup directory (gone meanwhile: left out; unreadable:
+    proc.ProcUnreadable)."""
     out = {}
     for pid in cgroup_pids(path):
         try:
@@ -41,4 +44,6 @@ def processes_in(path: str) -> dict[int, tuple[float, str]]:
             out[pid] = (process.create_time(), " ".join(process.cmdline())[:200])
         except psutil.NoSuchProcess:
             pass
+        except psutil.Error as e:
+            raise proc.unreadable(pid, "the start time and command line", e) from None
     return out

@@ -99,3 +99,145 @@ def parse(text: str) -> tuple[list[Syscall], list[str]]:
     for pid, (name, body) in pending.items():
         calls.append(Syscall(pid, name, body, None, "unfinished", False))
     return calls, other
+
+
+# ------------------------------------------------------------------ every call, in order
+_PID_CHANGED = re.compile(r"^(.*) <pid changed to (\d+) \.\.\.>$")
+_ENDED = re.compile(r"^\+\+\+ (.*) \+\+\+$")
+_SUPERSEDED = re.compile(r"^superseded by execve in pid (\d+)$")
+_SOCKETLIKE = re.compile(r"[A-Za-z0-9_-]+:\[")
+
+
+@dataclass
+class Call:
+    """One system call of a -f trace, its two halves joined when another thread
+    interrupted it: `body` is everything after `name(`, `head` the part printed
+    when it began (what -yy decoded then), `entered` and `done` the line numbers
+    where it began and completed (equal when printed whole; done is -1 when the
+    trace ended before it completed)."""
+    tid: int
+    name: str
+    body: str
+    head: str
+    entered: int
+    done: int
+
+
+@dataclass
+class Ended:
+    """A `+++ ... +++` line: the thread exited, was killed, or was superseded by
+    an exec in another thread of its process (`superseded_by`)."""
+    line: int
+    tid: int
+    what: str
+    superseded_by: int | None = None
+
+
+def events(text: str) -> tuple[list[Call], list[Ended], list[str]]:
+    """A -f trace read whole: its calls (joined, in the order they completed;
+    unfinished at the end: done -1), its +++ lines, and the lines it could not
+    read (neither a call nor a +++ nor a --- signal line)."""
+    calls: list[Call] = []
+    ended: list[Ended] = []
+    other: list[str] = []
+    pending: dict[int, tuple[str, str, int]] = {}
+    for n, raw in enumerate(text.splitlines()):
+        m = _LINE.match(raw)
+        if not m:
+            other.append(raw)
+            continue
+        tid, rest = int(m.group(1)), m.group(2)
+        if rest.startswith("---"):
+            continue
+        if e := _ENDED.match(rest):
+            s = _SUPERSEDED.match(e.group(1))
+            ended.append(Ended(n, tid, e.group(1), int(s.group(1)) if s else None))
+            continue
+        r = _RESUMED.match(rest)
+        if r:
+            if tid not in pending:
+                other.append(raw)
+                continue
+            name, head, entered = pending.pop(tid)
+            if name != r.group(1):
+                other.append(raw)
+                continue
+            calls.append(Call(tid, name, head + r.group(2), head, entered, n))
+            continue
+        c = _CALL.match(rest)
+        if not c:
+            other.append(raw)
+            continue
+        name, body = c.group(1), c.group(2)
+        if body.endswith("<unfinished ...>"):
+            pending[tid] = (name, body[: -len("<unfinished ...>")].rstrip(" "), n)
+        elif body.endswith("<detached ...>"):  # strace let go of it in the call: it never completed here
+            head = body[: -len("<detached ...>")].rstrip(" ")
+            calls.append(Call(tid, name, head, head, n, -1))
+        elif moved := _PID_CHANGED.match(body):  # an exec by a thread that now takes the leader's pid
+            pending[int(moved.group(2))] = (name, moved.group(1).rstrip(" "), n)
+        else:
+            calls.append(Call(tid, name, body, body, n, n))
+    for tid, (name, head, entered) in pending.items():
+        calls.append(Call(tid, name, head, head, entered, -1))
+    return calls, ended, other
+
+
+def skeleton(body: str) -> tuple[str, list[str]]:
+    """A call's text with every quoted string replaced by `""` and every
+    descriptor -yy decoded (`3</path>`, `AT_FDCWD</dir>`, `5<UNIX-STREAM:[1->2]>`)
+    by `<#k>`, k indexing the descriptions returned: what is left holds no text a
+    process chose, so its numbers and flags can be read by pattern. A path's own
+    '<' and '>' are escaped by strace (\\74, \\76); a socket's description is
+    closed by the ']' that matches its '['."""
+    out: list[str] = []
+    descs: list[str] = []
+    i, n = 0, len(body)
+    while i < n:
+        c = body[i]
+        if c == '"':
+            j = i + 1
+            while j < n and body[j] != '"':
+                j += 2 if body[j] == "\\" else 1
+            out.append('""')
+            i = j + 1
+        elif c == "<" and i > 0 and (body[i - 1].isalnum() or body[i - 1] == "_"):
+            end = _description_end(body, i)
+            if end is None:
+                out.append(body[i:])
+                break
+            descs.append(body[i + 1:end])
+            out.append(f"<#{len(descs) - 1}>")
+            i = end + 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out), descs
+
+
+def _description_end(body: str, start: int) -> int | None:
+    """The index of the '>' that closes the description opened at body[start] ('<')."""
+    n = len(body)
+    if _SOCKETLIKE.match(body, start + 1):
+        j, depth = body.index("[", start) + 1, 1
+        while j < n and depth:
+            if body[j] == '"':
+                j += 1
+                while j < n and body[j] != '"':
+                    j += 2 if body[j] == "\\" else 1
+            elif body[j] == "[":
+                depth += 1
+            elif body[j] == "]":
+                depth -= 1
+            j += 1
+        return j if j < n and body[j] == ">" and not depth else None
+    depth, j = 0, start
+    while j < n:
+        if body[j] == "<":
+            depth += 1
+        elif body[j] == ">":
+            depth -= 1
+            if depth == 0:
+                return j
+        j += 1
+    return None

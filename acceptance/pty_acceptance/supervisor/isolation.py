@@ -362,13 +362,11 @@ def socket_file_id(path: str) -> tuple[int, int]:
 
 
 def socket_holders() -> dict[int, set[int]]:
-    """socket inode -> pids holding it (root reads every /proc/<pid>/fd link)."""
+    """socket inode -> pids holding it (root reads every /proc/<pid>/fd link; a
+    process gone meanwhile holds nothing, one that cannot be read raises
+    proc.ProcUnreadable: it may hold the connection)."""
     holders: dict[int, set[int]] = {}
-    for pid in proc.pids():
-        try:
-            links = proc.fds(pid)
-        except OSError:  # gone, or not a process we can read
-            continue
+    for pid, links in proc.walk(proc.fds, "the descriptors").items():
         for link in links.values():
             if (ino := observe.socket_inode(link)) is not None:
                 holders.setdefault(ino, set()).add(pid)

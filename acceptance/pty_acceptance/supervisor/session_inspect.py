@@ -65,12 +65,10 @@ def wait_for_command(control_group: str, argv: list[bytes], deadline_s: float) -
     while True:
         path = cgroup_dir(control_group)
         pids = cgroup_pids(path) if path else []
-        for pid in pids:
-            try:
-                seen[pid] = proc.cmdline(pid)
-            except OSError:
-                continue
-            if seen[pid] == argv:
+        now = proc.walk(proc.cmdline, "the command line", among=pids)  # gone: left out
+        seen.update(now)
+        for pid, line in now.items():
+            if line == argv:
                 return pid
         if time.monotonic() > end:
             raise TimeoutError(f"no process of {control_group} ran {argv} within {deadline_s} s; "
@@ -115,7 +113,58 @@ def host_seccomp_baseline() -> int:
 
 
 # ------------------------------------------------------------------ probe
-PROBE = r'''
+# /proc as the probe lists and reads it inside a session (UNIT-5): its own part,
+# so that tests/ can run it against processes that exit while they are read.
+PROC_LISTING = r'''
+import errno, os, re
+CGROUP_LINE = re.compile(r"[0-9]+:[^:\n]*:/[^\n]*")
+def errname(e):
+    return errno.errorcode.get(e.errno, str(e.errno))
+def read_pid(name):
+    """{"cgroup", "uid"} of one listed process, read through one descriptor of its
+    /proc directory (both of the same process); None when it is gone (exited after
+    the listing: ENOENT, ESRCH); {"error"} when it is there and cannot be read,
+    or its cgroup file is cut short, empty or malformed."""
+    try:
+        d = os.open("/proc/" + name, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as e:
+        return None if e.errno in (errno.ENOENT, errno.ESRCH) else {"error": errname(e)}
+    try:
+        uid = os.fstat(d).st_uid
+        f = os.open("cgroup", os.O_RDONLY, dir_fd=d)
+        try:
+            data = b""
+            while len(data) <= 4096:
+                chunk = os.read(f, 4097 - len(data))
+                if not chunk:
+                    break
+                data += chunk
+        finally:
+            os.close(f)
+    except OSError as e:
+        return None if e.errno in (errno.ENOENT, errno.ESRCH) else {"error": errname(e)}
+    finally:
+        os.close(d)
+    if len(data) > 4096:
+        return {"error": "cgroup longer than 4096 bytes"}
+    text = data.decode("utf-8", "replace").strip()
+    if not text or not all(CGROUP_LINE.fullmatch(line) for line in text.split("\n")):
+        return {"error": "cgroup malformed: %r" % text[:200]}
+    return {"cgroup": text, "uid": uid}
+def list_procs():
+    """({pid: what read_pid read}, [pids listed and gone before their read])."""
+    procs, gone = {}, []
+    for name in sorted(os.listdir("/proc")):
+        if name.isdigit():
+            got = read_pid(name)
+            if got is None:
+                gone.append(name)
+            else:
+                procs[name] = got
+    return procs, gone
+'''
+
+PROBE = PROC_LISTING + r'''
 import ctypes, errno, json, os, re, socket, stat, sys
 out = {"pid": os.getpid()}
 out["environ"] = [e.decode("utf-8", "replace") for e in
@@ -128,16 +177,9 @@ try:
     out["cwd_token"] = open(sys.argv[1]).read(256)
 except OSError as e:
     out["cwd_token"] = "error: " + errno.errorcode.get(e.errno, str(e.errno))
-procs = {}
-for name in sorted(os.listdir("/proc")):
-    if name.isdigit():
-        try:
-            cg = open("/proc/%s/cgroup" % name).read(4096).strip()
-            uid = os.stat("/proc/" + name).st_uid
-        except OSError as e:
-            cg, uid = "error: " + errno.errorcode.get(e.errno, str(e.errno)), None
-        procs[name] = {"cgroup": cg, "uid": uid}
+procs, gone = list_procs()
 out["proc_pids"] = procs
+out["proc_gone"] = gone
 out["proc_other"] = sorted(n for n in os.listdir("/proc") if not n.isdigit())
 out["self_cgroup"] = open("/proc/self/cgroup").read(4096).strip()
 devs = []
@@ -193,8 +235,6 @@ for path in spec["connect"]:
     finally:
         s.close()
 out["connect"] = conn
-def errname(e):
-    return errno.errorcode.get(e.errno, str(e.errno))
 devs, tops = set(spec["devices"]), set()
 for line in open("/proc/self/mountinfo").read(1 << 22).splitlines():
     f = line.split(" ")
@@ -221,7 +261,7 @@ while todo and n < spec["entries"]:
             unreadable.append([p, errname(e)])
 via, via_errors = [], {}
 for pid, seen_pid in procs.items():
-    if seen_pid["cgroup"] == out["self_cgroup"]:
+    if seen_pid.get("cgroup") == out["self_cgroup"]:
         continue
     for path in spec["connect"]:
         q = "/proc/%s/root%s" % (pid, path)

@@ -1,0 +1,51 @@
+# A watcher of the service user's, for the whole run: every /bin/sleep 3600 of
+# its own (the extra child the reference candidate's switches
+# connection-to-extra-child and directory-to-extra-child spawn, holding the
+# session's connection or directory) is killed the moment it appears, long
+# before RUNTIME-2's live sample reads /proc: only the trace of the runtime's
+# tree can still see that it held them. It polls /proc every millisecond
+# (the command line of each process of its own user, every time); every kill
+# is logged, and the after-suite check (catalogue.py) requires one.
+set -eu
+. /opt/dev-script-0/common.sh  # wait_port, for the candidate switch that follows (catalogue.apply_script)
+mkdir -p -m 0755 /usr/local/lib/pty-fault
+cat > /usr/local/lib/pty-fault/watcher.py <<'PY'
+import os, signal, sys, time
+
+LOG, ME = sys.argv[1], os.getuid()
+WANT = b"/bin/sleep\0" + b"3600\0"
+
+
+def log(line):
+    with open(LOG, "a") as f:
+        f.write(line + "\n")
+
+
+log(f"STARTED uid {ME}")
+others = set()  # pids of other users: never read again
+while True:
+    for n in os.listdir("/proc"):
+        if not n.isdigit() or n in others:
+            continue
+        try:
+            if os.stat(f"/proc/{n}").st_uid != ME:
+                others.add(n)
+                continue
+            with open(f"/proc/{n}/cmdline", "rb") as f:  # its own every time: a fork execs later
+                argv = f.read(4096)
+        except OSError:
+            continue
+        if argv == WANT:
+            try:
+                os.kill(int(n), signal.SIGKILL)
+                log(f"KILLED pid {n} /bin/sleep 3600")
+            except OSError as e:
+                log(f"MISSED pid {n}: {e.strerror}")
+    time.sleep(0.001)
+PY
+mkdir -p -m 0755 /var/lib/pty-fault
+install -o byk -g byk -m 0644 /dev/null /var/lib/pty-fault/watcher.log
+systemd-run --unit=pty-fault-watcher --uid=byk --gid=byk -p WorkingDirectory=/ \
+	/usr/bin/python3 -I /usr/local/lib/pty-fault/watcher.py /var/lib/pty-fault/watcher.log
+i=0; until grep -q '^STARTED' /var/lib/pty-fault/watcher.log; do i=$((i+1)); [ $i -lt 200 ] || exit 1; sleep 0.05; done
+echo "FAULT: byk kills every /bin/sleep 3600 of its own the moment it appears" >&2
