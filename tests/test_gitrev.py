@@ -8,7 +8,9 @@ git gives the same commit; every indirection the suite does not read
 repository format other than files refs with SHA-1) is refused, also where
 git happens to give the claimed commit, and layouts where git resolves
 another commit than a naive reading of .git/refs are refused (the commondir
-attack, a leading space in a loose ref, packed-refs listing a name twice).
+attack, a leading space in a loose ref, packed-refs listing a name twice,
+a .git/objects its owner cannot search: git runs as the owner, and is run so
+here too, with setpriv, where modes matter).
 Two properties over generated ref layouts (loose, packed, peeled, symbolic
 chains and cycles, detached): the ones git writes are read exactly as git
 reads them; noisy ones (bytes git tolerates or stumbles on) are refused or
@@ -488,6 +490,77 @@ def test_a_ref_that_is_a_symlink_naming_a_ref(repo, where):
     (repo.git / where).symlink_to("refs/heads/other")
     assert truth(repo.path) in (None, repo.c)
     assert f"{where} is a symlink" in refusal(repo.path)
+
+
+# -- git runs as the repository's owner: what the owner cannot read -----------
+
+NOBODY = 65534
+
+
+def truth_as_owner(checkout: Path, uid: int = NOBODY) -> str | None:
+    """`git rev-parse HEAD` run as `uid`, as the service user runs it in its checkout."""
+    try:
+        p = subprocess.run(["/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", GIT,
+                            "rev-parse", "HEAD"], cwd=checkout, capture_output=True, text=True, timeout=10,
+                           env={**ENV, "GIT_CEILING_DIRECTORIES": str(checkout.parent)})
+    except subprocess.TimeoutExpired:
+        return None
+    return p.stdout.strip() if p.returncode == 0 else None
+
+
+def _give(path: Path, uid: int = NOBODY) -> None:
+    for p in [path, *path.rglob("*")]:
+        os.chown(p, uid, uid, follow_symlinks=False)
+
+
+@pytest.fixture
+def owned(repo) -> Repo:
+    """The repository and its checkout belong to an unprivileged user."""
+    _give(repo.path)
+    return repo
+
+
+def test_a_repository_its_owner_reads_as_the_suite_does(owned):
+    assert truth_as_owner(owned.path) == owned.b == gitrev.head(str(owned.path))
+
+
+def _plant_bare_checkout(repo: Repo) -> None:
+    """The checkout itself a bare repository whose main is c (files beside the source)."""
+    git(repo.path, "init", "-q", "--bare", "-b", "main", str(repo.path))
+    (repo.path / "refs/heads/main").write_text(f"{repo.c}\n")
+    _give(repo.path)
+
+
+@pytest.mark.parametrize("what", ["objects", "refs", "HEAD", ""])
+def test_what_its_owner_cannot_reach_makes_git_take_the_checkout_for_a_bare_repository(owned, what):
+    """root reads .git whatever its modes; git, run as the owner, finds no
+    repository there and takes the one planted in the checkout: another commit."""
+    _plant_bare_checkout(owned)
+    (owned.git / what).chmod(0)
+    assert (owned.git / "refs/heads/main").read_text().strip() == owned.b  # what root reads in .git
+    assert truth_as_owner(owned.path) == owned.c
+    msg = refusal(owned.path)
+    assert "has mode 0000: its owner cannot" in msg and (what or ".git") in msg
+
+
+def test_a_directory_its_owner_cannot_search_on_the_way_to_a_ref(owned):
+    (owned.git / "refs/heads").chmod(0o644)
+    assert truth_as_owner(owned.path) is None
+    assert "refs/heads has mode 0644: its owner cannot search it" in refusal(owned.path)
+
+
+def test_a_file_of_another_user_in_the_owners_repository(owned):
+    main = owned.git / "refs/heads/main"
+    os.chown(main, 0, 0)
+    main.chmod(0o600)
+    assert truth_as_owner(owned.path) is None
+    assert f"belongs to uid 0, not to uid {NOBODY}" in refusal(owned.path)
+
+
+def test_a_checkout_and_a_dot_git_of_different_owners(repo):
+    _give(repo.git)
+    assert truth_as_owner(repo.path) is None  # dubious ownership
+    assert "belong to different users" in refusal(repo.path)
 
 
 # -- properties over generated ref layouts ----------------------------------

@@ -27,6 +27,13 @@ Refused (git would read elsewhere, or read something else, than the suite):
 - `.git` that git would not take for a repository (no `objects` or `refs`
   directory, a HEAD that is neither a commit id nor `ref: refs/...`): git would
   look for a repository in the checkout itself and the directories above it;
+- anything the suite reads (every directory on the way, every file) that git
+  could not read as it runs: as the repository's owner (git refuses a
+  repository that is not its runner's, safe.directory). The suite reads as
+  root; a `.git/objects` its owner made mode 0 is no repository to git, which
+  then takes a bare repository planted in the checkout itself. A node owned by
+  another user, or without its owner's search or read bit, is refused, and
+  so are a checkout and a `.git` of different owners;
 - a ref that is not a regular file (a link: git reads a `refs/...` symlink as
   the symbolic ref it names, HEAD included; a directory: git falls back to
   packed-refs; a FIFO would hang git), or a hard link;
@@ -105,20 +112,36 @@ def head(checkout: str) -> str:
     git = os.path.join(checkout, ".git")
     try:
         gfd = _open_git(cfd, git)
+        try:
+            uid = _runner(cfd, gfd, checkout, git)
+        except BaseException:
+            os.close(gfd)
+            raise
     finally:
         os.close(cfd)
     try:
         _refuse_indirections(gfd, git)
-        _git_takes_it(gfd, git)
+        _git_takes_it(gfd, git, uid)
         try:
-            gitconfig.check_format(gitdir.read(gfd, git, "config"), f"{git}/config")
+            gitconfig.check_format(gitdir.read(gfd, git, "config", uid), f"{git}/config")
         except FileNotFoundError:
             pass  # git: no config is format 0
-        packed = _packed(gfd, git)
+        packed = _packed(gfd, git, uid)
         _unambiguous(gfd, git, packed)
-        return _resolve(gfd, git, packed)
+        return _resolve(gfd, git, packed, uid)
     finally:
         os.close(gfd)
+
+
+def _runner(cfd: int, gfd: int, checkout: str, git: str) -> int:
+    """Whom git runs as: the owner of the checkout and of .git (git refuses a
+    repository whose worktree or .git is not its runner's: safe.directory)."""
+    cst, gst = os.fstat(cfd), os.fstat(gfd)
+    if cst.st_uid != gst.st_uid:
+        raise GitError(f"{checkout} (uid {cst.st_uid}) and {git} (uid {gst.st_uid}) belong to different "
+                       "users: git refuses such a repository to either (safe.directory)")
+    gitdir.owner_can(gst, git, gst.st_uid, stat.S_IXUSR)
+    return gst.st_uid
 
 
 def _open_git(cfd: int, git: str) -> int:
@@ -152,11 +175,13 @@ def _refuse_indirections(gfd: int, git: str) -> None:
                        f"object in place of the one a commit id names; {REFUSED}")
 
 
-def _git_takes_it(gfd: int, git: str) -> None:
-    """setup.c is_git_directory: objects/ and refs/ (HEAD's form: _resolve)."""
+def _git_takes_it(gfd: int, git: str, uid: int) -> None:
+    """setup.c is_git_directory: objects/ and refs/, directories git run as
+    `uid` can search (HEAD's form, and that it can read HEAD: _resolve)."""
     for rel in ("objects", "refs"):
         kind = gitdir.kind(gfd, git, rel)
         if kind == "directory":
+            gitdir.searchable(gfd, git, rel, uid)
             continue
         if kind == "symlink":
             raise GitError(f"{git}/{rel} is a symlink, not a directory: not followed")
@@ -165,10 +190,10 @@ def _git_takes_it(gfd: int, git: str) -> None:
                        "checkout itself and the directories above it")
 
 
-def _packed(gfd: int, git: str) -> dict[bytes, str]:
+def _packed(gfd: int, git: str, uid: int) -> dict[bytes, str]:
     where = f"{git}/packed-refs"
     try:
-        packed = gitpacked.parse(gitdir.read(gfd, git, "packed-refs"), where)
+        packed = gitpacked.parse(gitdir.read(gfd, git, "packed-refs", uid), where)
     except FileNotFoundError:
         return {}
     if any(name.startswith(b"refs/replace/") for name in packed):
@@ -187,11 +212,11 @@ def _unambiguous(gfd: int, git: str, packed: dict[bytes, str]) -> None:
                            "(a broken HEAD would give its commit; a FIFO there hangs git)")
 
 
-def _resolve(gfd: int, git: str, packed: dict[bytes, str]) -> str:
+def _resolve(gfd: int, git: str, packed: dict[bytes, str], uid: int) -> str:
     name = "HEAD"
     for _ in range(SYMREF_MAXDEPTH):
         try:
-            raw = gitdir.read(gfd, git, name)
+            raw = gitdir.read(gfd, git, name, uid)
         except FileNotFoundError:
             if name == "HEAD":
                 raise GitError(f"{git}/HEAD does not exist: git would not take {git} for a "
