@@ -218,9 +218,9 @@ FAULTS: list[Fault] = [
           modules=_m("builds")),
     # SCOPE-3 refuses every indirection git reads and the suite does not (provenance/gitrev.py):
     # one fault each, since each is refused by a check of its own (a shared fault stays
-    # killed while any one of them works). commondir and the gitdir: file make git give
-    # another commit; alternates, grafts and replace refs leave `rev-parse HEAD` alone and
-    # change what git shows under it.
+    # killed while any one of them works). commondir, the gitdir: file and a .git its owner
+    # cannot read make git give another commit; alternates, grafts and replace refs leave
+    # `rev-parse HEAD` alone and change what git shows under it.
     Fault("git-commondir-other-commit", ("SCOPE-3",),
           "the user points .git/commondir at a copy of the repository holding another commit: "
           "`git rev-parse HEAD` gives that commit, .git/refs still says the claimed one",
@@ -235,6 +235,15 @@ FAULTS: list[Fault] = [
           f" && printf 'gitdir: /home/byk/elsewhere.git\\n' | {AS_BYK} tee {CODE}/.git >/dev/null"
           f" && {BYK_GIT} -C {CODE} commit -q --allow-empty -m moved && [ \"{HEAD_NOW}\" != \"$old\" ]",
           modules=_m("builds"), says="is a file, not a directory"),
+    Fault("git-objects-unreadable-bare-checkout", ("SCOPE-3",),
+          "the user makes the checkout itself a bare repository holding another commit and "
+          ".git/objects mode 0: git, run as the user, takes the checkout for the repository "
+          "(root reads .git whatever its modes)",
+          f"old={HEAD_NOW} && {BYK_GIT} init -q --bare -b main {CODE}"
+          f" && c=$({BYK_GIT} --git-dir={CODE} commit-tree -m moved $({BYK_GIT} --git-dir={CODE} mktree </dev/null))"
+          f" && {BYK_GIT} --git-dir={CODE} update-ref refs/heads/main \"$c\" && {AS_BYK} chmod 0 {CODE}/.git/objects"
+          f" && [ \"{HEAD_NOW}\" = \"$c\" ] && [ \"$(cat {CODE}/.git/refs/heads/main)\" = \"$old\" ]",
+          modules=_m("builds"), says="objects has mode 0000"),
     Fault("git-replace-ref", ("SCOPE-3",),
           "a replace ref puts an empty tree's commit in HEAD's place: `rev-parse HEAD` is the claim, "
           "`git ls-tree HEAD` lists nothing",
