@@ -50,8 +50,8 @@ LABEL = {"refstorage": "extensions.refStorage (the refs are not in .git/refs: re
          "partialclone": "extensions.partialClone without a value"}
 
 
-class _Syntax(Exception):
-    pass
+class _Syntax(GitError):
+    """Where git's parser stops: entries() says where, in GitError's words."""
 
 
 class _Source:

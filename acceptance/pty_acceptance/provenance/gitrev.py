@@ -57,7 +57,9 @@ packed (a loose ref wins over its packed entry), symbolic refs chained within
 git's depth, per-worktree refs (`refs/worktree/`, `refs/bisect/`: without a
 commondir they are in .git like any other), `shallow` (it cuts history, not
 the commit or its tree), linked worktrees' `worktrees/` (not the checkout's
-HEAD), a missing config (git: format 0). `GIT_DIR`, `GIT_COMMON_DIR` and the
+HEAD), a missing config (git: format 0); `core.worktree` and `core.bare` say
+where the work tree is, not where the refs are, and `include.path` is not read
+for the repository format (gitconfig). `GIT_DIR`, `GIT_COMMON_DIR` and the
 like are the environment of whoever runs git, not the repository's.
 
 The checkout belongs to the service user, so everything in it is hostile
