@@ -9,7 +9,8 @@ BUILD-2 source revision, Go version, go.sum, the commands and every SHA-256
         (Testinfra's host.user and host.package).
 BUILD-3 the installed binaries equal the reproduced builds.
 SCOPE-1 the source manifest recomputed (review-source-hash) equals the claim.
-SCOPE-3 the candidate checkout's HEAD is the claimed revision.
+SCOPE-3 the candidate checkout's HEAD, as git itself resolves it, is the claimed
+        revision (a repository layout git could resolve otherwise is refused).
 """
 
 import hashlib

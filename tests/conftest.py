@@ -143,6 +143,7 @@ def make_target(base: Path) -> FakeTarget:
         (code / f).write_text(f"// {f}\n")
     revision = "2ac698d65aa4690a694307e9cbdf44537ea9a4fb"
     (code / ".git/refs/heads").mkdir(parents=True)
+    (code / ".git/objects").mkdir()  # git takes .git for a repository only with objects/ and refs/
     (code / ".git/HEAD").write_text("ref: refs/heads/main\n")
     (code / ".git/refs/heads/main").write_text(revision + "\n")
     digest = coreutils_manifest(pilot, code)

@@ -80,6 +80,10 @@ RESTART_SUPERVISOR = ("systemctl restart opencode-pty-supervisor.service && "
 WATCHER_KILLED = ("systemctl stop pty-fault-watcher.service || true; cat /var/lib/pty-fault/watcher.log; "
                   "grep -q '^KILLED' /var/lib/pty-fault/watcher.log")
 
+# git as the service user, in the candidate checkout's terms (a HOME of its own: root's is unreadable)
+AS_BYK = "runuser -u byk -- env HOME=/home/byk"
+BYK_GIT = f"{AS_BYK} git -c user.name=x -c user.email=x@x"
+HEAD_NOW = f"$({BYK_GIT} -C {CODE} rev-parse HEAD)"
 
 STALE_MARKER = f"revision=opencode-v2-pilot:git:{'0' * 40};pty-source:sha256:{'0' * 64}"
 VAULT = "/root/pty-acc-vault/secret"
@@ -217,6 +221,50 @@ FAULTS: list[Fault] = [
     Fault("new-revision", ("SCOPE-3",), "the candidate checkout moved to another commit",
           f"runuser -u byk -- git -C {CODE} -c user.name=x -c user.email=x@x commit -q --allow-empty -m moved",
           modules=_m("builds")),
+    # SCOPE-3 refuses every indirection git reads and the suite does not (provenance/gitrev.py):
+    # one fault each, since each is refused by a check of its own (a shared fault stays
+    # killed while any one of them works). commondir, the gitdir: file and a .git its owner
+    # cannot read make git give another commit; alternates, grafts and replace refs leave
+    # `rev-parse HEAD` alone and change what git shows under it.
+    Fault("git-commondir-other-commit", ("SCOPE-3",),
+          "the user points .git/commondir at a copy of the repository holding another commit: "
+          "`git rev-parse HEAD` gives that commit, .git/refs still says the claimed one",
+          f"old={HEAD_NOW} && runuser -u byk -- cp -a {CODE}/.git /home/byk/shadow.git"
+          f" && {BYK_GIT} --git-dir=/home/byk/shadow.git --work-tree={CODE} commit -q --allow-empty -m moved"
+          f" && printf '/home/byk/shadow.git\\n' | {AS_BYK} tee {CODE}/.git/commondir >/dev/null"
+          f" && [ \"{HEAD_NOW}\" != \"$old\" ] && [ \"$(cat {CODE}/.git/refs/heads/main)\" = \"$old\" ]",
+          modules=_m("builds"), says="commondir exists"),
+    Fault("git-gitdir-file-other-commit", ("SCOPE-3",),
+          "the user moves .git away, leaves a `gitdir:` file naming it, and commits there",
+          f"old={HEAD_NOW} && {AS_BYK} mv {CODE}/.git /home/byk/elsewhere.git"
+          f" && printf 'gitdir: /home/byk/elsewhere.git\\n' | {AS_BYK} tee {CODE}/.git >/dev/null"
+          f" && {BYK_GIT} -C {CODE} commit -q --allow-empty -m moved && [ \"{HEAD_NOW}\" != \"$old\" ]",
+          modules=_m("builds"), says="is a file, not a directory"),
+    Fault("git-objects-unreadable-bare-checkout", ("SCOPE-3",),
+          "the user makes the checkout itself a bare repository holding another commit and "
+          ".git/objects mode 0: git, run as the user, takes the checkout for the repository "
+          "(root reads .git whatever its modes)",
+          f"old={HEAD_NOW} && {BYK_GIT} init -q --bare -b main {CODE}"
+          f" && c=$({BYK_GIT} --git-dir={CODE} commit-tree -m moved $({BYK_GIT} --git-dir={CODE} mktree </dev/null))"
+          f" && {BYK_GIT} --git-dir={CODE} update-ref refs/heads/main \"$c\" && {AS_BYK} chmod 0 {CODE}/.git/objects"
+          f" && [ \"{HEAD_NOW}\" = \"$c\" ] && [ \"$(cat {CODE}/.git/refs/heads/main)\" = \"$old\" ]",
+          modules=_m("builds"), says="objects has mode 0000"),
+    Fault("git-replace-ref", ("SCOPE-3",),
+          "a replace ref puts an empty tree's commit in HEAD's place: `rev-parse HEAD` is the claim, "
+          "`git ls-tree HEAD` lists nothing",
+          f"t=$({BYK_GIT} -C {CODE} mktree </dev/null) && c=$({BYK_GIT} -C {CODE} commit-tree -m other \"$t\")"
+          f" && {BYK_GIT} -C {CODE} replace HEAD \"$c\" && [ -z \"$({BYK_GIT} -C {CODE} ls-tree HEAD)\" ]",
+          modules=_m("builds"), says="holds replace refs"),
+    Fault("git-alternates", ("SCOPE-3",), "objects/info/alternates names another repository's objects",
+          f"{BYK_GIT} clone -q --bare {CODE} /home/byk/other.git"
+          f" && printf '/home/byk/other.git/objects\\n' | {AS_BYK} tee {CODE}/.git/objects/info/alternates >/dev/null"
+          f" && {BYK_GIT} -C {CODE} count-objects -v | grep -qx 'alternate: /home/byk/other.git/objects'",
+          modules=_m("builds"), says="objects/info/alternates exists"),
+    Fault("git-grafts", ("SCOPE-3",), "info/grafts gives HEAD a parent it does not have",
+          f"h={HEAD_NOW} && p=$({BYK_GIT} -C {CODE} commit-tree -m parent $({BYK_GIT} -C {CODE} mktree </dev/null))"
+          f" && printf '%s %s\\n' \"$h\" \"$p\" | {AS_BYK} tee {CODE}/.git/info/grafts >/dev/null"
+          f" && [ \"$({BYK_GIT} -C {CODE} rev-list --count HEAD)\" = 2 ]",
+          modules=_m("builds"), says="info/grafts exists"),
     Fault("non-reproducible-build", ("BUILD-1",), "the toolchain embeds a timestamp in every build",
           "mv /usr/bin/go /usr/bin/go.real && "
           "printf '#!/bin/sh\\n/usr/bin/go.real \"$@\" || exit $?\\nwhile [ $# -gt 0 ]; do "
