@@ -18,6 +18,11 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 
+# pytester (the gate's fixture projects) for the suite's own tests only: the root
+# conftest loads nothing but the suite's plugin, so no acceptance run has pytester's
+# options (--lsof runs lsof from PATH as root around every test: issue 38 item 9)
+pytest_plugins = ["pytester"]
+
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "refhost: boots a reference host (slow, root)")
