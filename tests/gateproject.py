@@ -80,6 +80,19 @@ def assert_refused(res, target, *ids):
     assert res.ret != 0
 
 
+def assert_refused_at_start(res, target, *said, ret=4):
+    """Refused before anything ran (startup.py): usage error (`ret`), one
+    `ERROR: NOT READY: SUITE-3: ...` line saying each of `said`, no marker."""
+    text = "\n".join(res.outlines + res.errlines)
+    assert res.ret == ret, text[-3000:]
+    refusal = [line for line in res.errlines if line.startswith("ERROR: NOT READY: SUITE-3: ")]
+    assert refusal, text[-3000:]
+    for s in said:
+        assert s in refusal[0], refusal[0]
+    assert not os.path.lexists(target.marker), "a marker was written"
+    return refusal[0]
+
+
 def add_tests(project, text):
     """PASSING and `text` as the project's one test module (its node-id list unchanged)."""
     (project.path / "acceptance/test_all.py").write_text(PASSING + text)
