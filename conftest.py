@@ -17,4 +17,7 @@ if _lib not in sys.path:
 from pty_acceptance.gate.startup import (  # noqa: E402,F401 - this conftest's own hooks
     pytest_addoption, pytest_cmdline_main, pytest_configure, pytest_report_header, pytest_unconfigure)
 
-pytest_plugins = ["pty_acceptance.gate.plugin", "pytester"]
+# only the suite's own plugin: pytester (the suite's own tests' fixture) is
+# tests/conftest.py's, never loaded in an acceptance run (its --lsof runs
+# lsof from the operator's PATH as root: launch.py refuses it should it come)
+pytest_plugins = ["pty_acceptance.gate.plugin"]

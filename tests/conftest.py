@@ -18,6 +18,11 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 
+# pytester (the gate's fixture projects) for the suite's own tests only: the root
+# conftest loads nothing but the suite's plugin, so no acceptance run has pytester's
+# options (--lsof runs lsof from PATH as root around every test: issue 38 item 9)
+pytest_plugins = ["pytester"]
+
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "refhost: boots a reference host (slow, root)")
@@ -260,12 +265,58 @@ def project(pytester, target, supervisor, safe_dir, monkeypatch):
         f"| All | `acceptance/test_all.py` | {ids} | built |\n")
     (pytester.path / "acceptance").mkdir()
     monkeypatch.setattr(preflight, "host_findings", lambda inv: [])
+    from pty_acceptance.spec import requirements
+    monkeypatch.setattr(requirements, "SECTIONS", requirements.SECTIONS)  # FAKE_HOST's, undone after the test
     from pty_acceptance.host import stopguard
     monkeypatch.setattr(stopguard, "connect", NoUnitsBus)  # FAKE_HOST's, for in-process runs
     (pytester.path / "acceptance/conftest.py").write_text(FAKE_HOST)
     (pytester.path / "acceptance/test_all.py").write_text(PASSING)
     (pytester.path / nodeids.FILE).write_text(nodeids.render(LISTED))
+    (pytester.path / "requirements").mkdir()  # the pins the gate judges the venv's distributions by
+    (pytester.path / "requirements/target.txt").write_bytes((REPO / "requirements/target.txt").read_bytes())
+    in_process_is_the_projects(pytester, monkeypatch)
     return pytester
+
+
+def in_process_is_the_projects(pytester, monkeypatch):
+    """What the gate judges of its own process (loaded_code.py, launch.py) is
+    the project's run, not this test session around it:
+
+    - in process (runpytest), the code and the sys.path entries of this
+      session (tests/, the checkout's, the lab venv's, the interpreter's,
+      earlier fixture projects') are left out, and the environment is
+      os.environ (a test sets its variables there; /proc/self/environ is
+      this session's start). The hostile reproductions run in separate
+      processes, where nothing is left out;
+    - a separate process (runpytest_subprocess) gets this session's
+      environment as it is, without the PYTHONPATH pytester adds (the gate
+      refuses PYTHONPATH at start-up): a test that sets PYTHONPATH sets it in
+      os.environ (monkeypatch.setenv), and it is passed on."""
+    import sys
+    from pty_acceptance.decision import launch, loaded_code
+
+    real = loaded_code.this_process
+    project, runs = str(pytester.path), str(pytester.path.parent)
+    outer = [str(REPO), runs, os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)]
+
+    def ours(path: str | None) -> bool:
+        where = os.path.realpath(path) if path else ""
+        return loaded_code.within(where, project) or not any(loaded_code.within(where, o) for o in outer)
+
+    def this_process(plugins=()):
+        p = real(plugins)
+        code = tuple(c for c in p.code if ours(c.file) and all(ours(loc) for loc in c.locations))
+        return loaded_code.Process(code, tuple(e for e in p.path if ours(e)), (dict(os.environ),))
+
+    monkeypatch.setattr(loaded_code, "this_process", this_process)
+    monkeypatch.setattr(launch, "exec_environment", dict)
+
+    def popen(cmdargs, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=pytester.CLOSE_STDIN, **kw):
+        kw["env"] = dict(os.environ)
+        kw["stdin"] = subprocess.DEVNULL if stdin is pytester.CLOSE_STDIN else stdin
+        return subprocess.Popen(cmdargs, stdout=stdout, stderr=stderr, **kw)
+
+    monkeypatch.setattr(pytester, "popen", popen)
 
 
 def assert_junit_readers_accept(path: Path) -> None:

@@ -34,13 +34,53 @@ LISTED = {"acceptance/test_all.py::test_everything": tuple(ALL_IDS),
 # The fixture project's host is a fake target on this machine, not a systemd
 # host: its preflight finds nothing wrong with the host (preflight.py's own
 # tests check the host checks), for in-process and separate-process runs alike.
-FAKE_HOST = ("from pty_acceptance.decision import preflight\n"
+# A fixture project's requirement records (the gate checks the list of what must run
+# against them: rules.records_blockers): the sections of its own checklist. The real
+# records' sections are the real checkout's (tests/test_gate_rules.py).
+OWN_RECORDS = ("from pty_acceptance.spec import checklist as _checklist, requirements as _requirements\n"
+               "from pathlib import Path as _Path\n"
+               "try:\n"
+               "    _requirements.SECTIONS = tuple(_requirements.SectionRecord(\n"
+               "        s.module.removeprefix('acceptance/'), s.title, s.state)\n"
+               "        for s in _checklist.load(_Path(__file__).resolve().parents[1] / 'ROOT-ACCEPTANCE.md'))\n"
+               "except _checklist.ChecklistError:\n"
+               "    pass  # the gate says why (module_blockers)\n")
+
+FAKE_HOST = (OWN_RECORDS +
+             "from pty_acceptance.decision import preflight\n"
              "preflight.host_findings = lambda inv: []  # the suite's own tests: a fake target\n"
              "from pty_acceptance.host import stopguard\n"
              "class _NoUnits:  # the fake target's systemd: no unit of the suite's is running\n"
              "    def call(self, method, *args): return ([],)\n"
              "    def close(self): pass\n"
              "stopguard.connect = _NoUnits\n")
+
+# For a run in a process of its own: systemd's answer at marker time, the
+# supervisor fixture's process as the unit's MainPID (in process, tests/conftest.py's
+# FakeBus is monkeypatched in).
+SEPARATE_BUS = """
+from pty_acceptance.provenance import running_binary
+
+class _SupervisorBus:
+    @classmethod
+    def connect(cls):
+        return cls()
+    def properties(self, name, iface=None):
+        return {{"MainPID": {main_pid}}}
+    def close(self):
+        pass
+
+running_binary.Systemd = _SupervisorBus
+"""
+
+
+def for_separate_processes(project) -> None:
+    """The fixture project's conftest made ready for runs in processes of their
+    own (runpytest_subprocess): the supervisor's MainPID as in process."""
+    from conftest import FakeBus
+    with (project.path / "acceptance/conftest.py").open("a") as f:
+        f.write(SEPARATE_BUS.format(main_pid=FakeBus.main_pid))
+
 
 RELIST = ("import sys; from pathlib import Path; from pty_acceptance.decision import nodeids; "
           "from pty_acceptance.gate import node_listing; "
@@ -82,6 +122,19 @@ def assert_refused(res, target, *ids):
         assert i in line.split(": ", 2)[2].split(), line
     assert not os.path.lexists(target.marker), "a marker was written"
     assert res.ret != 0
+
+
+def assert_refused_at_start(res, target, *said, ret=4):
+    """Refused before anything ran (startup.py): usage error (`ret`), one
+    `ERROR: NOT READY: SUITE-3: ...` line saying each of `said`, no marker."""
+    text = "\n".join(res.outlines + res.errlines)
+    assert res.ret == ret, text[-3000:]
+    refusal = [line for line in res.errlines if line.startswith("ERROR: NOT READY: SUITE-3: ")]
+    assert refusal, text[-3000:]
+    for s in said:
+        assert s in refusal[0], refusal[0]
+    assert not os.path.lexists(target.marker), "a marker was written"
+    return refusal[0]
 
 
 def add_tests(project, text):

@@ -14,7 +14,7 @@ from pty_acceptance.decision import nodeids, readiness_marker as marker
 from pty_acceptance.report import reports
 
 from conftest import FakeBus
-from gateproject import PASSING, add_tests, assert_refused, expectation, last_line, run
+from gateproject import assert_refused_at_start, PASSING, add_tests, assert_refused, expectation, last_line, run
 
 
 def test_complete_passing_run_writes_a_verified_marker(project, target):
@@ -522,10 +522,12 @@ def test_another_rootdir_is_refused(project, target):
 
 
 def test_a_plugin_named_on_the_command_line_is_refused(project, target):
+    """Refused at start-up, before any test (issue 38: it was a blocker only
+    at the end, after the plugin had run the whole session)."""
     (project.path / "narrowing_plugin.py").write_text("")
     project.syspathinsert()
     res = run(project, target, "-p", "narrowing_plugin")
-    _refused_because(res, target, "-p loads plugins")
+    assert_refused_at_start(res, target, "-p narrowing_plugin: loads plugins by name")
 
 
 def test_a_test_the_list_does_not_name_is_refused(project, target):

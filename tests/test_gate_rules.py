@@ -14,6 +14,7 @@ import pytest
 
 from pty_acceptance.decision import preflight, rules, run_records as happened, waivers
 from pty_acceptance.decision.run_records import AtMarkerTime, AtStart, Content, Session, Setup, frozen
+from pty_acceptance.provenance.suite_identity import Identity
 from pty_acceptance.report import signing
 from pty_acceptance.spec.checklist import Section
 from pty_acceptance.spec.requirements import CATALOGUE, ENFORCED_BY_GATE
@@ -33,7 +34,8 @@ SETUP = Setup(
     root=ROOT, acceptance=ROOT / "acceptance", inventory=INV, inventory_file="inventories/target.yml",
     preflight=preflight.Result([preflight.PreflightCheck("systemd", True, "PID 1 is systemd")]),
     marker="/etc/opencode/pty-supervisor-verified", removal="no marker at the path", write_marker=True,
-    sections=(Section("All", MODULE, ALL_IDS),), checklist_error=None, expected=frozen({TEST: ALL_IDS}),
+    sections=(Section("All", MODULE, ALL_IDS),), checklist_error=None, record_sections=("test_all.py",),
+    expected=frozen({TEST: ALL_IDS}),
     nodeids_error=None, hostname="pilot", args=(ROOT / "acceptance",), report_path="/srv/r.xml",
     report_private_dir=None, waivers_file=None, signer=None)
 PASSED = frozen({"setup": "passed", "call": "passed", "teardown": "passed"})
@@ -42,10 +44,12 @@ SESSION = Session(
     reports=frozen({(TEST, p): 1 for p in PASSED}), collected=frozen({TEST: 1}), not_run=frozen({}),
     concerns=frozen({TEST: ()}), collect_errors=(), outside=(), deselected=0, interrupted=False,
     narrowing=(), args=("acceptance/",), shape_problems=(), junit=True, exitstatus=0)
-START = AtStart(frozen({BINARY: SHA}), (), (RT, f"{RT}  {RUNTIME}"))
+TREE = "e" * 64
+SUITE = Identity("0.1.0", "f" * 40, "no", TREE, (f"{SHA}  acceptance/test_all.py",), ("pytest==9.2.0",), OTHER)
+START = AtStart(frozen({BINARY: SHA}), (), (RT, f"{RT}  {RUNTIME}"), suite=SUITE)
 CONTENT = Content(frozen({BINARY: SHA}), (), None, (RT, f"{RT}  {RUNTIME}"), MF, None)
 NOW = AtMarkerTime(euid=0, unfinished=(), content=CONTENT, sign_problems=(), waivers=(),
-                   waiver_error=None, waivers_digest=None, today=TODAY)
+                   waiver_error=None, waivers_digest=None, today=TODAY, suite_tree=TREE)
 
 
 def with_(record, **changes):
@@ -193,3 +197,96 @@ def test_the_rules_import_no_pytest():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                           check=True)
     assert done.stdout.strip() == "[]"
+
+
+# -- issue 38 item 2: the list of what must run, against the package's own records
+def real_setup(root: Path) -> Setup:
+    """SETUP made of a checkout's ROOT-ACCEPTANCE.md and node-id list, the
+    package's requirement records as they are."""
+    from pty_acceptance.decision import nodeids
+    from pty_acceptance.spec import checklist, requirements
+    return with_(SETUP, root=root, acceptance=root / "acceptance",
+                 sections=tuple(checklist.load(root / "ROOT-ACCEPTANCE.md")),
+                 expected=frozen(nodeids.load(root)),
+                 record_sections=tuple(s.module for s in requirements.SECTIONS))
+
+
+def everything_passed(setup: Setup) -> Session:
+    """A session in which every listed test was collected and passed."""
+    items = dict(setup.expected)
+    return with_(SESSION, items=frozen(items), modules=frozen({n: n.split("::")[0] for n in items}),
+                 outcomes=frozen({n: PASSED for n in items}),
+                 reports=frozen({(n, p): 1 for n in items for p in PASSED}),
+                 collected=frozen({n: 1 for n in items}), concerns=frozen({n: () for n in items}))
+
+
+def test_the_checkouts_lists_agree_with_the_records():
+    from conftest import REPO
+    assert rules.records_blockers(real_setup(REPO)) == []
+
+
+def test_a_module_deleted_with_its_node_ids_and_row_is_caught(tmp_path):
+    """The review's reproduction, on a copy: acceptance/test_isolation.py gone
+    together with its node-id lines and its table row. The rules that read only
+    those two lists (modules, node ids, coverage) say nothing: the rest of the
+    checkout still covers what they check. The records still name the section."""
+    from conftest import REPO
+    gone = "acceptance/test_isolation.py"
+    (tmp_path / "acceptance").mkdir()
+    text = (REPO / "ROOT-ACCEPTANCE.md").read_text()
+    (tmp_path / "ROOT-ACCEPTANCE.md").write_text("".join(
+        line for line in text.splitlines(keepends=True) if f"`{gone}`" not in line))
+    listed = (REPO / "acceptance/node-ids.txt").read_text()
+    (tmp_path / "acceptance/node-ids.txt").write_text("".join(
+        line for line in listed.splitlines(keepends=True) if not line.startswith(gone + "::")))
+    setup = real_setup(tmp_path)
+    assert gone not in {s.module for s in setup.sections} and not any(n.startswith(gone) for n in setup.expected)
+    session = everything_passed(setup)
+    assert rules.module_blockers(setup, session) == []
+    assert rules.nodeid_blockers(setup, session) == []
+    said = [(b.ids, b.reason) for b in rules.records_blockers(setup)]
+    iso = rules.section_ids(gone)
+    assert "ISO-1" in iso
+    assert said[-2:] == [
+        (iso, f"{gone} is a section of the requirement records but ROOT-ACCEPTANCE.md has no row for it"),
+        (iso, f"{gone} is a section of the requirement records but acceptance/node-ids.txt lists no test of it")]
+    # requirements only that module's tests named are named by no listed test now
+    only_there = [i for i in iso if not any(i in ids for ids in setup.expected.values())]
+    if only_there:
+        assert said[0][0] == tuple(only_there)
+    decided = rules.decide(setup, session, START, NOW)
+    assert any(b.reason.startswith(f"{gone} is a section of the requirement records") for b in decided.blockers)
+
+
+def test_a_row_the_records_do_not_have_is_caught():
+    setup = with_(SETUP, record_sections=("test_other.py",))
+    said = [(b.ids, b.reason) for b in rules.records_blockers(setup)]
+    assert (SUITE3, "acceptance/test_all.py has a row in ROOT-ACCEPTANCE.md but is no section of the "
+                    "requirement records") in said
+
+
+def test_a_requirement_no_listed_test_names_is_caught():
+    ids = tuple(i for i in ALL_IDS if i != "PTY-2")
+    setup = with_(SETUP, expected=frozen({TEST: ids}))
+    assert [(b.ids, b.reason) for b in rules.records_blockers(setup)] == [
+        (("PTY-2",), "1 requirements of the requirement records are named by no test in acceptance/node-ids.txt")]
+
+
+def test_the_suite_read_at_start_and_unchanged_at_the_decision():
+    assert rules.suite_blockers(START, NOW) == []
+    changed = rules.suite_blockers(START, with_(NOW, suite_tree="1" * 64))
+    assert [(b.ids, b.reason) for b in changed] == [
+        (SUITE3, f"the suite's own files changed during the run: tree {TREE} at start, {'1' * 64} now")]
+    unread = rules.suite_blockers(with_(START, suite=None, suite_error="the suite's own files could not be "
+                                                                       "listed: EACCES"), NOW)
+    assert [b.reason for b in unread] == ["which suite judged was not read: the suite's own files could not be "
+                                          "listed: EACCES"]
+
+
+def test_code_that_is_not_the_suites_blocks_the_first_few_named():
+    found = tuple(f"not the suite's code: module m{n}: /tmp/m{n}.py is neither ..." for n in range(13))
+    said = rules.code_blockers(with_(NOW, foreign_code=found))
+    assert [b.reason for b in said[:10]] == list(found[:10])
+    assert said[10].reason.startswith("and 3 more of the process's code") and len(said) == 11
+    assert all(b.ids == SUITE3 for b in said)
+    assert rules.decide(SETUP, SESSION, START, with_(NOW, foreign_code=found[:1])).blockers[0].reason == found[0]

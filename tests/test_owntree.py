@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import site
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +16,9 @@ from pty_acceptance.decision import nodeids
 from pty_acceptance.gate import owntree
 from pty_acceptance.spec.requirements import CATALOGUE, ENFORCED_BY_GATE
 
+import venvcopy
 from conftest import REPO
+from gateproject import OWN_RECORDS
 
 NOBODY = 65534
 
@@ -124,12 +124,14 @@ def _project(base: Path) -> Path:
     (p / "acceptance/conftest.py").write_text(FAKE_SUPERVISOR_UNIT)
     # The package the run imports and the virtualenv it runs in are part of the
     # tree it checks: a copy of the package here, and a virtualenv below `base`
-    # (the suite's dependencies reached through PYTHONPATH), so that where this
-    # test session's own checkout lives (under /tmp, say) does not decide it.
+    # holding the pinned distributions (venvcopy.py: the gate refuses PYTHONPATH,
+    # and judges every loaded module against requirements/target.txt), so that
+    # where this test session's own checkout lives (under /tmp, say) does not decide it.
     shutil.copytree(REPO / "acceptance/pty_acceptance", p / "acceptance/pty_acceptance",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(base / "venv")], check=True,
-                   stdin=subprocess.DEVNULL)
+    (p / "requirements").mkdir()
+    shutil.copyfile(REPO / "requirements/target.txt", p / "requirements/target.txt")
+    venvcopy.build(base / "venv")
     for q in [p, *p.rglob("*")]:
         os.chmod(q, 0o755 if q.is_dir() else 0o644)
     return p
@@ -137,9 +139,10 @@ def _project(base: Path) -> Path:
 
 # The gate ties the marker to the running supervisor (SCOPE-2 at marker time):
 # here systemd is a fake that names a process running the target's supervisor.
-FAKE_SUPERVISOR_UNIT = """
+FAKE_SUPERVISOR_UNIT = OWN_RECORDS + """
 import os
 from pty_acceptance.decision import preflight
+from pty_acceptance.host import stopguard
 from pty_acceptance.provenance import running_binary
 
 preflight.host_findings = lambda inv: []  # a fake target, not a systemd host
@@ -159,10 +162,8 @@ class FakeBus:
 
 running_binary.Systemd = FakeBus
 
-from pty_acceptance.host import stopguard
 
-
-class NoUnits:  # SUITE-5's stop guard: no unit of the suite's runs on this fake target
+class NoUnits:  # SUITE-5's stop guard: no unit of the suite's runs on the fake target
     def call(self, method, *args):
         return ([],)
 
@@ -177,8 +178,7 @@ stopguard.connect = NoUnits
 def _run(project: Path, target) -> subprocess.CompletedProcess:
     supervisor = subprocess.Popen([str(target.binaries[0]), "300"])
     try:
-        env = {**os.environ, "PTY_TEST_SUPERVISOR_PID": str(supervisor.pid),
-               "PYTHONPATH": os.pathsep.join(site.getsitepackages())}
+        env = {**os.environ, "PTY_TEST_SUPERVISOR_PID": str(supervisor.pid)}
         return subprocess.run([str(project.parent / "venv/bin/python"), "-m", "pytest", "acceptance/",
                                "--inventory", str(target.inventory)], cwd=project, capture_output=True,
                               text=True, timeout=300, stdin=subprocess.DEVNULL, env=env)

@@ -86,6 +86,8 @@ RUN_BY: dict[str, tuple[str, ...]] = {
         "tests/test_fleet_summary.py::test_each_hosts_envelope_is_verified_with_its_own_key",
         "tests/test_fleet.py::test_fleet_two_reference_hosts"),
     "pty-acceptance node-ids [--write]": ("tests/test_readme_commands.py::test_node_ids_write_then_check",),
+    "pty-acceptance suite-identity [--root DIR] [--list]": (
+        "tests/test_verdict.py::test_a_ready_bundle_names_the_suite_that_judged",),
     "pty-acceptance --version": ("tests/test_install.py::test_version",),
     # pipx makes a venv of its own and pip-installs the package into it: test_install does exactly that
     "pipx install .": ("tests/test_install.py::test_the_commands_that_need_nothing_else",),

@@ -8,6 +8,7 @@ import html
 import json
 import os
 import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -63,7 +64,10 @@ def test_a_ready_run_prints_the_matrix_and_writes_the_bundle(project, target):
     junit_desc = [c for c in st["predicate"]["configuration"] if c["name"] == report.name]
     assert junit_desc[0]["digest"]["sha256"] == hashlib.sha256(report.read_bytes()).hexdigest()
     names = {Path(c["name"]).name for c in st["predicate"]["configuration"]}
-    assert names == {report.name, "inventory.yml", "ROOT-ACCEPTANCE.md", "bun", "pty-plugin-smoke.ts"}
+    # and the suite that judged (issue 38 item 2): its files and its virtualenv; no commit,
+    # the fixture project has no .git (test_a_ready_bundle_names_the_suite_that_judged)
+    assert names == {report.name, "inventory.yml", "ROOT-ACCEPTANCE.md", "bun", "pty-plugin-smoke.ts",
+                     "opencode-pty-acceptance files", "opencode-pty-acceptance virtualenv"}
     # PLUGIN-1: bun and the smoke harness, by the pins PLUGIN-1 ran them under (issue 21 item 3)
     plugin = {c["name"]: (c["digest"]["sha256"], c["annotations"]["role"])
               for c in st["predicate"]["configuration"] if c.get("annotations", {}).get("requirement") == "PLUGIN-1"}
@@ -458,3 +462,80 @@ def test_report_names_the_inventorys_host_not_the_machines(tmp_path):
     done = subprocess.run([str(CLI), "report", str(REPO / "tests/fixtures/verdict/ready.xml"), "--out-dir",
                            str(tmp_path)], capture_output=True, text=True, check=False)
     assert ": host reference's recorded verdict of " in done.stdout.splitlines()[-1], done.stdout[-500:]
+
+
+def test_a_ready_bundle_names_the_suite_that_judged(project, target):
+    """Issue 38 item 2: the suite's version, commit and tree digest in a READY
+    bundle, read back by third-party readers: the JUnit report's suite
+    properties by junitparser and xunitparser, the Statement by its schema
+    (jsonschema), the HTML's first screen; each equal to what
+    `pty-acceptance suite-identity` says of the checkout, and to git itself."""
+    import junitparser
+    import xunitparser
+
+    from pty_acceptance.provenance import suite_identity
+
+    make_runtime(target)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(project.path)]
+    subprocess.run(git + ["init", "-q"], check=True)
+    subprocess.run(git + ["add", "-A"], check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "the reviewed suite"], check=True)
+    commit = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    res = run(project, target)
+    assert last_line(res) == f"READY: marker written {target.marker}", "\n".join(res.outlines[-30:])
+    report = junit(project)
+    want = suite_identity.read(project.path, [str(Path(sys.prefix) / f"lib/python{sys.version_info[0]}."
+                                                   f"{sys.version_info[1]}/site-packages")])
+    assert want.commit == commit and want.modified == "no" and want.version.startswith("0.")
+    tree = f"{want.tree_digest}  {len(want.listing)} files"
+    # JUnit, read by junitparser ...
+    xml = junitparser.JUnitXml.fromfile(str(report))
+    suite = next(iter(xml))
+    props = {p.name: p.value for p in suite.properties()}
+    assert props["suite-version"] == want.version
+    assert props["suite-commit"] == commit and props["suite-modified"] == "no"
+    assert props["suite-tree"] == tree
+    assert props["suite-distributions"].split("  ", 1)[0] == want.distributions_digest
+    assert "pytest==9.2.0" in props["suite-distributions"].split()
+    # ... and by xunitparser (which refuses a suite-level property name given twice)
+    with open(report, "rb") as f:
+        ts, _ = xunitparser.parse(f)
+    assert (ts.properties["suite-version"], ts.properties["suite-commit"], ts.properties["suite-tree"]) == \
+        (want.version, commit, tree)
+    # the Statement, valid against the test-result schema, names the same suite
+    html_path, statement_path, _ = (Path(p) for p in bundle.names(str(report)))
+    st = json.loads(statement_path.read_text())
+    validate(st)
+    config = {c["name"]: c for c in st["predicate"]["configuration"]}
+    files = config["opencode-pty-acceptance files"]
+    assert files["digest"] == {"sha256": want.tree_digest}
+    assert files["annotations"]["version"] == want.version
+    assert config["opencode-pty-acceptance commit"]["digest"] == {"gitCommit": commit}
+    assert config["opencode-pty-acceptance commit"]["annotations"]["modified"] == "no"
+    assert config["opencode-pty-acceptance virtualenv"]["digest"] == {"sha256": want.distributions_digest}
+    assert "pytest==9.2.0" in config["opencode-pty-acceptance virtualenv"]["annotations"]["distributions"]
+    # the HTML's first screen
+    text = html_path.read_text()
+    row = text[text.index('<td id="suite">'):].split("</td>", 1)[0]
+    assert want.version in row and commit in row and want.tree_digest in row and "modified: no" in row
+    # the command line says the same of the checkout
+    said = subprocess.run([str(CLI), "suite-identity", "--root", str(project.path), "--list"],
+                          capture_output=True, text=True, timeout=120, check=True).stdout.splitlines()
+    assert f"suite-tree: {tree}" in said and f"suite-commit: {commit}" in said
+    assert said[-len(want.listing):] == list(want.listing)  # --list: the lines the digest is over
+
+
+def test_a_modified_checkout_is_said_in_the_bundle(project, target):
+    """A tracked file changed after the commit: the report says so (the gate
+    judges the files, not the commit: the run can still be READY)."""
+    make_runtime(target)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(project.path)]
+    subprocess.run(git + ["init", "-q"], check=True)
+    subprocess.run(git + ["add", "-A"], check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "the reviewed suite"], check=True)
+    with (project.path / "acceptance/test_all.py").open("a") as f:
+        f.write("# changed after the review\n")
+    res = run(project, target)
+    assert last_line(res) == f"READY: marker written {target.marker}", "\n".join(res.outlines[-30:])
+    props = {p.get("name"): p.get("value") for p in ET.parse(junit(project)).getroot().iter("property")}
+    assert props["suite-modified"] == "yes: 1 tracked files differ from the commit: acceptance/test_all.py"

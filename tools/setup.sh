@@ -8,7 +8,8 @@
 # vendors from, for tests/reference/expected.py and `go test -race` of the
 # reference Go supervisor in tests/test_go_supervisor.py: the race detector
 # needs cgo), and .venv/ with the project installed into it
-# (.venv/bin/pty-acceptance, .venv/bin/pytest). Safe to run again.
+# (.venv/bin/pty-acceptance, .venv/bin/pytest), then exactly the pins of
+# requirements/target.txt over it. Safe to run again.
 set -eu
 cd "$(dirname "$0")/.."
 need=""
@@ -27,4 +28,9 @@ if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]" </dev/null
+# then exactly the distributions a target host gets (requirements/target.txt, as
+# tools/setup-target.sh installs them): the gate refuses a loaded module of any
+# other version (SUITE-3), and the suite's own tests run the gate from this venv
+.venv/bin/python -m pip install -q --disable-pip-version-check --only-binary=:all: --require-hashes \
+    -r requirements/target.txt </dev/null
 echo "setup: .venv ready ($(.venv/bin/python --version)); pty-acceptance at .venv/bin/pty-acceptance"

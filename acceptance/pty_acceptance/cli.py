@@ -14,6 +14,7 @@
     pty-acceptance fleet-summary DIR --run-id ID [--pubkey HOST=FILE [--sign-tool HOST=TOOL]]... HOST...
     pty-acceptance node-ids [--write]
     pty-acceptance checklist [--write]
+    pty-acceptance suite-identity [--root DIR] [--list]
     pty-acceptance preflight [--inventory FILE]
     pty-acceptance inventory check [--inventory FILE]
     pty-acceptance --version
@@ -36,7 +37,7 @@ import sys
 from pathlib import Path
 
 from pty_acceptance.decision import invcheck, nodeids, preflight, readiness_marker
-from pty_acceptance.provenance import manifest
+from pty_acceptance.provenance import distributions, manifest, suite_identity
 from pty_acceptance.report import bundle, fleet, intoto, reports, signing, verdict
 from pty_acceptance.spec import checklist, inventory
 from pty_acceptance.spec.requirements import CATALOGUE
@@ -416,6 +417,27 @@ def cmd_checklist(a: argparse.Namespace) -> int:
     return 1
 
 
+def cmd_suite_identity(a: argparse.Namespace) -> int:
+    """Which suite a checkout is (SUITE-3): what a run's report says of the
+    suite that judged (suite_identity.py), here for any checkout, so that a
+    reviewer compares the reviewed one's with a report's. The distributions
+    are this command's virtualenv's."""
+    root = Path(a.root) if a.root else PROJECT
+    if not a.root and (status := needs_checkout("suite-identity", "acceptance/")) is not None:
+        return status
+    try:
+        ident = suite_identity.read(root, distributions.site_dirs(sys.prefix))
+    except OSError as e:
+        print(escape(f"suite-identity: {e}"), file=sys.stderr)
+        return 2
+    for name, value in ident.lines():
+        print(escape(f"{name}: {value}"))
+    if a.list:
+        for line in ident.listing:
+            print(escape(line))
+    return 0
+
+
 def cmd_preflight(a: argparse.Namespace) -> int:
     """Is this a host the suite can judge? Read-only, what a run checks first."""
     found = preflight.check(a.inventory or str(DEFAULT_INVENTORY))
@@ -563,6 +585,12 @@ def parser() -> argparse.ArgumentParser:
                         "the requirement records (spec/requirements.yml) and the node-id list")
     cl.add_argument("--write", action="store_true", help="render them anew")
     cl.set_defaults(func=cmd_checklist)
+    si = sub.add_parser("suite-identity", help="the suite a checkout is, as a run's report names the suite "
+                        "that judged: version, commit, whether modified, the digest of its files, the "
+                        "virtualenv's distributions")
+    si.add_argument("--root", metavar="DIR", default=None, help="the checkout (default: this one)")
+    si.add_argument("--list", action="store_true", help="also every line the files' digest is over")
+    si.set_defaults(func=cmd_suite_identity)
     pf = sub.add_parser("preflight", help="read-only, in seconds: is this a host the suite can judge "
                         "(systemd, the bus, the inventory, what it names, the host programs)?")
     pf.add_argument("--inventory", default=None, help=INVENTORY_HELP)

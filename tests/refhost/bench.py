@@ -46,7 +46,7 @@ import sys
 import tarfile
 import time
 
-from . import nodedist, npmdist
+from . import nodedist, npmdist, pinnedvenv
 from .common import supervisor_switch_lines
 from .machine import WORK_ROOT, Machine, MachineError, log
 from .run import DEPLOY, EXIT_SETUP_FAILED, GUEST_OUT, GUEST_PYTHON, GUEST_SRC, new_run_id
@@ -423,7 +423,8 @@ def run_bench(repo_root: pathlib.Path, *, runs: int = 3, warmup: int = 1, repeat
     scratch = WORK_ROOT / name / "out"
     src = WORK_ROOT / name / "src"
     m = Machine(tree, name=name, console_log=out / "console.log",
-                binds=[(str(src), GUEST_SRC, True), (str(scratch), GUEST_OUT, False), *npmdist.binds()])
+                binds=[(str(src), GUEST_SRC, True), (str(scratch), GUEST_OUT, False), *npmdist.binds(),
+                       *pinnedvenv.binds(repo_root, tree)])
     result: dict = {"run_id": run_id, "commit": git_head(repo_root, rev), "load_start": load_start,
                     "warmup": warmup, "runs_counted": runs, "cores": os.cpu_count(), "what_if": what_if}
     if rev == "HEAD" and git_dirty(repo_root):

@@ -276,7 +276,7 @@ def parse(output: bytes) -> dict | None:
 def run_matrix(repo_root: pathlib.Path, out: pathlib.Path) -> tuple[dict | None, str, str]:
     """Boot, deploy, run the matrix inside; (the report, the output, the
     machine's name). The runs' outputs and the journal are copied into `out`."""
-    from . import nodedist, npmdist
+    from . import nodedist, npmdist, pinnedvenv
     from .machine import Machine
     from .run import DEPLOY, GUEST_PYTHON, GUEST_SRC
     from .tree import ensure_tree
@@ -284,7 +284,9 @@ def run_matrix(repo_root: pathlib.Path, out: pathlib.Path) -> tuple[dict | None,
     npmdist.ensure_all()
     nodedist.ensure_sea(repo_root / "tests/reference/src/candidate/server.js")
     out.mkdir(parents=True, exist_ok=True)
-    with Machine(ensure_tree(), binds=[(str(repo_root), GUEST_SRC, True), *npmdist.binds()],
+    tree = ensure_tree()
+    with Machine(tree, binds=[(str(repo_root), GUEST_SRC, True), *npmdist.binds(),
+                              *pinnedvenv.binds(repo_root, tree)],
                  console_log=out / "console.log") as m:
         r = m.run(["/bin/sh", f"{GUEST_SRC}/{DEPLOY}"], cwd=GUEST_SRC)
         if r.returncode != 0:

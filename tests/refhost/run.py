@@ -10,7 +10,7 @@ import sys
 import time
 
 from .machine import WORK_ROOT, Machine, MachineError, log
-from . import nodedist, npmdist
+from . import nodedist, npmdist, pinnedvenv
 from .tree import DEFAULT_RELEASE, RELEASES, ensure_tree
 
 GUEST_BASE = "/opt/pty-acceptance"
@@ -96,7 +96,7 @@ def new_machine(repo_root: pathlib.Path, tree: pathlib.Path, name: str, out: pat
     scratch = WORK_ROOT / name / "out"  # in the machine's work dir: removed with it
     m = Machine(tree, name=name, console_log=out / "console.log",
                 binds=[(str(repo_root), GUEST_SRC, True), (str(scratch), GUEST_OUT, False),
-                       *npmdist.binds(), *binds])
+                       *npmdist.binds(), *pinnedvenv.binds(repo_root, tree), *binds])
     try:
         scratch.mkdir(parents=True)
         for i, s in enumerate(before):

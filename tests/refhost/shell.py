@@ -16,7 +16,7 @@ import argparse
 import pathlib
 import sys
 
-from . import nodedist, npmdist
+from . import nodedist, npmdist, pinnedvenv
 from .common import supervisor_switch_lines
 from .machine import Machine
 from .run import DEPLOY, GUEST_SRC
@@ -35,9 +35,10 @@ def main(argv=None) -> int:
     scripts = [pathlib.Path(s).resolve() for s in a.script]
     npmdist.ensure_all()  # deploy.sh installs Node's SEA and the released opencode from these
     nodedist.ensure_sea(REPO / "tests/reference/src/candidate/server.js")
-    binds = [(str(REPO), GUEST_SRC, True), *npmdist.binds()]
+    tree = ensure_tree()
+    binds = [(str(REPO), GUEST_SRC, True), *npmdist.binds(), *pinnedvenv.binds(REPO, tree)]
     binds += [(str(s.parent), f"/opt/dev-script-{i}", True) for i, s in enumerate(scripts)]
-    with Machine(ensure_tree(), binds=binds) as m:
+    with Machine(tree, binds=binds) as m:
         r = m.run(["/bin/sh", f"{GUEST_SRC}/{DEPLOY}"], stream=True)
         if r.returncode != 0:
             print(f"deploy failed: {r.returncode}", file=sys.stderr)

@@ -1,7 +1,8 @@
 """What the gate reads of the host, at session start and when the marker is
 decided: the deployment's bytes and the running supervisor (SCOPE-1/2,
 RUNTIME-1), the run's user and leftovers (MARK-1, SUITE-1/4), the signing
-key and tool (--sign-key) and the waiver file. Each reading becomes a frozen
+key and tool (--sign-key), the waiver file, and the code this process holds
+(loaded_code.py, SUITE-3). Each reading becomes a frozen
 record (run_records.py); the rules (rules.py) judge it, nothing here does.
 """
 
@@ -9,13 +10,14 @@ from __future__ import annotations
 
 import datetime
 import os
+import sys
 from pathlib import Path
 from typing import cast
 
-from pty_acceptance.decision import waivers
+from pty_acceptance.decision import loaded_code, waivers
 from pty_acceptance.decision.run_records import AtMarkerTime, AtStart, Content, Setup, frozen
 from pty_acceptance.host import hostfs, scratch
-from pty_acceptance.provenance import manifest, running_binary
+from pty_acceptance.provenance import distributions, manifest, running_binary, suite_identity
 from pty_acceptance.report import signing
 from pty_acceptance.spec.inventory import Inventory
 
@@ -62,10 +64,30 @@ def supervisor_now(inv: Inventory) -> running_binary.Running:
     return running_binary.at_marker_time(inv.units.supervisor, inv.binaries.supervisor.path)
 
 
-def at_start(setup: Setup, inv: Inventory) -> AtStart:
-    """The deployment at session start: the binaries' and the runtime's
-    hashes (judged at marker time), and evidence for the report: the inventory
-    and checklist files' digests and the running supervisor."""
+def suite_at_start(setup: Setup) -> tuple[suite_identity.Identity | None, str]:
+    """Which suite judges (suite_identity.py), or why it could not be read."""
+    try:
+        return suite_identity.read(setup.root, distributions.site_dirs(sys.prefix)), ""
+    except OSError as e:
+        return None, f"the suite's own files could not be listed: {e}"
+
+
+def suite_tree_now(setup: Setup) -> str:
+    """The suite's tree digest now (judged against the one at start), or why not."""
+    try:
+        return suite_identity.digest(suite_identity.tree_listing(setup.root))
+    except OSError as e:
+        return f"not read: {e}"
+
+
+def at_start(setup: Setup, inv: Inventory | None) -> AtStart:
+    """At session start: which suite judges; and with an inventory, the
+    deployment: the binaries' and the runtime's hashes (judged at marker
+    time), and evidence for the report: the inventory and checklist files'
+    digests and the running supervisor."""
+    suite, why = suite_at_start(setup)
+    if inv is None:
+        return AtStart(suite=suite, suite_error=why)
     hashes, errors = hash_binaries(inv)
     runtime = runtime_digest(inv)
     inventory_digest = file_digest(inv.file)
@@ -75,7 +97,8 @@ def at_start(setup: Setup, inv: Inventory) -> AtStart:
         supervisor = found.describe() + (f" PROBLEM: {found.problem}" if found.problem else "")
     except running_binary.RunningError as e:
         supervisor = f"not tied to the binary: {e}"
-    return AtStart(frozen(hashes), tuple(errors), runtime, inventory_digest, checklist_digest, supervisor)
+    return AtStart(frozen(hashes), tuple(errors), runtime, inventory_digest, checklist_digest, supervisor,
+                   suite, why)
 
 
 def content(inv: Inventory) -> Content:
@@ -94,9 +117,11 @@ def content(inv: Inventory) -> Content:
     return Content(frozen(hashes), tuple(errors), problem, runtime, digest, error)
 
 
-def at_marker_time(setup: Setup, read_content: bool) -> AtMarkerTime:
+def at_marker_time(setup: Setup, read_content: bool, plugins: tuple[tuple[str, object], ...] = ()) -> AtMarkerTime:
     """What the host says when the marker is decided. `read_content`: false
-    after a failed preflight (nothing ran; the content is not read)."""
+    after a failed preflight (nothing ran; the content is not read);
+    `plugins`: what pytest registered (the code in this process is judged
+    with them: loaded_code.py)."""
     euid = os.geteuid()
     unfinished = tuple(scratch.unfinished())
     now = content(cast(Inventory, setup.inventory)) if read_content else None  # read: it loaded
@@ -110,4 +135,5 @@ def at_marker_time(setup: Setup, read_content: bool) -> AtMarkerTime:
             error = e
     digest = file_digest(setup.waivers_file) if setup.waivers_file else None
     today = datetime.datetime.now(datetime.timezone.utc).date()
-    return AtMarkerTime(euid, unfinished, now, problems, given, error, digest, today)
+    foreign = tuple(loaded_code.problems(setup.root, loaded_code.this_process(plugins)))
+    return AtMarkerTime(euid, unfinished, now, problems, given, error, digest, today, foreign, suite_tree_now(setup))

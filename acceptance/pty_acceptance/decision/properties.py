@@ -1,7 +1,8 @@
 """What the gate says in the JUnit report's suite-level properties, as
 (name, value) pairs made from the records (run_records.py, rules.Decision):
-at session start the preflight, MARK-4's removal, the pins and what was read
-(SCOPE-2, RUNTIME-1); when the marker is decided the marker-time readings,
+at session start the preflight, MARK-4's removal, which suite judges
+(suite_identity.py: its version, commit, tree digest and distributions), the
+pins and what was read (SCOPE-2, RUNTIME-1); when the marker is decided the marker-time readings,
 the signing and the waivers, before pytest's JUnit writer writes.
 recorder.SuiteProperties adds them. The verdict (every blocker, `gate`,
 `marker` and the verdict test case) is the end's to set, when it publishes
@@ -14,6 +15,7 @@ from __future__ import annotations
 from pty_acceptance.decision.run_records import NOT_READ, AtMarkerTime, AtStart, Setup
 from pty_acceptance.decision.rules import Decision
 
+FOREIGN_KEPT = 500  # loaded_code's problems kept in the report (the blockers name the first few)
 SCOPE_4 = ("host acceptance only: this report says whether this host passed root acceptance; it "
            "is not, and never stands in for, the independent source review's MERGE verdict")
 
@@ -31,6 +33,7 @@ def at_start(setup: Setup, start: AtStart, cleaned: str, sigint: str | None) -> 
         out += [("host", line.removeprefix("host: ")) for line in found.host_lines()]
     out += [("MARK-4", setup.removal), ("SUITE-5", cleaned)]
     out += [("report-name", setup.report_claim)] if setup.report_claim else []
+    out += start.suite.lines() if start.suite is not None else [("suite", start.suite_error)]
     inv = setup.inventory
     if inv is None:
         return out + [("inventory", f"{setup.inventory_file}: did not load")]
@@ -63,6 +66,7 @@ def at_decision(setup: Setup, now: AtMarkerTime | None, decision: Decision) -> l
                     + (": refused, nothing signed" if decision.sign_refused else
                        ": the Statement is signed in a DSSE envelope beside it")))
     out += [("waiver", w.describe()) for w in decision.waivers]
+    out += [("foreign-code", p) for p in (now.foreign_code if now is not None else ())[:FOREIGN_KEPT]]
     return out
 
 

@@ -19,6 +19,7 @@ from pty_acceptance.decision.run_records import (EXIT_NO_TESTS_COLLECTED, EXIT_O
                                           AtStart, Content, Session, Setup)
 from pty_acceptance.spec.inventory import Inventory
 from pty_acceptance.spec.requirements import BY_ID, CATALOGUE, CONCERN, ENFORCED_BY_GATE, sort_key
+from pty_acceptance.spec.checklist import ROOT_SECTION_PREFIX
 
 # Run shapes that select or stop early: (option attribute, how it reads).
 NARROWING_OPTIONS = (
@@ -175,6 +176,56 @@ def module_blockers(setup: Setup, session: Session) -> list[Blocker]:
     return out
 
 
+def records_blockers(setup: Setup) -> list[Blocker]:
+    """SUITE-3: the list of what must run (nodeids.FILE, ROOT-ACCEPTANCE.md's
+    table) checked against the package's own requirement records
+    (requirements.yml): every requirement the gate does not enforce itself is
+    named by a listed test, every section of the records has its row and its
+    listed tests, and every row is a section of the records. A module deleted
+    together with its node-id lines and its table row passes every rule that
+    reads only those two (module_blockers, nodeid_blockers, coverage_blockers:
+    the rest still cover its IDs, or nothing names them); not this one."""
+    if setup.nodeids_error or setup.checklist_error:
+        return []  # nodeid_blockers and module_blockers say why the lists are unusable
+    named = {i for ids in setup.expected.values() for i in ids}
+    unnamed = sorted({r.id for r in CATALOGUE} - ENFORCED_BY_GATE - named, key=sort_key)
+    out = []
+    if unnamed:
+        out.append(Blocker(tuple(unnamed), f"{len(unnamed)} requirements of the requirement records are named "
+                           f"by no test in {nodeids.FILE}"))
+    records = {ROOT_SECTION_PREFIX + m for m in setup.record_sections}
+    rows = {s.module for s in setup.sections}
+    listed = {n.split("::", 1)[0] for n in setup.expected}
+    for module in sorted(records - rows):
+        out.append(Blocker(section_ids(module), f"{module} is a section of the requirement records but "
+                           "ROOT-ACCEPTANCE.md has no row for it"))
+    for module in sorted(records - listed):
+        out.append(Blocker(section_ids(module), f"{module} is a section of the requirement records but "
+                           f"{nodeids.FILE} lists no test of it"))
+    for module in sorted(rows - records):
+        out.append(Blocker(("SUITE-3",), f"{module} has a row in ROOT-ACCEPTANCE.md but is no section of the "
+                           "requirement records"))
+    return out
+
+
+def section_ids(module: str) -> tuple[str, ...]:
+    """The IDs whose checklist text the records put in `module`'s section."""
+    name = module.removeprefix(ROOT_SECTION_PREFIX)
+    ids = sorted({r.id for r in CATALOGUE for item in r.checklist if item.section == name}, key=sort_key)
+    return tuple(ids) or ("SUITE-3",)
+
+
+def suite_blockers(start: AtStart, now: AtMarkerTime) -> list[Blocker]:
+    """SUITE-3: which suite judged was read at start (suite_identity.py), and
+    its files are the same when the marker is decided."""
+    if start.suite is None:
+        return [Blocker(("SUITE-3",), f"which suite judged was not read: {start.suite_error}")]
+    if now.suite_tree != start.suite.tree_digest:
+        return [Blocker(("SUITE-3",), f"the suite's own files changed during the run: tree "
+                        f"{start.suite.tree_digest} at start, {now.suite_tree or 'not read'} now")]
+    return []
+
+
 def duplicate_blockers(session: Session) -> list[Blocker]:
     """SUITE-3: one test, one result. A node id collected twice
     (--keep-duplicates) or a phase reported twice (a rerun plugin) blocks."""
@@ -315,6 +366,21 @@ def waiver_blockers(session: Session, now: AtMarkerTime,
     return out, tuple(standing)
 
 
+CODE_SHOWN = 10  # code problems shown one by one (the JUnit's blocker properties hold these)
+
+
+def code_blockers(now: AtMarkerTime) -> list[Blocker]:
+    """SUITE-3: only the reviewed suite's code judged (loaded_code.py): each
+    piece of code in the process that is not the checkout's, the pinned
+    distributions' or the interpreter's, up to CODE_SHOWN, then how many more."""
+    found = now.foreign_code
+    out = [Blocker(("SUITE-3",), p) for p in found[:CODE_SHOWN]]
+    if len(found) > CODE_SHOWN:
+        out.append(Blocker(("SUITE-3",), f"and {len(found) - CODE_SHOWN} more of the process's code or start "
+                           "that is not the suite's (every one a `foreign-code` property of the report)"))
+    return out
+
+
 def decide(setup: Setup, session: Session, start: AtStart, now: AtMarkerTime) -> Decision:
     """Everything that keeps the marker away. First what kept tests from
     running at all (the preflight's cause, then every shared cause of tests
@@ -330,6 +396,7 @@ def decide(setup: Setup, session: Session, start: AtStart, now: AtMarkerTime) ->
         out.append(Blocker(("MARK-4",), setup.removal))
     out += run_shape_blockers(setup, session)
     out += [Blocker(("SUITE-3",), why) for why in session.shape_problems]
+    out += code_blockers(now)
     if not session.junit:
         out.append(Blocker(("SUITE-2",), "no JUnit report is being written (junitxml disabled?)"))
     if session.exitstatus not in (EXIT_OK, EXIT_TESTS_FAILED) and \
@@ -337,6 +404,8 @@ def decide(setup: Setup, session: Session, start: AtStart, now: AtMarkerTime) ->
         out.append(Blocker(("SUITE-3",), f"pytest ended with status {session.exitstatus}"))
     out += module_blockers(setup, session)
     out += nodeid_blockers(setup, session)
+    out += records_blockers(setup)
+    out += suite_blockers(start, now)
     out += duplicate_blockers(session)
     out += outcome_blockers(session)
     out += [Blocker(("SUITE-1", "SUITE-4"), f"a directory the run made and handed out was not removed: {u}")

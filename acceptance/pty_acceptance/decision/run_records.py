@@ -18,6 +18,7 @@ from typing import Mapping
 
 from pty_acceptance.decision import preflight, waivers
 from pty_acceptance.decision.waivers import WaiverError
+from pty_acceptance.provenance.suite_identity import Identity
 from pty_acceptance.report import signing
 from pty_acceptance.spec.checklist import Section
 from pty_acceptance.spec.inventory import Inventory
@@ -49,6 +50,7 @@ class Setup:
     write_marker: bool  # not --no-marker
     sections: tuple[Section, ...]  # ROOT-ACCEPTANCE.md's table
     checklist_error: str | None
+    record_sections: tuple[str, ...]  # the requirement records' sections (requirements.SECTIONS): "test_x.py"
     expected: Mapping[str, tuple[str, ...]]  # nodeids.FILE: nodeid -> IDs
     nodeids_error: str | None
     hostname: str
@@ -97,6 +99,8 @@ class AtStart:
     inventory_digest: str = ""  # "<sha256>  <path>" of the inventory file
     checklist_digest: str = ""  # and of ROOT-ACCEPTANCE.md
     supervisor: str = ""  # the running supervisor, tied to the installed binary or why not
+    suite: Identity | None = None  # which suite judged (suite_identity.py); None: not read
+    suite_error: str = ""  # why it was not
 
 
 @dataclass(frozen=True)
@@ -121,3 +125,5 @@ class AtMarkerTime:
     waiver_error: WaiverError | None  # the waiver file did not load (not waivers.: the field above shadows it)
     waivers_digest: str | None  # "<sha256>  <path>" of the waiver file (None: none given)
     today: datetime.date  # UTC: when a waiver expires
+    foreign_code: tuple[str, ...] = ()  # loaded_code.problems: code in the process that is not the suite's
+    suite_tree: str = ""  # the suite's tree digest now (suite_identity.py), or why it was not read

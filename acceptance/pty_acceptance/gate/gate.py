@@ -66,8 +66,8 @@ class Gate:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         st = self.setup  # the marker was removed before the gate existed (startup.py)
+        self.at_start = hostfacts.at_start(st, st.inventory)
         if st.inventory is not None:
-            self.at_start = hostfacts.at_start(st, st.inventory)
             self.watch = runwatch.RunWatch(st.inventory)
             self.watch.start()
         sigint = startup.SIGINT_IGNORED if startup.sigint_ignored() else None
@@ -195,7 +195,8 @@ class Gate:
         now = None
         try:
             happened = self.recorder.freeze(self.config, session, exitstatus, *watched)
-            now = hostfacts.at_marker_time(st, read_content=rules.preflight_cause(st) is None)
+            now = hostfacts.at_marker_time(st, read_content=rules.preflight_cause(st) is None,
+                                           plugins=tuple(self.config.pluginmanager.list_name_plugin()))
             decision = rules.decide(st, happened, self.at_start, now)
         except Exception as e:  # noqa: BLE001  # the suite's own fault: a blocker, the report still written
             decision = rules.Decision((rules.internal_error("deciding the verdict", e),), (), sign_refused=True)

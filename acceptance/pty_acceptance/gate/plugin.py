@@ -23,7 +23,7 @@ from pty_acceptance.decision import nodeids, preflight, rules
 from pty_acceptance.gate import failures, gate, owntree, report_escaping, startup
 from pty_acceptance.decision.run_records import Setup, frozen
 from pty_acceptance.report import report_name, reports, signing
-from pty_acceptance.spec import checklist, inventory
+from pty_acceptance.spec import checklist, inventory, requirements
 from pty_acceptance.gate.failures import fail, not_run, requirement_ids
 from pty_acceptance.spec.requirements import BY_ID
 
@@ -62,6 +62,7 @@ def _setup(config: pytest.Config) -> Setup:
         inventory_file=inventory_file,
         write_marker=not config.getoption("--no-marker"),
         sections=tuple(sections), checklist_error=checklist_error,
+        record_sections=tuple(s.module for s in requirements.SECTIONS),
         expected=frozen(expected), nodeids_error=nodeids_error,
         hostname=socket.gethostname(), args=tuple(startup.acceptance_args(config, acceptance)),
         removal=removal, report_path=report_path, report_private_dir=private, report_claim=report_claim,

@@ -7,6 +7,11 @@ acceptance/:
 
 - knows the suite's options, and does not stop at an unknown `--marker`
   before anything is removed;
+- judges what the process was started with first of all (launch.py: the
+  environment variables that change what Python or the dynamic loader
+  loads or which bus answers, `-p NAME`, a debugger, `--lsof`): refused
+  runs take the lock and remove the marker, and nothing else happens (no
+  cleanup of an earlier run, no bus opened) before they end NOT READY;
 - takes the run lock (rundir.py) first of all: a second run fails at once,
   NOT READY, naming the first, and touches nothing (SUITE-5);
 - removes, holding the lock, what a SIGKILLed run left: its stand-in
@@ -43,7 +48,7 @@ from pathlib import Path
 
 import pytest
 
-from pty_acceptance.decision import readiness_marker, reporting
+from pty_acceptance.decision import launch, readiness_marker, reporting
 from pty_acceptance.gate import node_listing
 from pty_acceptance.host import rundir, scratch, terminal
 from pty_acceptance.spec import inventory
@@ -165,9 +170,9 @@ def _terminated(signum, frame):
     raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
 
-def take_lock(config: pytest.Config) -> str | None:
-    """SUITE-5: the run lock, then what a SIGKILLed run left. Returns why the
-    run cannot go on (the marker is then still removed), or raises
+def take_lock(config: pytest.Config, clean: bool = True) -> str | None:
+    """SUITE-5: the run lock, then (`clean`) what a SIGKILLed run left. Returns
+    why the run cannot go on (the marker is then still removed), or raises
     UsageError when another run holds the lock (it is left alone)."""
     path = config.getini("pty_acceptance_run_dir") or rundir.DEFAULT_DIR
     config.stash[RUN_DIR_BEFORE] = rundir.current()
@@ -180,6 +185,9 @@ def take_lock(config: pytest.Config) -> str | None:
             f"NOT READY: SUITE-5: {e}; two runs never overlap, this one did nothing")) from None
     except (rundir.RunDirError, OSError) as e:
         return f"SUITE-5: the run lock cannot be taken: {e}"
+    if not clean:  # a refused launch (launch.py): nothing of an earlier run is touched, no bus opened
+        config.stash[CLEANED] = []
+        return None
     cleaned = []
     try:
         cleaned += rundir.clean_first(path)
@@ -233,11 +241,13 @@ def reporting_problems(config: pytest.Config) -> list[str]:
 def pytest_cmdline_main(config: pytest.Config) -> None:
     """Before pytest_configure, so before the plugin loads the inventory."""
     if is_acceptance_run(config):
-        problem = take_lock(config)
+        # SUITE-3: an environment or option that changes what loads, first of all (launch.py)
+        first = launch.refused(config.invocation_params.args, config.option)
+        problem = take_lock(config, clean=not first)
         config.stash[SIGTERM_BEFORE] = signal.signal(signal.SIGTERM, _terminated)
         config.stash[REMOVAL] = remove_markers(marker_paths(config))
         if not problem:
-            refused = reporting_problems(config)
+            refused = first + reporting_problems(config)
             problem = "SUITE-3: " + "; ".join(refused) if refused else None
         if problem:
             signal.signal(signal.SIGTERM, config.stash[SIGTERM_BEFORE])

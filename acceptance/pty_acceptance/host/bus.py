@@ -1,6 +1,7 @@
 """systemd's manager over the system bus (jeepney): the calls the suite needs
 to create, read and remove its own disposable units. Every call has a
-deadline; a D-Bus error becomes BusError naming the call. Not Testinfra's
+deadline; a D-Bus error becomes BusError naming the call. The bus is the
+one at its fixed path (SYSTEM_BUS), whatever the environment says. Not Testinfra's
 `host.service`: unit properties must keep empty values and the suite's own
 units are created and removed here."""
 
@@ -19,6 +20,16 @@ SYSTEMD = DBusAddress("/org/freedesktop/systemd1", bus_name="org.freedesktop.sys
 UNIT_IFACE = "org.freedesktop.systemd1.Unit"
 SERVICE_IFACE = "org.freedesktop.systemd1.Service"
 CALL_TIMEOUT_S = 5.0
+# The system bus at its fixed path, never where the environment says
+# (jeepney's bus="SYSTEM" honours DBUS_SYSTEM_BUS_ADDRESS: a private bus with a
+# fake org.freedesktop.systemd1 would answer for systemd). Every connection the
+# suite opens names this address (SUITE-3).
+SYSTEM_BUS = "unix:path=/run/dbus/system_bus_socket"
+
+
+def open_system_bus(enable_fds: bool = False) -> DBusConnection:
+    """A connection to the system bus at SYSTEM_BUS."""
+    return open_dbus_connection(bus=SYSTEM_BUS, enable_fds=enable_fds)
 
 
 class BusError(Unreadable):
@@ -41,7 +52,7 @@ class Systemd:
 
     @classmethod
     def connect(cls) -> "Systemd":
-        return cls(open_dbus_connection(bus="SYSTEM", enable_fds=True))
+        return cls(open_system_bus(enable_fds=True))
 
     def close(self) -> None:
         self.conn.close()
@@ -53,7 +64,7 @@ class Systemd:
         try:
             return self.conn.send_and_get_reply(msg, timeout=CALL_TIMEOUT_S)
         except KeyboardInterrupt:
-            old, self.conn = self.conn, open_dbus_connection(bus="SYSTEM", enable_fds=True)
+            old, self.conn = self.conn, open_system_bus(enable_fds=True)
             try:
                 old.close()
             except OSError:

@@ -5,7 +5,8 @@ html.escape, so that evidence can never become markup.
 
 Layout: the first screen a reviewer reads (issue 32 item 5): the gate's
 verdict (READY's last line, or NOT READY and the count), the host as the
-inventory names it, the counts (tests, passed, passed with concerns, failed,
+inventory names it, the suite that judged (version, commit, whether its files
+differed from it, their digest), the counts (tests, passed, passed with concerns, failed,
 not run), the in-toto Statement's result (WARNED when any test carries a
 concern), the IDs with concerns; the first causes of what did not pass,
 grouped (one line per cause with its count and the tests under it), the
@@ -149,8 +150,15 @@ def glance(v: Verdict, table: list[Row]) -> list[str]:
     ids = " ".join(f'<a class="{st}" href="#{anchor("req", i)}">{text(i)}</a>'
                    for i, st in sorted(concerned.items(), key=lambda kv: sort_key(kv[0])))
     blockers = f'<a href="#blockers">{len(v.blockers)}</a>' if v.blockers else "none"
+    version, commit = (v.values("suite-version") or [""])[0], (v.values("suite-commit") or [""])[0]
+    tree = (v.values("suite-tree") or [""])[0].partition("  ")[0]
+    modified = (v.values("suite-modified") or [""])[0]
+    suite = (f"opencode-pty-acceptance <b>{text(version)}</b>, commit <code>{text(commit)}</code>"
+             f" (modified: {text(modified)}), files <code>{text(tree)}</code>" if version or tree
+             else "(not recorded)")
     out = ['<table class="glance" id="glance">',
            f"<tr><th>Host</th><td>{host}</td></tr>",
+           f'<tr><th>Suite</th><td id="suite">{suite}</td></tr>',
            f"<tr><th>Tests</th><td>{counts}</td></tr>",
            f'<tr><th>in-toto Statement</th><td><span class="{word}"><b>{result}</b></span> ({why})</td></tr>',
            f"<tr><th>Concerns</th><td>{ids or 'none'}</td></tr>",
@@ -212,7 +220,8 @@ def render(v: Verdict, table: list[Row], title: str) -> str:
     for name in ("waiver", "waiver-file", "pin", "plugin-bun-pin", "plugin-harness-pin",
                  "binary-at-start", "runtime-at-start", "binary-at-marker-time",
                  "runtime-at-marker-time", "inventory-file", "checklist-file", "inventory",
-                 "marker", "supervisor-at-start", "MARK-4", "SUITE-5"):
+                 "marker", "supervisor-at-start", "MARK-4", "SUITE-5", "suite-version", "suite-commit",
+                 "suite-modified", "suite-tree", "suite-distributions", "suite"):
         for value in v.values(name):
             out.append(f"<tr><td>{text(name)}</td><td><code>{text(value)}</code></td></tr>")
     out.append("</table>")

@@ -14,7 +14,12 @@
                    machine's); and bun and
                    the smoke harness PLUGIN-1 runs, with their pins
                    (plugin-bun-pin, plugin-harness-pin): PLUGIN-1 passes
-                   only when both hash to them before every run
+                   only when both hash to them before every run; and the
+                   suite that judged (suite-tree, suite-commit,
+                   suite-distributions: suite_identity.py): its files'
+                   digest with its version, the checkout's git commit
+                   with whether the files differed from it, and the
+                   virtualenv's distribution set
 
 Built from the same Verdict as the matrix (verdict.py). Signed, when the
 operator names a key and a host tool (--sign-key), in a DSSE envelope beside
@@ -33,6 +38,10 @@ PREDICATE_TYPE = "https://in-toto.io/attestation/test-result/v0.1"
 MEDIA_TYPE = "application/vnd.in-toto+json"
 PLUGIN_PIN = ("the inventory's pin, from the review: PLUGIN-1 passes only when bun and the "
               "harness copy it runs hash to it, by descriptor, before every run")
+SUITE = "opencode-pty-acceptance"
+SUITE_TREE = ("the SHA-256 of sha256sum lines over the suite's files (acceptance/, conftest.py, "
+              "ROOT-ACCEPTANCE.md, pyproject.toml, requirements/target.txt), sorted by path: "
+              "`pty-acceptance suite-identity` prints them for any checkout")
 
 
 def hashed(value: str) -> tuple[str, str] | None:
@@ -70,6 +79,33 @@ def host_of(statement: dict) -> tuple[str, str] | None:
     return None
 
 
+def _hex(value: str, n: int) -> bool:
+    return len(value) == n and all(c in "0123456789abcdef" for c in value)
+
+
+def suite_descriptors(v: Verdict) -> list[dict]:
+    """The suite that judged: its files, its commit, its virtualenv (what the
+    report's suite-* properties say; none for a report older than them)."""
+    out: list[dict] = []
+    version = (v.values("suite-version") or [""])[0]
+    for value in v.values("suite-tree")[:1]:
+        digest, _, files = value.partition("  ")
+        if _hex(digest, 64):
+            out.append({"name": f"{SUITE} files", "digest": {"sha256": digest},
+                        "annotations": {"version": version, "files": files, "digestSource": SUITE_TREE}})
+    for commit in v.values("suite-commit")[:1]:
+        if _hex(commit, 40):
+            out.append({"name": f"{SUITE} commit", "digest": {"gitCommit": commit},
+                        "annotations": {"version": version,
+                                        "modified": (v.values("suite-modified") or ["not recorded"])[0]}})
+    for value in v.values("suite-distributions")[:1]:
+        digest, _, names = value.partition("  ")
+        if _hex(digest, 64):
+            out.append({"name": f"{SUITE} virtualenv", "digest": {"sha256": digest},
+                        "annotations": {"distributions": names.split()}})
+    return out
+
+
 def warned(case) -> bool:
     return bool(case.concerns) or any(BY_ID.get(i) and BY_ID[i].severity == CONCERN for i in case.ids)
 
@@ -104,6 +140,7 @@ def statement(v: Verdict, junit_name: str, junit_sha256: str) -> dict:
             d["annotations"] = {"requirement": "PLUGIN-1", "role": f"the plugin smoke {role}",
                                 "digestSource": PLUGIN_PIN}
             config.append(d)
+    config += suite_descriptors(v)
     passed = [c.nodeid for c in v.cases if c.passed and not warned(c)]
     warn = [c.nodeid for c in v.cases if c.passed and warned(c)]
     failed = [c.nodeid for c in v.cases if not c.passed]

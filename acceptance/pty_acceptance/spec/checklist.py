@@ -24,6 +24,7 @@ from pty_acceptance.spec.requirements import BY_ID, CATALOGUE, SECTIONS
 ROW = re.compile(r"^\|\s*([^|]+?)\s*\|\s*`(acceptance/test_[a-z0-9_]+\.py)`\s*\|\s*([^|]*?)\s*\|"
                  r"(?:\s*([^|]*?)\s*\|)?")
 ID = re.compile(r"\b[A-Z]+-\d+\b")
+ROOT_SECTION_PREFIX = "acceptance/"  # a row's module is the records' section module below acceptance/
 
 
 class ChecklistError(AcceptanceError):

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 
 from jeepney import HeaderFields, MessageType
 from jeepney.bus_messages import message_bus
-from jeepney.io.blocking import DBusConnection, open_dbus_connection
+from jeepney.io.blocking import DBusConnection
 
 from pty_acceptance.host import cgroups, programs
-from pty_acceptance.host.bus import SERVICE_IFACE, BusError, Systemd
+from pty_acceptance.host.bus import SERVICE_IFACE, BusError, Systemd, open_system_bus
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.supervisor.session_clients import RawSession
 
@@ -111,7 +111,7 @@ class Witness:
     got: dict[str, set[str]] = field(default_factory=dict)  # member -> senders
 
     def __enter__(self) -> "Witness":
-        self.conn = open_dbus_connection(bus="SYSTEM")
+        self.conn = open_system_bus()
         self.name = self.conn.unique_name
         return self
 

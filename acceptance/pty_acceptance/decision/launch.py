@@ -1,0 +1,192 @@
+"""What the suite's process may not be started with (SUITE-3): the
+environment variables that change what Python or the dynamic loader loads, or
+which bus the suite talks to, and the command-line options that load code the
+checkout does not hold or run a host program from the operator's PATH.
+
+Refused at start-up (startup.pytest_cmdline_main, the root conftest's own
+hook: no plugin can switch it off), before any test, before anything an
+earlier run left is removed, before the bus is opened: `ERROR: NOT READY:
+SUITE-3: ...`, exit status 4, no marker (the marker removal itself still
+happens: MARK-4). Judged again when the marker is decided (a blocker then).
+
+The environment judged is the one the process was started with
+(/proc/self/environ: what execve gave it, which a plugin that pops its own
+variable from os.environ does not change) together with os.environ now.
+
+Refused, and why:
+- every `LD_*` variable (LD_PRELOAD, LD_AUDIT, LD_LIBRARY_PATH, ...: ld.so
+  loads or searches code by them), GLIBC_TUNABLES (the loader's and libc's
+  tunables), GCONV_PATH (iconv modules dlopen()ed from there), OPENSSL_CONF,
+  OPENSSL_MODULES, OPENSSL_ENGINES (Python's hashlib and ssl load OpenSSL,
+  which loads the providers and engines these name);
+- PYTHONPATH (directories imported from before the virtualenv),
+  PYTHONHOME and PYTHONPLATLIBDIR (another standard library),
+  PYTHONUSERBASE (another user site), PYTHONPYCACHEPREFIX (bytecode
+  cached elsewhere, run instead of the sources), PYTHONSTARTUP (a file run
+  by an interactive interpreter: never wanted here), PYTHONINSPECT (the
+  interpreter turns interactive when pytest ends: the exit status a caller
+  reads is not the gate's, and on a terminal a root prompt waits),
+  PYTHONBREAKPOINT (code that breakpoint() imports and runs),
+  PYTHONWARNINGS (a filter's category is imported by its module name), and
+  every other PYTHON* variable but the few that change no code
+  (PYTHON_ALLOWED: PYTHONNOUSERSITE and PYTHONSAFEPATH only take places
+  away; PYTHONDONTWRITEBYTECODE, PYTHONUNBUFFERED, PYTHONHASHSEED,
+  PYTHONIOENCODING, PYTHONUTF8, PYTHONFAULTHANDLER, ... change no code
+  that runs); PYTHONOPTIMIZE is invocation.py's (checks compiled away);
+- PYTEST_PLUGINS (plugins loaded by name), PYTEST_ADDOPTS (options added to
+  the command line unseen: the command line the operator typed is the run's
+  whole invocation), PYTEST_DEBUG (pytest's own trace of every hook,
+  host text unescaped) and every other PYTEST_* variable but those pytest
+  sets itself or that only move pytest's temporary directory or colours
+  (PYTEST_ALLOWED);
+- DBUS_SYSTEM_BUS_ADDRESS, DBUS_SESSION_BUS_ADDRESS, DBUS_STARTER_ADDRESS
+  and DBUS_STARTER_BUS_TYPE: which bus answers as systemd (host/bus.py
+  opens the system bus at its fixed path whatever they say; a library that
+  honoured them would talk to whoever listens there).
+
+Options: `-p NAME` (a plugin loaded by name; `-p no:NAME` is reporting.py's),
+`--pdbcls` (a debugger class imported by name), `--pdb` and `--trace` (a
+debugger that stops the run and lets it be changed while it runs), and
+pytester's `--lsof` (runs `lsof` from the operator's PATH, as root, around
+every test; pytester is not loaded in an acceptance run at all, the option
+is refused should it be).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+
+from pty_acceptance.host import hostfs
+
+LIMIT = 1 << 20  # /proc/self/environ: execve allows a few MiB at most; more is not read
+
+REFUSED = {
+    "GLIBC_TUNABLES": "glibc's tunables, read by the dynamic loader",
+    "GCONV_PATH": "iconv modules glibc loads (dlopen) from there",
+    "OPENSSL_CONF": "an OpenSSL configuration: it loads the providers and engines it names (Python's "
+                    "hashlib and ssl use OpenSSL)",
+    "OPENSSL_MODULES": "where OpenSSL loads its providers from",
+    "OPENSSL_ENGINES": "where OpenSSL loads its engines from",
+    "PYTHONPATH": "directories Python imports from before the virtualenv",
+    "PYTHONHOME": "another standard library for the interpreter",
+    "PYTHONPLATLIBDIR": "another standard library directory for the interpreter",
+    "PYTHONUSERBASE": "another user site directory to import from",
+    "PYTHONPYCACHEPREFIX": "a cache directory whose compiled bytecode Python runs instead of the sources",
+    "PYTHONSTARTUP": "a file an interactive interpreter runs first",
+    "PYTHONINSPECT": "the interpreter turns interactive when pytest ends: the exit status is no longer "
+                     "the gate's, and on a terminal a root prompt waits",
+    "PYTHONBREAKPOINT": "code that breakpoint() imports and runs",
+    "PYTHONWARNINGS": "a warning filter's category is imported by its module name",
+    "PYTEST_PLUGINS": "plugins pytest loads by name",
+    "PYTEST_ADDOPTS": "options added to the command line unseen (the run's invocation is the command "
+                      "line as typed)",
+    "PYTEST_DEBUG": "pytest's trace of every hook call, host text unescaped (SUITE-4)",
+    "DBUS_SYSTEM_BUS_ADDRESS": "which bus answers as systemd",
+    "DBUS_SESSION_BUS_ADDRESS": "which bus a D-Bus library talks to",
+    "DBUS_STARTER_ADDRESS": "which bus a D-Bus library talks to",
+    "DBUS_STARTER_BUS_TYPE": "which bus a D-Bus library talks to",
+}
+PREFIXES = {
+    "LD_": "the dynamic loader loads or searches code by it",
+    "PYTHON": "an interpreter setting the suite does not know to change no code",
+    "PYTEST_": "a pytest setting the suite does not know to change nothing it judges",
+}
+# Interpreter settings that change no code that runs (or only take places away).
+PYTHON_ALLOWED = frozenset({
+    "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED", "PYTHONNOUSERSITE", "PYTHONSAFEPATH",
+    "PYTHONHASHSEED", "PYTHONIOENCODING", "PYTHONUTF8", "PYTHONCOERCECLOCALE", "PYTHONFAULTHANDLER",
+    "PYTHONTRACEMALLOC", "PYTHONMALLOC", "PYTHONMALLOCSTATS", "PYTHONDEVMODE", "PYTHONASYNCIODEBUG",
+    "PYTHONNODEBUGRANGES", "PYTHONINTMAXSTRDIGITS", "PYTHONPROFILEIMPORTTIME", "PYTHON_COLORS",
+    "PYTHONOPTIMIZE",  # judged by invocation.py: checks compiled away, a blocker of its own
+})
+# What pytest sets itself (its version, the test running), and where its
+# temporary directory goes and how its colours look.
+PYTEST_ALLOWED = frozenset({"PYTEST_VERSION", "PYTEST_CURRENT_TEST", "PYTEST_DEBUG_TEMPROOT", "PYTEST_THEME",
+                            "PYTEST_THEME_MODE"})
+SHOWN = 200  # characters of a refused value shown
+
+
+def why_refused(name: str) -> str | None:
+    """Why variable `name` is refused (None: it is not)."""
+    if name in REFUSED:
+        return REFUSED[name]
+    if name in PYTHON_ALLOWED or name in PYTEST_ALLOWED:
+        return None
+    for prefix, why in PREFIXES.items():
+        if name.startswith(prefix):
+            return why
+    return None
+
+
+def exec_environment() -> dict[str, str]:
+    """The environment this process was started with (/proc/self/environ),
+    whatever os.environ says now; {} where it cannot be read."""
+    try:
+        data = hostfs.read_file(f"/proc/{os.getpid()}/environ", LIMIT)  # /proc/self is a link
+    except OSError:
+        return {}
+    out = {}
+    for item in data.split(b"\0"):
+        name, sep, value = item.partition(b"=")
+        if sep and name:
+            out[name.decode(errors="surrogateescape")] = value.decode(errors="surrogateescape")
+    return out
+
+
+def environments() -> list[Mapping[str, str]]:
+    """The environments judged: the one execve gave, and os.environ now."""
+    return [exec_environment(), os.environ]
+
+
+def environment_problems(sources: Iterable[Mapping[str, str]]) -> list[str]:
+    """One sentence per refused variable set in any of `sources` (an empty
+    value changes nothing and is not refused)."""
+    seen: dict[str, str] = {}
+    for env in sources:
+        for name, value in env.items():
+            if value and name not in seen and why_refused(name):
+                seen[name] = value
+    out = []
+    for name in sorted(seen):
+        value = seen[name]
+        shown = value if len(value) <= SHOWN else value[:SHOWN] + "..."
+        out.append(f"the environment sets {name}={shown!r}: {why_refused(name)}; refused before anything "
+                   "ran (unset it)")
+    return out
+
+
+def plugin_args(args: Iterable[str]) -> list[str]:
+    """The values of every `-p` in a command line as typed (`-p X`, `-pX`)."""
+    out, it = [], iter(args)
+    for a in it:
+        if a == "-p":
+            out.append(next(it, ""))
+        elif a.startswith("-p") and not a.startswith("--"):
+            out.append(a[2:])
+    return out
+
+
+def option_problems(args: Iterable[str], option: object) -> list[str]:
+    """`args`: the command line as typed (pytest's invocation_params.args,
+    which a plugin editing config.option does not change); `option`: the
+    parsed options."""
+    out = []
+    named = [p for p in plugin_args(args) if not p.startswith("no:")]
+    named += [p for p in (getattr(option, "plugins", None) or []) if not p.startswith("no:") and p not in named]
+    if named:
+        out.append("-p " + " -p ".join(named) + ": loads plugins by name, code the checkout does not hold "
+                   "(only -p no:cacheprovider may be given)")
+    if getattr(option, "usepdb_cls", None):
+        out.append(f"--pdbcls {':'.join(option.usepdb_cls)}: a debugger class imported by name")  # type: ignore[attr-defined]
+    if getattr(option, "usepdb", False) or getattr(option, "trace", False):
+        out.append("--pdb/--trace: a debugger would stop the run and let it be changed while it runs")
+    if getattr(option, "lsof", False):
+        out.append("--lsof: pytester runs lsof from the operator's PATH, as root, around every test")
+    return out
+
+
+def refused(args: Iterable[str], option: object) -> list[str]:
+    """Everything this process was started with that it may not be (the
+    environment, then the options): startup.py refuses the run on any."""
+    return environment_problems(environments()) + option_problems(args, option)
