@@ -207,3 +207,26 @@ def test_a_stop_under_the_suites_own_tracer_is_the_tracers(own_group, tmp_path):
     finally:
         tracer.kill()
         tracer.wait()
+
+
+def test_a_reading_made_while_declared_is_not_counted_when_judged_after(own_group, monkeypatch):
+    """The guard's thread read state T inside the declared window, and (a loaded
+    host) judged it only after the test had taken the stop back: not a stop."""
+    child = _child_stopped()
+    try:
+        group = own_group(child.pid)
+        guard = stopguard.Guard("opencode-pty-supervisor.service")
+        clock = iter([100.0, 101.0, 102.0])  # declared, read, taken back
+        monkeypatch.setattr(stopguard.time, "monotonic", lambda: next(clock))
+        with guard.deliberate(child.pid):
+            read_at = stopguard.time.monotonic()
+        monkeypatch.undo()
+        with guard._lock:
+            assert guard._declared(child.pid, read_at)
+            assert not guard._declared(child.pid, 103.0)  # read after it was taken back: counted
+            assert not guard._declared(child.pid, 99.0)   # read before it was declared: counted
+        guard._judge("pty-acceptance-probe-00.service", group, child.pid)
+        assert guard.tripped is not None  # now, long after the window: a stop from outside
+    finally:
+        child.kill()
+        child.wait()

@@ -86,7 +86,7 @@ class Guard:
         self.during = ""  # the test in progress: the gate sets it
         self.stops: list[Stop] = []
         self.broken: str | None = None  # why the guard could not watch
-        self._deliberate: set[int] = set()
+        self._windows: dict[int, list[list[float | None]]] = {}  # pid -> [declared, taken back] times
         self._seen: set[tuple[int, float]] = set()  # (pid, create time) already recorded
         self._groups: dict[str, str | None] = {}  # unit -> its ControlGroup (None: not the suite's)
         self._lock = threading.Lock()
@@ -123,14 +123,22 @@ class Guard:
 
     @contextlib.contextmanager
     def deliberate(self, pid: int):
-        """A stop of `pid` the suite makes itself (ISO-3), not counted while declared."""
+        """A stop of `pid` the suite makes itself (ISO-3): a state read while it
+        was declared is not counted, even when the guard judges that reading
+        after the declaration ended (a loaded host delays the guard's thread)."""
+        window: list[float | None] = [time.monotonic(), None]
         with self._lock:
-            self._deliberate.add(pid)
+            self._windows.setdefault(pid, []).append(window)
         try:
             yield
         finally:
             with self._lock:
-                self._deliberate.discard(pid)
+                window[1] = time.monotonic()
+
+    def _declared(self, pid: int, read_at: float) -> bool:
+        """`pid`'s state, read at `read_at`, fell in a declared window (under the lock)."""
+        return any(start is not None and start <= read_at and (end is None or read_at <= end)
+                   for start, end in self._windows.get(pid, ()))
 
     # -- the thread
     def _note_broken(self, why: str) -> None:
@@ -214,13 +222,14 @@ class Guard:
         try:
             data = proc.stat_line(pid)
             state = proc.stat_field(data, 3)
+            read_at = time.monotonic()
             if state not in (b"T", b"t"):
                 return
             created = proc.create_time(pid)
         except (OSError, ValueError, psutil.Error):
             return  # gone between the cgroup's listing and its stat: gone is gone
         with self._lock:
-            if pid in self._deliberate or (pid, created) in self._seen:
+            if self._declared(pid, read_at) or (pid, created) in self._seen:
                 return
         tracer = self._tracer(pid)
         if tracer is None:
