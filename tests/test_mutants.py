@@ -140,7 +140,7 @@ def test_the_cli_offers_the_supervisor_implementations_and_releases_the_harness_
 
 @pytest.mark.parametrize("status, refusal, after, killed", [
     (4, "ERROR: NOT READY: MARK-4: /etc/opencode/pty-supervisor-verified does not parse as a marker (1 lines, "
-        "not 4): not removed (MARK-4: nothing else there)", 0, True),
+        "not 4): not removed (MARK-4: no other marker path)", 0, True),
     (4, "ERROR: NOT READY: SUITE-3: -q: the header ...", 0, False),  # refused, but not for what stands there
     (4, "ERROR: NOT READY: MARK-4: /etc/opencode/pty-supervisor-verified is a symlink", 0, False),  # not its says
     (4, "ERROR: NOT READY: MARK-4: /etc/opencode/pty-supervisor-verified does not parse as a marker", 1, False),
@@ -157,8 +157,10 @@ def test_a_start_refused_fault_is_killed_only_by_a_refusal_naming_it(tmp_path, m
             (out_dir / "reports/acceptance-reference-1.xml").write_text(JUNIT.format(props="", failure=""))
         (out_dir / SUITE_STDERR).write_text(refusal + "\n")
         (out_dir / AFTER_SUITE).write_text(f"0 {after}\n")
+        (out_dir / "pty-supervisor-verified").write_text("keep me\n")  # the harness copies what stands there
         return status
     monkeypatch.setattr(mutants_run, "run_reference", fake)
     row = mutants_run.run_one(REPO, tmp_path / "out", fault)
     assert row["killed"] is killed, row
+    assert row["marker"] is False, row  # what was planted stands there: no marker
     assert (row["caught_by"] == ["MARK-4"]) is (refusal.startswith("ERROR: NOT READY: MARK-4") and status == 4)

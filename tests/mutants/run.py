@@ -163,6 +163,11 @@ def _start_refused(row: dict, fault: catalogue.Fault, out: pathlib.Path, status:
                      if p.is_file())
     refusal = next((line for line in text.splitlines() if line.startswith("ERROR: NOT READY: ")), "")
     named = refusal.removeprefix("ERROR: NOT READY: ").split(": ", 1)[0].split()
+    collected = out / "pty-supervisor-verified"  # what stands at the marker path now: the planted file
+    if collected.is_file():
+        from pty_acceptance.decision.readiness_marker import format_problem
+
+        row["marker"] = format_problem(collected.read_bytes()) is None  # a marker, not what was planted
     caught = sorted(set(named) & set(fault.must_fail)) if status == EXIT_REFUSED else []
     row.update(caught_by=caught, unexpected=[], says=refusal[:300],
                killed=bool(caught) and not reported and not row["marker"] and fault.says in refusal)

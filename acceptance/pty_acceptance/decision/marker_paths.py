@@ -104,4 +104,4 @@ class Removal:
         """What happened at each path; without `kept`, what stands is left to
         the refusal that names it."""
         said = [s for s in self.said if kept or s not in self.kept]
-        return "; ".join(said) if said else ("no marker path looked at" if kept else "nothing else there")
+        return "; ".join(said) if said else ("no marker path looked at" if kept else "no other marker path")
