@@ -139,6 +139,7 @@ REFUSED = {
     "--rootdir": (["--rootdir", "@ROOT_PARENT"], {}, "--rootdir"),
     "-p": (["-p", "quietp"], {"PYTHONPATH": "@PLUGINS"}, "-p loads plugins"),
     "PYTEST_PLUGINS": ([], {"PYTEST_PLUGINS": "quietp", "PYTHONPATH": "@PLUGINS"}, "PYTEST_PLUGINS="),
+    "--disable-plugin-autoload": (["--disable-plugin-autoload"], {}, "--disable-plugin-autoload"),
 }
 
 

@@ -109,6 +109,9 @@ def start_up_problems(option) -> list[str]:
                    "conftest's module name find acceptance/conftest.py)")
     if getattr(option, "pyargs", False):
         out.append("--pyargs: test modules found by import name on sys.path, not by the checkout's paths")
+    if getattr(option, "disable_plugin_autoload", False):
+        out.append("--disable-plugin-autoload: pytest loads no entry-point plugin, not the suite's run guard "
+                   "(the first of its code to run however pytest is started)")
     return out
 
 
