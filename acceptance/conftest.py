@@ -5,10 +5,16 @@ sessions through the peer, and the guard of tests that stop the supervisor.
 
 Every unit the suite creates carries the run's tag and is stopped on every
 path; leftovers of a crashed run are stopped when the next run starts.
+
+Its pytest_addoption arms the run guard (gate/runguard.py) where the root
+conftest.py is not loaded (`--confcutdir acceptance`, acceptance/ reached
+through a link): the markers are removed and the run is refused.
 """
 
 import pytest
 import testinfra
+
+from pty_acceptance.gate import runguard
 
 from pty_acceptance.host import programs
 from pty_acceptance.provenance import builds
@@ -21,6 +27,10 @@ from pty_acceptance.host.bus import BusError, Systemd
 from pty_acceptance.gate.failures import fail, not_run
 from pty_acceptance.supervisor.session_clients import HelperSession, RawSession
 from pty_acceptance.supervisor.unit_vouch import Owner
+
+
+def pytest_addoption(parser, pluginmanager):
+    runguard.arm_from_conftest(pluginmanager, __file__, "acceptance/conftest.py")
 
 
 @pytest.fixture(scope="session")

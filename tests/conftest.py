@@ -250,11 +250,12 @@ class NoUnitsBus:
 def project(pytester, target, supervisor, safe_dir, monkeypatch):
     """The gate's fixture project (tests/gateproject.py): the checkout's own
     start-up conftest, a checklist and a module naming every requirement, its
-    node-id list, a fake host, and a run directory of its own (the run lock:
-    the real /run/pty-acceptance is the host's)."""
+    node-id list, a fake host and acceptance/conftest.py's run guard hook, and
+    a run directory of its own (the run lock: the real /run/pty-acceptance is
+    the host's)."""
     from pty_acceptance.decision import nodeids, preflight
 
-    from gateproject import ALL_IDS, FAKE_HOST, LISTED, PASSING
+    from gateproject import ALL_IDS, FAKE_HOST, GUARD_HOOK, LISTED, PASSING
 
     pytester.makeini("[pytest]\njunit_family = xunit1\naddopts = -p no:cacheprovider\n"
                      f"pty_acceptance_run_dir = {safe_dir}/run\n")
@@ -269,7 +270,7 @@ def project(pytester, target, supervisor, safe_dir, monkeypatch):
     monkeypatch.setattr(requirements, "SECTIONS", requirements.SECTIONS)  # FAKE_HOST's, undone after the test
     from pty_acceptance.host import stopguard
     monkeypatch.setattr(stopguard, "connect", NoUnitsBus)  # FAKE_HOST's, for in-process runs
-    (pytester.path / "acceptance/conftest.py").write_text(FAKE_HOST)
+    (pytester.path / "acceptance/conftest.py").write_text(FAKE_HOST + GUARD_HOOK)
     (pytester.path / "acceptance/test_all.py").write_text(PASSING)
     (pytester.path / nodeids.FILE).write_text(nodeids.render(LISTED))
     (pytester.path / "requirements").mkdir()  # the pins the gate judges the venv's distributions by

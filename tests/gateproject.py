@@ -82,6 +82,12 @@ def for_separate_processes(project) -> None:
         f.write(SEPARATE_BUS.format(main_pid=FakeBus.main_pid))
 
 
+# acceptance/conftest.py's own hook (the real one holds it too: test_run_guard.py
+# checks): where the root conftest is not loaded, it arms the run guard
+GUARD_HOOK = ("from pty_acceptance.gate import runguard\n\n\n"
+              "def pytest_addoption(parser, pluginmanager):\n"
+              "    runguard.arm_from_conftest(pluginmanager, __file__, \"acceptance/conftest.py\")\n")
+
 RELIST = ("import sys; from pathlib import Path; from pty_acceptance.decision import nodeids; "
           "from pty_acceptance.gate import node_listing; "
           "r = Path(sys.argv[1]); sys.stdout.write(nodeids.render(node_listing.collect(r, r / 'tox.ini')))")
@@ -105,6 +111,16 @@ def run(project, target, *args, path="acceptance/", subprocess=False):
 def last_line(res) -> str:
     lines = [l for l in res.outlines if l.strip()]
     return lines[-1]
+
+
+def earlier_marker(path) -> Path:
+    """A marker in MARK-2's shape, root:root 0644, at `path`, as an earlier
+    READY run leaves one: a run's start removes it (MARK-4)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_bytes(marker.render("0" * 40, "0" * 64, [("0" * 64, b) for b in marker.DEFAULT_BINARIES]))
+    p.chmod(0o644)
+    return p
 
 
 def expectation(target):

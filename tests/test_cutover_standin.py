@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from conftest import REPO
+from suitecopy import suite_copy
 from opencode_standin import Behaviour, StandIn
 
 PW = "standin-pw-7c1e0b9a-Zz"
@@ -22,15 +23,16 @@ RUNTIME = os.path.realpath(sys.executable)  # what /proc/<this pid>/exe is
 TOKEN = base64.b64encode(f"opencode:{PW}".encode()).decode()
 
 
-RUN_DIR = {"path": None}
+COPY = {"path": None}
 
 
 @pytest.fixture(autouse=True)
-def _own_run_dir(safe_dir):
-    """A run lock of its own (under a root-owned /run directory), not the host's."""
-    RUN_DIR["path"] = f"{safe_dir}/run"
+def _own_checkout(safe_dir):
+    """The suite in a copy of its own with a run lock of its own (under a
+    root-owned /run directory, not the host's) and a fake host: suitecopy.py."""
+    COPY["path"] = suite_copy(safe_dir / "checkout", f"{safe_dir}/run", fake_host=True)
     yield
-    RUN_DIR["path"] = None
+    COPY["path"] = None
 
 
 def _run(tmp_path, prod_port, cand_port, env_file, extra=(), runtime=RUNTIME):
@@ -45,11 +47,9 @@ def _run(tmp_path, prod_port, cand_port, env_file, extra=(), runtime=RUNTIME):
     reports = tmp_path / "reports"
     done = subprocess.run([sys.executable, "-m", "pytest", "acceptance/test_cutover.py",
                            "--inventory", str(inv), "--no-marker", "--report-dir", str(reports),
-                           "-p", "no:cacheprovider", "-p", "fakehost", "-rA",
-                           "-o", f"pty_acceptance_run_dir={RUN_DIR['path']}", *extra],
-                          cwd=REPO, capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL,
-                          env=dict(os.environ, PYTHONPATH=str(REPO / "tests")))
+                           "-p", "no:cacheprovider", "-rA", *extra],
+                          cwd=COPY["path"], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
     (xml,) = reports.glob("acceptance-standin-*.xml")
     text = xml.read_text()
     cases = {c.get("name"): (c.find("failure") is None and c.find("error") is None, c)

@@ -14,7 +14,8 @@ from pty_acceptance.decision import nodeids, readiness_marker as marker
 from pty_acceptance.report import reports
 
 from conftest import FakeBus
-from gateproject import assert_refused_at_start, PASSING, add_tests, assert_refused, expectation, last_line, run
+from gateproject import (PASSING, add_tests, assert_refused, assert_refused_at_start, earlier_marker, expectation,
+                         last_line, run)
 
 
 def test_complete_passing_run_writes_a_verified_marker(project, target):
@@ -217,22 +218,31 @@ def test_source_manifest_mismatch_blocks(project, target):
     assert_refused(run(project, target), target, "SCOPE-1")
 
 
-@pytest.mark.parametrize("kind", ["stale file", "symlink", "group-writable"])
-def test_earlier_marker_is_removed_even_when_the_run_fails(project, target, kind, tmp_path):
+@pytest.mark.parametrize("kind", ["stale marker", "group-writable marker"])
+def test_earlier_marker_is_removed_even_when_the_run_fails(project, target, kind):
+    m = earlier_marker(target.marker)
+    if kind == "group-writable marker":  # root's and a marker still: it goes (MARK-3 grants it nothing)
+        m.chmod(0o664)
+    add_tests(project, "@pytest.mark.requirement('OWN-2')\ndef test_fails():\n    assert False\n")
+    res = run(project, target)
+    assert_refused(res, target, "OWN-2")
+    assert any(f"removed an existing marker at {m}" in l for l in res.outlines)
+
+
+def test_what_is_not_a_marker_stands_and_the_run_is_refused(project, target, tmp_path):
+    """Issue 38: only a root-owned file that parses as a marker is removed; a
+    link at the marker path (once removed, never followed) now stays, named,
+    and the run is refused at start-up (test_marker_removal.py has every kind)."""
     m = Path(target.marker)
     m.parent.mkdir(parents=True, exist_ok=True)
     victim = tmp_path / "victim"
     victim.write_text("keep me\n")
-    if kind == "symlink":
-        m.symlink_to(victim)
-    else:
-        m.write_text("revision=stale\n")
-        m.chmod(0o664 if kind == "group-writable" else 0o644)
-    add_tests(project, "@pytest.mark.requirement('OWN-2')\ndef test_fails():\n    assert False\n")
+    m.symlink_to(victim)
     res = run(project, target)
-    assert_refused(res, target, "OWN-2")
-    assert victim.read_text() == "keep me\n"  # the link was removed, never followed
-    assert any("removed an existing marker" in l for l in res.outlines)
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    said = _said_not_ready(res)
+    assert said.startswith("ERROR: NOT READY: MARK-4: ") and f"{m} is a symlink" in said, said
+    assert os.path.islink(m) and victim.read_text() == "keep me\n"
 
 
 def test_unsafe_marker_directory_blocks_the_write(project, target):
@@ -345,10 +355,7 @@ def test_duplicate_node_ids_block(project, target):
 
 # ------------------------------------------- MARK-4: the marker goes first
 def _stale(target) -> Path:
-    m = Path(target.marker)
-    m.parent.mkdir(parents=True, exist_ok=True)
-    m.write_text("revision=stale\n")
-    return m
+    return earlier_marker(target.marker)
 
 
 def _said_not_ready(res) -> str:
@@ -377,9 +384,7 @@ def test_an_inventory_that_fails_to_load_still_removes_the_marker(project, targe
 
 
 def test_an_inventory_that_names_no_marker_removes_the_default_one(project, target, monkeypatch, safe_dir):
-    default = safe_dir / "default/pty-supervisor-verified"
-    default.parent.mkdir()
-    default.write_text("revision=stale\n")
+    default = earlier_marker(safe_dir / "default/pty-supervisor-verified")
     monkeypatch.setattr(marker, "DEFAULT_PATH", str(default))
     target.inventory.write_text("all: [not, an, inventory\n")
     res = run(project, target)
@@ -485,40 +490,44 @@ def _refused_because(res, target, text, *ids):
     assert any(text in line for line in res.outlines), "\n".join(res.outlines[-30:])
 
 
+def _refused_at_start(res, target, text):
+    """Issue 38: refused at start-up (these were SUITE-3 blockers at the end
+    of a whole run): ERROR: NOT READY, exit 4, no test run, no report."""
+    said = _said_not_ready(res)
+    assert res.ret == pytest.ExitCode.USAGE_ERROR, said
+    assert said.startswith("ERROR: NOT READY: SUITE-3: ") and text in said, said
+    assert not os.path.lexists(target.marker), "a marker was written"
+    assert not any("passed" in l or "collected" in l for l in res.outlines), res.outlines[-10:]
+
+
 def test_python_optimised_is_refused(project, target, monkeypatch):
     """-O strips every assert pytest did not rewrite (the library's): never READY."""
     monkeypatch.setenv("PYTHONOPTIMIZE", "1")
-    _refused_because(run(project, target, subprocess=True), target, "optimisation level 1")
+    _refused_at_start(run(project, target, subprocess=True), target, "optimisation level 1")
 
 
 def test_plain_assertions_are_refused(project, target):
-    _refused_because(run(project, target, "--assert=plain"), target, "--assert=plain")
+    _refused_at_start(run(project, target, "--assert=plain"), target, "--assert=plain")
 
 
-def test_an_ini_override_that_drops_a_test_is_refused_under_its_ids(project, target):
-    """-o python_functions keeps every ID covered by test_everything but drops
-    test_other: the missing test blocks under its own IDs (OWN-1)."""
-    res = run(project, target, "-o", "python_functions=test_e*")
-    _refused_because(res, target, "not collected: test_other", "OWN-1")
-    assert any("-o/--override-ini" in line for line in res.outlines)
+def test_an_ini_override_is_refused_at_start_up(project, target):
+    """-o python_functions would drop test_other: refused before collection."""
+    _refused_at_start(run(project, target, "-o", "python_functions=test_e*"), target,
+                      "-o/--override-ini changes the project's configuration: python_functions=test_e*")
 
 
 def test_another_ini_file_is_refused(project, target, safe_dir):
     (project.path / "other.ini").write_text("[pytest]\npython_functions = test_e*\n"
                                             f"pty_acceptance_run_dir = {safe_dir}/run\n")
-    res = run(project, target, "-c", "other.ini")
-    _refused_because(res, target, "-c other.ini", "OWN-1")
+    _refused_at_start(run(project, target, "-c", "other.ini"), target, "-c other.ini")
 
 
 def test_another_rootdir_is_refused(project, target):
-    """Above the checkout the root conftest still loads: the gate refuses. Below
-    it the root conftest is not loaded at all: pytest stops at the suite's
-    unknown options and nothing runs (no marker either way)."""
-    res = run(project, target, "--rootdir", str(project.path.parent))
-    _refused_because(res, target, "--rootdir")
+    """Above the checkout or below it (where the root conftest is not loaded
+    at all): refused at start-up either way (the run guard: runguard.py)."""
+    _refused_at_start(run(project, target, "--rootdir", str(project.path.parent)), target, "--rootdir")
     (project.path / "elsewhere").mkdir()
-    res = run(project, target, "--rootdir", str(project.path / "elsewhere"))
-    assert res.ret != 0 and not os.path.lexists(target.marker)
+    _refused_at_start(run(project, target, "--rootdir", str(project.path / "elsewhere")), target, "--rootdir")
 
 
 def test_a_plugin_named_on_the_command_line_is_refused(project, target):
@@ -526,8 +535,7 @@ def test_a_plugin_named_on_the_command_line_is_refused(project, target):
     at the end, after the plugin had run the whole session)."""
     (project.path / "narrowing_plugin.py").write_text("")
     project.syspathinsert()
-    res = run(project, target, "-p", "narrowing_plugin")
-    assert_refused_at_start(res, target, "-p narrowing_plugin: loads plugins by name")
+    _refused_at_start(run(project, target, "-p", "narrowing_plugin"), target, "-p loads plugins")
 
 
 def test_a_test_the_list_does_not_name_is_refused(project, target):
@@ -559,7 +567,7 @@ def test_another_marker_path_still_removes_the_inventorys_marker(project, target
     res = run(project, target, "--marker", str(other))
     assert_refused(res, target, "OWN-2")
     assert not os.path.lexists(m) and not os.path.lexists(other)
-    assert any(f"removed an existing marker (regular file) at {m}" in l for l in res.outlines)
+    assert any(f"removed an existing marker at {m}" in l for l in res.outlines)
 
 
 def test_a_junit_writer_that_fails_after_the_decision_is_not_ready(project, target, monkeypatch):

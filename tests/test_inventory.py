@@ -2,7 +2,6 @@
 one line naming the file and the key, and pytest stops with status 4."""
 
 import dataclasses
-import os
 import subprocess
 import xml.etree.ElementTree as ET
 import sys
@@ -14,6 +13,7 @@ import yaml
 from pty_acceptance.spec import inventory
 
 from conftest import REPO
+from suitecopy import suite_copy
 
 
 RUNTIME_PIN = "ab" * 32  # what an operator fills in for target.yml's placeholders
@@ -228,14 +228,15 @@ def test_missing_file(tmp_path):
 
 def test_an_inventory_that_does_not_load_runs_nothing_and_says_why_first_and_last(tmp_path, safe_dir):
     """Issue 22: not a usage error any more: the preflight names the inventory's
-    problem, no test runs, the JUnit report is written and leads with it."""
+    problem, no test runs, the JUnit report is written and leads with it (the
+    real suite, in a copy with a run lock of its own and a fake host:
+    suitecopy.py)."""
     f = tmp_path / "inv.yml"
     f.write_text(yaml.safe_dump(_set(_good(), "revision", "xyz")))
+    copy = suite_copy(safe_dir / "checkout", f"{safe_dir}/run", fake_host=True)
     done = subprocess.run([sys.executable, "-m", "pytest", "acceptance/", "--inventory", str(f),
-                           "--report-dir", str(tmp_path / "r"), "-p", "fakehost",
-                           "-o", f"pty_acceptance_run_dir={safe_dir}/run"],
-                          cwd=REPO, capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, PYTHONPATH=str(REPO / "tests")))
+                           "--report-dir", str(tmp_path / "r")],
+                          cwd=copy, capture_output=True, text=True, timeout=120)
     lines = [l for l in done.stdout.splitlines() if l.strip()]
     assert done.returncode != 0, done.stdout + done.stderr
     said = f"NOT READY: preflight: inventory: {f}: all.hosts.pilot.revision: malformed value"

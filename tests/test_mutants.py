@@ -9,7 +9,7 @@ import pytest
 from conftest import REPO
 from tests.mutants import catalogue, run as mutants_run
 from tests.mutants.run import _leaks, run_mutants
-from tests.refhost.run import AFTER_SUITE, EXIT_SETUP_FAILED, EXIT_TIMED_OUT
+from tests.refhost.run import AFTER_SUITE, EXIT_SETUP_FAILED, EXIT_TIMED_OUT, SUITE_STDERR
 from tests.refhost.tree import RELEASES
 
 
@@ -136,3 +136,31 @@ def test_the_cli_offers_the_supervisor_implementations_and_releases_the_harness_
     for command in ("reference", "mutants"):
         args = cli.parser().parse_args([command])
         assert args.supervisor == DEFAULT_SUPERVISOR and args.release == DEFAULT_RELEASE, command
+
+
+@pytest.mark.parametrize("status, refusal, after, killed", [
+    (4, "ERROR: NOT READY: MARK-4: /etc/opencode/pty-supervisor-verified does not parse as a marker (1 lines, "
+        "not 4): not removed (MARK-4: no other marker path)", 0, True),
+    (4, "ERROR: NOT READY: SUITE-3: -q: the header ...", 0, False),  # refused, but not for what stands there
+    (4, "ERROR: NOT READY: MARK-4: /etc/opencode/pty-supervisor-verified is a symlink", 0, False),  # not its says
+    (4, "ERROR: NOT READY: MARK-4: /etc/opencode/pty-supervisor-verified does not parse as a marker", 1, False),
+    (1, "", 0, False),  # the run went on: nothing refused it
+])
+def test_a_start_refused_fault_is_killed_only_by_a_refusal_naming_it(tmp_path, monkeypatch, status, refusal,
+                                                                     after, killed):
+    fault = catalogue.BY_ID["foreign-file-at-marker"]
+
+    def fake(repo, *, out_dir, **_):
+        out_dir.mkdir(parents=True)
+        if status != 4:
+            (out_dir / "reports").mkdir()
+            (out_dir / "reports/acceptance-reference-1.xml").write_text(JUNIT.format(props="", failure=""))
+        (out_dir / SUITE_STDERR).write_text(refusal + "\n")
+        (out_dir / AFTER_SUITE).write_text(f"0 {after}\n")
+        (out_dir / "pty-supervisor-verified").write_text("keep me\n")  # the harness copies what stands there
+        return status
+    monkeypatch.setattr(mutants_run, "run_reference", fake)
+    row = mutants_run.run_one(REPO, tmp_path / "out", fault)
+    assert row["killed"] is killed, row
+    assert row["marker"] is False, row  # what was planted stands there: no marker
+    assert (row["caught_by"] == ["MARK-4"]) is (refusal.startswith("ERROR: NOT READY: MARK-4") and status == 4)

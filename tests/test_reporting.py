@@ -15,7 +15,7 @@ import pytest
 from pty_acceptance.decision import reporting
 from pty_acceptance.gate import owntree
 
-from gateproject import add_tests, last_line, run
+from gateproject import add_tests, earlier_marker, last_line, run
 
 RAN = "@pytest.mark.requirement('OWN-2')\ndef test_ran():\n    open({path!r}, 'w').write('ran')\n"
 
@@ -46,10 +46,7 @@ REFUSED = {
 
 
 def _stale(target) -> Path:
-    m = Path(target.marker)
-    m.parent.mkdir(parents=True, exist_ok=True)
-    m.write_text("revision=stale\n")
-    return m
+    return earlier_marker(target.marker)
 
 
 @pytest.mark.parametrize("case", list(REFUSED))

@@ -18,7 +18,7 @@ from pty_acceptance.report import bundle, signing
 from pty_acceptance.spec import checklist
 
 from conftest import REPO
-from gateproject import junit, last_line, run
+from gateproject import earlier_marker, junit, last_line, run
 from signkeys import openssl_key
 
 CLI = REPO / ".venv/bin/pty-acceptance"
@@ -281,8 +281,7 @@ def test_a_tool_that_fails_to_sign_blocks_before_the_marker(project, target, key
     (["--sign-key", "/etc/k.pem", "--sign-tool", "rsa"], "--sign-tool 'rsa': expected one of openssl, ssh-keygen, gpg"),
 ], ids=["tool-without-key", "unknown-tool"])
 def test_a_bad_signing_option_ends_not_ready_with_the_marker_removed(project, target, args, says):
-    Path(target.marker).parent.mkdir(parents=True, exist_ok=True)
-    Path(target.marker).write_text("stale\n")
+    earlier_marker(target.marker)  # a marker in MARK-2's shape: only such a file is removed
     res = run(project, target, *args)
     text = "\n".join(res.outlines + res.errlines)
     assert says in text and "NOT READY" in text, text

@@ -1,6 +1,8 @@
 """The real suite on this machine, where no supervisor is installed: it must
 fail, name the failing requirement IDs in its last line, write JUnit, remove a
-marker placed beforehand and write none (issue: suite foundation)."""
+marker placed beforehand and write none (issue: suite foundation). It runs
+in a copy of the checkout whose configuration names a run lock of its own
+(suitecopy.py: a run refuses `-o pty_acceptance_run_dir=...` at start-up)."""
 
 import subprocess
 import sys
@@ -9,6 +11,8 @@ import xml.etree.ElementTree as ET
 import yaml
 
 from conftest import REPO
+from gateproject import earlier_marker
+from suitecopy import suite_copy
 
 
 def filled_target(tmp_path):
@@ -24,12 +28,10 @@ def filled_target(tmp_path):
 
 
 def test_shipped_target_inventory_stops_the_run_naming_runtime_1(tmp_path, safe_dir):
-    marker = tmp_path / "etc/opencode/pty-supervisor-verified"
-    marker.parent.mkdir(parents=True)
-    marker.write_text("revision=stale\n")
+    marker = earlier_marker(safe_dir / "etc/opencode/pty-supervisor-verified")
+    copy = suite_copy(safe_dir / "checkout", f"{safe_dir}/run")
     done = subprocess.run([sys.executable, "-m", "pytest", "acceptance/", "--marker", str(marker),
-                           "--report-dir", str(tmp_path / "reports"),
-                           "-o", f"pty_acceptance_run_dir={safe_dir}/run"], cwd=REPO, capture_output=True,
+                           "--report-dir", str(tmp_path / "reports")], cwd=copy, capture_output=True,
                           text=True, timeout=600, stdin=subprocess.DEVNULL)
     assert done.returncode != 0, done.stdout + done.stderr
     said = [l for l in done.stdout.splitlines() if "runtime.sha256: FILL-IN 'FILL-IN" in l]
@@ -44,14 +46,12 @@ def test_shipped_target_inventory_stops_the_run_naming_runtime_1(tmp_path, safe_
 
 
 def test_suite_fails_closed_on_a_host_without_the_supervisor(tmp_path, safe_dir):
-    marker = tmp_path / "etc/opencode/pty-supervisor-verified"
-    marker.parent.mkdir(parents=True)
-    marker.write_text("revision=stale\n")
+    marker = earlier_marker(safe_dir / "etc/opencode/pty-supervisor-verified")
+    copy = suite_copy(safe_dir / "checkout", f"{safe_dir}/run")
     reports = tmp_path / "reports"
     done = subprocess.run([sys.executable, "-m", "pytest", "acceptance/", "--marker", str(marker),
                            "--inventory", str(filled_target(tmp_path)),
-                           "--report-dir", str(reports),
-                           "-o", f"pty_acceptance_run_dir={safe_dir}/run"], cwd=REPO, capture_output=True,
+                           "--report-dir", str(reports)], cwd=copy, capture_output=True,
                           text=True, timeout=600, stdin=subprocess.DEVNULL)
     lines = done.stdout.strip().splitlines()
     assert done.returncode == 1  # NOT READY, whether tests failed or none could run (pytest says 5 then)

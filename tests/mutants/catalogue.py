@@ -47,6 +47,9 @@ class Fault:
     planted_marker: str = ""
     # "tests": caught when a test carrying a must_fail ID fails. "marker-removed":
     # a planted marker is caught when the gate reports removing it (MARK-4).
+    # "start-refused": caught when the run is refused at start-up, exit 4, no
+    # report, by a NOT READY line naming a must_fail ID (and `says`): what stands
+    # at the marker path and is not the suite's to delete (MARK-4).
     # "withstood": an attack the suite must shrug off: caught when the run ends
     # within deadline_s with a report, fails nothing the control does not, gives
     # the control's verdict, and the `after` check passes (the attack achieved nothing).
@@ -85,7 +88,10 @@ AS_BYK = "runuser -u byk -- env HOME=/home/byk"
 BYK_GIT = f"{AS_BYK} git -c user.name=x -c user.email=x@x"
 HEAD_NOW = f"$({BYK_GIT} -C {CODE} rev-parse HEAD)"
 
+# an earlier run's marker in MARK-2's shape (what the start removes: MARK-4)
 STALE_MARKER = f"revision=opencode-v2-pilot:git:{'0' * 40};pty-source:sha256:{'0' * 64}"
+STALE_RECORDS = " ".join(f"'{'0' * 64}  {LIBEXEC}/opencode-pty-{r}'" for r in ("supervisor", "launcher", "client"))
+MARKER = "/etc/opencode/pty-supervisor-verified"
 VAULT = "/root/pty-acc-vault/secret"
 
 
@@ -297,17 +303,25 @@ FAULTS: list[Fault] = [
     # -- MARK: the marker and its directory
     Fault("marker-dir-group-writable", ("MARK-1",), "/etc/opencode is group-writable",
           "mkdir -p /etc/opencode && chmod 0775 /etc/opencode", modules=_m("marker")),
-    Fault("marker-dir-symlink", ("MARK-1",), "/etc/opencode is a symlink to a byk-owned directory",
+    # (MARK-4 as well: the run cannot look at the marker path through the link)
+    Fault("marker-dir-symlink", ("MARK-1", "MARK-4"), "/etc/opencode is a symlink to a byk-owned directory",
           "rm -rf /etc/opencode && mkdir -p /home/byk/opencode-etc && chown byk /home/byk/opencode-etc"
           " && ln -s /home/byk/opencode-etc /etc/opencode", modules=_m("marker"), expect=("MARK-1",)),
     # The full suite on an otherwise good host: the stale marker must go, and a
     # marker at the end must be the run's own (a fresh one is right, not a fault).
     Fault("stale-marker", ("MARK-4",), "a well-formed marker from an earlier run is already in place",
-          f"mkdir -p /etc/opencode && printf '{STALE_MARKER}\\n' > /etc/opencode/pty-supervisor-verified",
+          f"mkdir -p /etc/opencode && printf '%s\\n' '{STALE_MARKER}' {STALE_RECORDS} > {MARKER}",
           modules=FULL, kill="marker-removed", planted_marker=STALE_MARKER),
+    # Only a root-owned file that parses as a marker is removed (issue 38): a link
+    # or a file of another kind at the marker path is named, left, and the run refused.
     Fault("symlinked-marker", ("MARK-4",), "the marker path is a symlink planted by the service user",
-          "mkdir -p /etc/opencode && ln -s /home/byk/fake-marker /etc/opencode/pty-supervisor-verified",
-          modules=_m("marker"), kill="marker-removed"),
+          f"mkdir -p /etc/opencode && ln -s /home/byk/fake-marker {MARKER}",
+          modules=_m("marker"), kill="start-refused", says=f"{MARKER} is a symlink",
+          after=f"[ -L {MARKER} ]"),
+    Fault("foreign-file-at-marker", ("MARK-4",), "a root-owned file that is no marker stands at the marker path",
+          f"mkdir -p /etc/opencode && printf 'keep me\\n' > {MARKER}",
+          modules=_m("marker"), kill="start-refused", says=f"{MARKER} does not parse as a marker",
+          after=f"grep -qx 'keep me' {MARKER}"),
 ]
 
 FAULTS += [

@@ -19,7 +19,11 @@ proven, a catalogue fact: killed None, refused True), and the suite does not
 run. A "withstood" fault (an attack the suite must
 shrug off) is killed when the run ends within its deadline with a report,
 fails nothing the control does not, gives the control's verdict and passes
-its after-suite check.
+its after-suite check. A "start-refused" fault (something at the marker path
+that is not the suite's to delete) is killed when the run is refused at
+start-up (exit 4, no report, no marker) by a NOT READY line that names one of
+its IDs (and its `says`), and its after-suite check passes (what it planted
+is still there).
 
 The reference host has findings it truly fails on this machine kind
 (tests/refhost/findings.py). The control must fail exactly those tests; a
@@ -39,8 +43,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from tests.refhost import findings
 from tests.refhost.junit import Report
-from tests.refhost.run import (AFTER_SUITE, DEFAULT_SUPERVISOR, EXIT_SETUP_FAILED, EXIT_TIMED_OUT, SUPERVISORS,
-                               run_reference)
+from tests.refhost.run import (AFTER_SUITE, DEFAULT_SUPERVISOR, EXIT_SETUP_FAILED, EXIT_TIMED_OUT, SUITE_STDERR,
+                               SUPERVISORS, run_reference)
 from tests.refhost.tree import DEFAULT_RELEASE, RELEASES
 
 from . import catalogue
@@ -93,6 +97,8 @@ def run_one(repo: pathlib.Path, out: pathlib.Path, fault: catalogue.Fault | None
         if (out / AFTER_SUITE).is_file():
             row["after_suite"] = (out / AFTER_SUITE).read_text().strip()[-2000:]
         return row
+    if fault is not None and fault.kill == "start-refused":
+        return _start_refused(row, fault, out, status, report is not None)
     if report is None:
         row.update(killed=False, caught_by=[], unexpected=[],
                    note=f"no JUnit report: deployment or the fault script failed (status {status})")
@@ -145,6 +151,34 @@ def run_one(repo: pathlib.Path, out: pathlib.Path, fault: catalogue.Fault | None
             row["killed"] = False
             row["note"] = "the root-only secret or its SHA-256 is in " + ", ".join(leaks)
     row["unexpected"] = sorted(set(failed) - must - set(fault.breaks))
+    return row
+
+
+EXIT_REFUSED = 4  # pytest's usage error: the suite refused the run at start-up
+
+
+def _start_refused(row: dict, fault: catalogue.Fault, out: pathlib.Path, status: int, reported: bool) -> dict:
+    """A start-refused fault's row (the module docstring)."""
+    text = "\n".join(p.read_text(errors="replace") for p in (out / SUITE_STDERR, out / "suite-output.txt")
+                     if p.is_file())
+    refusal = next((line for line in text.splitlines() if line.startswith("ERROR: NOT READY: ")), "")
+    named = refusal.removeprefix("ERROR: NOT READY: ").split(": ", 1)[0].split()
+    collected = out / "pty-supervisor-verified"  # what stands at the marker path now: the planted file
+    if collected.is_file():
+        from pty_acceptance.decision.readiness_marker import format_problem
+
+        row["marker"] = format_problem(collected.read_bytes()) is None  # a marker, not what was planted
+    caught = sorted(set(named) & set(fault.must_fail)) if status == EXIT_REFUSED else []
+    row.update(caught_by=caught, unexpected=[], says=refusal[:300],
+               killed=bool(caught) and not reported and not row["marker"] and fault.says in refusal)
+    if not row["killed"]:
+        row["note"] = (f"not refused at start-up naming {', '.join(fault.must_fail)}"
+                       + (f" and {fault.says!r}" if fault.says else "") + f" (status {status})")
+    after = (out / AFTER_SUITE).read_text() if (out / AFTER_SUITE).is_file() else ""
+    row["after_suite"] = after.strip()[-2000:]
+    if fault.after and not after.startswith("0 0\n"):
+        row["killed"] = False
+        row["note"] = "the after-suite check failed: the suite touched what it must leave alone"
     return row
 
 

@@ -19,6 +19,7 @@ GUEST_OUT = f"{GUEST_BASE}/out"
 GUEST_EVIDENCE = f"{GUEST_OUT}/evidence"
 GUEST_PYTHON = f"{GUEST_BASE}/venv/bin/python"
 AFTER_SUITE = "after-suite.txt"
+SUITE_STDERR = "suite-stderr.txt"  # the suite's stderr (a refusal at start-up says NOT READY there)
 DEPLOY = "tests/reference/deploy.sh"
 # The supervisor implementations deploy.sh installs (OPENCODE_REFERENCE_SUPERVISOR).
 SUPERVISORS = ("go", "python")
@@ -154,6 +155,7 @@ def run_reference(repo_root: pathlib.Path, *, before_suite: list[os.PathLike | s
         status = _deploy_and_test(m, before, pytest_args, list(suite_paths), quiet, suite_timeout, supervisor,
                                   release)
         (out / "suite-output.txt").write_bytes(getattr(m, "suite_output", b""))
+        (out / SUITE_STDERR).write_bytes(getattr(m, "suite_errors", b"") or b"")
         if after and status != EXIT_SETUP_FAILED:
             (out / AFTER_SUITE).write_text(_after_suite(m, after))
         _collect(m, out)
@@ -221,6 +223,7 @@ def _deploy_and_test(m: Machine, before: list[pathlib.Path], pytest_args: list[s
         log(f"suite: still running {suite_timeout:g} s later: stopped")
         return EXIT_TIMED_OUT
     m.suite_output = r.stdout
+    m.suite_errors = r.stderr
     lines = r.stdout.decode(errors="replace").strip().splitlines()
     print(f"suite ({release}, {supervisor} supervisor): {lines[-1] if lines else '(no output)'} "
           f"(exit status {r.returncode})", file=sys.stderr)

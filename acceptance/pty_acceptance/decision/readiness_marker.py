@@ -7,7 +7,9 @@ Four newline-terminated lines:
     <sha256>  /usr/local/libexec/opencode-pty-client
 
 `verify` is the independent reader (the seed's verify-readiness rules plus
-MARK-3); `remove` and `write` are the gate's only writes to the host.
+MARK-3); `remove` and `write` are the gate's only writes to the host, and
+only at a marker path (spec/inventory.py's MARKER_PATH): `remove` deletes
+nothing but a root-owned file that parses as a marker (MARK-4).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pathlib import PurePosixPath
 
 from pty_acceptance.errors import Refused
 from pty_acceptance.host import hostfs
-from pty_acceptance.spec import floor
+from pty_acceptance.spec import floor, inventory
 
 MAX_BYTES = 4096
 DEFAULT_PATH = floor.MARKER  # the seed's (spec/floor.py)
@@ -169,26 +171,88 @@ def open_parent(path: str, create: bool, strict: bool = True) -> int:
         raise UnsafeChain(str(e)) from None
 
 
+class NotRemoved(Refused):
+    """MARK-4: what a run found at a marker path and will not delete (not a
+    root-owned regular file that parses as a marker), or a path that names no
+    marker at all: named, never deleted. The run is refused at start-up."""
+
+    requirements = ("MARK-4",)
+
+
+def format_problem(data: bytes) -> str | None:
+    """Why `data` does not parse as a marker in MARK-2's shape: four
+    newline-terminated lines, the revision line and three sha256sum records
+    of absolute paths (any paths: the inventory names the binaries). None
+    when it does. Says what is wrong, never the bytes."""
+    if not data.endswith(b"\n"):
+        return "empty" if not data else "its last line is not newline-terminated"
+    if b"\r" in data or b"\0" in data:
+        return "it holds a carriage return or a NUL byte"
+    lines = data[:-1].split(b"\n")
+    if len(lines) != 1 + len(DEFAULT_BINARIES):
+        return f"{len(lines)} lines, not {1 + len(DEFAULT_BINARIES)}"
+    if not LINE1.match(lines[0]):
+        return "line 1 is not the revision line"
+    for n, line in enumerate(lines[1:], start=2):
+        if not RECORD.match(line):
+            return f"line {n} is not a sha256sum record of an absolute path"
+    return None
+
+
 def remove(path: str) -> str:
-    """MARK-4: remove an existing marker (the link itself if it is one).
-    Returns what happened, in words for the report."""
-    # Not strict: a marker in a badly owned (but real) directory must still go.
+    """MARK-4: remove the marker an earlier run left at `path`, the path a
+    marker path (inventory.MARKER_PATH). Removed is only a root-owned regular
+    file with one link, opened without following a link and read bounded,
+    that parses as a marker (format_problem), in a directory chain root
+    alone controls, by its directory's descriptor. Anything else there raises
+    NotRemoved naming it, and nothing is deleted. A directory missing, or a
+    link in the chain (no marker can be written there: MARK-1), is said, not
+    raised. Returns what happened, in words for the report."""
+    if not inventory.MARKER_PATH.match(path):
+        raise NotRemoved(f"{path!r} is not a marker path (an absolute path ending in "
+                         f"/{inventory.MARKER_NAME}): nothing there is removed or written")
     try:
-        dfd = open_parent(path, create=False, strict=False)
+        dfd = open_parent(path, create=False, strict=False)  # no link followed, any owner
     except FileNotFoundError:
         return f"no marker at {path} (its directory does not exist)"
+    except UnsafeChain as e:
+        return f"no marker looked for at {path}: {e}"
     name = PurePosixPath(path).name
     try:
         try:
-            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            os.stat(name, dir_fd=dfd, follow_symlinks=False)
         except FileNotFoundError:
             return f"no marker at {path}"
+        _removable(dfd, name, path)
         os.unlink(name, dir_fd=dfd)
         os.fsync(dfd)
-        kind = hostfs.Node(path, st).kind
-        return f"removed an existing marker ({kind}) at {path}"
+        return f"removed an existing marker at {path}"
     finally:
         os.close(dfd)
+
+
+def _removable(dfd: int, name: str, path: str) -> None:
+    """NotRemoved unless `name` in `dfd` is a marker this run may delete."""
+    unsafe = hostfs.chain_problems(path)
+    if unsafe:
+        raise NotRemoved(f"{path}: its directory is not root's alone ({unsafe[0]}): not removed")
+    try:
+        fd = hostfs.open_file_at(dfd, name, path)  # never a link, FIFO, socket or device
+    except hostfs.PathRefused as e:
+        raise NotRemoved(f"{e}: not a marker, not removed") from None
+    st = os.fstat(fd)
+    why = (f"is owned by uid {st.st_uid}, not root" if st.st_uid != 0 else
+           f"has {st.st_nlink} links (its other names would stay)" if st.st_nlink != 1 else None)
+    if why:
+        os.close(fd)
+        raise NotRemoved(f"{path} {why}: not a marker the suite wrote, not removed")
+    try:
+        data = hostfs.read_fd(fd, MAX_BYTES, path)  # closes fd
+    except hostfs.TooLarge:
+        raise NotRemoved(f"{path} is over {MAX_BYTES} bytes: not a marker, not removed") from None
+    problem = format_problem(data)
+    if problem:
+        raise NotRemoved(f"{path} does not parse as a marker ({problem}): not removed")
 
 
 def write(path: str, content: bytes) -> None:

@@ -392,8 +392,8 @@ def decide(setup: Setup, session: Session, start: AtStart, now: AtMarkerTime) ->
     out = []
     if now.euid != 0:
         out.append(Blocker(("MARK-1",), f"not running as root (euid {now.euid})"))
-    if "could not remove" in setup.removal:
-        out.append(Blocker(("MARK-4",), setup.removal))
+    if "could not remove" in setup.removal or "no marker looked for" in setup.removal:
+        out.append(Blocker(("MARK-4",), setup.removal))  # what stands there is unknown
     out += run_shape_blockers(setup, session)
     out += [Blocker(("SUITE-3",), why) for why in session.shape_problems]
     out += code_blockers(now)

@@ -20,7 +20,7 @@ import dataclasses
 import pytest
 
 from pty_acceptance.decision import end_of_run, hostfacts, interrupts, properties, rules
-from pty_acceptance.gate import failures, recorder, runwatch, startup
+from pty_acceptance.gate import failures, recorder, runguard, runwatch, startup
 from pty_acceptance.decision.run_records import AtStart, Setup
 from pty_acceptance.gate.failures import check_requirement_marks, requirement_ids
 from pty_acceptance.host import terminal
@@ -209,6 +209,10 @@ class Gate:
         self.said = decision.blockers
         return decision
 
+    def ready(self) -> bool:
+        """The end's sequence ran and wrote the marker, and nothing blocked it."""
+        return self.said == () and self.outcome is not None and self.outcome.written
+
     def summary_lines(self) -> list[str]:
         """The last line. READY only when the end's sequence ran and wrote the
         marker: a decision without blockers whose end never finished (pytest's
@@ -216,7 +220,7 @@ class Gate:
         if self.said is None:
             return ["NOT READY: 1 blockers: SUITE-3"]
         if not self.said:
-            if self.outcome is None or not self.outcome.written:
+            if not self.ready():
                 return ["NOT READY: the end of the run did not finish: no marker written",
                         "NOT READY: 1 blockers: MARK-1"]
             return [terminal.escape(f"READY: marker written {self.setup.marker}")]
@@ -258,3 +262,6 @@ class Gate:
                 tr.write_line(line)
             else:
                 print(line)
+        guard = runguard.of(config)
+        if guard is not None:  # the exit status follows the verdict just said (SUITE-3)
+            guard.ready = self.ready()

@@ -20,7 +20,7 @@ import pytest
 
 from pty_acceptance.errors import AcceptanceError
 from pty_acceptance.decision import nodeids, preflight, rules
-from pty_acceptance.gate import failures, gate, owntree, report_escaping, startup
+from pty_acceptance.gate import failures, gate, owntree, report_escaping, runguard, startup
 from pty_acceptance.decision.run_records import Setup, frozen
 from pty_acceptance.report import report_name, reports, signing
 from pty_acceptance.spec import checklist, inventory, requirements
@@ -40,12 +40,15 @@ def _setup(config: pytest.Config) -> Setup:
     inventory_file = startup.inventory_file(config)
     found = preflight.check(inventory_file)  # read-only, first; an inventory that fails is its cause
     inv = found.inventory
-    removed, removal = config.stash[startup.REMOVAL]
     named = [inv.marker] if inv is not None else []
-    path = config.getoption("--marker") or (inv.marker if inv is not None else removed[-1])
-    for other in dict.fromkeys([path, *named]):
-        if other not in removed:  # the validated inventory names another marker than was read first
-            removal += "; " + startup.remove_marker(other)
+    path = config.getoption("--marker") or (inv.marker if inv is not None else startup.marker_fallback(config))
+    guard = runguard.of(config)
+    if guard is None:
+        raise RegistrationFailed("the run guard is not armed")
+    removal = guard.removal  # the start looked at every path the run names (MARK-4)
+    removal.add([path, *named])  # only what the validated inventory names and the start did not read
+    if removal.kept:
+        raise RegistrationFailed("MARK-4: " + "; ".join(removal.kept))
     report_path, private, report_claim = _junit_paths(config, root,
                                                       inv.host if inv is not None else socket.gethostname())
     try:
@@ -65,7 +68,7 @@ def _setup(config: pytest.Config) -> Setup:
         record_sections=tuple(s.module for s in requirements.SECTIONS),
         expected=frozen(expected), nodeids_error=nodeids_error,
         hostname=socket.gethostname(), args=tuple(startup.acceptance_args(config, acceptance)),
-        removal=removal, report_path=report_path, report_private_dir=private, report_claim=report_claim,
+        removal=removal.text(), report_path=report_path, report_private_dir=private, report_claim=report_claim,
         waivers_file=_waivers_file(config), signer=_signer(config))
 
 

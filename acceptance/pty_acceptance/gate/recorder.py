@@ -85,7 +85,7 @@ class Recorder:
             collect_errors=tuple(self.collect_errors), outside=tuple(self.outside),
             deselected=self.deselected,
             interrupted=self.interrupted or bool(session.shouldstop or session.shouldfail),
-            narrowing=narrowing, args=tuple(config.args), shape_problems=tuple(invocation.problems(config)),
+            narrowing=narrowing, args=tuple(config.args), shape_problems=tuple(invocation.problems(config, self.root)),
             junit=junit_writer(config) is not None, exitstatus=int(exitstatus),
             stops=stops, unwatched=unwatched, bound=bound)
 

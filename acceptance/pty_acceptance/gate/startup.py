@@ -1,41 +1,39 @@
-"""What an acceptance run does before anything else (MARK-4, SUITE-3).
+"""What an acceptance run does before anything else (MARK-4, SUITE-3, SUITE-5).
 
 These hooks are the root conftest.py's own (it imports them), not the gate
 plugin's: `-p no:pty_acceptance.gate.plugin` blocks a plugin module, never a
 conftest's hooks. So even with the gate disabled, a session that reaches into
 acceptance/:
 
-- knows the suite's options, and does not stop at an unknown `--marker`
-  before anything is removed;
-- judges what the process was started with first of all (launch.py: the
-  environment variables that change what Python or the dynamic loader
-  loads or which bus answers, `-p NAME`, a debugger, `--lsof`): refused
-  runs take the lock and remove the marker, and nothing else happens (no
-  cleanup of an earlier run, no bus opened) before they end NOT READY;
-- takes the run lock (rundir.py) first of all: a second run fails at once,
-  NOT READY, naming the first, and touches nothing (SUITE-5);
-- removes, holding the lock, what a SIGKILLed run left: its stand-in
-  sockets and runtime environment copies under /run, its scratch area in
-  /tmp (scratch.py: the workspaces and build directories it handed to the
+- knows the suite's options (pytest_addoption), and arms the run guard
+  there, before pytest parses them (runguard.py: the run lock at the
+  checkout's own place, every marker the run could name removed, a start it
+  cannot trust refused: launch.py's environment variables that change what
+  Python or the dynamic loader loads or which bus answers, `-p NAME`, a
+  debugger, `--lsof`, and invocation.py's options), unless the guard's entry
+  point armed it already;
+- in pytest_cmdline_main, before any pytest_configure (so before the
+  inventory is loaded): refuses, NOT READY, exit 4, what the full parse of
+  the options shows (invocation.py: the configuration, the start-up, `-p`;
+  reporting.py: a run whose reporting was turned off or redirected: `-p no:`
+  one of the suite's own plugins or a reporting one, Testinfra's `--nagios`,
+  a report directory inside the checkout or its virtualenv, ...);
+- only then removes what a SIGKILLed run left: its stand-in sockets and
+  runtime environment copies under /run, its scratch area in /tmp
+  (scratch.py: the workspaces and build directories it handed to the
   service user), its disposable units; at the end of the run, before the
   lock goes, the run's own scratch area is removed;
 - turns SIGTERM into the same orderly teardown as SIGINT (KeyboardInterrupt:
   fixtures torn down, the gate blocks the marker as "interrupted");
-- removes the marker in pytest_cmdline_main, before any pytest_configure,
-  so before the inventory is loaded: where the inventory file names it (else
-  at the default path), and at `--marker` too when that is another path;
-- then refuses, NOT READY, a run whose reporting was turned off or
-  redirected (reporting.py: `-p no:` one of the suite's own plugins or a
-  reporting one, Testinfra's `--nagios`, a report directory inside the
-  checkout or its virtualenv, ...), before anything else ran (SUITE-3);
 - ends at the last pytest_configure, NOT READY with the reason, when no
   gate got registered (the plugin disabled, or its registration failed).
 
-Only not loading the root conftest at all switches this off (`--noconftest`,
-a `--confcutdir` below the project, `-p no:<path of conftest.py>`); then no
-acceptance test can run (each needs the plugin's fixtures) and the run fails,
-but an earlier marker is not removed. ROOT-ACCEPTANCE.md's invocation uses
-none of them.
+A session that shows instead of running (`--fixtures`, `--fixtures-per-test`,
+`--markers`, `--help`, `--version`) registers no gate: the guard ends it NOT
+READY, exit 1, naming the option. Where this conftest is not loaded at all
+(`--noconftest`, a `--confcutdir` below the project, acceptance/ reached
+through a link, `--import-mode=append`) the guard is armed by the suite's
+other code and refuses the run (runguard.py).
 """
 
 from __future__ import annotations
@@ -48,20 +46,21 @@ from pathlib import Path
 
 import pytest
 
-from pty_acceptance.decision import launch, readiness_marker, reporting
-from pty_acceptance.gate import node_listing
+from pty_acceptance.decision import marker_paths, readiness_marker, reporting
+from pty_acceptance.gate import runguard
 from pty_acceptance.host import rundir, scratch, terminal
-from pty_acceptance.spec import inventory
 
 GATE = "pty-acceptance-gate"  # the name plugin.py registers the gate under
-REMOVAL = pytest.StashKey[tuple[tuple[str, ...], str]]()  # (marker paths, what happened)
-LOCK = pytest.StashKey["rundir.Lock | None"]()
+REMOVAL = runguard.REMOVAL  # (marker paths looked at, what happened at each)
 CLEANED = pytest.StashKey[list]()  # what the start-up removed of an earlier run
 SIGTERM_BEFORE = pytest.StashKey["signal._HANDLER"]()  # what signal.signal returns (typeshed's name)
-RUN_DIR_BEFORE = pytest.StashKey[str]()
+# Options that show instead of running: no gate judges such a session, the
+# guard ends it NOT READY naming the option (config.option's name, the flag).
+SHOWING = (("help", "--help"), ("version", "--version"), ("showfixtures", "--fixtures"),
+           ("show_fixtures_per_test", "--fixtures-per-test"), ("markers", "--markers"))
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     g = parser.getgroup("pty-acceptance", "opencode PTY supervisor root acceptance")
     g.addoption("--inventory", metavar="FILE", default=None,
                 help="what the target host is expected to be (default inventories/target.yml)")
@@ -81,8 +80,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "ssh-keygen (OpenSSH key) or gpg (exported secret key file)")
     g.addoption("--report-dir", metavar="DIR", default=None,
                 help="where JUnit and evidence go (default reports/)")
-    parser.addini("pty_acceptance_run_dir", default=rundir.DEFAULT_DIR,
+    parser.addini(runguard.RUN_DIR_INI, default=rundir.DEFAULT_DIR,
                   help="the run lock's root-only directory (the suite's own tests move it)")
+    # the run guard, armed here unless its entry point armed it first: before
+    # pytest parses the options (a usage error still finds the markers removed)
+    config = pluginmanager.get_plugin("pytestconfig")
+    if isinstance(config, pytest.Config):
+        runguard.arm(config, project_root(config), runguard.STARTUP, list(config.args) or None)
 
 
 def acceptance_args(config: pytest.Config, acceptance: Path) -> list[Path]:
@@ -112,42 +116,33 @@ def acceptance_dir(config: pytest.Config) -> Path:
 
 
 def is_acceptance_run(config: pytest.Config) -> bool:
-    if hasattr(config, "workerinput") or getattr(config.option, "help", False) \
-            or getattr(config.option, "version", False) or node_listing.listing(config):
-        return False
-    return bool(acceptance_args(config, acceptance_dir(config)))
+    """The gate judges this session: the guard armed it (it is on the
+    checkout), its start-up finished, and it runs rather than shows."""
+    guard = runguard.of(config)
+    return guard is not None and guard.started and not guard.showing
+
+
+def showing(option) -> str | None:
+    """The option that makes this session show instead of run, if any."""
+    return next((flag for name, flag in SHOWING if getattr(option, name, False)), None)
 
 
 def inventory_file(config: pytest.Config) -> str:
     return config.getoption("--inventory") or str(project_root(config) / "inventories" / "target.yml")
 
 
-def remove_marker(path: str) -> str:
-    """MARK-4, in words for the report; a failure is reported, not raised."""
-    try:
-        return readiness_marker.remove(path)
-    except (OSError, readiness_marker.UnsafeChain) as e:
-        return f"could not remove the marker at {path}: {e}"
-
-
-def marker_paths(config: pytest.Config) -> list[str]:
-    """Every marker a run must remove first (MARK-4): the inventory's (where
-    the inventory file names one, else the default path) and, with --marker,
-    that one too: a run with another --marker never keeps the inventory's
-    marker from an earlier READY run."""
-    named = inventory.marker_named(inventory_file(config)) or readiness_marker.DEFAULT_PATH
-    return list(dict.fromkeys(p for p in (config.getoption("--marker"), named) if p))
-
-
-def remove_markers(paths: list[str]) -> tuple[tuple[str, ...], str]:
-    """(the paths looked at, what happened at each, in words)."""
-    said = [remove_marker(p) for p in paths]
-    return tuple(paths), "; ".join(said)
+def marker_fallback(config: pytest.Config) -> str:
+    """The marker path of a run whose inventory did not load: --marker, else
+    the first one its file names, else the default."""
+    named = marker_paths.inventory_markers(inventory_file(config))
+    return config.getoption("--marker") or (named[0] if named else readiness_marker.DEFAULT_PATH)
 
 
 def not_ready(config: pytest.Config, reason: str) -> str:
-    removal = config.stash.get(REMOVAL, ("", "the marker was not looked at"))[1]
-    return terminal.escape(f"NOT READY: {reason} (MARK-4: {removal})")
+    guard = runguard.of(config)
+    if guard is not None:
+        return guard.not_ready(reason)
+    return terminal.escape(f"NOT READY: {reason} (MARK-4: the marker was not looked at)")
 
 
 SIGINT_IGNORED = ("SUITE-5: SIGINT is ignored by this run (started as a background job, `cmd &`?): "
@@ -170,34 +165,15 @@ def _terminated(signum, frame):
     raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
 
-def take_lock(config: pytest.Config, clean: bool = True) -> str | None:
-    """SUITE-5: the run lock, then (`clean`) what a SIGKILLed run left. Returns
-    why the run cannot go on (the marker is then still removed), or raises
-    UsageError when another run holds the lock (it is left alone)."""
-    path = config.getini("pty_acceptance_run_dir") or rundir.DEFAULT_DIR
-    config.stash[RUN_DIR_BEFORE] = rundir.current()
-    rundir.use(path)
-    try:
-        config.stash[LOCK] = rundir.acquire(path)
-    except rundir.Busy as e:
-        _give_back(config)
-        raise pytest.UsageError(terminal.escape(
-            f"NOT READY: SUITE-5: {e}; two runs never overlap, this one did nothing")) from None
-    except (rundir.RunDirError, OSError) as e:
-        return f"SUITE-5: the run lock cannot be taken: {e}"
-    if not clean:  # a refused launch (launch.py): nothing of an earlier run is touched, no bus opened
-        config.stash[CLEANED] = []
-        return None
-    cleaned = []
-    try:
-        cleaned += rundir.clean_first(path)
-        if path == rundir.DEFAULT_DIR:  # the host's lock: the host's temporary directory too
-            cleaned += rundir.clean_tmp(tempfile.gettempdir(), keep=scratch.current_ident())
-    except (rundir.RunDirError, OSError) as e:
-        return f"SUITE-5: what an earlier run left in {path} cannot be removed: {e}"
-    cleaned += units_left()
-    config.stash[CLEANED] = cleaned
-    return None
+def leftovers(guard: runguard.Guard) -> list[str]:
+    """SUITE-5: what a SIGKILLed run left, removed holding the lock (after
+    the refusals: a refused run acts on nothing). Raises RunDirError or
+    OSError when it cannot be removed."""
+    path = rundir.current()  # the guard's place, the checkout's own
+    cleaned = rundir.clean_first(path)
+    if path == rundir.DEFAULT_DIR:  # the host's lock: the host's temporary directory too
+        cleaned += rundir.clean_tmp(tempfile.gettempdir(), keep=scratch.current_ident())
+    return cleaned + units_left()
 
 
 def units_left() -> list[str]:
@@ -239,51 +215,50 @@ def reporting_problems(config: pytest.Config) -> list[str]:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """Before pytest_configure, so before the plugin loads the inventory."""
-    if is_acceptance_run(config):
-        # SUITE-3: an environment or option that changes what loads, first of all (launch.py)
-        first = launch.refused(config.invocation_params.args, config.option)
-        problem = take_lock(config, clean=not first)
-        config.stash[SIGTERM_BEFORE] = signal.signal(signal.SIGTERM, _terminated)
-        config.stash[REMOVAL] = remove_markers(marker_paths(config))
-        if not problem:
-            refused = first + reporting_problems(config)
-            problem = "SUITE-3: " + "; ".join(refused) if refused else None
-        if problem:
-            signal.signal(signal.SIGTERM, config.stash[SIGTERM_BEFORE])
-            del config.stash[SIGTERM_BEFORE]
-            _give_back(config)  # no pytest_unconfigure follows a UsageError here
-            raise pytest.UsageError(not_ready(config, problem))
-
-
-def _give_back(config: pytest.Config) -> None:
-    """The lock released, this process's run directory as it was (in-process runs)."""
-    lock = config.stash.get(LOCK, None)
-    if lock is not None:
-        lock.release()
-        config.stash[LOCK] = None
-    if RUN_DIR_BEFORE in config.stash:
-        rundir.use(config.stash[RUN_DIR_BEFORE])
-        del config.stash[RUN_DIR_BEFORE]
+    """Before pytest_configure, so before the plugin loads the inventory:
+    the guard armed (runguard.py), what the full parse shows refused, then
+    what an earlier run left removed."""
+    guard = runguard.arm(config, project_root(config), runguard.STARTUP, list(config.args))
+    if guard is None:
+        return
+    guard.removal.add([p for p in (config.getoption("--marker"),) if p]
+                      + marker_paths.inventory_markers(inventory_file(config)))  # as parsed: looked at already
+    config.stash[REMOVAL] = (tuple(guard.removal.looked_at), guard.removal.text())
+    problems = guard.problems(config.option)
+    refused = reporting_problems(config)
+    if refused:
+        problems.append("SUITE-3: " + "; ".join(refused))
+    if problems:
+        raise guard.refuse("; ".join(problems))
+    config.stash[SIGTERM_BEFORE] = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        config.stash[CLEANED] = leftovers(guard)
+    except (rundir.RunDirError, OSError) as e:
+        signal.signal(signal.SIGTERM, config.stash[SIGTERM_BEFORE])
+        del config.stash[SIGTERM_BEFORE]
+        raise guard.refuse(f"SUITE-5: what an earlier run left in {rundir.current()} cannot be "
+                           f"removed: {e}") from None
+    guard.showing = showing(config.option)
+    guard.started = True
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """After the gate's verdict and marker: the scratch area is removed, the
-    lock goes last. What could not be removed is said on stderr (the verdict
-    stays the last line) and its record is kept for the next run."""
+    """After the gate's verdict and marker: the scratch area is removed (the
+    guard releases the lock after, last). What could not be removed is said
+    on stderr (the verdict stays the last line) and its record is kept for
+    the next run."""
     if SIGTERM_BEFORE in config.stash:
         signal.signal(signal.SIGTERM, config.stash[SIGTERM_BEFORE])
         del config.stash[SIGTERM_BEFORE]
-    lock = config.stash.get(LOCK, None)
-    if lock is not None:
+    guard = runguard.of(config)
+    if guard is not None and guard.started and guard.lock is not None:
         try:
             left = scratch.finish()
         except OSError as e:
             left = [terminal.escape(f"the scratch area was not removed: {e}")]
         for line in left:
             print(f"SUITE-5: {line}; the next run removes it", file=sys.stderr)
-    _give_back(config)
 
 
 @pytest.hookimpl(trylast=True)

@@ -47,6 +47,11 @@ from pty_acceptance.spec import floor
 HEX40 = re.compile(r"^[0-9a-f]{40}$")
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
 ABS_PATH = re.compile(r"^/[^\0]*$")
+MARKER_NAME = "pty-supervisor-verified"
+# A marker path (MARK-4): absolute, no empty, "." or ".." component, its last
+# component MARKER_NAME. The suite writes a marker and removes one only there:
+# `--marker /etc/shadow` or an inventory's `marker: /etc/passwd` names no marker.
+MARKER_PATH = re.compile(r"^(?:/(?!\.\.?(?:/|$))[^/\0\n]+)*/" + re.escape(MARKER_NAME) + r"\Z")
 UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.\\@-]+\.(service|slice|socket|target)$")
 NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 PACKAGE = re.compile(r"^\./[A-Za-z0-9_./-]+$")
@@ -410,7 +415,8 @@ class Inventory:
     build: Build
     units: Units
     socket: Annotated[str, ABS_PATH]
-    marker: Annotated[str, ABS_PATH]
+    marker: Annotated[str, MARKER_PATH, Why(
+        f"an absolute path ending in /{MARKER_NAME}: the suite writes and removes a marker nowhere else, MARK-4")]
     ports: Ports
     unit_properties: UnitProperties = field(default_factory=UnitProperties)
     supervisor_exec: SupervisorExec

@@ -1,0 +1,128 @@
+"""Which checkout of the suite a pytest session is started on, read before
+pytest has parsed the suite's options (MARK-4, SUITE-3): runguard.py arms
+the run guard from the first of the suite's code that runs, and at that
+point pytest knows its own options but not the suite's.
+
+A checkout is a directory holding `conftest.py` (the root conftest, the
+suite's start-up) and `acceptance/node-ids.txt` (the checked-in list of its
+tests): the checkout of the installed package, and any other laid out so
+(the suite's own tests build such projects). A session is on a checkout when
+a path it collects, links resolved, is the checkout's `acceptance/` or lies
+in it, or is the checkout itself or a directory above it. The paths are
+pytest's: the positional arguments (less the values of the suite's own
+options, which pytest's first parse takes for paths), else `testpaths` when
+pytest is started from its rootdir, else the directory it is started in;
+with `--pyargs`, a module name is looked up as a path on sys.path, the
+start directory and the rootdir too, nothing imported.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+from pty_acceptance.decision import marker_paths
+from pty_acceptance.decision.nodeids import FILE as NODE_IDS
+
+# The suite's own options that take a value (startup.pytest_addoption): pytest
+# parses them only once the root conftest has loaded; its first parse reads
+# their values as paths.
+VALUE_OPTIONS = ("--inventory", "--marker", "--waivers", "--sign-key", "--sign-tool", "--report-dir")
+
+
+def is_checkout(d: Path) -> bool:
+    """`d` is laid out as a checkout of the suite (the module docstring)."""
+    return (d / "conftest.py").is_file() and (d / NODE_IDS).is_file()
+
+
+def package_checkout() -> Path | None:
+    """The checkout this package is installed from (an editable install's)."""
+    d = Path(__file__).resolve().parents[3]  # gate/ -> pty_acceptance/ -> acceptance/ -> checkout
+    return d if is_checkout(d) else None
+
+
+def raw_args(config: pytest.Config) -> list[str]:
+    """The arguments as pytest reads them, in its order: the configuration
+    file's addopts, PYTEST_ADDOPTS, the command line."""
+    try:
+        ini = [str(a) for a in config.getini("addopts")]
+    except ValueError:
+        ini = []
+    try:
+        env = shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
+    except ValueError:  # pytest refuses it as well
+        env = []
+    return ini + env + [str(a) for a in config.invocation_params.args]
+
+
+def early_targets(config: pytest.Config) -> list[str]:
+    """What pytest will collect, decided as pytest decides it (its
+    Config._decide_args), from its first parse of the arguments."""
+    ns = config.known_args_namespace
+    files = [str(f) for f in (getattr(ns, "file_or_dir", None) or [])]
+    args = raw_args(config)
+    for name in VALUE_OPTIONS:
+        for value in marker_paths.option_values(args, name, joined=False):
+            if value in files:
+                files.remove(value)
+    if files:
+        return files
+    here = Path(config.invocation_params.dir)
+    if here == Path(config.rootpath):
+        found: list[str] = []
+        for pattern in config.getini("testpaths"):
+            found += [pattern] if getattr(ns, "pyargs", False) else sorted(glob.iglob(pattern, recursive=True))
+        if found:
+            return found
+    return [str(here)]
+
+
+def _module_paths(name: str, bases: list[Path]) -> list[Path]:
+    parts = name.split(".")
+    if not all(p.isidentifier() for p in parts):
+        return []
+    out = []
+    for base in bases:
+        stem = base.joinpath(*parts)
+        for cand in (stem.with_name(stem.name + ".py"), stem):
+            if cand.exists():
+                out.append(cand)
+    return out
+
+
+def target_paths(config: pytest.Config, targets: list[str], pyargs: bool) -> list[Path]:
+    """Each target as a path, links resolved; with --pyargs each module name
+    found on sys.path, the start directory or the rootdir as well."""
+    here = Path(config.invocation_params.dir)
+    bases = [here, Path(config.rootpath)] + [Path(p or ".").absolute() for p in sys.path]
+    out = []
+    for t in targets:
+        t = t.split("::", 1)[0]
+        if pyargs:
+            out += [Path(os.path.realpath(p)) for p in _module_paths(t, bases)]
+        out.append(Path(os.path.realpath(here / t)))
+    return out
+
+
+def reaches(root: Path, path: Path) -> bool:
+    """Collecting `path` collects tests of the checkout at `root`."""
+    acceptance = root / "acceptance"
+    return path == acceptance or acceptance in path.parents or path == root or path in root.parents
+
+
+def checkout_reached(paths: list[Path]) -> Path | None:
+    """The checkout (a directory laid out as one) that collecting `paths`
+    reaches: the package's own, or one above a path."""
+    own = package_checkout()
+    for p in paths:
+        if own is not None and reaches(own, p):
+            return own
+        for d in (p, *p.parents):
+            if is_checkout(d) and reaches(d, p):
+                return d
+    return None

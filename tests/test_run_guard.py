@@ -1,0 +1,221 @@
+"""However pytest is started on the suite (issue 38, items 3, 4 and 7;
+gate/runguard.py): a marker an earlier READY run wrote is gone after every
+run that did not pass (MARK-4), the exit status is non-zero unless READY
+(SUITE-3), and a start the suite cannot trust is refused before any test,
+any removal of what an earlier run left and any lock at a place an option
+chose, each with a NOT READY line that names why.
+
+Every run under test is a separate pytest process started as an operator
+starts one (the virtualenv's `pytest` script, whose sys.path holds the
+editable install's acceptance/ before the project), on the gate's fixture
+project, right after an in-process READY run of that project wrote its
+marker."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pty_acceptance.host import rundir
+
+from conftest import REPO
+from gateproject import GUARD_HOOK, last_line, run
+
+PYTEST = str(Path(sys.executable).parent / "pytest")
+DEADLINE_S = 120  # generous on a shared machine: a refused run takes about a second
+ENV_COPY = "pty-acceptance-0123abcd-runtime.env"  # what a SIGKILLed run leaves in the run directory
+
+
+def earlier_ready(project, target) -> Path:
+    """The marker of a READY run of the project (in process)."""
+    res = run(project, target)
+    assert last_line(res) == f"READY: marker written {target.marker}", "\n".join(res.outlines[-20:])
+    return Path(target.marker)
+
+
+def pytest_process(project, *args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    return subprocess.run([PYTEST, "-p", "no:cacheprovider", *args], cwd=cwd or project.path,
+                          env=dict(environ, **env), capture_output=True, text=True, timeout=DEADLINE_S,
+                          stdin=subprocess.DEVNULL)
+
+
+def said(done: subprocess.CompletedProcess) -> str:
+    return f"exit {done.returncode}\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}"
+
+
+def not_ready(done: subprocess.CompletedProcess) -> str:
+    """The last NOT READY line the run wrote (stdout or stderr)."""
+    lines = [l for l in (done.stdout + "\n" + done.stderr).splitlines() if "NOT READY" in l]
+    assert lines, said(done)
+    return lines[-1]
+
+
+def assert_not_ready(done: subprocess.CompletedProcess, marker: Path, *why: str) -> str:
+    assert done.returncode != 0, said(done)
+    assert not os.path.lexists(marker), f"the earlier run's marker still stands\n{said(done)}"
+    line = not_ready(done)
+    for w in why:
+        assert w in line, f"{w!r} not in {line!r}\n{said(done)}"
+    return line
+
+
+def leftover(safe_dir: Path) -> Path:
+    """A runtime environment copy a SIGKILLed run left in the project's run
+    directory: a run that starts removes it, a refused one acts on nothing."""
+    d = safe_dir / "run"
+    d.mkdir(mode=0o700, exist_ok=True)
+    p = d / ENV_COPY
+    p.write_text("OPENCODE_PASSWORD=x\n")
+    return p
+
+
+# ------------------------------------------------- item 3: no start keeps the marker
+def _linked(project, tmp_path) -> Path:
+    (tmp_path / "linked").symlink_to(project.path / "acceptance")
+    return tmp_path
+
+
+STARTS = {
+    # how pytest was started: (arguments before --inventory, environment, cwd, what NOT READY names)
+    "--import-mode=append": (["acceptance/", "--import-mode=append"], {}, None, "--import-mode=append"),
+    "--import-mode=append in PYTEST_ADDOPTS": (["acceptance/"], {"PYTEST_ADDOPTS": "--import-mode=append"},
+                                               None, "--import-mode=append"),
+    "--noconftest": (["acceptance/", "--noconftest"], {}, None, "--noconftest"),
+    "--confcutdir acceptance": (["acceptance/", "--confcutdir", "acceptance"], {}, None, "--confcutdir"),
+    "--confcutdir acceptance, entry points off": (
+        ["acceptance/", "--confcutdir", "acceptance"], {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}, None,
+        "--confcutdir"),
+    "--pyargs": (["--pyargs", "acceptance.test_all"], {}, None, "--pyargs"),
+    "acceptance/ through a link from outside": (["linked/"], {}, _linked, "not the checkout"),
+    "--inventory FILE and no path": ([], {}, None, "`--inventory FILE` with no path to collect"),
+    "a mistyped option": (["acceptance/", "--inventroy", "x.yml"], {}, None, "pytest stopped before the run began"),
+}
+
+
+@pytest.mark.parametrize("how", list(STARTS))
+def test_no_start_keeps_an_earlier_marker(project, target, tmp_path, how):
+    marker = earlier_ready(project, target)
+    args, env, cwd, why = STARTS[how]
+    done = pytest_process(project, *args, "--inventory", str(target.inventory),
+                          cwd=cwd(project, tmp_path) if cwd else None, **env)
+    assert_not_ready(done, marker, why)
+    assert " passed" not in done.stdout, said(done)  # no test ran
+
+
+def test_the_default_inventory_names_its_marker_even_when_not_given(project, target):
+    """`--inventory` given without its value: pytest stops at a usage error;
+    the checkout's default inventory names the marker, which goes."""
+    marker = earlier_ready(project, target)
+    (project.path / "inventories").mkdir()
+    (project.path / "inventories/target.yml").write_text(target.inventory.read_text())
+    done = pytest_process(project, "acceptance/", "--inventory")
+    assert_not_ready(done, marker, "pytest stopped before the run began")
+    assert "--inventory: expected one argument" in done.stderr, said(done)
+
+
+# ------------------------------------------------- item 4: exit 0 only when READY
+@pytest.mark.parametrize("option", [["--fixtures"], ["--fixtures-per-test"], ["--markers"], ["--help"],
+                                    ["--version", "--version"], ["--collect-only"], ["--setup-plan"],
+                                    ["--setup-only"]], ids=lambda o: o[0])
+def test_a_session_that_does_not_judge_is_not_ready(project, target, option):
+    marker = earlier_ready(project, target)
+    done = pytest_process(project, "acceptance/", "--inventory", str(target.inventory), *option)
+    line = assert_not_ready(done, marker)
+    assert done.stdout.strip().splitlines()[-1] == line, said(done)  # the last line says it
+    assert done.returncode == pytest.ExitCode.TESTS_FAILED, said(done)
+
+
+# ------------------------------------------------- item 7: refused first, acting on nothing
+REFUSED = {
+    "-o pty_acceptance_run_dir": (["-o", "pty_acceptance_run_dir=@ELSEWHERE"], {}, "-o/--override-ini"),
+    "-o pty_acceptance_run_dir in PYTEST_ADDOPTS": ([], {"PYTEST_ADDOPTS": "-o pty_acceptance_run_dir=@ELSEWHERE"},
+                                                    "-o/--override-ini"),
+    "-c": (["-c", "other.ini"], {}, "-c other.ini"),
+    "--rootdir": (["--rootdir", "@ROOT_PARENT"], {}, "--rootdir"),
+    "-p": (["-p", "quietp"], {"PYTHONPATH": "@PLUGINS"}, "-p loads plugins"),
+    "PYTEST_PLUGINS": ([], {"PYTEST_PLUGINS": "quietp", "PYTHONPATH": "@PLUGINS"}, "PYTEST_PLUGINS="),
+    "--disable-plugin-autoload": (["--disable-plugin-autoload"], {}, "--disable-plugin-autoload"),
+}
+
+
+def _filled(project, safe_dir: Path, text: str) -> str:
+    return (text.replace("@ELSEWHERE", str(safe_dir / "elsewhere")).replace("@ROOT_PARENT", str(project.path.parent))
+            .replace("@PLUGINS", str(safe_dir / "plugins")))
+
+
+@pytest.mark.parametrize("how", list(REFUSED))
+def test_options_that_escape_the_lock_or_the_checkout_are_refused_first(project, target, safe_dir, how):
+    """Refused before any test runs and before what an earlier run left is
+    removed, after the lock was taken at the checkout's place and the marker
+    removed; the place an option named is never made."""
+    marker = earlier_ready(project, target)
+    (project.path / "other.ini").write_text(f"[pytest]\npty_acceptance_run_dir = {safe_dir}/run\n")
+    (safe_dir / "plugins").mkdir()
+    (safe_dir / "plugins/quietp.py").write_text("")
+    left = leftover(safe_dir)
+    reports = sorted((project.path / "reports").iterdir())  # the READY run's
+    args, env, why = REFUSED[how]
+    done = pytest_process(project, "acceptance/", "--inventory", str(target.inventory),
+                          *[_filled(project, safe_dir, a) for a in args],
+                          **{k: _filled(project, safe_dir, v) for k, v in env.items()})
+    line = assert_not_ready(done, marker, "SUITE-3", why)
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR and line.startswith("ERROR: NOT READY: "), said(done)
+    assert left.exists(), f"a refused run removed what an earlier run left\n{said(done)}"
+    assert not (safe_dir / "elsewhere").exists(), "the run made the directory an option named"
+    assert sorted((project.path / "reports").iterdir()) == reports, "a refused run wrote a report"
+    assert " passed" not in done.stdout and "collected" not in done.stdout, said(done)
+
+
+def test_the_lock_stays_at_the_checkouts_place_whatever_o_says(project, target, safe_dir):
+    """-o pty_acceptance_run_dir=DIR beside a run holding the checkout's lock:
+    it fails at once naming that run, touches nothing (SUITE-5)."""
+    marker = earlier_ready(project, target)
+    first = rundir.acquire(f"{safe_dir}/run")  # this process stands for a run in progress
+    try:
+        done = pytest_process(project, "acceptance/", "--inventory", str(target.inventory),
+                              "-o", f"pty_acceptance_run_dir={safe_dir}/elsewhere")
+    finally:
+        first.release()
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR, said(done)
+    assert f"SUITE-5: another acceptance run holds {safe_dir}/run/lock: pid {os.getpid()}" in done.stderr, said(done)
+    assert marker.exists(), "the second run touched the first run's marker"
+    assert not (safe_dir / "elsewhere").exists()
+
+
+def test_a_run_that_is_not_refused_removes_what_an_earlier_run_left(project, target, safe_dir):
+    """The other side of the order: the same leftover goes once the run starts."""
+    left = leftover(safe_dir)
+    res = run(project, target)
+    assert last_line(res) == f"READY: marker written {target.marker}", "\n".join(res.outlines[-20:])
+    assert not left.exists()
+    assert any(f"runtime environment copy {ENV_COPY}: removed" in l for l in res.outlines), res.outlines[-20:]
+
+
+# ------------------------------------------------- the guard's own pieces
+def test_the_checkouts_acceptance_conftest_arms_the_guard_as_the_projects_does():
+    """The fixture project's acceptance/conftest.py carries the real one's hook
+    (GUARD_HOOK): the runs above prove the real hook."""
+    text = (REPO / "acceptance/conftest.py").read_text()
+    for line in GUARD_HOOK.splitlines():
+        assert line in text.splitlines(), line
+
+
+def test_the_options_read_before_pytest_parses_them_are_the_suites():
+    """checkout.VALUE_OPTIONS: every option of the suite's that takes a value
+    (their values are not paths to collect, and name markers and inventories)."""
+    from pty_acceptance.gate import checkout, startup
+
+    parser = pytest.Parser(_ispytest=True)
+    startup.pytest_addoption(parser, pluginmanager=_NoConfig())
+    valued = [o.names()[0] for o in parser.getgroup("pty-acceptance").options if o.attrs()["nargs"] != 0]
+    assert sorted(valued) == sorted(checkout.VALUE_OPTIONS)
+
+
+class _NoConfig:
+    def get_plugin(self, name):
+        return None
