@@ -14,7 +14,7 @@ from pty_acceptance.decision import nodeids, readiness_marker as marker
 from pty_acceptance.report import reports
 
 from conftest import FakeBus
-from gateproject import (PASSING, add_tests, assert_refused, assert_refused_at_start, earlier_marker, expectation,
+from gateproject import (PASSING, add_tests, assert_refused, earlier_marker, expectation,
                          last_line, run)
 
 
