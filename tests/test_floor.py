@@ -145,8 +145,11 @@ def test_each_weakening_is_refused_at_load_naming_its_key(tmp_path, key, value):
         load()
     said = str(e.value)
     assert said.startswith(f"{f}: all.hosts.pilot.{key}: "), said
+    assert "\n" not in said, said
+    if key == "marker" and "malformed value" in said:  # MARKER_PATH's shape refuses it first (MARK-4)
+        return
     # a socket elsewhere is also one the session units' InaccessiblePaths= does not name
-    assert "\n" not in said and f"({1 + (key == 'socket')} values below the contract's floor" in said, said
+    assert f"({1 + (key == 'socket')} values below the contract's floor" in said, said
 
 
 STRICTER = [
