@@ -40,10 +40,12 @@ So bun imports the reviewed plugin bytes: no file beside the manifest's (a
 pty.tsx next to pty.ts) can be resolved, nothing the user changes after the
 hashing is what runs, and no state the user keeps in its home steers a run.
 Before any run the copies must be the reviewed source (their manifest is
-source_manifest_sha256), and before each run they are hashed again. Its output is hostile: only its size and its last
-line (escaped by the caller) are kept. What it left in its working directory
-and HOME is listed and read by descriptor once the unit is gone (regular
-files with one link only, size-bounded), then removed.
+source_manifest_sha256), and before each run they are hashed again.
+
+A run's output is hostile: only its size and its last line (escaped by the
+caller) are kept. What it left in its working directory and HOME is listed
+and read by descriptor once the unit is gone (regular files with one link
+only, size-bounded), then removed.
 
 A run passes only on evidence (judge): exit 0, nothing left running and
 nothing outside the unit holding its output, the harness's own success report
