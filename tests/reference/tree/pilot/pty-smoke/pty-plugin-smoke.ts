@@ -95,20 +95,26 @@ const number = fs.readdirSync(cwd).filter((n) => /^smoke-result-\d{3}\.json$/.te
 const resultName = `smoke-result-${String(number).padStart(3, "0")}.json`
 // which run of the suite's sequence this is, asked of root's counter only while a
 // run-numbered switch is set; a counter that does not answer fails the run (exit 4):
-// a switch that could not be applied must not read as a pass
+// a switch that could not be applied must not read as a pass. Asking again is safe
+// (the counter gives a run's unit one number however often it asks), so a
+// connection that fails is tried again, three times in all.
+function askCounter(): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    let got = ""
+    const c = net.createConnection({ path: COUNTER })
+    const timer = setTimeout(() => { c.destroy(); reject(new Error("no answer within 5000 ms")) }, 5000)
+    c.on("data", (b) => { got += b.toString("utf8"); if (got.includes("\n")) c.end() })
+    c.on("end", () => { clearTimeout(timer); resolve(got) })
+    c.on("error", (e) => { clearTimeout(timer); reject(e) })
+  })
+}
 async function faultRun(): Promise<number> {
   if (![...FAULTS].some((f) => /^(fail|hang)-run:/.test(f))) return number
   let answer = ""
-  try {
-    answer = await new Promise<string>((resolve, reject) => {
-      let got = ""
-      const c = net.createConnection({ path: COUNTER })
-      const timer = setTimeout(() => { c.destroy(); reject(new Error("no answer within 5000 ms")) }, 5000)
-      c.on("data", (b) => { got += b.toString("utf8") })
-      c.on("end", () => { clearTimeout(timer); resolve(got) })
-      c.on("error", (e) => { clearTimeout(timer); reject(e) })
-    })
-  } catch (e: any) { answer = `unreachable: ${e?.message ?? e}` }
+  for (let attempt = 1; attempt <= 3; attempt++) {
+    try { answer = await askCounter(); break } catch (e: any) { answer = `unreachable: ${e?.message ?? e}` }
+    await Bun.sleep(100)
+  }
   const m = /^RUN ([0-9]+)\n$/.exec(answer)
   if (!m) {
     console.log(`FAIL the fault run counter ${COUNTER}: ${JSON.stringify(answer.slice(0, 200))}`)
