@@ -113,11 +113,10 @@ def _runs(inv, checked, cell, seen, evidence, labels, args_for, helper, read_onl
     evidence("success report", f"last line {p.success.last_line!r}, {p.success.results_per_run} file(s) "
                                f"{p.success.result_file!r}")
     evidence("what a run sees of the user's own", escape(seen.describe()))
-    mine = smoke.listing(p.plugin_dir)
-    if isinstance(mine, set):
-        beside = sorted(mine - {n for n, _ in seen.plugin_files})
-        evidence("beside them in the user's plugin directory, never seen by a run", ", ".join(map(escape, beside))
-                 or "nothing")
+    mine = smoke.listing(p.plugin_dir)  # evidence only: no run sees this directory
+    beside = (", ".join(map(escape, sorted(mine - {n for n, _ in seen.plugin_files}))) or "nothing"
+              if isinstance(mine, set) else escape(mine))
+    evidence("beside them in the user's plugin directory, never seen by a run", beside)
     expect(not smoke.inside(smoke.WORK_INSIDE, p.plugin_dir), "PLUGIN-1",
            f"the working directory {smoke.WORK_INSIDE} is inside the plugin directory")
     for label in labels:
