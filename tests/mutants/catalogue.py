@@ -546,12 +546,14 @@ FAULTS += [
     Fault("plugin-user-patches-after-scope", ("PLUGIN-1",), "the harness fails its first run, and a "
           "watcher of the service user's (not dumpable, inotify on the plugin directory) prepends to pty.ts, "
           "right after SCOPE-1 read it, a patch that makes the fault switch read as unset, and puts the "
-          "reviewed bytes back 20 s after the last read",
+          "reviewed bytes back 20 s after the last harness run",
           f"printf 'fail-run:1\\n' > {PLUGIN_FAULTS}", script_file="user-patches-plugin-after-scope.sh",
           modules=_m("builds", "plugin"), says="PLUGIN-1: run 1/10: ended with exit 1", deadline_s=900,
+          # the patch was in place while harness runs happened: the suite was not saved by timing
           after="i=0; until grep -q RESTORED /var/lib/pty-fault/patcher.log || [ $i -ge 600 ]; do "
                 "i=$((i+1)); sleep 0.1; done; cat /var/lib/pty-fault/patcher.log; "
-                "grep -q PATCHED /var/lib/pty-fault/patcher.log"),
+                "grep -q PATCHED /var/lib/pty-fault/patcher.log && "
+                "grep -Eq 'and [1-9][0-9]* harness runs' /var/lib/pty-fault/patcher.log"),
     Fault("plugin-user-bumps-home-run-counter", ("PLUGIN-1",), "the harness fails its first run, and the "
           "service user writes 100 into the run counter the harness kept in its home "
           "(~/.pty-smoke-fault-runs), so that no run is the first",

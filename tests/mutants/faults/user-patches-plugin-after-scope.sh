@@ -3,9 +3,10 @@
 # (a unit as byk that makes itself not dumpable, inotify on the plugin
 # directory) prepends to pty.ts, right after the first read of it (SCOPE-1's),
 # a patch that makes the harness's fault switch file read as empty, and puts
-# the reviewed bytes back once no one has read pty.ts for 20 s (20 s after
-# the last harness run imported it): the bytes are the reviewed ones whenever
-# the suite hashes them by name. With the plugin's first run made to fail
+# the reviewed bytes back 20 s after the last harness run (no read of pty.ts
+# and no bun process of its own for 20 s, at least one bun seen while the
+# patch was in place; or 10 min after the patch if none ever comes): the bytes
+# are the reviewed ones whenever the suite hashes them by name. With the plugin's first run made to fail
 # (fail-run:1 in the catalogue entry), an import of the patched bytes would
 # turn that failure into a pass: PLUGIN-1 must see the harness's own failure.
 # Every step is logged (/var/lib/pty-fault/patcher.log).
@@ -22,6 +23,7 @@ PATCH = (b'import __fs from "node:fs"; { const r = __fs.readFileSync; (__fs as a
          b'(r as any).call(this, p, ...a) } }\n')
 IN_CLOSE_NOWRITE = 0x10
 QUIET_S = 20
+GIVE_UP_S = 600
 libc = ctypes.CDLL(None, use_errno=True)
 libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no other process of the user reaches this one
 
@@ -60,17 +62,34 @@ def write(data):
         f.truncate()
 
 
+def buns():
+    """The pids of this user's processes named bun now (a harness run's bun: its
+    comm and owner are readable even though it is not dumpable)."""
+    found = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.stat(f"/proc/{pid}").st_uid == os.getuid() and open(f"/proc/{pid}/comm").read().strip() == "bun":
+                found.add(pid)
+        except OSError:
+            continue
+    return found
+
+
 while not reads(3600):
     pass
 write(PATCH + original)
 log(f"PATCHED {path} right after its first read")
-last, seen = time.monotonic(), 0
-while time.monotonic() - last < QUIET_S:
+patched = last = time.monotonic()
+seen, runs = 0, set()
+while time.monotonic() - last < QUIET_S or (not runs and time.monotonic() - patched < GIVE_UP_S):
     n = reads(1)
-    if n:
+    now_running = buns()
+    if n or now_running:
         seen, last = seen + n, time.monotonic()
+        runs |= now_running
 write(original)
-log(f"RESTORED {path} after {seen} reads of the patched bytes, {QUIET_S} s after the last")
+log(f"RESTORED {path} after {seen} reads of the patched bytes and {len(runs)} harness runs (bun processes) "
+    f"seen while it was patched, {QUIET_S} s after the last")
 PY
 mkdir -p -m 0755 /var/lib/pty-fault
 install -o byk -g byk -m 0644 /dev/null /var/lib/pty-fault/patcher.log
