@@ -17,7 +17,7 @@ import testinfra
 from pty_acceptance.gate import runguard
 
 from pty_acceptance.host import programs
-from pty_acceptance.provenance import builds
+from pty_acceptance.provenance import builds, source_copy
 from pty_acceptance.supervisor import admission
 from pty_acceptance.supervisor.supervisor_up import start_supervisor, supervisor_ready
 from pty_acceptance.supervisor.tracked_sessions import Sessions
@@ -109,6 +109,24 @@ def reproduced(inv):
         return builds.reproduce(inv), None
     except (builds.BuildError, OSError) as e:
         return None, str(e)
+
+
+@pytest.fixture(scope="session")
+def source(inv):
+    """The source manifest's files read once and copied into a root-owned
+    mirror, hashed as copied (provenance/source_copy.py): SCOPE-1 judges its
+    digest; PLUGIN-1's runs see these copies where the trees are, so bun
+    imports the very bytes SCOPE-1 hashed. (SourceCopy, None), or (None, why
+    they could not be read)."""
+    try:
+        made = source_copy.make(inv.pilot_root, inv.code_root, inv.tree_bounds())
+    except source_copy.manifest.ManifestError as e:
+        yield None, str(e)
+        return
+    try:
+        yield made, None
+    finally:
+        source_copy.remove(made)
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,10 @@ BUILD-2 source revision, Go version, go.sum, the commands and every SHA-256
         are recorded as evidence, with the build user's ids and go's package
         (Testinfra's host.user and host.package).
 BUILD-3 the installed binaries equal the reproduced builds.
-SCOPE-1 the source manifest recomputed (review-source-hash) equals the claim.
+SCOPE-1 the source manifest recomputed (review-source-hash) equals the claim:
+        each file read once, by descriptor, and copied as it is hashed into a
+        root-owned mirror (provenance/source_copy.py), the very bytes
+        PLUGIN-1's harness runs see where the trees are.
 SCOPE-3 the candidate checkout's HEAD, as git itself resolves it, is the claimed
         revision (a repository layout git could resolve otherwise is refused).
 """
@@ -18,9 +21,9 @@ import hashlib
 import pytest
 
 from pty_acceptance.host import hostfs
-from pty_acceptance.provenance import gitrev, manifest
+from pty_acceptance.provenance import gitrev
 from pty_acceptance.spec.inventory import ARTIFACTS
-from pty_acceptance.gate.checks import expect, reading
+from pty_acceptance.gate.checks import expect, finding, reading
 from pty_acceptance.gate.failures import fail
 
 
@@ -82,13 +85,16 @@ def test_installed_binary_equals_the_reproduced_build(inv, reproduction, role, e
 
 
 @pytest.mark.requirement("SCOPE-1")
-def test_source_manifest_is_the_claimed_manifest(inv, evidence):
-    with reading("SCOPE-1", "the source manifest cannot be computed", manifest.ManifestError):
-        digest, listing = manifest.compute(inv.pilot_root, inv.code_root, inv.tree_bounds())
-    evidence("listing", listing)
-    evidence("manifest", digest)
-    expect(digest == inv.source_manifest_sha256, "SCOPE-1",
-           f"the source manifest is {digest}, the claim is {inv.source_manifest_sha256}")
+def test_source_manifest_is_the_claimed_manifest(inv, source, evidence):
+    made, why = source
+    if made is None:
+        raise finding("SCOPE-1", f"the source manifest cannot be computed: {why}")
+    evidence("listing", made.listing)
+    evidence("manifest", made.digest)
+    evidence("read", f"each file once, copied as it was hashed into {made.top} (root's; what PLUGIN-1's "
+                     "runs see)")
+    expect(made.digest == inv.source_manifest_sha256, "SCOPE-1",
+           f"the source manifest is {made.digest}, the claim is {inv.source_manifest_sha256}")
 
 
 @pytest.mark.requirement("SCOPE-3")

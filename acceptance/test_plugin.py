@@ -16,11 +16,19 @@ PLUGIN-1 `bun <plugin.harness> <plugin.args>` passes ten times in a row, then
          directory no other process of the user can enter, bun told to read
          no bunfig.toml, no .env and install nothing), bounded by
          plugin.deadline_s; its cgroup is killed and gone before it is judged.
-         A run passes only on exit 0 together with the harness's own success
-         report (plugin.success: its last line, one result file), nothing
-         left running, nothing outside its unit holding its output, no file
-         bun would read as configuration in its working directory or HOME,
-         and the plugin directory's listing unchanged. Evidence per run: how it
+         A run sees nothing of the user's home or trees: an empty read-only
+         tmpfs over /home, /root, /run/user (and the user's home elsewhere),
+         and at pilot_root and code_root, read-only, SCOPE-1's root-owned
+         copies of the source manifest's files, each read once and hashed as
+         copied (provenance/source_copy.py, the session's `source`): bun
+         imports exactly the reviewed plugin bytes, no file beside them
+         resolves, nothing changed after hashing runs. The copies must be the
+         reviewed source (their manifest source_manifest_sha256) before any
+         run and are hashed again before each. A run passes only on exit 0
+         together with the harness's own success report (plugin.success: its
+         last line, one result file), nothing left running, nothing outside
+         its unit holding its output, and no file bun would read as
+         configuration in its working directory or HOME. Evidence per run: how it
          ended, its duration, its output's size and last line (escaped), the
          processes still running or left behind (killed with the cgroup), the
          files it left (read by descriptor, regular files with one link,
@@ -47,6 +55,17 @@ HELPER_INSIDE = "/tmp/pty-acceptance-helper"  # where the fresh run sees the fre
 @pytest.fixture(scope="module")
 def checked(inv):
     return smoke.preflight(inv)  # a smoke.HarnessRefused fails PLUGIN-1 (the plugin's hooks)
+
+
+@pytest.fixture(scope="module")
+def seen(inv, checked, source):
+    """What each run sees of the user's own: the source manifest's files as
+    SCOPE-1 copied and hashed them, where the trees are; nothing else."""
+    made, why = source
+    if made is None:
+        raise finding("PLUGIN-1", f"the source manifest's files cannot be copied, so no run can see the "
+                                  f"reviewed plugin: {why}")
+    return smoke.view(made, inv.source_manifest_sha256, inv.plugin, checked.account)  # HarnessRefused fails
 
 
 @pytest.fixture(scope="module")
@@ -79,9 +98,9 @@ def _record(evidence, r: smoke.Run) -> None:
                      _text(body) if isinstance(body, bytes) else escape(body))
 
 
-def _runs(inv, checked, cell, evidence, labels, args_for, helper, read_only=()):
+def _runs(inv, checked, cell, seen, evidence, labels, args_for, helper, read_only=()):
     """Run the harness once per label, each in a cell run of its own; the first
-    failure fails the test. Before each run both copies are hashed again."""
+    failure fails the test. Before each run every copy is hashed again."""
     p = inv.plugin
     evidence("bun", checked.bun)
     evidence("harness", checked.harness)
@@ -93,27 +112,26 @@ def _runs(inv, checked, cell, evidence, labels, args_for, helper, read_only=()):
                          "root-owned 0700 directory), environment PATH HOME LANG TERM")
     evidence("success report", f"last line {p.success.last_line!r}, {p.success.results_per_run} file(s) "
                                f"{p.success.result_file!r}")
-    before = smoke.listing(p.plugin_dir)
-    if isinstance(before, str):
-        raise finding("PLUGIN-1", f"the plugin directory: {escape(before)}")
+    evidence("what a run sees of the user's own", escape(seen.describe()))
+    mine = smoke.listing(p.plugin_dir)  # evidence only: no run sees this directory
+    beside = (", ".join(map(escape, sorted(mine - {n for n, _ in seen.plugin_files}))) or "nothing"
+              if isinstance(mine, set) else escape(mine))
+    evidence("beside them in the user's plugin directory, never seen by a run", beside)
     expect(not smoke.inside(smoke.WORK_INSIDE, p.plugin_dir), "PLUGIN-1",
            f"the working directory {smoke.WORK_INSIDE} is inside the plugin directory")
     for label in labels:
         with reading("PLUGIN-1", f"before run {label}", smoke.HarnessRefused):
             evidence(f"run {label} pinned", cell.check(smoke.limits(inv)))
-        r = smoke.run(cell, label, smoke.fill(list(args_for), helper, smoke.WORK_INSIDE), checked.account,
+            evidence(f"run {label} source", seen.check())
+        r = smoke.run(cell, seen, label, smoke.fill(list(args_for), helper, smoke.WORK_INSIDE), checked.account,
                       p.deadline_s, read_only)
         _record(evidence, r)
-        after = smoke.listing(p.plugin_dir)
-        changed = sorted(after ^ before) if isinstance(after, set) else [after]
-        expect(not changed, "PLUGIN-1", f"run {label} changed the plugin directory "
-                                        f"{p.plugin_dir}: {', '.join(map(escape, changed))}")
         expect_none(map(escape, smoke.judge(r, p.success)), "PLUGIN-1", f"run {label}")
 
 
 @pytest.mark.requirement("PLUGIN-1")
-def test_harness_passes_ten_times_in_a_row(inv, checked, cell, evidence):
-    _runs(inv, checked, cell, evidence, [f"{i}/{RUNS}" for i in range(1, RUNS + 1)],
+def test_harness_passes_ten_times_in_a_row(inv, checked, cell, seen, evidence):
+    _runs(inv, checked, cell, seen, evidence, [f"{i}/{RUNS}" for i in range(1, RUNS + 1)],
           inv.plugin.args, inv.binaries.client.path)
 
 
@@ -136,8 +154,8 @@ def fresh_helper(reproduced):
 
 
 @pytest.mark.requirement("PLUGIN-1")
-def test_harness_passes_against_the_fresh_helper(inv, checked, cell, fresh_helper, evidence):
+def test_harness_passes_against_the_fresh_helper(inv, checked, cell, seen, fresh_helper, evidence):
     d, digest = fresh_helper
     inside = f"{HELPER_INSIDE}/{FRESH_CLIENT}"
     evidence("fresh helper", f"{digest}  {d}/{FRESH_CLIENT} (BUILD-1's build a), seen read-only at {inside}")
-    _runs(inv, checked, cell, evidence, ["fresh"], inv.plugin.fresh_args, inside, ((d, HELPER_INSIDE),))
+    _runs(inv, checked, cell, seen, evidence, ["fresh"], inv.plugin.fresh_args, inside, ((d, HELPER_INSIDE),))

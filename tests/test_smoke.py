@@ -181,7 +181,7 @@ def test_run_refuses_root(files):
     cell = smoke.stage(smoke.preflight(inv), inv.plugin)
     try:
         with pytest.raises(smoke.HarnessRefused, match="never run as root"):
-            smoke.run(cell, "x", [], pwd.getpwnam("root"), 5)
+            smoke.run(cell, types.SimpleNamespace(), "x", [], pwd.getpwnam("root"), 5)
     finally:
         smoke.unstage(cell)
 

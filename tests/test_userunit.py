@@ -72,6 +72,15 @@ def test_a_private_tmp_holds_only_what_is_bound_there(seen):
     assert seen["made_on_host"] == ["made"]
 
 
+def test_plugin_1_s_view_hides_the_homes_and_shows_the_mirror_where_the_tree_is(seen):
+    """ProtectHome=tmpfs, TemporaryFileSystem= (a(ss)) and BindReadOnlyPaths=
+    (a(ssbt)) below the tmpfs, as this release's systemd takes them over D-Bus."""
+    s = seen["view"]
+    assert s["exit"] == 0, s
+    assert s["output"].splitlines() == ["pty-probe", "tree", "pty.ts", "mirror", "0", "ro", "ro", "root 755"], \
+        s["output"]
+
+
 def test_a_scope_holds_what_its_gated_child_starts_and_is_gone_after_close(seen):
     s = seen["scope"]
     assert s["before_gate"] == "/bin/sh" and s["sleep_in_scope"], s

@@ -610,6 +610,42 @@ FAULTS += [
           f"printf 'fail-run:1\\n' > {PLUGIN_FAULTS}; PTY_FAULT_PRELOAD=escape",
           script_file="user-plants-bun-config.sh", modules=_m("plugin"),
           says="PLUGIN-1: run 1/10: ended with exit 1", deadline_s=600, after="cat /var/lib/pty-fault/planter.log"),
+    # -- PLUGIN-1: bun imports exactly the reviewed plugin bytes, and nothing of the user's steers a
+    # run (red team against e21fde2): the defect each time is the harness failing its first run;
+    # the user's action hides it, and PLUGIN-1 must still see it
+    Fault("plugin-harness-fails-first-run", ("PLUGIN-1",), "the smoke harness fails its first run "
+          "(the defect the user hides in the faults below, with no one hiding it)",
+          f"printf 'fail-run:1\\n' > {PLUGIN_FAULTS}", modules=_m("plugin"),
+          says="PLUGIN-1: run 1/10: ended with exit 1", deadline_s=600),
+    Fault("plugin-user-plants-plugin-tsx", ("PLUGIN-1",), "the harness fails its first run, and the "
+          "service user puts a pty.tsx beside the reviewed pty.ts in the plugin directory that re-exports "
+          "it and makes the fault switch read as unset (bun resolves .../plugins/pty to .tsx first)",
+          f"printf 'fail-run:1\\n' > {PLUGIN_FAULTS}", script_file="user-plants-plugin-tsx.sh",
+          modules=_m("plugin"), says="PLUGIN-1: run 1/10: ended with exit 1", deadline_s=600),
+    Fault("plugin-user-patches-after-scope", ("PLUGIN-1",), "the harness fails its first run, and a "
+          "watcher of the service user's (not dumpable, inotify on the plugin directory) prepends to pty.ts, "
+          "right after SCOPE-1 read it, a patch that makes the fault switch read as unset, and puts the "
+          "reviewed bytes back 20 s after the last harness run",
+          f"printf 'fail-run:1\\n' > {PLUGIN_FAULTS}", script_file="user-patches-plugin-after-scope.sh",
+          modules=_m("builds", "plugin"), says="PLUGIN-1: run 1/10: ended with exit 1", deadline_s=900,
+          # the patch was in place while harness runs happened: the suite was not saved by timing
+          after="i=0; until grep -q RESTORED /var/lib/pty-fault/patcher.log || [ $i -ge 600 ]; do "
+                "i=$((i+1)); sleep 0.1; done; cat /var/lib/pty-fault/patcher.log; "
+                "grep -q PATCHED /var/lib/pty-fault/patcher.log && "
+                "grep -Eq 'and [1-9][0-9]* harness runs' /var/lib/pty-fault/patcher.log"),
+    Fault("plugin-user-bumps-home-run-counter", ("PLUGIN-1",), "the harness fails its first run, and the "
+          "service user writes 100 into the run counter the harness kept in its home "
+          "(~/.pty-smoke-fault-runs), so that no run is the first",
+          f"printf 'fail-run:1\\n' > {PLUGIN_FAULTS}; "
+          "runuser -u byk -- sh -c 'printf 100 > /home/byk/.pty-smoke-fault-runs'",
+          modules=_m("plugin"), says="PLUGIN-1: run 1/10: ended with exit 1", deadline_s=600),
+    Fault("plugin-user-floods-run-counter", ("PLUGIN-1",), "the harness fails its first run, and the "
+          "service user asks the harness's run counter (root's, on a socket) for numbers 100 times before "
+          "the suite and on and on during it, so that, were it counted, no run would be the first",
+          f"printf 'fail-run:1\\n' > {PLUGIN_FAULTS}", script_file="user-floods-run-counter.sh",
+          modules=_m("plugin"), says="PLUGIN-1: run 1/10: ended with exit 1", deadline_s=600,
+          after="cat /var/lib/pty-fault/flood.log; grep -q '^REFUSED' /var/lib/pty-fault/flood.log && "
+                "! grep -q '^RUN' /var/lib/pty-fault/flood.log"),
     Fault("plugin-harness-leaves-a-process", ("PLUGIN-1",), "every harness run leaves a setsid'd sleep 600 "
           "behind, holding the run's output open: the run ends in time, naming it",
           f"printf 'leave-process\\n' > {PLUGIN_FAULTS}", modules=_m("plugin"),

@@ -157,9 +157,38 @@ install -d -o root -g root -m 0755 "$DBG"
 rm -f /etc/opencode/pty-supervisor-verified
 printf '%s\n' "$IMPL" >"$DBG/supervisor-impl"
 chmod 0644 "$DBG/supervisor-impl"
+# the smoke harness's run counter for its fail-run:N and hang-run:N switches:
+# root's, socket-activated (nothing runs until a switched-on harness asks),
+# counting only the suite's plugin smoke runs (src/fault-count.py says why)
+COUNTER_LIB=/usr/local/lib/opencode-reference
+install -d -o root -g root -m 0755 "$COUNTER_LIB"
+install -o root -g root -m 0644 "$REF/src/fault-count.py" "$COUNTER_LIB/fault-count.py"
+cat >"$UNITDIR/opencode-reference-fault-count.socket" <<UNIT
+# The reference smoke harness's run counter (reference host only).
+[Unit]
+Description=run counter of the reference plugin smoke harness (reference host)
+
+[Socket]
+ListenStream=/run/opencode-reference/fault-count.sock
+SocketMode=0666
+DirectoryMode=0755
+
+[Install]
+WantedBy=sockets.target
+UNIT
+cat >"$UNITDIR/opencode-reference-fault-count.service" <<UNIT
+# The reference smoke harness's run counter (reference host only).
+[Unit]
+Description=run counter of the reference plugin smoke harness (reference host)
+
+[Service]
+ExecStart=/usr/bin/python3 -I $COUNTER_LIB/fault-count.py
+UNIT
+chmod 0644 "$UNITDIR/opencode-reference-fault-count.socket" "$UNITDIR/opencode-reference-fault-count.service"
 
 systemctl daemon-reload
 systemctl enable --quiet opencode-pty-supervisor.service
+systemctl enable --quiet --now opencode-reference-fault-count.socket
 TS=$(now_ms)
 systemctl restart opencode-pty-supervisor.service
 i=0
@@ -303,7 +332,9 @@ MANIFEST=$(sha256sum <"$DBG/source-manifest.txt" | cut -d' ' -f1)
 		"$DBG/supervisor-impl" \
 		"$RUNTIME" "$OPENCODE" "$BUN" /var/lib/opencode-production /var/cache/opencode-production \
 		"$UNITDIR/opencode.service" \
-		"$UNITDIR/opencode-v2-preview.service"
+		"$UNITDIR/opencode-v2-preview.service" \
+		"$COUNTER_LIB" "$UNITDIR/opencode-reference-fault-count.socket" \
+		"$UNITDIR/opencode-reference-fault-count.service"
 } >"$DBG/installed-paths"
 
 inv_value() { # KEY: the quoted value of KEY: "..." in the inventory

@@ -172,25 +172,33 @@ PLUGIN_RUNS = 11  # PLUGIN-1: the harness ten times in a row, then once against 
 def plugin_runs(inv, repeats: int) -> list[float]:
     """One harness run as PLUGIN-1 makes it (smoke.run: the cell's bun and
     harness, its args, as the service user in a unit of its own, fresh
-    working directory and HOME), `repeats` times. Its own waits (a 1 s session
+    working directory and HOME, seeing the source manifest's copies where the
+    trees are), `repeats` times. Its own waits (a 1 s session
     runtime, a 1 s HELLO timeout to a mute listener...) are the pilot
     harness's, and the requirement runs it in a row: the suite cannot make
     these runs shorter or overlap them."""
     from pty_acceptance.candidate import smoke
+    from pty_acceptance.provenance import source_copy
     p = inv.plugin
     checked = smoke.preflight(inv)
-    cell = smoke.stage(checked, p, smoke.limits(inv)[0])
+    source = source_copy.make(inv.pilot_root, inv.code_root, inv.tree_bounds())
+    cell = None
     samples = []
     try:
+        seen = smoke.view(source, inv.source_manifest_sha256, p, checked.account)
+        cell = smoke.stage(checked, p, smoke.limits(inv)[0])
         for i in range(repeats):
-            r = smoke.run(cell, f"bench {i}", smoke.fill(list(p.args), inv.binaries.client.path, smoke.WORK_INSIDE),
+            r = smoke.run(cell, seen, f"bench {i}",
+                          smoke.fill(list(p.args), inv.binaries.client.path, smoke.WORK_INSIDE),
                           checked.account, p.deadline_s)
             why = smoke.judge(r, p.success)
             if why:
                 raise RuntimeError(f"the plugin harness failed in the floor probe: {'; '.join(why)}")
             samples.append(r.ended.duration_s)
     finally:
-        smoke.unstage(cell)
+        if cell is not None:
+            smoke.unstage(cell)
+        source_copy.remove(source)
     return samples
 
 

@@ -56,6 +56,36 @@ def holder(stop: threading.Event) -> None:
         os.close(fd)
 
 
+def view_scenario() -> dict:
+    """PLUGIN-1's view: an empty read-only tmpfs over /home, /root and /run/user
+    (ProtectHome=tmpfs) and over a home elsewhere (TemporaryFileSystem=), a
+    root-owned mirror bound read-only where a user's tree is (systemd makes the
+    mount point on the empty tmpfs): the program sees the mirror's file, not
+    the plant beside the original, nothing of the homes."""
+    tree = "/home/pty-probe/tree"
+    elsewhere = "/srv/pty-probe-home"
+    for d in ("/home/pty-probe", tree, f"{tree}/plugins", elsewhere):
+        os.makedirs(d, exist_ok=True)
+        os.chown(d, NOBODY.pw_uid, NOBODY.pw_gid)
+    for path, text in ((f"{tree}/plugins/pty.ts", "user's\n"), (f"{tree}/plugins/pty.tsx", "plant\n"),
+                       ("/home/pty-probe/secret", "home\n"), (f"{elsewhere}/secret", "elsewhere\n")):
+        with open(path, "w") as f:
+            f.write(text)
+    m = scratch.make("pty-acceptance-probe-mirror-", mode=0o755)
+    mfd = hostfs.open_dir(m)
+    pfd = hostfs.open_dir_beneath(mfd, ("plugins",), m, create=True)
+    hostfs.create_at(pfd, "pty.ts", b"mirror\n", 0o444, owner=(0, 0))
+    os.close(pfd)
+    os.close(mfd)
+    seen_ = seen(userunit.run(job(
+        "view", f"ls -A /home; ls -A /home/pty-probe; ls -A {tree}/plugins; cat {tree}/plugins/pty.ts; "
+                f"ls -A {elsewhere}; ls -A /run/user | wc -l; touch {tree}/plugins/x 2>/dev/null || echo ro; "
+                f"touch {elsewhere}/x 2>/dev/null || echo ro; stat -c '%U %a' /home/pty-probe",
+        protect_home=True, hide=(elsewhere,), read_only=((m, tree),)), 20))
+    scratch.remove(m)
+    return seen_
+
+
 def main() -> int:
     out: dict = {}
     out["status"] = seen(userunit.run(job("exit status", "id; env | sort; pwd; umask; exit 3", umask=0o027), 20))
@@ -88,6 +118,7 @@ def main() -> int:
         binds=((f"{d}/work", "/tmp/w"),), read_only=((f"{d}/ro", "/tmp/ro"),)), 20))
     out["made_on_host"] = sorted(os.listdir(f"{d}/work"))
     scratch.remove(d)
+    out["view"] = view_scenario()
     # a scope: a child the suite started itself, gated until it is inside; what it
     # starts (a setsid'd sleep) is in the scope's cgroup, killed and gone at close
     import subprocess

@@ -28,10 +28,24 @@ bunfig.toml>`` (no bunfig.toml of the working directory), ``--no-env-file``
 (no .env) and ``--no-install`` (no package fetched at run time); its global
 configuration ($HOME/.bunfig.toml) is looked for in the fresh, empty HOME.
 Environment fixed (PATH, HOME, LANG, TERM), stdin /dev/null, umask 077, a
-deadline from the inventory. Its output is hostile: only its size and its last
-line (escaped by the caller) are kept. What it left in its working directory
-and HOME is listed and read by descriptor once the unit is gone (regular
-files with one link only, size-bounded), then removed.
+deadline from the inventory.
+
+What a run sees of the service user's own (view, View): nothing of its home
+or trees. ProtectHome=tmpfs lays an empty read-only tmpfs over /home, /root
+and /run/user (TemporaryFileSystem= over the user's home too where it lies
+elsewhere), and at pilot_root and code_root the run sees, read-only, SCOPE-1's
+root-owned copies of the source manifest's files (provenance/source_copy.py:
+each read once by descriptor and copied as it was hashed) and nothing else.
+So bun imports the reviewed plugin bytes: no file beside the manifest's (a
+pty.tsx next to pty.ts) can be resolved, nothing the user changes after the
+hashing is what runs, and no state the user keeps in its home steers a run.
+Before any run the copies must be the reviewed source (their manifest is
+source_manifest_sha256), and before each run they are hashed again.
+
+A run's output is hostile: only its size and its last line (escaped by the
+caller) are kept. What it left in its working directory and HOME is listed
+and read by descriptor once the unit is gone (regular files with one link
+only, size-bounded), then removed.
 
 A run passes only on evidence (judge): exit 0, nothing left running and
 nothing outside the unit holding its output, the harness's own success report
@@ -51,6 +65,7 @@ from dataclasses import dataclass, field
 
 from pty_acceptance import errors
 from pty_acceptance.host import hostfs, scratch, userunit
+from pty_acceptance.provenance.source_copy import SourceCopy
 from pty_acceptance.spec.inventory import Plugin, PluginSuccess
 
 OUTPUT_KEPT = 64 * 1024
@@ -328,6 +343,77 @@ def unstage(cell: Cell) -> None:
     scratch.remove(cell.path)
 
 
+# what ProtectHome=tmpfs covers with an empty read-only tmpfs (systemd.exec(5))
+HOMES = ("/home", "/root", "/run/user")
+
+
+@dataclass(frozen=True)
+class View:
+    """What a run sees of the service user's own: the source manifest's files
+    as SCOPE-1 copied and hashed them (SourceCopy), read-only where the trees
+    are; an empty read-only tmpfs over /home, /root and /run/user and over
+    each of `hide` (the user's home where it lies elsewhere). Nothing else of
+    the user's home or trees is there to be resolved or planted."""
+    source: SourceCopy
+    hide: tuple[str, ...]
+    plugin_dir: str
+    plugin_files: tuple[tuple[str, str], ...]  # (name, SHA-256 as copied): all the run's plugin directory holds
+
+    def describe(self) -> str:
+        files = ", ".join(f"{n} {h}" for n, h in self.plugin_files)
+        seen = ", ".join(f"{inside} (the copy {host})" for host, inside in self.source.binds())
+        return (f"the plugin directory {self.plugin_dir} holds only the manifest's {files}; read-only: {seen}; "
+                f"empty read-only tmpfs over {', '.join(HOMES + self.hide)}")
+
+    def check(self) -> str:
+        """Before each run: the copies are still exactly what SCOPE-1 hashed."""
+        problems = self.source.check()
+        if problems:
+            raise HarnessRefused("the source manifest's copies are not what was hashed: " + "; ".join(problems))
+        return f"{len(self.source.files)} copies as hashed (manifest {self.source.digest})"
+
+
+def _hidden(path: str, hidden: tuple[str, ...]) -> bool:
+    return any(inside(path, h) for h in hidden)
+
+
+def view(source: SourceCopy, source_pin: str, p: Plugin, acct: pwd.struct_passwd) -> View:
+    """The View of a run (HarnessRefused, never a run, when it cannot be made
+    safe): the copies must be the reviewed bytes (their manifest is
+    `source_pin`, the inventory's source_manifest_sha256), the plugin
+    directory must lie in one of the trees the copies replace and hold one of
+    the manifest's files, and every directory above the trees that is not
+    under an empty tmpfs must be root-controlled (bun looks for tsconfig.json
+    and package.json upwards from the files it imports)."""
+    plugin_files = tuple(source.within(p.plugin_dir))
+    if source.digest != source_pin:
+        listed = ", ".join(f"{h}  {n}" for n, h in plugin_files) or "none"
+        raise HarnessRefused(f"the source manifest's files as copied (once, hashed as copied) come to "
+                             f"{source.digest}, not source_manifest_sha256 {source_pin}: bun would not import "
+                             f"the reviewed plugin bytes (the plugin directory's, as copied: {listed})")
+    if not source.seen(p.plugin_dir):
+        raise HarnessRefused(f"plugin.plugin_dir {p.plugin_dir} lies outside the trees the manifest's copies "
+                             f"replace ({', '.join(source.roots)}): a run would see it as the user left it")
+    if not plugin_files:
+        raise HarnessRefused(f"the source manifest lists no file of plugin.plugin_dir {p.plugin_dir}: "
+                             "nothing reviewed to import")
+    home = os.path.normpath(acct.pw_dir or "/")
+    if home == "/":
+        raise HarnessRefused(f"the service user's home is {acct.pw_dir!r}: a run could not be kept from it")
+    hide: tuple[str, ...] = ()
+    if not _hidden(home, HOMES) and not source.seen(home) and os.path.lexists(home):
+        hide = (home,)
+    problems = []
+    for r in source.roots:
+        for a in hostfs.ancestors(r):
+            if not _hidden(a, HOMES + hide):
+                problems += hostfs.Node.at(a).root_controlled_problems("directory")
+    if problems:
+        raise HarnessRefused("bun looks for tsconfig.json and package.json upwards from the plugin's files, and "
+                             "a directory above the trees a run sees is not root-controlled: " + "; ".join(problems))
+    return View(source, hide, os.path.normpath(p.plugin_dir), plugin_files)
+
+
 def fill(args: list[str], helper: str, workdir: str) -> list[str]:
     return [PLACEHOLDER.sub(lambda m: {"helper": helper, "workdir": workdir}[m.group(1)], a)
             for a in args]
@@ -343,12 +429,12 @@ def _user_dir(parent: int, name: str, where: str, acct: pwd.struct_passwd) -> No
         os.close(fd)
 
 
-def run(cell: Cell, label: str, args: list[str], acct: pwd.struct_passwd, deadline_s: float,
+def run(cell: Cell, seen: View, label: str, args: list[str], acct: pwd.struct_passwd, deadline_s: float,
         read_only: tuple[tuple[str, str], ...] = ()) -> Run:
     """One harness run in a unit of its own (module docstring), bounded by
-    `deadline_s`; `read_only`: more (host path, path inside) binds, e.g. a
-    freshly built helper. Its working directory and HOME are made for it and
-    removed after it."""
+    `deadline_s`, seeing of the user's own only `seen`; `read_only`: more
+    (host path, path inside) binds, e.g. a freshly built helper. Its working
+    directory and HOME are made for it and removed after it."""
     if acct.pw_uid == 0:  # preflight refuses first; this never runs as root either way
         raise HarnessRefused("the harness is never run as root")
     d = scratch.make("pty-acceptance-plugin-run-", mode=0o700)  # root's: the user cannot enter it
@@ -363,7 +449,8 @@ def run(cell: Cell, label: str, args: list[str], acct: pwd.struct_passwd, deadli
             purpose=f"PLUGIN-1 smoke run {label}", argv=cell.argv(args), account=acct, cwd=WORK_INSIDE,
             env={"PATH": PATH, "HOME": HOME_INSIDE, "LANG": "C.UTF-8", "TERM": TERM}, umask=0o077,
             private_tmp=True, binds=((os.path.join(d, "work"), WORK_INSIDE), (os.path.join(d, "home"), HOME_INSIDE)),
-            read_only=((cell.path, CELL_INSIDE), *read_only), output_kept=OUTPUT_KEPT)
+            read_only=((cell.path, CELL_INSIDE), *seen.source.binds(), *read_only), protect_home=True,
+            hide=seen.hide, output_kept=OUTPUT_KEPT)
         ended = userunit.run(job, deadline_s, "plugin-smoke")
         return Run(label, ended, read_results(os.path.join(d, "work")), read_results(os.path.join(d, "home")))
     finally:

@@ -68,6 +68,11 @@ class Job:
     private_tmp: bool = False  # a /tmp and /var/tmp of its own, empty
     binds: tuple[tuple[str, str], ...] = ()  # (host path, path inside), read-write
     read_only: tuple[tuple[str, str], ...] = ()  # (host path, path inside), read-only
+    # an empty read-only tmpfs over /home, /root and /run/user (ProtectHome=tmpfs), and over
+    # each of `hide` (TemporaryFileSystem=): the program sees nothing there but what is bound
+    # below them (systemd makes the mount points on the empty tmpfs)
+    protect_home: bool = False
+    hide: tuple[str, ...] = ()
     output_kept: int = OUTPUT_KEPT
 
     def properties(self, unit: str, out_fd: int) -> list:
@@ -97,6 +102,10 @@ class Job:
         ]
         if self.private_tmp:
             props.append(("PrivateTmp", ("b", True)))
+        if self.protect_home:
+            props.append(("ProtectHome", ("s", "tmpfs")))
+        if self.hide:
+            props.append(("TemporaryFileSystem", ("a(ss)", [(p, "ro") for p in self.hide])))
         if self.binds:
             props.append(("BindPaths", ("a(ssbt)", [(s, d, False, MS_REC) for s, d in self.binds])))
         if self.read_only:

@@ -113,17 +113,34 @@ def paths(pilot_root: str, code_root: str, bounds: hostfs.TreeBounds = hostfs.TR
     return sorted(set(found), key=os.fsencode)
 
 
-def _sha256sum_line(path: str, tally: hostfs.Tally) -> str:
+def line(path: str, digest: str) -> str:
+    """`path`'s line as `sha256sum` prints it (its escaping of odd names included)."""
+    if "\\" in path or "\n" in path:
+        return "\\" + digest + "  " + path.replace("\\", "\\\\").replace("\n", "\\n") + "\n"
+    return f"{digest}  {path}\n"
+
+
+def open_input(path: str, tally: hostfs.Tally) -> int:
+    """One of the manifest's files opened by the no-follow walk from "/" (a
+    link, FIFO, socket, device or hard link refused, never opened) once its
+    size fits the bounds: ManifestError naming the path otherwise."""
     try:
-        fd = tally.checked(hostfs.open_file(path, user_writable=True), path)
+        return tally.checked(hostfs.open_file(path, user_writable=True), path)
+    except hostfs.PathRefused as e:
+        raise ManifestError(str(e)) from None
+    except OSError as e:
+        raise ManifestError(f"{path}: {e.strerror or e}") from None
+
+
+def _sha256sum_line(path: str, tally: hostfs.Tally) -> str:
+    fd = open_input(path, tally)
+    try:
         digest = hostfs.sha256_fd(fd, tally.bounds.file, path)
     except hostfs.PathRefused as e:
         raise ManifestError(str(e)) from None
     except OSError as e:
         raise ManifestError(f"{path}: {e.strerror or e}") from None
-    if "\\" in path or "\n" in path:  # sha256sum's escaping of odd names
-        return "\\" + digest + "  " + path.replace("\\", "\\\\").replace("\n", "\\n") + "\n"
-    return f"{digest}  {path}\n"
+    return line(path, digest)
 
 
 def listing(pilot_root: str, code_root: str, bounds: hostfs.TreeBounds = hostfs.TREE_BOUNDS) -> str:
