@@ -151,6 +151,26 @@ def test_a_statement_about_another_report_does_not_count(tmp_path):
     assert "the Statement's result is about another JUnit report" in lines[0].text
 
 
+def test_a_statement_naming_the_suites_commit_is_read(tmp_path):
+    """A report of a suite run from a git checkout names the suite's commit:
+    the Statement's descriptor for it has a gitCommit digest, no sha256 (the
+    fleet read it as unreadable: KeyError, on CI's two-host fleet)."""
+    d = host_dir(tmp_path, "pilot-a", "ready")
+    commit = "ab" * 20
+    data = (FIXTURES / "ready.xml").read_bytes().replace(
+        b'<property name="gate" value="READY" />',
+        f'<property name="suite-version" value="0.1" /><property name="suite-commit" value="{commit}" />'
+        '<property name="suite-modified" value="no" /><property name="gate" value="READY" />'.encode(), 1)
+    b = bundle.build(data, fleet.report_name(RUN, "pilot-a"), SECTIONS)
+    assert {"gitCommit": commit} in [c["digest"] for c in json.loads(b.statement)["predicate"]["configuration"]]
+    at(d, fleet.JUNIT).write_bytes(data)
+    at(d, fleet.STATEMENT).write_bytes(b.statement.encode() if isinstance(b.statement, str) else b.statement)
+    at(d, fleet.HTML).write_bytes(b.html.encode() if isinstance(b.html, str) else b.html)
+    res = cli(str(tmp_path), "pilot-a")
+    assert res.stdout.splitlines() == [f"pilot-a: READY: marker written {MARKER}"], res
+    assert res.returncode == 0
+
+
 def test_what_an_earlier_run_left_is_never_read(tmp_path):
     """-e fleet_out=DIR again: a host that did not answer this time still has
     the last run's READY files in its directory; they carry that run's id."""

@@ -357,6 +357,30 @@ def test_a_virtualenv_with_the_systems_site_packages_blocks(pinned, failing, tar
     assert not os.path.lexists(target.marker)
 
 
+def test_the_operators_virtualenv_in_the_checkout_judges_as_the_lab_one(pinned_template, failing, target):
+    """The operator's way (README, tools/setup-target.sh): the virtualenv is
+    the checkout's own .venv and the run is its console script,
+    `.venv/bin/pytest acceptance/`: __main__ is that script (pytest's RECORD
+    lists it) and sys.path starts with .venv/bin. Its one failure only (CI
+    caught a SUITE-3 blocker for both on the offline target install)."""
+    python = venvcopy.copy(pinned_template, failing.path / ".venv")
+    script = venvcopy.install_script(python, "pytest", "pytest")
+    res = failing.run(str(script), f"--basetemp={failing.path / 'runpytest-0'}", "acceptance/",
+                      "--inventory", str(target.inventory), timeout=600)
+    assert last_line(res) == "NOT READY: 1 blockers: OWN-1", "\n".join(res.outlines[-30:])
+
+
+def test_a_changed_console_script_in_the_checkouts_virtualenv_blocks(pinned_template, failing, target):
+    """The same, its bin/pytest changed after pip wrote its RECORD: the main
+    program is judged by that RECORD like every other file of the virtualenv."""
+    python = venvcopy.copy(pinned_template, failing.path / ".venv")
+    script = venvcopy.install_script(python, "pytest", "pytest")
+    script.write_bytes(script.read_bytes() + b"# changed\n")
+    res = failing.run(str(script), f"--basetemp={failing.path / 'runpytest-0'}", "acceptance/",
+                      "--inventory", str(target.inventory), timeout=600)
+    assert_not_ready_naming(res, target, f"module __main__: {script} (pytest==")
+
+
 # ------------------------------------------------------------ the rules
 def test_a_cached_file_that_matches_its_source_is_what_ran(tmp_path):
     source = tmp_path / "mod.py"

@@ -58,3 +58,29 @@ def copy(template: Path, dest: Path) -> Path:
 
 def site_of(python: Path) -> Path:
     return python.parent.parent / SITE
+
+
+def install_script(python: Path, dist_name: str, script: str) -> Path:
+    """bin/`script` of distribution `dist_name` in the virtualenv of `python`,
+    as pip installs a console script: the lab's, its first line naming this
+    virtualenv's python, and the distribution's RECORD line for it rewritten
+    to those bytes (pip writes the RECORD of the script it made)."""
+    import base64
+    import hashlib
+    venv = python.parent.parent
+    src = Path(sys.prefix) / "bin" / script
+    body = src.read_bytes().split(b"\n", 1)[1]
+    dest = venv / "bin" / script
+    dest.write_bytes(f"#!{python}\n".encode() + body)
+    dest.chmod(0o755)
+    data = dest.read_bytes()
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    site = venv / SITE
+    dist = importlib.metadata.distribution(dist_name)
+    record = site / os.path.basename(str(dist._path)) / "RECORD"  # type: ignore[attr-defined]
+    rel = os.path.relpath(dest, site)
+    lines = [l if l.split(",", 1)[0] != rel else f"{rel},sha256={digest},{len(data)}"
+             for l in record.read_text().splitlines()]
+    assert f"{rel},sha256={digest},{len(data)}" in lines, f"{record} lists no {rel}"
+    record.write_text("\n".join(lines) + "\n")
+    return dest

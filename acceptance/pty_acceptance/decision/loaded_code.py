@@ -18,7 +18,10 @@ by where it came from:
   `.pth`'s module or a sitecustomize.py, fails; so does every file of a
   second distribution of a pinned name), or from the interpreter's standard
   library (sys.base_prefix's, lib-dynload included, never its site-packages);
-  built-in and frozen modules are the interpreter's own;
+  built-in and frozen modules are the interpreter's own; the main program
+  may be a console script of the virtualenv (.venv/bin/pytest, the
+  operator's way), judged by the RECORD that lists it like every other file
+  of the virtualenv, even where the virtualenv is in the checkout;
 - a module's cached bytecode is what ran: no cache prefix may be in effect
   (sys.pycache_prefix), and a `.pyc` the interpreter would load for its
   source (header matching the source) must hold the code that source
@@ -28,7 +31,8 @@ by where it came from:
   the checkout that OWN-1 holds root's);
 - the process: a virtualenv (sys.prefix is not the interpreter's own), without
   the system's site-packages, the user site off; every sys.path entry one of
-  the places above; every `.pth` file in site-packages one a pinned
+  the places above, or the virtualenv's bin/ (a console script's directory:
+  what is imported from it is judged as above); every `.pth` file in site-packages one a pinned
   distribution's RECORD lists and hashes; one distribution per name;
 - the environment it was started with (launch.py) again: what was refused
   at start-up cannot have come in later.
@@ -218,11 +222,13 @@ class Judge:
         said: str | None
         if kind in ("checkout", "stdlib"):
             said = None
+        elif kind == "site" or (path in self._owners and within(path, self.places.prefix)):
+            # the virtualenv's files, its console scripts (bin/pytest: __main__)
+            # included, even where the virtualenv is in the checkout (.venv)
+            said = self.recorded_problem(path)
         elif kind == "checkout-other":
             said = f"{path} is in the checkout {self.places.checkout} but neither its acceptance/ nor its " \
                    "root conftest.py"
-        elif kind == "site" or path in self._owners:
-            said = self.recorded_problem(path)
         else:
             said = f"{path} is neither the checkout's, the virtualenv's ({self.places.prefix}) nor the " \
                    "interpreter's standard library"
@@ -358,6 +364,8 @@ def process_problems(p: Places, dists: list[Distribution], pinned: Mapping[str, 
         if p.kind(where) in ("checkout", "site", "stdlib") or where == p.checkout \
                 or any(where == os.path.dirname(d) for d in p.suite_dirs):
             continue
+        if p.venv and where == os.path.join(p.prefix, "bin"):
+            continue  # a console script's own directory (.venv/bin/pytest): what loads from it is judged
         out.append(f"sys.path holds {where}: neither the checkout, the virtualenv's site-packages nor the "
                    "standard library")
     judge = Judge(p, dists, pinned)

@@ -234,7 +234,9 @@ def _statement_result(data: bytes | None, junit: bytes | None, run_id: str, host
     try:
         st = json.loads(data)
         result = st["predicate"]["result"]
-        named = {c["name"]: c["digest"]["sha256"] for c in st["predicate"]["configuration"]}
+        # only the sha256 descriptors: the suite's commit is named by gitCommit
+        named = {c["name"]: c["digest"]["sha256"] for c in st["predicate"]["configuration"]
+                 if "sha256" in c["digest"]}
     except (ValueError, TypeError, KeyError) as e:
         return f"unreadable ({type(e).__name__})"
     if name not in named:
