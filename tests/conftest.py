@@ -26,6 +26,9 @@ pytest_plugins = ["pytester"]
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "refhost: boots a reference host (slow, root)")
+    # CI's log names where its time went (its budget: keep CI under 40 minutes)
+    if config.option.durations is None:
+        config.option.durations = 25
     # started as a background job (`sh -c '...' &` ignores SIGINT), every run these
     # tests start would inherit SIGINT ignored, and the tests that interrupt a run
     # with it would read the suite's own "SIGINT is ignored" (SUITE-5) instead: the
