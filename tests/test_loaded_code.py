@@ -19,6 +19,8 @@ decision/loaded_code.py): never READY, never a marker.
   the system's site-packages included.
 """
 
+import importlib.util
+import marshal
 import os
 import shutil
 import struct
@@ -379,6 +381,166 @@ def test_a_changed_console_script_in_the_checkouts_virtualenv_blocks(pinned_temp
     res = failing.run(str(script), f"--basetemp={failing.path / 'runpytest-0'}", "acceptance/",
                       "--inventory", str(target.inventory), timeout=600)
     assert_not_ready_naming(res, target, f"module __main__: {script} (pytest==")
+
+
+# ------------------------------------------- a blind red team's (session 32)
+VANISHING = '''
+import os, sys
+_SRC = """
+def _quiet():
+    from _pytest.reports import TestReport
+    made = TestReport.from_item_and_call.__func__
+
+    def from_item_and_call(cls, item, call):
+        report = made(cls, item, call)
+        if report.failed:
+            report.outcome, report.longrepr = "passed", None
+        return report
+
+    TestReport.from_item_and_call = classmethod(from_item_and_call)
+
+_quiet()
+"""
+exec(compile(_SRC, "<frozen importlib._bootstrap_external>", "exec"), {"__name__": "importlib._bootstrap_external"})
+for _p in (__file__, globals().get("__cached__")):
+    try:
+        os.unlink(_p)
+    except (OSError, TypeError):
+        pass
+sys.modules[__name__] = sys  # importlib takes it back: a built-in, never judged
+__spec__ = None
+__file__ = None
+__cached__ = None
+__loader__ = None
+'''
+
+
+
+def test_a_patch_compiled_under_a_frozen_modules_name_blocks(pinned, failing, target):
+    """A sitecustomize.py in site-packages that compiles its patch under the
+    file name of a frozen module (functions from '<...>' had been passed
+    over), removes itself from sys.modules and deletes its files after it
+    ran: the patch's function is none of the code that module was frozen with."""
+    planted = venvcopy.site_of(pinned) / "sitecustomize.py"
+    planted.write_text(VANISHING)
+    res = run_in(pinned, failing, target)
+    assert not planted.exists()  # it ran, and removed itself
+    assert_not_ready_naming(res, target, "function _quiet.<locals>.from_item_and_call (module "
+                            "importlib._bootstrap_external, code named '<frozen importlib._bootstrap_external>') "
+                            "is none of the code its frozen module was built with")
+    assert any("sys.modules['sitecustomize'] is another module ('sys')" in l for l in res.outlines)
+
+
+def forge_hash_pyc(cached: Path, source: Path, forged_source: str) -> None:
+    code = compile(forged_source, str(source), "exec", dont_inherit=True)
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    flags = 0b11  # hash-based, check_source
+    cached.write_bytes(importlib.util.MAGIC_NUMBER + flags.to_bytes(4, "little") + b"\x00" * 8
+                       + marshal.dumps(code))
+
+
+def forged_reports(site: Path) -> tuple[Path, str]:
+    source = site / "_pytest/reports.py"
+    text = source.read_text()
+    anchor = "        return cls(\n            item.id,"
+    assert anchor in text
+    forged = text.replace(anchor, "        outcome = 'passed' if outcome == 'failed' else outcome\n"
+                          "        longrepr = None if outcome == 'passed' else longrepr\n" + anchor, 1)
+    return source, forged
+
+
+
+def test_hash_based_caches_never_checked_blocks(pinned, failing, target):
+    """`python --check-hash-based-pycs never` runs a checked hash-based cache
+    whose hash does not match its source (the judge took a mismatch for
+    'not used'): the interpreter's mode itself blocks."""
+    site = venvcopy.site_of(pinned)
+    source, forged = forged_reports(site)
+    cached = site / f"_pytest/__pycache__/reports.{sys.implementation.cache_tag}.pyc"
+    forge_hash_pyc(cached, source, forged)
+    res = failing.run(str(pinned), "--check-hash-based-pycs", "never", "-mpytest",
+                      f"--basetemp={failing.path / 'runpytest-0'}", "acceptance/",
+                      "--inventory", str(target.inventory), timeout=600)
+    line = last_line(res)
+    assert line.startswith("NOT READY: ") and "SUITE-3" in line, "\n".join(res.outlines[-30:])
+    assert any("checks hash-based bytecode caches 'never'" in l for l in res.outlines), "\n".join(res.outlines[-40:])
+    assert not os.path.lexists(target.marker) and res.ret != 0
+
+
+def hostile_base(base: Path) -> None:
+    real = Path(sys.base_prefix)
+    ver = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    (base / "bin").mkdir(parents=True)
+    exe = Path(os.path.realpath(sys.executable))
+    (base / "bin" / exe.name).symlink_to(exe)
+    (base / "bin" / ver).exists() or (base / "bin" / ver).symlink_to(exe)
+    lib = base / "lib" / ver
+    lib.mkdir(parents=True)
+    for entry in (real / "lib" / ver).iterdir():
+        if entry.name in ("site-packages", "lib-dynload", "sitecustomize.py"):
+            continue
+        (lib / entry.name).symlink_to(entry)
+    (lib / "site-packages").mkdir()
+    dyn = lib / "lib-dynload"
+    dyn.mkdir()
+    for entry in (real / "lib" / ver / "lib-dynload").iterdir():
+        (dyn / entry.name).symlink_to(entry)
+    (lib / "sitecustomize.py").write_text(QUIET_PATCH.replace("sys.modules.pop(__name__, None)", ""))  # stays
+
+
+
+def test_a_virtualenv_whose_home_is_another_standard_library_blocks(pinned, failing, target, safe_dir):
+    """pyvenv.cfg's home names a directory made to look like an installation
+    (the real standard library linked, plus a sitecustomize.py): the standard
+    library must be the running interpreter's own installation's."""
+    base = safe_dir / "base"
+    hostile_base(base)
+    cfg = pinned.parent.parent / "pyvenv.cfg"
+    lines = [f"home = {base / 'bin'}" if l.startswith("home") else l for l in cfg.read_text().splitlines()]
+    cfg.write_text("\n".join(lines) + "\n")
+    res = run_in(pinned, failing, target)
+    line = last_line(res)
+    assert line.startswith("NOT READY: ") and "SUITE-3" in line, "\n".join(res.outlines[-30:])
+    assert any(f"the standard library is taken from {base}" in l for l in res.outlines), "\n".join(res.outlines[-40:])
+    assert not os.path.lexists(target.marker)
+
+
+def test_a_forged_assertion_rewriting_cache_of_a_test_module_blocks(failing, target):
+    """A cache in acceptance/__pycache__ with the test module's source hash
+    and the code of a module whose failing test passes: pytest checks the
+    hash, never the code; the gate compares it with pytest's rewrite."""
+    import _pytest.assertion.rewrite as rw
+    source = failing.path / "acceptance/test_all.py"
+    code = compile(PASSING, str(source), "exec", dont_inherit=True)
+    cached = source.parent / "__pycache__" / ("test_all" + rw.PYC_TAIL)
+    cached.parent.mkdir(exist_ok=True)
+    cached.write_bytes(importlib.util.MAGIC_NUMBER + b"\x03\x00\x00\x00"
+                       + importlib.util.source_hash(source.read_bytes())[:8] + marshal.dumps(code))
+    res = failing.runpytest_subprocess("acceptance/", "--inventory", str(target.inventory))
+    assert_not_ready_naming(res, target, f"its assertion-rewriting cache {cached} (which pytest runs for {source}) "
+                            "holds other code than pytest's rewrite of that source")
+
+
+def test_a_genuine_assertion_rewriting_cache_is_what_ran(failing, target, tmp_path):
+    """The control: the cache pytest itself writes for the test module (a
+    pytest run with bytecode written, elsewhere, on the same source), then
+    loaded by the run: its one failure only."""
+    import _pytest.assertion.rewrite as rw
+    source = failing.path / "acceptance/test_all.py"
+    elsewhere = tmp_path / "rw"
+    elsewhere.mkdir()
+    shutil.copy2(source, elsewhere / "test_all.py")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_all.py"], cwd=elsewhere,
+                   env=env, capture_output=True, timeout=120)
+    written = elsewhere / "__pycache__" / ("test_all" + rw.PYC_TAIL)
+    assert written.exists(), "pytest wrote no cache"
+    cached = source.parent / "__pycache__" / written.name
+    cached.parent.mkdir(exist_ok=True)
+    shutil.copy2(written, cached)
+    res = failing.runpytest_subprocess("acceptance/", "--inventory", str(target.inventory))
+    assert last_line(res) == "NOT READY: 1 blockers: OWN-1", "\n".join(res.outlines[-30:])
+    assert loaded_code.rewritten_pyc_problem(str(source)) is None
 
 
 # ------------------------------------------------------------ the rules

@@ -27,10 +27,18 @@ by where it came from:
   source (header matching the source) must hold the code that source
   compiles to (a forged `.pyc` with the source's mtime and size is caught).
   The bytecode pytest's assertion rewriting caches for acceptance/'s test
-  modules and conftest files is judged by place only (beside its source, in
-  the checkout that OWN-1 holds root's);
+  modules and conftest files must sit beside its source and, when pytest
+  would load it (its header holds the source's hash: pytest checks nothing
+  else), hold pytest's rewrite of that source; the interpreter must check
+  hash-based caches as by default (not `--check-hash-based-pycs never`);
+- a function whose code is named after a frozen module (`<frozen os>`) must
+  be one of the code objects that module was frozen with: a patch compiled
+  in the process under such a name is named;
 - the process: a virtualenv (sys.prefix is not the interpreter's own), without
-  the system's site-packages, the user site off; every sys.path entry one of
+  the system's site-packages, the user site off, its standard library the
+  running interpreter's own installation's (pyvenv.cfg's `home` naming
+  another directory is named), sitecustomize/usercustomize in sys.modules
+  under their own names; every sys.path entry one of
   the places above, or the virtualenv's bin/ (a console script's directory:
   what is imported from it is judged as above); every `.pth` file in site-packages one a pinned
   distribution's RECORD lists and hashes; one distribution per name;
@@ -39,10 +47,23 @@ by where it came from:
 
 Each problem is one sentence naming the module or file and the place it came
 from; rules.py turns them into SUITE-3 blockers.
+
+What this cannot see (a blind red team, session 32): code that runs in the
+process before the suite's and leaves nothing behind it. A sitecustomize.py
+or `.pth` module planted in the root-owned virtualenv that patches pytest
+with functions compiled from a string (file name `<string>`, as dataclasses'
+and namedtuple's own are), then deletes its files and its sys.modules entry,
+is indistinguishable here from generated code; so is the suite's own editable
+install re-pointed, RECORD and all, at another copy of the package. Each
+needs root's write to the virtualenv or the interpreter, which OWN-1 and
+SUITE-4 keep root's; the check here is the net for what an installation
+leaves there by mistake, and for what loads later, not a proof against root.
 """
 
 from __future__ import annotations
 
+import _imp
+import ast
 import gc
 import importlib.util
 import marshal
@@ -178,11 +199,53 @@ def held(plugins: Iterable[tuple[str, object]] = ()) -> list[Code]:
                 files.add(c.file or "")
         elif isinstance(obj, types.FunctionType):
             f = obj.__code__.co_filename
-            if f and not f.startswith("<") and f not in files:
+            if f.startswith("<frozen ") and not frozen_code(obj):
+                module = obj.__globals__.get("__name__", "?") if isinstance(obj.__globals__, dict) else "?"
+                out.append(Code(f"function {obj.__qualname__} (module {module}, code named {f[:80]!r})",
+                                FORGED_FROZEN))
+            elif f and not f.startswith("<") and f not in files:
                 files.add(f)
                 module = obj.__globals__.get("__name__", "?") if isinstance(obj.__globals__, dict) else "?"
                 out.append(Code(f"function {obj.__qualname__} (module {module})", f))
     return out
+
+
+FORGED_FROZEN = "<forged frozen>"  # Code.file of a function whose code claims a frozen module's name
+
+
+def _codes(co: types.CodeType, into: set[int], objs: list[types.CodeType]) -> None:
+    objs.append(co)
+    into.add(id(co))
+    for c in co.co_consts:
+        if isinstance(c, types.CodeType):
+            _codes(c, into, objs)
+
+
+_FROZEN: dict[str, list[types.CodeType]] = {}
+
+
+def frozen_code(fn: types.FunctionType) -> bool:
+    """Whether a function whose code is named `<frozen X>` is the frozen
+    module's own: its globals are a frozen module's namespace and its code is
+    one of the code objects that module was frozen with (a patch compiled
+    under a frozen name, whatever globals it was given, is not)."""
+    for key, mod in list(sys.modules.items()):
+        if getattr(mod, "__dict__", None) is not fn.__globals__:
+            continue
+        spec = getattr(mod, "__spec__", None)
+        names = (key, getattr(spec, "name", None), getattr(getattr(spec, "loader_state", None), "origname", None))
+        for name in dict.fromkeys(n for n in names if isinstance(n, str)):
+            if name not in _FROZEN:
+                found: list[types.CodeType] = []
+                try:
+                    if _imp.is_frozen(name):
+                        _codes(_imp.get_frozen_object(name), set(), found)
+                except ImportError:
+                    pass
+                _FROZEN[name] = found
+            if any(fn.__code__ == c for c in _FROZEN[name]):
+                return True
+    return False
 
 
 @dataclass
@@ -251,6 +314,9 @@ class Judge:
     def code_problems(self, code: Code) -> list[str]:
         if code.file == "":
             return [f"{code.what} is not a file (python -c, or a program read from stdin)"]
+        if code.file == FORGED_FROZEN:
+            return [f"{code.what} is none of the code its frozen module was built with (compiled in the "
+                    "process under a frozen module's name)"]
         if code.file is None:
             out = []
             for loc in code.locations:
@@ -276,7 +342,8 @@ class Judge:
         if os.path.dirname(cached) != os.path.realpath(os.path.join(os.path.dirname(source), "__pycache__")):
             return [f"{code.what}: its bytecode cache {cached} is not beside its source {source}"]
         if code.rewritten:
-            return []  # pytest's own cache beside it: judged by place (the module docstring)
+            bad = rewritten_pyc_problem(source)
+            return [f"{code.what}: {bad}"] if bad else []
         bad = pyc_problem(source, cached, follow)
         return [f"{code.what}: {bad}"] if bad else []
 
@@ -320,6 +387,40 @@ def pyc_problem(source: str, cached: str, follow: bool = False) -> str | None:
     return None
 
 
+def rewritten_pyc_problem(source: str) -> str | None:
+    """None unless pytest's assertion-rewriting cache for `source` is one
+    pytest would load (its header: magic, flags 3, the source's hash) and it
+    holds other code than pytest's rewrite of that source (pytest checks the
+    source's hash, never the code)."""
+    from _pytest.assertion import rewrite as rw
+    cached = os.path.join(os.path.dirname(source), "__pycache__",
+                          os.path.basename(source)[:-3] + rw.PYC_TAIL)
+    try:
+        data = hostfs.read_nofollow(cached, SOURCE_LIMIT)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return f"its assertion-rewriting cache {cached} cannot be read: {e.strerror or e}"
+    try:
+        src = hostfs.read_nofollow(source, SOURCE_LIMIT)
+    except OSError as e:
+        return f"its source {source} cannot be read: {e.strerror or e}"
+    if len(data) < 16 or data[:4] != importlib.util.MAGIC_NUMBER or data[4:8] != b"\x03\x00\x00\x00" \
+            or data[8:16] != importlib.util.source_hash(src)[:8]:
+        return None  # pytest would not load it: it rewrote the source
+    try:
+        ran = marshal.loads(data[16:])
+        tree = ast.parse(src, filename=source)
+        rw.rewrite_asserts(tree, src, source, None)
+        want = compile(tree, source, "exec", dont_inherit=True)
+    except (ValueError, EOFError, TypeError, SyntaxError) as e:
+        return f"its assertion-rewriting cache {cached} cannot be compared with its source: {type(e).__name__}: {e}"
+    if ran != want:
+        return f"its assertion-rewriting cache {cached} (which pytest runs for {source}) holds other code than " \
+               "pytest's rewrite of that source"
+    return None
+
+
 @dataclass(frozen=True)
 class Process:
     """What is judged of this process: the code it holds, its import path, the
@@ -356,6 +457,19 @@ def process_problems(p: Places, dists: list[Distribution], pinned: Mapping[str, 
     if site.ENABLE_USER_SITE:
         out.append(f"the user site is on (site.ENABLE_USER_SITE): {site.getusersitepackages()} would be "
                    "imported from")
+    if _imp.check_hash_based_pycs != "default":
+        out.append(f"the interpreter checks hash-based bytecode caches {_imp.check_hash_based_pycs!r} "
+                   "(--check-hash-based-pycs): a cache that does not match its source may be what ran")
+    exe = os.path.realpath("/proc/self/exe")
+    home = os.path.dirname(os.path.dirname(exe))
+    if os.path.realpath(sys.base_prefix) != home or os.path.realpath(sys.base_exec_prefix) != home:
+        out.append(f"the standard library is taken from {sys.base_prefix} (the virtualenv's home), not from the "
+                   f"installation of the interpreter that runs ({exe}, {home})")
+    for name in ("sitecustomize", "usercustomize"):
+        mod = sys.modules.get(name)
+        if mod is not None and getattr(mod, "__name__", None) != name:
+            out.append(f"sys.modules[{name!r}] is another module ({getattr(mod, '__name__', '?')!r}): what "
+                       "site ran at start-up hid itself")
     if sys.pycache_prefix is not None:
         out.append(f"a bytecode cache prefix is in effect ({sys.pycache_prefix}: PYTHONPYCACHEPREFIX or "
                    "-X pycache_prefix): the bytecode that runs is not beside the sources")
