@@ -807,21 +807,23 @@ def apply_script(f: Fault) -> str:
 # two slots), two on the full suite: a supervisor speaking another framing
 # (every session module must fail on it) and a stopped supervisor (the whole
 # suite must fail closed, in seconds). The client made group-writable on the
-# full suite is tests/test_reference_host.py's.
+# full suite is tests/test_reference_host.py's. Where two faults of the subset
+# broke the same requirement group in the same module, one stays (session 32:
+# CI had grown to 42 of its 40 minutes).
 # `pty-acceptance mutants` without --only runs the whole catalogue.
 CI_SUBSET = [
     "supervisor-other-framing",  # full suite
     "supervisor-stopped",  # full suite, fails closed at once
     "skip-cgroup-check",
-    "client-replaced-by-other-build", "drop-in-owned-by-service-user", "nul-check-from-second-byte",
-    "new-revision", "non-reproducible-build", "source-file-changed",
+    "client-replaced-by-other-build", "drop-in-owned-by-service-user",
+    "source-file-changed",
     "client-sends-two-fds", "no-unauth-limit", "exit-always-zero",
     "lookalike-session-unit", "marker-dir-group-writable", "supervisor-new-privileges",
-    "capacity17", "session-killmode-process", "no-orphan-cleanup", "forged-signals-end-sessions",
+    "capacity17", "session-killmode-process", "forged-signals-end-sessions",
     "runtime-node24", "plugin-failed", "server-env-world-readable", "runtime-readable",
     "session-private-network", "launcher-keeps-fd3",
     "runtime-pty-in-process", "accepts-uid-while-mainpid-stopped",
-    "supervisor-runs-a-root-owned-copy", "candidate-env-file-root-secret",
-    "plugin-user-plants-bun-config", "plugin-bun-owned-by-service-user",
+    "supervisor-runs-a-root-owned-copy",
+    "plugin-user-plants-bun-config",
     "session-device-allow-drop-in",
 ]
