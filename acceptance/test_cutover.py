@@ -12,9 +12,16 @@ CUT-2 POST /api/plugin/await-activation answers 204 (or 200), then
       status "active", in upstream v2's shapes: {location, data} envelopes,
       entries {id, state: {status}} (or the older flat {id, status}); any
       other shape fails with the shape named.
+      The candidate judged is the one whose environment is what server.env
+      allows: /proc/<pid>/environ of the identified listener (read as root,
+      bounded, of that very process) holds nothing the floor refuses
+      (NODE_OPTIONS, LD_PRELOAD, ...: spec/floor.py), or its plugin list is its
+      preload's to say (an Environment= drop-in, a restart with an edited
+      server.env).
 CUT-3 server.env (cutover.server_env) is a regular file (not a symlink), mode
-      exactly 0600, owned by the service user, and holds OPENCODE_PASSWORD=
-      with a non-empty value.
+      exactly 0600, owned by the service user, holds OPENCODE_PASSWORD= with
+      a non-empty value, and sets no variable but cutover.environment's and
+      none the floor refuses (names only in a finding, never a value).
 
 Loopback only; production gets unauthenticated GETs and nothing else; every
 candidate request carries Basic auth with the server.env password, which never
@@ -47,7 +54,7 @@ def service_uid(inv, host):
     return user.uid if user.exists else None
 
 
-def _identified(inv, uid, req, evidence) -> None:
+def _identified(inv, uid, req, evidence) -> node_runtime.Listener:
     """The candidate port's listener is the runtime binary run as the service user,
     or the test fails before any credential is sent (SUITE-4)."""
     port, binary = inv.ports.candidate, inv.runtime.binary
@@ -62,12 +69,30 @@ def _identified(inv, uid, req, evidence) -> None:
             why = f"pid {found.pid} runs with uids {found.uids}, not only {inv.service_user}'s"
     expect(not why, req, f"the listener on port {port} is not identified as the candidate "
                          f"runtime ({why}): the server.env password is not sent to it")
+    return found
 
 
-def _candidate(inv, env, uid, req, evidence):
-    """The authenticated candidate client, or a failure naming server.env or the listener."""
+def _environment_allowed(found: node_runtime.Listener, req, evidence) -> None:
+    """The identified listener's own environment (/proc/<pid>/environ, read
+    from that very process) holds nothing the floor refuses: else what it
+    answers is what the user's preload chose (issue 37 item 2)."""
+    pid = found.pid
+    with reading(req, f"the candidate's environment (pid {pid})", serverenv.EnvironUnreadable):
+        names = serverenv.live_environment(pid, found.create_time)
+    refused = serverenv.refused_in(names)
+    evidence("candidate environment", f"pid {pid}: {len(names)} variables, refused: {refused or 'none'}")
+    expect_none(refused, req, f"the candidate (pid {pid}) runs with what changes what the runtime or the dynamic "
+                              "loader loads in its environment (never allowed, spec/floor.py): what it answers is "
+                              "not the runtime's alone")
+
+
+def _candidate(inv, env, uid, req, evidence, judge_environment=False):
+    """The authenticated candidate client, or a failure naming server.env or the listener
+    (or, with `judge_environment`, what the floor refuses in the listener's environment)."""
     expect(env.password is not None, req, f"cannot authenticate to the candidate: {env.describe()}")
-    _identified(inv, uid, req, evidence)
+    found = _identified(inv, uid, req, evidence)
+    if judge_environment:
+        _environment_allowed(found, req, evidence)
     return opencode_api.Client(inv.ports.candidate, password=env.password.reveal(),
                                directory=inv.cutover.directory)
 
@@ -117,7 +142,7 @@ def test_candidate_ui_answers(inv, env, service_uid, evidence):
 
 @pytest.mark.requirement("CUT-2")
 def test_plugins_are_active_after_activation(inv, env, service_uid, evidence):
-    client = _candidate(inv, env, service_uid, "CUT-2", evidence)
+    client = _candidate(inv, env, service_uid, "CUT-2", evidence, judge_environment=True)
     with reading("CUT-2", "candidate", opencode_api.ApiError):
         reply = client.await_activation()
         evidence("await-activation", reply.describe())
@@ -134,4 +159,5 @@ def test_server_env_is_private_and_holds_the_password(inv, env, service_uid, evi
     evidence("server.env", env.describe())
     path, uid = inv.cutover.server_env, service_uid
     expect(uid is not None, "CUT-3", f"the service user {inv.service_user!r} does not exist")
-    expect_none(serverenv.problems(env, uid, who=f" ({inv.service_user})"), "CUT-3", path)
+    expect_none(serverenv.problems(env, uid, who=f" ({inv.service_user})", allowed=inv.cutover.environment),
+                "CUT-3", path)

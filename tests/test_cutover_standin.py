@@ -26,6 +26,38 @@ TOKEN = base64.b64encode(f"opencode:{PW}".encode()).decode()
 COPY = {"path": None}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _judged_environment():
+    """CUT-2 reads /proc/<pid>/environ of the identified listener: here this very
+    process, whose environment is the lab's (a sandbox may set NODE_EXTRA_CA_CERTS,
+    SSL_CERT_FILE: names the floor refuses). Each such name is renamed in place in
+    this process's initial environment block (/proc/self/mem, env_start..env_end
+    of /proc/self/stat), its first letter made "x", and put back after the module.
+    os.environ (a copy Python made at start) is untouched; the suite's runs get it
+    explicitly (_run). It is also what any process can do to its own block: a
+    refused name there is proof, its absence only that none was left visible."""
+    from pty_acceptance.spec import floor
+    stat = open("/proc/self/stat", "rb").read()
+    fields = stat[stat.rindex(b")") + 2:].split()
+    start, end = int(fields[50 - 3]), int(fields[51 - 3])
+    with open("/proc/self/mem", "r+b", buffering=0) as mem:
+        mem.seek(start)
+        block = mem.read(end - start)
+        changed = bytearray(block)
+        offset = 0
+        for entry in block.split(b"\0"):
+            name = entry.partition(b"=")[0].decode("utf-8", "surrogateescape")
+            if floor.refused_variable(name):
+                changed[offset] = ord("x")
+            offset += len(entry) + 1
+        mem.seek(start)
+        mem.write(bytes(changed))
+    yield
+    with open("/proc/self/mem", "r+b", buffering=0) as mem:
+        mem.seek(start)
+        mem.write(block)
+
+
 @pytest.fixture(autouse=True)
 def _own_checkout(safe_dir):
     """The suite in a copy of its own with a run lock of its own (under a
@@ -49,7 +81,7 @@ def _run(tmp_path, prod_port, cand_port, env_file, extra=(), runtime=RUNTIME):
                            "--inventory", str(inv), "--no-marker", "--report-dir", str(reports),
                            "-p", "no:cacheprovider", "-rA", *extra],
                           cwd=COPY["path"], capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL)
+                          stdin=subprocess.DEVNULL, env=dict(os.environ))
     (xml,) = reports.glob("acceptance-standin-*.xml")
     text = xml.read_text()
     cases = {c.get("name"): (c.find("failure") is None and c.find("error") is None, c)

@@ -135,6 +135,20 @@ WEAKER = [
     ("binaries.launcher.path", "/usr/local/bin/opencode-pty-launcher"),
     ("marker", "/etc/opencode/another-marker"),
     ("marker", "/srv/etc/opencode/pty-supervisor-verified"),  # under another root than the binaries
+    # server.env's variables: what changes what the runtime or the loader loads, even listed (issue 37 item 2)
+    ("cutover.environment", ["OPENCODE_PASSWORD", "NODE_OPTIONS"]),
+    ("cutover.environment", ["OPENCODE_PASSWORD", "NODE_PATH"]),
+    ("cutover.environment", ["OPENCODE_PASSWORD", "NODE_EXTRA_CA_CERTS"]),
+    ("cutover.environment", ["OPENCODE_PASSWORD", "LD_PRELOAD"]),
+    ("cutover.environment", ["OPENCODE_PASSWORD", "LD_LIBRARY_PATH"]),
+    ("cutover.environment", ["OPENCODE_PASSWORD", "LD_AUDIT"]),
+    ("cutover.environment", ["OPENCODE_PASSWORD", "GLIBC_TUNABLES"]),
+    ("cutover.environment", ["OPENCODE_PASSWORD", "GCONV_PATH"]),
+    ("cutover.environment", ["OPENCODE_PASSWORD", "MALLOC_CHECK_"]),
+    ("cutover.environment", ["OPENCODE_PASSWORD", "OPENSSL_CONF"]),
+    ("cutover.environment", ["OPENCODE_PASSWORD", "BUN_OPTIONS"]),
+    ("cutover.environment", ["OPENCODE_PASSWORD", "UV_USE_IO_URING"]),
+    ("cutover.environment", ["OPENCODE_LOG_LEVEL"]),  # CUT-3's password not among them
 ]
 
 
@@ -231,3 +245,21 @@ def test_timespans_as_systemctl_prints_them():
 
     assert [floor.timespan_s(v) for v in ("5s", "1min 30s", "500ms", "2h", "infinity", "", "5 parsecs")] == \
         [5.0, 90.0, 0.5, 7200.0, None, None, None]
+
+
+def test_server_envs_variables_within_the_floor_load(tmp_path):
+    """cutover.environment may list what the review did (not the floor's): it loads as a
+    tuple; without the key only the password is allowed."""
+    wanted = ["OPENCODE_PASSWORD", "OPENCODE_LOG_LEVEL", "PATH", "XDG_CONFIG_HOME"]
+    _, load = _load(tmp_path, _set(_filled(), "cutover.environment", wanted))
+    assert load().cutover.environment == tuple(wanted)
+    data = _filled()
+    data["all"]["hosts"]["pilot"]["cutover"].pop("environment")
+    _, load = _load(tmp_path, data)
+    assert load().cutover.environment == ("OPENCODE_PASSWORD",)
+
+
+def test_a_name_systemd_would_not_take_is_the_schemas_to_name(tmp_path):
+    f, load = _load(tmp_path, _set(_filled(), "cutover.environment", ["OPENCODE_PASSWORD", "A B"]))
+    with pytest.raises(inventory.InventoryError, match=r"cutover.environment\[1\]: malformed value 'A B'"):
+        load()

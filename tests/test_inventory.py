@@ -311,7 +311,7 @@ def test_the_optional_keys_are_those_with_a_default():
     assert inventory.REQUIRED <= set(_reference_keys())
     session = {f"unit_properties.session.{k}" for k in inventory.section_of(inventory.SessionUnitProperties).keys}
     assert set(_reference_keys()) - inventory.REQUIRED - session == {
-        "ansible_connection", "build.go_version", "plugin.deadline_s",
+        "ansible_connection", "build.go_version", "plugin.deadline_s", "cutover.environment",
         "unit_properties", "unit_properties.supervisor", "unit_properties.slice", "unit_properties.session",
         "session_stop", "session_stop.term_grace_s", "session_stop.timeout_s"}
     # an optional section's own keys are required where it is given

@@ -14,6 +14,7 @@ from pty_acceptance.host import hostfs
 LIMIT = hostfs.Limit(1 << 30, "limits.runtime_bytes")
 
 NOBODY = pwd.getpwnam("nobody")
+ALLOWED = ("OPENCODE_PASSWORD",)  # cutover.environment as the reference inventories list it
 
 UNIT = """[Unit]
 Description=candidate
@@ -91,7 +92,7 @@ def test_a_root_only_environment_file_is_never_read(envdir, monkeypatch):
     monkeypatch.setattr(runtimeunit.serverenv, "read", lambda p: read.append(p))
     with pytest.raises(runtimeunit.HandoffError) as e:
         runtimeunit.private_environment([(str(secret), False), (str(env), False)], "0badc0de",
-                                    server_env=str(env), owner=(NOBODY.pw_uid, NOBODY.pw_gid))
+                                    server_env=str(env), owner=(NOBODY.pw_uid, NOBODY.pw_gid), allowed=ALLOWED)
     assert str(secret) in str(e.value) and ROOT_SECRET not in str(e.value)
     assert read == []
 
@@ -99,7 +100,8 @@ def test_a_root_only_environment_file_is_never_read(envdir, monkeypatch):
 def test_server_env_is_copied_only_after_cut3s_checks(envdir, safe_dir):
     secret, env = envdir
     owner = (NOBODY.pw_uid, NOBODY.pw_gid)
-    copy = runtimeunit.private_environment([(str(env), True)], "0badc0de", server_env=str(env), owner=owner)
+    copy = runtimeunit.private_environment([(str(env), True)], "0badc0de", server_env=str(env), owner=owner,
+                                                allowed=ALLOWED)
     try:
         st = os.lstat(copy)
         assert (st.st_uid, st.st_mode & 0o7777) == (0, 0o600)
@@ -109,13 +111,19 @@ def test_server_env_is_copied_only_after_cut3s_checks(envdir, safe_dir):
     for change, why in [(lambda: os.chown(env, 0, 0), f"owned by uid 0, expected {NOBODY.pw_uid}"),
                         (lambda: os.chown(env, NOBODY.pw_uid, 0), f"group gid 0, expected {NOBODY.pw_gid}"),
                         (lambda: env.chmod(0o644), "mode 0644, expected exactly 0600"),
-                        (lambda: env.write_text("OTHER=1\n"), "no OPENCODE_PASSWORD= line")]:
+                        (lambda: env.write_text("OTHER=1\n"), "no OPENCODE_PASSWORD= line"),
+                        # the user's preload in the runtime's only environment: never started (issue 37 item 2)
+                        (lambda: env.write_text("OPENCODE_PASSWORD=pw\nNODE_OPTIONS=--require=/home/u/p.js\n"),
+                         r"sets NODE_OPTIONS \(line 2: .*never allowed.*the runtime is not started with it"),
+                        (lambda: env.write_text("OPENCODE_PASSWORD=pw\nOPENCODE_LOG=1\n"),
+                         r"sets OPENCODE_LOG \(line 2\): not in cutover.environment")]:
         env.write_text("OPENCODE_PASSWORD=pw-of-the-runtime\n")
         env.chmod(0o600)
         os.chown(env, *owner)
         change()
         with pytest.raises(runtimeunit.HandoffError, match=why):
-            runtimeunit.private_environment([(str(env), False)], "0badc0de", server_env=str(env), owner=owner)
+            runtimeunit.private_environment([(str(env), False)], "0badc0de", server_env=str(env), owner=owner,
+                                                allowed=ALLOWED)
     # a directory of its path made a link is not followed (the whole chain is walked, not only the file)
     os.chown(env, *owner)
     env.chmod(0o600)
@@ -123,7 +131,7 @@ def test_server_env_is_copied_only_after_cut3s_checks(envdir, safe_dir):
     (safe_dir / "link").symlink_to(safe_dir)
     linked = str(safe_dir / "link" / "server.env")
     with pytest.raises(runtimeunit.HandoffError, match="link is a symlink, not a directory"):
-        runtimeunit.private_environment([(linked, False)], "0badc0de", server_env=linked, owner=owner)
+        runtimeunit.private_environment([(linked, False)], "0badc0de", server_env=linked, owner=owner, allowed=ALLOWED)
 
 
 # ------------------------------------------------------------------ the runtime it runs

@@ -96,3 +96,88 @@ def test_not_utf8_value(tmp_path):
     env = serverenv.read(_env(tmp_path, b"OPENCODE_PASSWORD=\xff\xfe\n"))
     assert env.password is None and "not UTF-8" in env.problem
     assert "\\xff" not in env.describe()
+
+
+# ------------------------------------------------------------------ its variables (issue 37 item 2)
+ALLOWED = ("OPENCODE_PASSWORD",)
+
+
+@pytest.mark.parametrize("text,names", [
+    (b"OPENCODE_PASSWORD=x\n", [(1, "OPENCODE_PASSWORD")]),
+    (b"# c\n; c\n\n   \n\tOPENCODE_PASSWORD = x\n", [(5, "OPENCODE_PASSWORD")]),
+    # systemd ends a line at "\r" too: an assignment after one is an assignment
+    (b"OPENCODE_PASSWORD=x\rNODE_OPTIONS=--require=/p.js\n", [(1, "OPENCODE_PASSWORD"), (2, "NODE_OPTIONS")]),
+    (b"OPENCODE_PASSWORD=x\r\nNODE_OPTIONS=--require=/p.js", [(1, "OPENCODE_PASSWORD"), (2, "NODE_OPTIONS")]),
+    # a continuation or a multi-line value: systemd joins it, the suite judges every line (stricter)
+    (b'OPENCODE_PASSWORD="a\nNODE_OPTIONS=--require=/p.js"\n', [(1, "OPENCODE_PASSWORD"), (2, "NODE_OPTIONS")]),
+    (b"OPENCODE_PASSWORD=a\\\nb\n", [(1, "OPENCODE_PASSWORD"), (2, None)]),
+    (b"export NODE_OPTIONS=x\n", [(1, "export NODE_OPTIONS")]),
+])
+def test_every_line_systemd_could_assign_is_named(text, names):
+    assert list(serverenv.variables(text)) == names
+
+
+def test_a_preload_is_a_cut3_finding_naming_it_never_its_value(tmp_path):
+    """server.env passed CUT-3 with NODE_OPTIONS=--require=<user's js> appended (issue 37 item 2)."""
+    preload = "/home/byk/.cache/p-9c1e.js"
+    env = serverenv.read(_env(tmp_path, f"OPENCODE_PASSWORD={PW}\nNODE_OPTIONS=--require={preload}\n"))
+    found = serverenv.problems(env, 0, allowed=ALLOWED)
+    assert len(found) == 1 and found[0].startswith("sets NODE_OPTIONS (line 2: "), found
+    assert "never allowed" in found[0]
+    text = " ".join(found) + env.describe()
+    assert preload not in text and PW not in text
+
+
+@pytest.mark.parametrize("name", ["NODE_OPTIONS", "NODE_PATH", "NODE_EXTRA_CA_CERTS", "NODE_REPL_EXTERNAL_MODULE",
+                                  "NODE_V8_COVERAGE", "NODE_COMPILE_CACHE", "LD_PRELOAD", "LD_LIBRARY_PATH",
+                                  "LD_AUDIT", "GLIBC_TUNABLES", "GCONV_PATH", "MALLOC_CHECK_", "LOCPATH",
+                                  "OPENSSL_CONF", "SSL_CERT_FILE", "BUN_OPTIONS", "UV_USE_IO_URING"])
+def test_the_floor_refuses_it_even_listed(tmp_path, name):
+    env = serverenv.read(_env(tmp_path, f"OPENCODE_PASSWORD={PW}\n{name}=x\n"))
+    found = serverenv.problems(env, 0, allowed=(*ALLOWED, name))
+    assert len(found) == 1 and found[0].startswith(f"sets {name} (line 2: ") and "never allowed" in found[0]
+
+
+def test_what_the_inventory_does_not_list_is_a_finding(tmp_path):
+    env = serverenv.read(_env(tmp_path, f"OPENCODE_PASSWORD={PW}\nOPENCODE_LOG_LEVEL=debug\nPATH=/x\n"))
+    assert serverenv.problems(env, 0, allowed=(*ALLOWED, "PATH")) == [
+        "sets OPENCODE_LOG_LEVEL (line 2): not in cutover.environment ['OPENCODE_PASSWORD', 'PATH']"]
+    assert serverenv.problems(env, 0, allowed=(*ALLOWED, "PATH", "OPENCODE_LOG_LEVEL")) == []
+
+
+def test_a_name_is_shown_bounded_and_escaped_and_a_bare_line_by_number(tmp_path):
+    hostile = "\x1b]0;owned\x07" + "A" * 500
+    env = serverenv.read(_env(tmp_path, f"OPENCODE_PASSWORD={PW}\n{hostile}=v\nrm -rf ~\n"))
+    found = serverenv.problems(env, 0, allowed=ALLOWED)
+    text = " ".join(found)
+    assert "\x1b" not in text and "\x07" not in text and "A" * 100 not in text and "rm -rf" not in text
+    assert "(510 characters)" in text and "line 3: neither blank, a comment nor a NAME=value assignment" in text
+
+
+def test_many_names_are_counted_past_a_few(tmp_path):
+    env = serverenv.read(_env(tmp_path, f"OPENCODE_PASSWORD={PW}\n" + "".join(f"V{i}=1\n" for i in range(20))))
+    (found,) = serverenv.problems(env, 0, allowed=ALLOWED)
+    assert found.count("(line") == serverenv.NAMES_SHOWN and "and 12 more" in found
+
+
+def test_the_live_environment_is_read_from_that_very_process():
+    """CUT-2 reads /proc/<pid>/environ of the identified listener: its names, never
+    a value; another process at that pid (another start time) is refused."""
+    import subprocess
+    import psutil
+    child = subprocess.Popen(["/bin/sleep", "30"], env={"NODE_OPTIONS": "--require=/home/u/p.js", "PATH": "/bin",
+                                                        "OPENCODE_PASSWORD": PW})
+    try:
+        created = psutil.Process(child.pid).create_time()
+        names = serverenv.live_environment(child.pid, created)
+        assert sorted(names) == ["NODE_OPTIONS", "OPENCODE_PASSWORD", "PATH"]
+        (refused,) = serverenv.refused_in(names)
+        assert refused.startswith("NODE_OPTIONS (") and "p.js" not in refused
+        with pytest.raises(serverenv.EnvironUnreadable, match="no longer the process identified"):
+            serverenv.live_environment(child.pid, created - 5)
+    finally:
+        child.kill()
+        child.wait()
+    with pytest.raises(serverenv.EnvironUnreadable):
+        serverenv.live_environment(child.pid, created)
+    assert serverenv.refused_in(("PATH", "HOME", "INVOCATION_ID", "OPENCODE_PASSWORD")) == []

@@ -534,6 +534,23 @@ FAULTS += [
     Fault("server-env-symlink", ("CUT-3",), "server.env is a symlink to a private copy",
           f"mv {PILOT}/server.env {PILOT}/server.env.real && ln -s server.env.real {PILOT}/server.env",
           modules=_m("cutover")),
+    # -- server.env runs the user's code inside the runtime (issue 37 item 2): byk appends
+    # NODE_OPTIONS=--require=<its preload> to its own server.env (still 0600, its own, with
+    # the password); the preload makes the candidate's fault switches read as none.
+    Fault("server-env-node-options", ("CUT-3",), "the service user appends NODE_OPTIONS=--require=<its "
+          "preload> to server.env (no defect planted: the preload only loads)",
+          "PTY_FAULT_SWITCH= PTY_FAULT_RESTART=0", script_file="user-preloads-node-options.sh",
+          modules=_m("cutover"), says="sets NODE_OPTIONS (line 2"),
+    Fault("server-env-node-options-hides-pty-in-process", ("CUT-3", "RUNTIME-2"), "the runtime opens the "
+          "PTY in process (candidate switch pty-in-process), and the service user's NODE_OPTIONS=--require="
+          "<its preload> in server.env, RUNTIME-2's runtime's only environment, would hide it",
+          "PTY_FAULT_SWITCH=pty-in-process PTY_FAULT_RESTART=0", script_file="user-preloads-node-options.sh",
+          modules=_m("cutover", "runtime_handoff"), says="NODE_OPTIONS"),
+    Fault("server-env-node-options-restart-hides-plugin-failure", ("CUT-3", "CUT-2"), "local-pty fails to "
+          "activate (candidate switch plugin-failed); the service user appends NODE_OPTIONS=--require=<its "
+          "preload> to server.env and kills the candidate once: systemd restarts it with the preload, which "
+          "makes the plugin list say active", "PTY_FAULT_SWITCH=plugin-failed PTY_FAULT_RESTART=1",
+          script_file="user-preloads-node-options.sh", modules=_m("cutover"), says="NODE_OPTIONS"),
     # -- CUT-2 in the candidate API's real shapes (reference-candidate fault switches)
     Fault("activation-empty-200-plugins-failed", ("CUT-2",),
           "await-activation answers 200 with an empty body while local-pty has failed",

@@ -12,8 +12,10 @@ The run, in order:
    name cutover.server_env (the runtime's environment comes from nothing
    else): any other path fails before anything is read. server.env must then
    pass CUT-3's checks, read by the suite (walked from / without following a
-   link, lstat + O_NOFOLLOW, bounded), and be the service user's (uid and
-   gid); it is handed to systemd as a root-only copy, so that PID 1 never
+   link, lstat + O_NOFOLLOW, bounded), set nothing but cutover.environment and
+   nothing the floor refuses (NODE_OPTIONS, LD_PRELOAD, ...: the runtime would
+   load the user's code, which could hide what this run looks for: never
+   started), and be the service user's (uid and gid); it is handed to systemd as a root-only copy, so that PID 1 never
    opens a path the service user controls and the password never shows in
    the unit's properties.
 2. runtime.binary is opened by the same no-follow walk and hashed by that
@@ -281,7 +283,8 @@ def observe_session(bus: Systemd, inv, tag: str, password: str) -> Observation:
             refuse_foreign(bus, name)  # before anything may stop a unit of that name
             ob.unit = RuntimeUnit(name)
             ob.unit.env_copy = private_environment(ob.command.environment_files, tag,
-                                                   server_env=inv.cutover.server_env, owner=owner)
+                                                   server_env=inv.cutover.server_env, owner=owner,
+                                                   allowed=inv.cutover.environment)
             stack.callback(stop_runtime, bus, ob.unit)
             bus.start_transient(name, runtime_properties(ob.command, name=name, user=inv.service_user,
                                                          group=inv.service_group, tag=tag,

@@ -118,13 +118,16 @@ def service_ids(user: str, group: str) -> tuple[int, int]:
 
 
 def private_environment(files: list[tuple[str, bool]], tag: str, *, server_env: str,
-                        owner: tuple[int, int]) -> str:
+                        owner: tuple[int, int], allowed: tuple[str, ...]) -> str:
     """A root-only copy of server.env, the one environment file allowed
     (environment_only_from), read after CUT-3's checks and owned by `owner`
-    (the service user's uid and gid). The caller removes it."""
+    (the service user's uid and gid), setting nothing but `allowed`
+    (cutover.environment) and nothing the floor refuses: a runtime whose
+    environment would load the user's code (NODE_OPTIONS=--require=...) is
+    never started, the variable named. The caller removes it."""
     environment_only_from(files, server_env)
     env = serverenv.read(server_env)
-    found = serverenv.problems(env, *owner)
+    found = serverenv.problems(env, *owner, allowed=allowed)
     if found or env.content is None:
         raise HandoffError(f"EnvironmentFile {server_env}: " + ("; ".join(found) or "not read")
                            + ": the runtime is not started with it")

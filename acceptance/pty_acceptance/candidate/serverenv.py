@@ -14,20 +14,49 @@ wrapped in matching single or double quotes is unquoted.
 The password never appears in evidence, a message or a repr: it is held by a
 Secret whose str/repr is ``<redacted>``; only ``reveal()`` gives it out, for
 the API client.
+
+The variables it sets (CUT-3, RUNTIME-2): every name must be one of
+`cutover.environment`, and none the contract's floor refuses
+(spec/floor.py LOADS_CODE: NODE_OPTIONS, LD_PRELOAD, ...), since the file is the
+runtime's only environment and the service user's own. The names are read as
+a superset of what systemd's EnvironmentFile= parser assigns: systemd ends a
+line at "\n" or "\r" and starts a name only at a line's start (after blanks),
+up to "=" (blanks around it trimmed), so every physical line that is not
+blank or a comment is judged by the text before its first "=", and a line
+with none (what systemd ignores, or the continuation of a value it joins) is
+a finding of its own. Where the two differ the suite is the stricter: a
+refused name inside a multi-line value still fails. A finding shows a name
+bounded and escaped and the line number, never anything after "=".
+
+The live candidate (CUT-2): `live_environment` reads /proc/<pid>/environ of
+the identified listener, bounded, as root (the process is the service user's:
+hostile input), and `refused_in` names what the floor refuses in it (the
+environment systemd gave it: an administrator's Environment= drop-in, a
+restart with an edited server.env). What it reads is the process's initial
+environment block, which the process itself can overwrite after it started:
+a variable there is proof, its absence only that none was left visible.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from typing import Any
 
-from pty_acceptance.host import hostfs
+from pty_acceptance.errors import Unreadable
+from pty_acceptance.host import hostfs, proc
+from pty_acceptance.host.terminal import escape
+from pty_acceptance.spec import floor
 
-KEY = "OPENCODE_PASSWORD"
+KEY = floor.PASSWORD_VARIABLE
 MAX_SIZE = 64 * 1024
+ENVIRON_LIMIT = 1 << 20  # /proc/<pid>/environ read at most (a larger one is refused)
+NAME_SHOWN = 64  # characters of a name a finding shows (escaped)
+NAMES_SHOWN = 8  # findings on names listed before "and N more"
+_LINE_END = re.compile(rb"\r\n|[\r\n]")
 READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
 
 
@@ -63,6 +92,7 @@ class ServerEnv:
     assignments: int = 0         # how many OPENCODE_PASSWORD= lines
     has_password: bool = False   # the last one has a non-empty value
     problem: str | None = None   # why the content could not be judged
+    variables: tuple[tuple[int, str | None], ...] = ()  # (line, name before "=", or None: no "=")
     password: Secret | None = field(default=None, repr=False, compare=False)
     content: Secret | None = field(default=None, repr=False, compare=False)  # the whole file
 
@@ -77,7 +107,18 @@ class ServerEnv:
                 f"non-empty value: {'yes' if self.has_password else 'no'}")
         if self.problem:
             tail += f", content not judged: {self.problem}"
+        elif self.variables:
+            sets = [shown_name(n) if n is not None else f"line {i}: no =" for i, n in self.variables]
+            tail += f", sets: {', '.join(sets[:NAMES_SHOWN])}" + (
+                f" and {len(sets) - NAMES_SHOWN} more" if len(sets) > NAMES_SHOWN else "")
         return head + tail
+
+
+def shown_name(name: str) -> str:
+    """A variable's name as a finding shows it: bounded, escaped, quoted when odd."""
+    cut = name[:NAME_SHOWN]
+    text = cut if floor.ENV_NAME.match(cut) else escape(repr(cut))
+    return text + (f"... ({len(name)} characters)" if len(name) > NAME_SHOWN else "")
 
 
 def _kind(mode: int) -> str:
@@ -94,11 +135,25 @@ def _unquote(v: str) -> str:
     return v
 
 
+def variables(data: bytes) -> tuple[tuple[int, str | None], ...]:
+    """(line number, name) of every line that is not blank or a comment: the
+    text before its first "=" with blanks trimmed (None: no "="). A superset of
+    the names systemd's EnvironmentFile= assigns (the module's docstring)."""
+    out: list[tuple[int, str | None]] = []
+    for number, raw in enumerate(_LINE_END.split(data), 1):
+        line = raw.lstrip(b" \t")
+        if not line or line[:1] in (b"#", b";"):
+            continue
+        name, eq, _ = line.partition(b"=")
+        out.append((number, name.rstrip(b" \t").decode("utf-8", "surrogateescape") if eq else None))
+    return tuple(out)
+
+
 def parse(data: bytes) -> tuple[int, Secret | None, str | None]:
     """(number of KEY= assignments, the last value or None, problem)."""
     count, last, problem = 0, None, None
-    for raw in data.split(b"\n"):
-        line = raw.rstrip(b"\r").lstrip(b" \t")
+    for raw in _LINE_END.split(data):
+        line = raw.lstrip(b" \t")
         if not line.startswith(KEY.encode() + b"="):
             continue
         count += 1
@@ -177,14 +232,46 @@ def _read_at(dfd: int, name: str, path: str) -> ServerEnv:
     base.update(mode=stat.S_IMODE(st.st_mode), uid=st.st_uid, gid=st.st_gid, size=len(data))
     count, secret, problem = parse(data)
     return ServerEnv(**base, assignments=count, has_password=bool(secret), problem=problem,
-                     password=secret if secret else None,
+                     variables=variables(data), password=secret if secret else None,
                      content=Secret(data.decode("utf-8", "surrogateescape")))
 
 
-def problems(env: ServerEnv, uid: int, gid: int | None = None, who: str = "") -> list[str]:
+def variable_problems(found: tuple[tuple[int, str | None], ...], allowed: tuple[str, ...] | frozenset[str]
+                      ) -> list[str]:
+    """CUT-3: every variable server.env sets is one of `allowed`
+    (cutover.environment) and none the floor refuses (spec/floor.py, even if
+    listed); a line with no "=" is a finding too. Names only, bounded and
+    escaped, the refused ones first; at most NAMES_SHOWN of each kind."""
+    refused, unlisted, bare = [], [], []
+    for line, name in found:
+        if name is None:
+            bare.append(line)
+        elif why := floor.refused_variable(name):
+            refused.append(f"{shown_name(name)} (line {line}: {why})")
+        elif name not in allowed:
+            unlisted.append(f"{shown_name(name)} (line {line})")
+    out = []
+    if refused:
+        out.append(f"sets {_some(refused)}: it changes what the runtime or the dynamic loader loads, never "
+                   "allowed (spec/floor.py), whatever cutover.environment lists")
+    if unlisted:
+        out.append(f"sets {_some(unlisted)}: not in cutover.environment {list(allowed)}")
+    if bare:
+        out.append(f"line {_some([str(n) for n in bare])}: neither blank, a comment nor a NAME=value assignment")
+    return out
+
+
+def _some(items: list[str]) -> str:
+    more = f" and {len(items) - NAMES_SHOWN} more" if len(items) > NAMES_SHOWN else ""
+    return ", ".join(items[:NAMES_SHOWN]) + more
+
+
+def problems(env: ServerEnv, uid: int, gid: int | None = None, who: str = "",
+             allowed: tuple[str, ...] | frozenset[str] = (KEY,)) -> list[str]:
     """CUT-3's findings on server.env (never its content): a regular file, mode
     exactly 0600, owned by `uid` (and group `gid` when given), holding a
-    non-empty OPENCODE_PASSWORD=."""
+    non-empty OPENCODE_PASSWORD= and no variable but the `allowed` ones
+    (cutover.environment), none the floor refuses."""
     if env.kind != "regular file":
         kind = env.kind if env.kind in ("absent", "unreadable") else "a " + env.kind
         why = f" ({env.problem})" if env.kind == "unreadable" and env.problem else ""
@@ -202,4 +289,37 @@ def problems(env: ServerEnv, uid: int, gid: int | None = None, who: str = "") ->
         out.append("no OPENCODE_PASSWORD= line")
     elif not env.has_password:
         out.append("OPENCODE_PASSWORD= has an empty value")
+    if not env.problem:
+        out += variable_problems(env.variables, allowed)
     return out
+
+
+# ------------------------------------------------------------------ the live candidate (CUT-2)
+class EnvironUnreadable(Unreadable):
+    """The identified candidate's environment could not be read from that very process."""
+
+    requirements = ("CUT-2",)
+
+
+def live_environment(pid: int, create_time: float | None) -> tuple[str, ...]:
+    """The names in /proc/<pid>/environ (bounded, never followed; root reads
+    it), read from the very process identified: it must still be that pid
+    with that start time after the read (a pid is never reused while its
+    process lives). EnvironUnreadable says why not."""
+    try:
+        data = hostfs.read_nofollow(f"/proc/{pid}/environ", ENVIRON_LIMIT)
+    except OSError as e:
+        raise EnvironUnreadable(f"/proc/{pid}/environ: {e.strerror or e}") from None
+    if create_time is None or not proc.alive(pid, create_time):
+        raise EnvironUnreadable(f"pid {pid} is no longer the process identified (gone or another one)")
+    if len(data) > ENVIRON_LIMIT:
+        raise EnvironUnreadable(f"/proc/{pid}/environ is larger than {ENVIRON_LIMIT} bytes: not judged")
+    if not data:
+        raise EnvironUnreadable(f"/proc/{pid}/environ is empty: the process hides its environment")
+    return tuple(entry.partition(b"=")[0].decode("utf-8", "surrogateescape")
+                 for entry in data.split(b"\0") if entry)
+
+
+def refused_in(names: tuple[str, ...]) -> list[str]:
+    """The names (bounded, escaped) the floor never lets the runtime's environment hold."""
+    return [f"{shown_name(n)} ({why})" for n in dict.fromkeys(names) if (why := floor.refused_variable(n))]

@@ -35,6 +35,9 @@ a stricter value loads. The floor is the package's, never the inventory's:
 - PLUGIN-1's success patterns: neither matches what a run that did nothing
   leaves (an empty line, any one-letter line, a crash message; an empty
   working directory's usual names).
+- server.env's variables (CUT-3, CUT-2, RUNTIME-2): `cutover.environment`
+  lists what the file may set; a name that changes what the runtime or the
+  dynamic loader loads (`LOADS_CODE`, below) is never allowed, even listed.
 
 Each check takes plain values (the inventory's, already of their schema
 types) and says what is below the floor, one `Below` per key.
@@ -178,7 +181,7 @@ SYSCALL_GROUP = "@system-service"
 WIDER_GROUPS = frozenset({"@clock", "@cpu-emulation", "@debug", "@known", "@module", "@mount", "@obsolete",
                           "@privileged", "@raw-io", "@reboot", "@swap"})
 SYSCALL_WORD = re.compile(r"^@?[a-z0-9_-]+$")
-LOADER_VARIABLE = re.compile(r"^LD_")  # what the dynamic loader reads (CUT-3's kind)
+LOADER_VARIABLE = re.compile(r"^LD_")  # what the dynamic loader reads (refused_variable's kind)
 
 
 SHOWN = 80  # characters of a value a problem shows
@@ -329,4 +332,84 @@ def pattern_problems(last_line: str, result_file: str) -> list[Below]:
         if (hit := next((p for p in probes if rx.search(p)), None)) is not None:
             out.append(Below(key, f"{shown(pattern)} matches {hit!r}, which any run could leave: below the contract's "
                                   "floor (PLUGIN-1: a pass needs the harness's own success report)"))
+    return out
+
+
+# ---------------------------------------------------------------- server.env's variables
+
+PASSWORD_VARIABLE = "OPENCODE_PASSWORD"  # CUT-3: the one variable server.env must set
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # what systemd accepts as a name
+
+# The variables server.env may never set, whatever cutover.environment lists:
+# the file is the service user's, and RUNTIME-2's runtime (its only
+# environment) and the candidate unit (EnvironmentFile=) read it, so a name
+# here would run the user's code inside the runtime the suite judges, or
+# change what that runtime is. (prefix or exact name, why)
+LOADS_CODE: tuple[tuple[str, str], ...] = (
+    # Node reads every NODE_* it knows, and each release adds some: a prefix is
+    # the floor that holds across releases. NODE_OPTIONS (--require, --import,
+    # --loader: the user's module before the runtime's own), NODE_PATH (where
+    # require() looks), NODE_REPL_EXTERNAL_MODULE (a module instead of the REPL),
+    # NODE_COMPILE_CACHE (compiled code read back), NODE_ICU_DATA (data parsed by
+    # native code), NODE_EXTRA_CA_CERTS and NODE_TLS_REJECT_UNAUTHORIZED (whom
+    # the runtime trusts: certificates are not code, but a certificate authority
+    # of the user's lets the user serve what the runtime fetches over TLS, and
+    # opencode installs plugins it fetches: code by another road),
+    # NODE_V8_COVERAGE (writes where the user says; no pilot needs it). A
+    # single-executable application honours NODE_OPTIONS unless built otherwise.
+    ("NODE_", "Node reads it (NODE_OPTIONS --require, NODE_PATH, NODE_EXTRA_CA_CERTS ...)"),
+    # glibc's dynamic loader: LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT, LD_BIND_NOW ...
+    ("LD_", "the dynamic loader reads it (LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT ...)"),
+    # glibc: GLIBC_TUNABLES is parsed by the loader itself (CVE-2023-4911),
+    # GCONV_PATH names the iconv modules glibc dlopens, MALLOC_* the allocator's
+    # debugging (MALLOC_CHECK_ with libc_malloc_debug), LOCPATH and NLSPATH data
+    # glibc parses for the process.
+    ("GLIBC_", "glibc's loader reads it (GLIBC_TUNABLES)"),
+    ("GCONV_", "glibc loads iconv modules from it (GCONV_PATH)"),
+    ("MALLOC_", "glibc's allocator reads it"),
+    ("LOCPATH", "glibc loads locale data from it"),
+    ("NLSPATH", "glibc loads message catalogues from it"),
+    # OpenSSL (Node's TLS): OPENSSL_CONF can load engines and providers (shared
+    # objects), OPENSSL_MODULES and OPENSSL_ENGINES name where from;
+    # SSL_CERT_FILE and SSL_CERT_DIR are trust anchors (as NODE_EXTRA_CA_CERTS).
+    ("OPENSSL_", "OpenSSL loads configuration, engines or providers from it"),
+    ("SSL_CERT_", "OpenSSL's trust anchors (whom the runtime trusts over TLS)"),
+    # bun (the pilot's plugins and harness run under it; a runtime built on it
+    # would read them): BUN_OPTIONS (--preload), BUN_CONFIG_*, BUN_INSTALL ...
+    ("BUN_", "bun reads it (BUN_OPTIONS --preload, BUN_CONFIG_* ...)"),
+    # libuv, under Node: UV_USE_IO_URING switches its I/O to io_uring, which
+    # RUNTIME-2's trace cannot follow; UV_THREADPOOL_SIZE its threads. Not code,
+    # but it changes what the runtime does beneath what the suite traces.
+    ("UV_", "libuv reads it (UV_USE_IO_URING: I/O the trace cannot follow)"),
+)
+# Left to the inventory (each one listed only when the review did): PATH (which
+# programs the runtime's children are: they run as the service user anyway, and
+# RUNTIME-2 judges the helper by its absolute path), HOME and XDG_* (where
+# opencode reads its configuration and plugins: the pilot's own layout may set
+# them; CUT-2 and PLUGIN-1 judge the plugins), OPENCODE_* (opencode's own
+# settings), TZ, LANG and LC_* (data, never code).
+
+
+def refused_variable(name: str) -> str | None:
+    """Why the floor never lets an environment of the runtime hold `name`
+    (None: the inventory decides)."""
+    for prefix, why in LOADS_CODE:
+        if name.startswith(prefix):
+            return why
+    return None
+
+
+def environment_problems(names: tuple[str, ...] | list[str]) -> list[Below]:
+    """cutover.environment: names systemd accepts, OPENCODE_PASSWORD among them,
+    none the floor refuses (every one named)."""
+    out = []
+    for name in names:
+        if not isinstance(name, str):
+            continue  # the schema's to name
+        if why := refused_variable(name):
+            out.append(Below("cutover.environment", f"{shown(name)} changes what the runtime or the dynamic "
+                                                          f"loader loads ({why}): never allowed in server.env "
+                                                          "(CUT-3, RUNTIME-2)"))
+    if PASSWORD_VARIABLE not in names:
+        out.append(Below("cutover.environment", f"does not name {PASSWORD_VARIABLE}, which CUT-3 requires"))
     return out

@@ -306,6 +306,9 @@ class Cutover:
     plugins: Annotated[tuple[str, ...], PLUGIN_NAME]
     server_env: Annotated[str, ABS_PATH]
     directory: Annotated[str, ABS_PATH]  # location[directory] of every /api/* request
+    # CUT-3, RUNTIME-2: the variables server.env may set (from the review's record);
+    # one the floor refuses (spec/floor.py LOADS_CODE: NODE_*, LD_*, ...) never loads
+    environment: Annotated[tuple[str, ...], floor.ENV_NAME] = (floor.PASSWORD_VARIABLE,)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -797,6 +800,9 @@ def below_floor(vars_: dict[str, Any]) -> list[floor.Below]:
             {k: v for k, v in session.items() if isinstance(v, str)}, socket or floor.SOCKET,
             {k: v for k, v in env.items() if isinstance(v, str)} if isinstance(env, dict) else {},
             (grace, most) if isinstance(grace, int) and isinstance(most, int) else (0, 0))
+    environment = value_at(vars_, "cutover.environment")
+    if isinstance(environment, list):
+        out += floor.environment_problems(environment)
     last_line, result_file = text("plugin.success.last_line"), text("plugin.success.result_file")
     if last_line is not None and result_file is not None:
         out += floor.pattern_problems(last_line, result_file)
