@@ -540,7 +540,9 @@ def test_a_genuine_assertion_rewriting_cache_is_what_ran(failing, target, tmp_pa
     shutil.copy2(written, cached)
     res = failing.runpytest_subprocess("acceptance/", "--inventory", str(target.inventory))
     assert last_line(res) == "NOT READY: 1 blockers: OWN-1", "\n".join(res.outlines[-30:])
-    assert loaded_code.rewritten_pyc_problem(str(source)) is None
+    from pty_acceptance.gate.rewriting import assertion_rewriter
+    assert loaded_code.rewritten_pyc_problem(str(source), assertion_rewriter()) is None
+    assert "was not given" in loaded_code.rewritten_pyc_problem(str(source), None)
 
 
 # ------------------------------------------------------------ the rules

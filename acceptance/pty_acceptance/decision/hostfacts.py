@@ -117,7 +117,8 @@ def content(inv: Inventory) -> Content:
     return Content(frozen(hashes), tuple(errors), problem, runtime, digest, error)
 
 
-def at_marker_time(setup: Setup, read_content: bool, plugins: tuple[tuple[str, object], ...] = ()) -> AtMarkerTime:
+def at_marker_time(setup: Setup, read_content: bool, plugins: tuple[tuple[str, object], ...] = (),
+                   rewriter: loaded_code.Rewriter | None = None) -> AtMarkerTime:
     """What the host says when the marker is decided. `read_content`: false
     after a failed preflight (nothing ran; the content is not read);
     `plugins`: what pytest registered (the code in this process is judged
@@ -135,5 +136,5 @@ def at_marker_time(setup: Setup, read_content: bool, plugins: tuple[tuple[str, o
             error = e
     digest = file_digest(setup.waivers_file) if setup.waivers_file else None
     today = datetime.datetime.now(datetime.timezone.utc).date()
-    foreign = tuple(loaded_code.problems(setup.root, loaded_code.this_process(plugins)))
+    foreign = tuple(loaded_code.problems(setup.root, loaded_code.this_process(plugins, rewriter)))
     return AtMarkerTime(euid, unfinished, now, problems, given, error, digest, today, foreign, suite_tree_now(setup))

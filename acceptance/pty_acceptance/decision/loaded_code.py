@@ -63,7 +63,6 @@ leaves there by mistake, and for what loads later, not a proof against root.
 from __future__ import annotations
 
 import _imp
-import ast
 import gc
 import importlib.util
 import marshal
@@ -72,7 +71,7 @@ import site
 import sys
 import sysconfig
 import types
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -253,6 +252,7 @@ class Judge:
     places: Places
     dists: list[Distribution]
     pinned: Mapping[str, str]  # normalized name -> version (pins.load)
+    rewriter: Rewriter | None = None
     _owners: dict[str, list[Distribution]] = field(default_factory=dict)
     _said: dict[str, str | None] = field(default_factory=dict)  # resolved file -> its problem
 
@@ -342,7 +342,7 @@ class Judge:
         if os.path.dirname(cached) != os.path.realpath(os.path.join(os.path.dirname(source), "__pycache__")):
             return [f"{code.what}: its bytecode cache {cached} is not beside its source {source}"]
         if code.rewritten:
-            bad = rewritten_pyc_problem(source)
+            bad = rewritten_pyc_problem(source, self.rewriter)
             return [f"{code.what}: {bad}"] if bad else []
         bad = pyc_problem(source, cached, follow)
         return [f"{code.what}: {bad}"] if bad else []
@@ -387,14 +387,25 @@ def pyc_problem(source: str, cached: str, follow: bool = False) -> str | None:
     return None
 
 
-def rewritten_pyc_problem(source: str) -> str | None:
+@dataclass(frozen=True)
+class Rewriter:
+    """pytest's assertion rewriting, as the gate hands it over (gate/plugin.py:
+    only gate/ imports pytest): the cache file name's tail beside a source
+    and the code pytest makes of a source."""
+    pyc_tail: str
+    rewrite: Callable[[bytes, str], types.CodeType]
+
+
+def rewritten_pyc_problem(source: str, rw: Rewriter | None) -> str | None:
     """None unless pytest's assertion-rewriting cache for `source` is one
     pytest would load (its header: magic, flags 3, the source's hash) and it
     holds other code than pytest's rewrite of that source (pytest checks the
-    source's hash, never the code)."""
-    from _pytest.assertion import rewrite as rw
+    source's hash, never the code). Without `rw` a cache pytest would load
+    cannot be judged: that is the problem."""
+    if rw is None:
+        return "loaded through pytest's assertion rewriting, which the judge was not given to compare its cache"
     cached = os.path.join(os.path.dirname(source), "__pycache__",
-                          os.path.basename(source)[:-3] + rw.PYC_TAIL)
+                          os.path.basename(source)[:-3] + rw.pyc_tail)
     try:
         data = hostfs.read_nofollow(cached, SOURCE_LIMIT)
     except FileNotFoundError:
@@ -410,9 +421,7 @@ def rewritten_pyc_problem(source: str) -> str | None:
         return None  # pytest would not load it: it rewrote the source
     try:
         ran = marshal.loads(data[16:])
-        tree = ast.parse(src, filename=source)
-        rw.rewrite_asserts(tree, src, source, None)
-        want = compile(tree, source, "exec", dont_inherit=True)
+        want = rw.rewrite(src, source)
     except (ValueError, EOFError, TypeError, SyntaxError) as e:
         return f"its assertion-rewriting cache {cached} cannot be compared with its source: {type(e).__name__}: {e}"
     if ran != want:
@@ -428,11 +437,13 @@ class Process:
     code: tuple[Code, ...]
     path: tuple[str, ...]
     environments: tuple[Mapping[str, str], ...]
+    rewriter: Rewriter | None = None
 
 
-def this_process(plugins: Iterable[tuple[str, object]] = ()) -> Process:
-    """This process as it is now; `plugins`: what pytest registered."""
-    return Process(tuple(held(plugins)), tuple(sys.path), tuple(launch.environments()))
+def this_process(plugins: Iterable[tuple[str, object]] = (), rewriter: Rewriter | None = None) -> Process:
+    """This process as it is now; `plugins`: what pytest registered;
+    `rewriter`: pytest's assertion rewriting (the gate's)."""
+    return Process(tuple(held(plugins)), tuple(sys.path), tuple(launch.environments()), rewriter)
 
 
 def process_problems(p: Places, dists: list[Distribution], pinned: Mapping[str, str],
@@ -508,7 +519,7 @@ def problems(checkout: Path, process: Process) -> list[str]:
     out = [pins_error] if pins_error else []
     out += launch.environment_problems(process.environments)
     out += process_problems(p, dists, pinned, process.path)
-    judge = Judge(p, dists, pinned)
+    judge = Judge(p, dists, pinned, process.rewriter)
     for code in process.code:
         out += [f"not the suite's code: {bad}" for bad in judge.code_problems(code)]
     return list(dict.fromkeys(out))

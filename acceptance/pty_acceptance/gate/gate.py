@@ -21,6 +21,7 @@ import pytest
 
 from pty_acceptance.decision import end_of_run, hostfacts, interrupts, properties, rules
 from pty_acceptance.gate import failures, recorder, runguard, runwatch, startup
+from pty_acceptance.gate.rewriting import assertion_rewriter
 from pty_acceptance.decision.run_records import AtStart, Setup
 from pty_acceptance.gate.failures import check_requirement_marks, requirement_ids
 from pty_acceptance.host import terminal
@@ -196,7 +197,8 @@ class Gate:
         try:
             happened = self.recorder.freeze(self.config, session, exitstatus, *watched)
             now = hostfacts.at_marker_time(st, read_content=rules.preflight_cause(st) is None,
-                                           plugins=tuple(self.config.pluginmanager.list_name_plugin()))
+                                           plugins=tuple(self.config.pluginmanager.list_name_plugin()),
+                                           rewriter=assertion_rewriter())
             decision = rules.decide(st, happened, self.at_start, now)
         except Exception as e:  # noqa: BLE001  # the suite's own fault: a blocker, the report still written
             decision = rules.Decision((rules.internal_error("deciding the verdict", e),), (), sign_refused=True)
