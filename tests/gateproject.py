@@ -26,6 +26,19 @@ def test_other():
     pass
 """
 
+# a module of the fixture project with one failing test (OWN-2): `NOT READY: 1 blockers: OWN-2`
+FAILING = f"""
+import pytest
+
+@pytest.mark.requirement(*{ALL_IDS!r})
+def test_everything():
+    pass
+
+@pytest.mark.requirement("OWN-2")
+def test_supervisor_inputs():
+    assert False, "an input of the supervisor is the service user's"
+"""
+
 # what the fixture project's checked-in node-id list says (nodeids.FILE)
 LISTED = {"acceptance/test_all.py::test_everything": tuple(ALL_IDS),
           "acceptance/test_all.py::test_other": ("OWN-1",)}

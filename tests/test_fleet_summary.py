@@ -21,6 +21,7 @@ from pty_acceptance.report import bundle, fleet, signing
 from pty_acceptance.spec import checklist
 
 from conftest import REPO
+from reportsuite import as_suite, suite_of
 from signkeys import openssl_key
 
 FIXTURES = REPO / "tests/fixtures/verdict"
@@ -28,6 +29,12 @@ PLAYBOOK = REPO / "fleet/pty-acceptance.yml"
 MARKER = "/etc/opencode/pty-supervisor-verified"
 SECTIONS = checklist.load(REPO / "ROOT-ACCEPTANCE.md")
 RUN = "20261205T041500Z-4242"  # this fleet run's id (the playbook's fleet_run_id)
+SUITE = suite_of()  # the summary's suite: this checkout's (cli.this_suite)
+
+
+def fixture_data(name: str) -> bytes:
+    """tests/fixtures/verdict/<name>.xml as a report of this checkout's suite (reportsuite.as_suite)."""
+    return as_suite((FIXTURES / f"{name}.xml").read_bytes())
 
 
 def at(d: Path, role: str, run_id: str = RUN) -> Path:
@@ -36,10 +43,11 @@ def at(d: Path, role: str, run_id: str = RUN) -> Path:
 
 
 def host_dir(root: Path, host: str, fixture: str, *, status: str | None = None,
-             last: str | None = None, skip: tuple[str, ...] = (), run_id: str = RUN) -> Path:
+             last: str | None = None, skip: tuple[str, ...] = (), run_id: str = RUN,
+             data: bytes | None = None) -> Path:
     """What the playbook leaves for a host whose suite wrote tests/fixtures/verdict/<fixture>.xml
-    (as the report the playbook names for run `run_id`)."""
-    data = (FIXTURES / f"{fixture}.xml").read_bytes()
+    as this checkout's suite would (or `data`), as the report the playbook names for run `run_id`."""
+    data = fixture_data(fixture) if data is None else data
     b = bundle.build(data, fleet.report_name(run_id, host), SECTIONS)
     d = root / host
     d.mkdir(parents=True, exist_ok=True)
@@ -82,7 +90,7 @@ def test_every_host_ready_is_exit_zero(tmp_path):
 def test_a_host_that_did_not_report_is_not_ready(tmp_path):
     host_dir(tmp_path, "pilot-a", "ready")
     host_dir(tmp_path, "pilot-b", "ready", skip=(fleet.EXIT_STATUS,))  # the run never finished
-    lines, status = fleet.summarize(str(tmp_path), ["pilot-a", "pilot-b", "pilot-gone"], RUN)
+    lines, status = fleet.summarize(str(tmp_path), ["pilot-a", "pilot-b", "pilot-gone"], RUN, suite=SUITE)
     assert status == 1
     assert [str(line) for line in lines[1:]] == [
         "pilot-b: UNREACHABLE/ERROR: did not report (no exit status came back)",
@@ -90,7 +98,7 @@ def test_a_host_that_did_not_report_is_not_ready(tmp_path):
 
 
 def test_no_host_at_all_is_not_ready(tmp_path):
-    assert fleet.summarize(str(tmp_path), [], RUN) == ([], 1)
+    assert fleet.summarize(str(tmp_path), [], RUN, suite=SUITE) == ([], 1)
 
 
 @pytest.mark.parametrize("change, expect", [
@@ -107,7 +115,7 @@ def test_no_host_at_all_is_not_ready(tmp_path):
 ])
 def test_a_not_ready_host_stays_not_ready_whatever_else_it_says(tmp_path, change, expect):
     host_dir(tmp_path, "pilot-b", "client-group-writable", **change)
-    lines, status = fleet.summarize(str(tmp_path), ["pilot-b"], RUN)
+    lines, status = fleet.summarize(str(tmp_path), ["pilot-b"], RUN, suite=SUITE)
     assert status == 1 and [str(line) for line in lines] == [expect]
 
 
@@ -119,7 +127,7 @@ def test_a_not_ready_host_stays_not_ready_whatever_else_it_says(tmp_path, change
 ])
 def test_ready_needs_every_piece_to_agree(tmp_path, change, why):
     host_dir(tmp_path, "pilot-a", "ready", **change)
-    lines, status = fleet.summarize(str(tmp_path), ["pilot-a"], RUN)
+    lines, status = fleet.summarize(str(tmp_path), ["pilot-a"], RUN, suite=SUITE)
     assert status == 1
     assert lines[0].state == fleet.ERROR and why in lines[0].text, lines
 
@@ -128,7 +136,7 @@ def test_a_suite_that_did_not_start_names_its_last_error_line(tmp_path):
     d = host_dir(tmp_path, "pilot-b", "ready", status="1", last="",
                  skip=(fleet.JUNIT, fleet.HTML, fleet.STATEMENT))
     at(d, fleet.ERRORS).write_bytes(b"Failed to find executable /x/.venv/bin/pytest\x1b[8m\n")
-    lines, status = fleet.summarize(str(tmp_path), ["pilot-b"], RUN)
+    lines, status = fleet.summarize(str(tmp_path), ["pilot-b"], RUN, suite=SUITE)
     assert status == 1 and [str(line) for line in lines] == [
         "pilot-b: UNREACHABLE/ERROR: no JUnit report came back; exit status 1; the suite's last "
         "line: ... the matrix ...; its last error line: Failed to find executable "
@@ -138,7 +146,7 @@ def test_a_suite_that_did_not_start_names_its_last_error_line(tmp_path):
 def test_a_statement_that_says_passed_for_a_failed_run(tmp_path):
     d = host_dir(tmp_path, "pilot-b", "client-group-writable")
     at(d, fleet.STATEMENT).write_bytes(at(d, fleet.STATEMENT).read_bytes().replace(b'"FAILED"', b'"PASSED"'))
-    lines, status = fleet.summarize(str(tmp_path), ["pilot-b"], RUN)
+    lines, status = fleet.summarize(str(tmp_path), ["pilot-b"], RUN, suite=SUITE)
     assert status == 1 and lines[0].state == fleet.NOT_READY
     assert "the Statement's result is PASSED" in lines[0].text
 
@@ -146,7 +154,7 @@ def test_a_statement_that_says_passed_for_a_failed_run(tmp_path):
 def test_a_statement_about_another_report_does_not_count(tmp_path):
     d = host_dir(tmp_path, "pilot-a", "ready")
     at(d, fleet.JUNIT).write_bytes(at(d, fleet.JUNIT).read_bytes() + b"\n")  # the same verdict, other bytes
-    lines, status = fleet.summarize(str(tmp_path), ["pilot-a"], RUN)
+    lines, status = fleet.summarize(str(tmp_path), ["pilot-a"], RUN, suite=SUITE)
     assert status == 1 and lines[0].state == fleet.ERROR
     assert "the Statement's result is about another JUnit report" in lines[0].text
 
@@ -157,7 +165,7 @@ def test_a_statement_naming_the_suites_commit_is_read(tmp_path):
     fleet read it as unreadable: KeyError, on CI's two-host fleet)."""
     d = host_dir(tmp_path, "pilot-a", "ready")
     commit = "ab" * 20
-    data = (FIXTURES / "ready.xml").read_bytes().replace(
+    data = fixture_data("ready").replace(
         b'<property name="gate" value="READY" />',
         f'<property name="suite-version" value="0.1" /><property name="suite-commit" value="{commit}" />'
         '<property name="suite-modified" value="no" /><property name="gate" value="READY" />'.encode(), 1)
@@ -171,13 +179,49 @@ def test_a_statement_naming_the_suites_commit_is_read(tmp_path):
     assert res.returncode == 0
 
 
+def _without_case(data: bytes, nodeid: str) -> bytes:
+    """The report with one test case deleted and its totals fixed: every place of it still says READY."""
+    import xml.etree.ElementTree as ET
+
+    from pty_acceptance.report import verdict
+
+    root = ET.fromstring(data)
+    suite = root.find("testsuite")
+    (case,) = [c for c in suite.findall("testcase") if verdict._nodeid(c)[0] == nodeid]
+    suite.remove(case)
+    suite.set("tests", str(len(suite.findall("testcase"))))
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+
+
+def test_a_ready_host_whose_report_is_not_its_suites_node_id_list_is_not_ready(tmp_path):
+    """SUITE-2 (session 32's red team): a host's report with a test case deleted,
+    every place of it saying READY, its Statement and last line and exit status
+    agreeing: the list of what must have run is the summary's own checkout's;
+    a report of another suite's tree cannot be checked and is not READY either."""
+    gone = SUITE.node_ids[3]
+    host_dir(tmp_path, "pilot-a", "ready", data=_without_case(fixture_data("ready"), gone))
+    other = fixture_data("ready").replace(SUITE.tree.encode(), b"0" * 64 + b"  1 files")
+    host_dir(tmp_path, "pilot-b", "ready", data=other)
+    res = cli(str(tmp_path), "pilot-a", "pilot-b")
+    assert res.returncode == 1, res
+    a, b = res.stdout.splitlines()
+    assert a.startswith(f"pilot-a: NOT READY: 1 blockers: SUITE-2; read back: 1 of the {len(SUITE.node_ids)} "
+                        f"tests its suite's node-id list names are not among its cases: {gone}; "
+                        f"the suite's last line says READY: marker written {MARKER}, exit status 0, "
+                        "the Statement's result is "), a
+    assert b.startswith(f"pilot-b: NOT READY: 1 blockers: SUITE-2; read back: it names suite-tree {'0' * 64}  "
+                        f"1 files, not {SUITE.tree} of the checkout {REPO}: its test cases cannot be checked "
+                        "against the node-id list of the suite that wrote it; re-render it with the checkout "
+                        "of that suite; the suite's last line says READY"), b
+
+
 def test_what_an_earlier_run_left_is_never_read(tmp_path):
     """-e fleet_out=DIR again: a host that did not answer this time still has
     the last run's READY files in its directory; they carry that run's id."""
     host_dir(tmp_path, "pilot-a", "ready", run_id="20261204T230000Z-7")
     host_dir(tmp_path, "pilot-b", "ready", run_id="20261204T230000Z-7")
     host_dir(tmp_path, "pilot-b", "ready")
-    lines, status = fleet.summarize(str(tmp_path), ["pilot-a", "pilot-b"], RUN)
+    lines, status = fleet.summarize(str(tmp_path), ["pilot-a", "pilot-b"], RUN, suite=SUITE)
     assert status == 1 and [str(line) for line in lines] == [
         "pilot-a: UNREACHABLE/ERROR: did not report (no exit status came back)",
         "pilot-b: READY: marker written /etc/opencode/pty-supervisor-verified"]
@@ -190,7 +234,7 @@ def test_files_of_an_earlier_run_renamed_as_this_run_do_not_pass(tmp_path):
     (tmp_path / "pilot-a").mkdir()
     for role in fleet.FILES:
         at(old, role, "20261204T230000Z-7").rename(at(tmp_path / "pilot-a", role))
-    lines, status = fleet.summarize(str(tmp_path), ["pilot-a"], RUN)
+    lines, status = fleet.summarize(str(tmp_path), ["pilot-a"], RUN, suite=SUITE)
     assert status == 1 and lines[0].state == fleet.ERROR
     assert f"about another run's report (it does not name {fleet.report_name(RUN, 'pilot-a')})" in lines[0].text
 
@@ -202,7 +246,7 @@ def test_another_hosts_files_in_this_hosts_directory_are_not_its_verdict(tmp_pat
     (tmp_path / "prod-db-1").mkdir()
     for role in fleet.FILES:
         at(vm, role).rename(at(tmp_path / "prod-db-1", role))
-    lines, status = fleet.summarize(str(tmp_path), ["prod-db-1"], RUN)
+    lines, status = fleet.summarize(str(tmp_path), ["prod-db-1"], RUN, suite=SUITE)
     assert status == 1 and lines[0].state == fleet.ERROR, lines
     assert (f"the Statement's result is about another host's report ({fleet.report_name(RUN, 'vm')}, "
             f"not {fleet.report_name(RUN, 'prod-db-1')})") in lines[0].text, lines
@@ -212,7 +256,7 @@ def test_a_ready_report_whose_marker_is_not_the_seeds_is_not_ready(tmp_path):
     """Issue 38 item 6b: READY with the marker written elsewhere (a fake target
     under a directory, spec/floor.py) is not the marker the cutover reads."""
     elsewhere = "/srv/fake/etc/opencode/pty-supervisor-verified"
-    data = (FIXTURES / "ready.xml").read_bytes().replace(MARKER.encode(), elsewhere.encode())
+    data = fixture_data("ready").replace(MARKER.encode(), elsewhere.encode())
     (tmp_path / "fixture.xml").write_bytes(data)
     d = tmp_path / "prod-db-1"
     d.mkdir()
@@ -222,7 +266,7 @@ def test_a_ready_report_whose_marker_is_not_the_seeds_is_not_ready(tmp_path):
                           (fleet.ERRORS, b"\n"), (fleet.JUNIT, data), (fleet.HTML, b.html),
                           (fleet.STATEMENT, b.statement)):
         at(d, role).write_bytes(content)
-    lines, status = fleet.summarize(str(tmp_path), ["prod-db-1"], RUN)
+    lines, status = fleet.summarize(str(tmp_path), ["prod-db-1"], RUN, suite=SUITE)
     assert status == 1 and [str(line) for line in lines] == [
         f"prod-db-1: UNREACHABLE/ERROR: the JUnit report says READY: marker written {elsewhere} but its "
         f"marker is not the seed's {MARKER}"]
@@ -246,7 +290,7 @@ def test_a_fake_projects_ready_files_under_a_fleet_hosts_name_are_not_ready(proj
     at(d, fleet.EXIT_STATUS).write_text("0\n")
     at(d, fleet.OUTPUT).write_text("\n".join(res.outlines) + "\n")
     at(d, fleet.ERRORS).write_text("\n")
-    lines, status = fleet.summarize(str(tmp_path / "fleet"), ["prod-db-1"], RUN)
+    lines, status = fleet.summarize(str(tmp_path / "fleet"), ["prod-db-1"], RUN, suite=suite_of(project.path))
     assert status == 1 and lines[0].state == fleet.ERROR, lines
     assert lines[0].text.endswith(f"but its marker is not the seed's {MARKER}"), lines
 
@@ -264,7 +308,7 @@ def test_links_and_fifos_are_not_followed_or_opened(tmp_path):
     e = host_dir(tmp_path, "pilot-b", "ready", skip=(fleet.OUTPUT,))
     os.mkfifo(at(e, fleet.OUTPUT))  # opening it for reading would block
     (tmp_path / "pilot-c").symlink_to(elsewhere)
-    lines, status = fleet.summarize(str(tmp_path), ["pilot-a", "pilot-b", "pilot-c"], RUN)
+    lines, status = fleet.summarize(str(tmp_path), ["pilot-a", "pilot-b", "pilot-c"], RUN, suite=SUITE)
     assert status == 1
     assert [(line.state, line.text) for line in lines] == [
         (fleet.ERROR, "junit.xml: a symbolic link"),
@@ -286,7 +330,7 @@ def test_hostile_host_names_are_escaped_and_never_used_as_paths(tmp_path):
 def test_a_junit_report_that_is_not_one(tmp_path):
     d = host_dir(tmp_path, "pilot-a", "ready")
     at(d, fleet.JUNIT).write_bytes(b"<html>\x1b[31m</html>")
-    lines, status = fleet.summarize(str(tmp_path), ["pilot-a"], RUN)
+    lines, status = fleet.summarize(str(tmp_path), ["pilot-a"], RUN, suite=SUITE)
     assert status == 1 and lines[0].state == fleet.ERROR
     assert "\x1b" not in str(lines[0])
 
@@ -444,7 +488,7 @@ def test_the_playbook_fetches_no_link_and_nothing_from_a_directory_others_may_wr
         (d / f"{stem[h]}.html").write_text("<html></html>\n")
         (d / f"{stem[h]}.intoto.json").write_text('{"predicate": {"result": "PASSED"}}\n')
     (reports["linked"] / f"{stem['linked']}.xml").symlink_to(secret)
-    (reports["shared"] / f"{stem['shared']}.xml").write_bytes((FIXTURES / "ready.xml").read_bytes())
+    (reports["shared"] / f"{stem['shared']}.xml").write_bytes(fixture_data("ready"))
     reports["shared"].chmod(0o775)
     out = tmp_path / "out"
     inventory = {"all": {"hosts": {h: {

@@ -19,12 +19,14 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
+from reportsuite import fixture_as_suite, suite_of
 from signkeys import openssl_key
 
-# what a wheel is built from: the sdist's files (MANIFEST.in) and the package
+# what a wheel is built from: the sdist's files (MANIFEST.in): the package and every file of the suite
 SOURCES = ("pyproject.toml", "setup.py", "MANIFEST.in", "LICENSE", "README.md", "ROOT-ACCEPTANCE.md",
-           "inventories", "acceptance/pty_acceptance")
-SHIPPED = ("ROOT-ACCEPTANCE.md", "inventories/target.yml", "inventories/reference.yml")
+           "inventories", "acceptance", "conftest.py", "requirements/target.txt")
+SHIPPED = ("ROOT-ACCEPTANCE.md", "inventories/target.yml", "inventories/reference.yml", "acceptance/node-ids.txt",
+           "suite-tree.txt")
 NEEDS_CHECKOUT = ("node-ids", "reference", "mutants", "bench")
 DEADLINE = 600
 
@@ -41,7 +43,8 @@ def installed(tmp_path_factory) -> Path:
     src = tmp / "src"
     for rel in SOURCES:
         if (REPO / rel).is_dir():
-            shutil.copytree(REPO / rel, src / rel, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(REPO / rel, src / rel, symlinks=True,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
         else:
             (src / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(REPO / rel, src / rel)
@@ -51,6 +54,9 @@ def installed(tmp_path_factory) -> Path:
     names = zipfile.ZipFile(wheel).namelist()
     for rel in SHIPPED:
         assert f"pty_acceptance/shipped/{rel}" in names, f"the wheel does not carry {rel}"
+    # what a re-render checks a report's cases against (SUITE-2): the tree it was built from, its node-id list
+    shipped_tree = zipfile.ZipFile(wheel).read("pty_acceptance/shipped/suite-tree.txt").decode()
+    assert shipped_tree == suite_of().tree + "\n"
     venv = tmp / "venv"
     made = _run([sys.executable, "-m", "venv", venv], cwd=tmp)
     assert made.returncode == 0, made.stderr
@@ -105,11 +111,21 @@ def test_a_command_that_needs_a_checkout_says_so_in_one_line(installed, elsewher
 
 
 def test_report_renders_with_the_checklist_the_package_carries(installed, elsewhere):
-    done = _run([installed / "pty-acceptance", "report", REPO / "tests/fixtures/verdict/ready.xml",
-                 "--out-dir", elsewhere / "out"], cwd=elsewhere)
+    """And checks the report's cases against the node-id list it carries, of
+    the suite-tree it was built from (SUITE-2): a READY report of that suite
+    is READY; one with a case deleted, or of another suite-tree, is not."""
+    ready = fixture_as_suite("ready", elsewhere / "in")
+    done = _run([installed / "pty-acceptance", "report", ready, "--out-dir", elsewhere / "out"], cwd=elsewhere)
     _clean(done)
     assert done.returncode == 0, done.stdout + done.stderr
     assert sorted(p.name for p in (elsewhere / "out").iterdir()) == ["ready.html", "ready.intoto.json"]
+    other = elsewhere / "other.xml"
+    other.write_bytes(ready.read_bytes().replace(suite_of().tree.encode(), b"0" * 64 + b"  1 files"))
+    done = _run([installed / "pty-acceptance", "report", other, "--out-dir", elsewhere / "other"], cwd=elsewhere)
+    _clean(done)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (f"blocker: SUITE-2: read back, this report is not READY: it names suite-tree {'0' * 64}  1 files, "
+            f"not {suite_of().tree} of the installed package ") in done.stdout, done.stdout
 
 
 def test_the_inventory_commands_read_the_inventory_the_package_carries(installed, elsewhere):
@@ -132,7 +148,7 @@ def test_the_commands_that_need_nothing_else(installed, elsewhere, safe_dir, tar
     keys = safe_dir / "keys"
     keys.mkdir(mode=0o700)
     key, pub = openssl_key(keys)
-    signed = _run([pa, "report", REPO / "tests/fixtures/verdict/ready.xml", "--out-dir", elsewhere / "out",
+    signed = _run([pa, "report", fixture_as_suite("ready", elsewhere / "in"), "--out-dir", elsewhere / "out",
                    "--sign-key", key], cwd=elsewhere)
     _clean(signed)
     assert signed.returncode == 0, signed.stdout + signed.stderr

@@ -16,20 +16,9 @@ import pytest
 from pty_acceptance.gate import plugin
 from pty_acceptance.report import bundle, reports, verdict
 
-from gateproject import ALL_IDS, last_line, run, with_module
+from gateproject import FAILING, last_line, run, with_module
 from signkeys import openssl_key
 
-FAILING = f"""
-import pytest
-
-@pytest.mark.requirement(*{ALL_IDS!r})
-def test_everything():
-    pass
-
-@pytest.mark.requirement("OWN-2")
-def test_supervisor_inputs():
-    assert False, "an input of the supervisor is the service user's"
-"""
 
 
 def _verdict(path: Path) -> verdict.Verdict:

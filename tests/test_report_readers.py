@@ -8,13 +8,13 @@ suite is named after the host (a fleet's reports are told apart)."""
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from conftest import REPO, assert_junit_readers_accept
 from gateproject import add_tests, last_line, run
+from reportsuite import report_as
 
 
 def _report(project):
@@ -78,10 +78,11 @@ def strict_problems(data: bytes) -> list[str]:
 
 
 def strict_form(project, report: Path, out_dir: Path) -> tuple[subprocess.CompletedProcess, Path]:
-    """`pty-acceptance report --strict-junit`: its run, and the strict form it wrote."""
-    done = subprocess.run([sys.executable, "-m", "pty_acceptance.cli", "report", str(report),
-                           "--checklist", str(project.path / "ROOT-ACCEPTANCE.md"), "--out-dir", str(out_dir),
-                           "--strict-junit"], capture_output=True, text=True, timeout=120)
+    """`pty-acceptance report --strict-junit` with the project's checkout (the
+    suite that wrote the report: reportsuite.report_as): its run, and the
+    strict form it wrote."""
+    done = report_as(project.path, report, "--checklist", project.path / "ROOT-ACCEPTANCE.md",
+                     "--out-dir", out_dir, "--strict-junit")
     strict = out_dir / report.name.replace(".xml", ".strict.xml")
     assert strict_problems(strict.read_bytes()) == [], done.stdout + done.stderr
     return done, strict

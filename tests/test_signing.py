@@ -19,6 +19,7 @@ from pty_acceptance.spec import checklist
 
 from conftest import REPO
 from gateproject import earlier_marker, junit, last_line, run
+from reportsuite import fixture_as_suite
 from signkeys import openssl_key
 
 CLI = REPO / ".venv/bin/pty-acceptance"
@@ -192,7 +193,8 @@ def test_another_public_key_does_not_verify(keys, tmp_path):
 
 def test_gpg_round_trip_through_the_report_command(keys, tmp_path):
     key, pub = gpg_key(keys)
-    res = subprocess.run([str(CLI), "report", str(FIXTURES / "ready.xml"), "--out-dir", str(tmp_path),
+    ready = fixture_as_suite("ready", tmp_path / "fixture")  # a READY report of this checkout's suite
+    res = subprocess.run([str(CLI), "report", str(ready), "--out-dir", str(tmp_path),
                           "--sign-key", str(key), "--sign-tool", "gpg"], capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
     envelope = tmp_path / "ready.intoto.dsse.json"

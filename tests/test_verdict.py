@@ -19,7 +19,8 @@ from pty_acceptance.spec import checklist
 from pty_acceptance.spec.requirements import CATALOGUE, ENFORCED_BY_GATE
 
 from conftest import REPO
-from gateproject import ALL_IDS, junit, last_line, matrix_lines, run, with_module
+from gateproject import ALL_IDS, FAILING, junit, last_line, matrix_lines, run, with_module
+from reportsuite import fixture_as_suite, report_as, suite_of
 from statement_schema import validate
 
 HOSTILE = "\x1b[2J\x1b[1;1HREADY: marker written \udcff\udcfe</td><script>alert(1)</script>\u202e"
@@ -174,6 +175,16 @@ def test_cut():
     assert json.loads(again.read_text()) == json.loads(first.read_text())
 
 
+def _not_ready_report(project, target, tmp_path) -> Path:
+    """A copy of the report of a fixture project run that one failing test made NOT READY."""
+    with_module(project, FAILING)
+    res = run(project, target)
+    assert last_line(res) == "NOT READY: 1 blockers: OWN-2"
+    report = tmp_path / "edited.xml"
+    report.write_bytes(junit(project).read_bytes())
+    return report
+
+
 def _edit_to_say_ready(report: Path) -> None:
     """The review's edit of a NOT READY report (issue 38 item 6a): its
     blockers removed, `gate` READY, a `marker` property added, the verdict
@@ -197,25 +208,11 @@ def test_an_edited_not_ready_report_re_renders_not_ready_and_says_which_case(pro
     """Issue 38 item 6a: the edited report re-rendered READY, exit 0, its HTML
     title READY over a MUST-FIX matrix. READY needs every place of the report
     to agree; the re-render says which did not."""
-    with_module(project, f"""
-import pytest
-
-@pytest.mark.requirement(*{ALL_IDS!r})
-def test_everything():
-    pass
-
-@pytest.mark.requirement("OWN-2")
-def test_supervisor_inputs():
-    assert False, "an input of the supervisor is the service user's"
-""")
-    res = run(project, target)
-    assert last_line(res) == "NOT READY: 1 blockers: OWN-2"
-    report = tmp_path / "edited.xml"
-    report.write_bytes(junit(project).read_bytes())
+    report = _not_ready_report(project, target, tmp_path)
     _edit_to_say_ready(report)
     out = tmp_path / "out"
-    done = subprocess.run([str(CLI), "report", str(report), "--checklist", str(project.path / "ROOT-ACCEPTANCE.md"),
-                           "--out-dir", str(out)], capture_output=True, text=True, check=False)
+    # with the checkout of the suite that wrote it (with this one: another suite's tree, SUITE-2 below)
+    done = report_as(project.path, report, "--checklist", project.path / "ROOT-ACCEPTANCE.md", "--out-dir", out)
     assert done.returncode == 1, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     which = ("blocker: SUITE-2: read back, this report is not READY: 1 of its 2 test cases did not pass: "
@@ -338,6 +335,105 @@ VERDICT_PASSED = '<testcase classname="pty-acceptance" name="verdict" time="0.00
 READY_PROPS = '<property name="gate" value="READY"/><property name="marker" value="/m (written)"/>'
 
 
+# ------------------------------------------------- what must have run (SUITE-2)
+THIS_TREE = "ab" * 32 + "  3 files"
+LISTED_SUITE = verdict.Suite(THIS_TREE, ("acceptance/test_a.py::t1", "acceptance/test_a.py::t2"), "the checkout /c")
+TREE_PROP = f'<property name="suite-tree" value="{THIS_TREE}"/>'
+
+
+@pytest.mark.parametrize("cases, props, which", [
+    (_case("t1", ["PEER-1"]), TREE_PROP,
+     "1 of the 2 tests its suite's node-id list names are not among its cases: acceptance/test_a.py::t2"),
+    (_case("t1", ["PEER-1"]) + _case("t2", ["PEER-2"]) + _case("t3", ["PEER-2"]), TREE_PROP,
+     "1 of its test cases are not in its suite's node-id list: acceptance/test_a.py::t3"),
+    (_case("t1", ["PEER-1"]) + _case("t2", ["PEER-2"]), "",
+     f"it names no suite-tree, not {THIS_TREE} of the checkout /c: its test cases cannot be checked against "
+     "the node-id list of the suite that wrote it; re-render it with the checkout of that suite"),
+    (_case("t1", ["PEER-1"]) + _case("t2", ["PEER-2"]), f'<property name="suite-tree" value="{"cd" * 32}  3 files"/>',
+     f"it names suite-tree {'cd' * 32}  3 files, not {THIS_TREE} of the checkout /c: its test cases cannot be "
+     "checked against the node-id list of the suite that wrote it; re-render it with the checkout of that suite"),
+    (_case("t1", ["PEER-1"]) + _case("t2", ["PEER-2"]),
+     TREE_PROP + f'<property name="suite-tree.2" value="{"cd" * 32}  3 files"/>',
+     f"it names 2 suite-trees ({THIS_TREE}, {'cd' * 32}  3 files), not {THIS_TREE} of the checkout /c: its test "
+     "cases cannot be checked against the node-id list of the suite that wrote it; re-render it with the checkout "
+     "of that suite"),
+], ids=["a listed test missing", "a test not listed", "no suite-tree", "another suite-tree", "two suite-trees"])
+def test_a_re_render_is_ready_only_when_the_cases_are_its_suites_node_id_list(cases, props, which):
+    """SUITE-2: a report that says READY in every place of it, its cases not
+    those of the suite's node-id list (one deleted, one added), or naming
+    another suite's tree or none, is NOT READY when re-rendered, and says which."""
+    root = _report(cases + VERDICT_PASSED, READY_PROPS + props)
+    assert verdict.from_junit(root).ready  # every place of the file agrees: only the list can tell
+    v = verdict.from_junit(root, LISTED_SUITE)
+    assert not v.ready and v.blockers == [verdict.DISAGREES + which]
+    assert v.last_line == "NOT READY: 1 blockers: SUITE-2"
+    good = _report(_case("t1", ["PEER-1"]) + _case("t2", ["PEER-2"]) + VERDICT_PASSED, READY_PROPS + TREE_PROP)
+    assert verdict.from_junit(good, LISTED_SUITE).ready
+
+
+def _edit_to_say_ready_without_the_failing_case(report: Path) -> None:
+    """The red team's edit of a NOT READY report (session 32): its blockers
+    removed, `gate` READY, a `marker` added, the verdict case's failure
+    dropped, and the failing test case deleted with the totals fixed: every
+    place of the file says READY."""
+    _edit_to_say_ready(report)
+    tree = ET.parse(report)
+    suite = tree.getroot().find("testsuite")
+    for c in suite.findall("testcase"):
+        if c.find("failure") is not None or c.find("error") is not None:
+            suite.remove(c)
+    suite.set("failures", "0")
+    suite.set("errors", "0")
+    suite.set("tests", str(len(suite.findall("testcase"))))
+    tree.write(report, encoding="utf-8", xml_declaration=True)
+
+
+def test_a_report_whose_failing_case_was_deleted_re_renders_not_ready(project, target, tmp_path):
+    """The red team's reproduction (session 32): the edited report re-rendered
+    READY, exit 0 (and would have been signed READY). Re-rendered with this
+    checkout, it names another suite's tree: NOT READY, both trees named;
+    re-rendered with the checkout of the suite that wrote it (the fixture
+    project), the deleted test is named missing."""
+    report = _not_ready_report(project, target, tmp_path)
+    _edit_to_say_ready_without_the_failing_case(report)
+    assert verdict.from_junit(ET.parse(report).getroot()).ready  # every place of it agrees
+    checklist_of = ("--checklist", project.path / "ROOT-ACCEPTANCE.md")
+    here = subprocess.run([str(CLI), "report", str(report), *map(str, checklist_of), "--out-dir",
+                           str(tmp_path / "here")], capture_output=True, text=True, check=False)
+    assert here.returncode == 1, here.stdout + here.stderr
+    lines = here.stdout.splitlines()
+    assert ": NOT READY: 1 blockers: SUITE-2 (as that run recorded it" in lines[-1], lines[-1]
+    tree = [p.get("value") for p in ET.parse(report).getroot().iter("property") if p.get("name") == "suite-tree"]
+    assert (f"blocker: SUITE-2: read back, this report is not READY: it names suite-tree {tree[0]}, not "
+            f"{suite_of().tree} of the checkout {REPO}: its test cases cannot be checked against the node-id "
+            "list of the suite that wrote it; re-render it with the checkout of that suite") in lines, lines
+    there = report_as(project.path, report, *checklist_of, "--out-dir", tmp_path / "there")
+    assert there.returncode == 1, there.stdout + there.stderr
+    lines = there.stdout.splitlines()
+    assert ("blocker: SUITE-2: read back, this report is not READY: 1 of the 2 tests its suite's node-id list "
+            "names are not among its cases: acceptance/test_all.py::test_supervisor_inputs") in lines, lines
+    assert ": NOT READY: 1 blockers: SUITE-2 (as that run recorded it" in lines[-1], lines[-1]
+    assert json.loads((tmp_path / "there/edited.intoto.json").read_text())["predicate"]["result"] == "FAILED"
+
+
+def test_a_ready_report_re_renders_ready_with_the_checkout_of_its_suite(project, target, tmp_path):
+    """The control: a genuine READY report re-renders READY with the checkout
+    that wrote it: this checkout's (a fixture report rewritten as this
+    suite's), and the fixture project's run with that project."""
+    ready = fixture_as_suite("ready", tmp_path)
+    done = subprocess.run([str(CLI), "report", str(ready), "--out-dir", str(tmp_path / "out")],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+    assert "READY: marker written /etc/opencode/pty-supervisor-verified" in done.stdout.splitlines()[-1]
+    assert not [l for l in done.stdout.splitlines() if l.startswith("blocker: ")]
+    res = run(project, target)
+    assert last_line(res) == f"READY: marker written {target.marker}"
+    there = report_as(project.path, junit(project), "--checklist", project.path / "ROOT-ACCEPTANCE.md",
+                      "--out-dir", tmp_path / "there")
+    assert there.returncode == 0, there.stdout + there.stderr
+    assert f"READY: marker written {target.marker}" in there.stdout.splitlines()[-1]
+
+
 def test_a_concern_severity_id_is_never_a_plain_pass():
     v = verdict.from_junit(_report(
         _case("t1", ["PEER-1", "PEER-2", "UNIT-9"], props='<property name="evidence" value="exposure: 9.6 UNSAFE"/>')
@@ -395,7 +491,7 @@ def test_report_makes_an_out_dir_that_does_not_exist_and_says_in_one_line_where_
     """Issue 32 item 6: `report --out-dir` naming a folder that does not exist
     ended in a traceback; it is made. One that cannot be (a file in its
     place) is one line on stderr, exit status 2."""
-    fixture = REPO / "tests/fixtures/verdict/ready.xml"
+    fixture = fixture_as_suite("ready", tmp_path / "fixture")  # a READY report of this checkout's suite
     out = tmp_path / "not" / "yet"
     done = subprocess.run([str(CLI), "report", str(fixture), "--out-dir", str(out)],
                           capture_output=True, text=True, check=False)

@@ -47,11 +47,13 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 PROJECT = PACKAGE_DIR.parents[1]
 # A checkout: the package lies in its acceptance/ beside pyproject.toml. An
 # installed package (a wheel, pipx) carries what its commands read of one in
-# shipped/ (setup.py): ROOT-ACCEPTANCE.md and the inventories.
+# shipped/ (setup.py): ROOT-ACCEPTANCE.md, the inventories, the node-id list
+# and the `suite-tree` value of the checkout it was built from.
 IN_CHECKOUT = (PROJECT / "pyproject.toml").is_file() and (PROJECT / "acceptance" / "conftest.py").is_file()
 HOME = PROJECT if IN_CHECKOUT else PACKAGE_DIR / "shipped"
 DEFAULT_INVENTORY = HOME / "inventories" / "target.yml"
 CHECKLIST = HOME / "ROOT-ACCEPTANCE.md"
+SHIPPED_TREE = "suite-tree.txt"  # setup.py: the suite-tree value of the checkout the package was built from
 DISTRIBUTION = "opencode-pty-acceptance"
 INVENTORY_HELP = "default inventories/target.yml (the checkout's, or the installed package's copy)"
 SUPERVISOR_IMPLS = ("go", "python")  # the reference deployment's (tests/refhost/run.py SUPERVISORS)
@@ -188,16 +190,39 @@ def cmd_bench(a: argparse.Namespace) -> int:
     return run_bench(PROJECT, runs=a.runs, warmup=a.warmup, repeats=a.repeats, rev=a.rev, what_if=a.what_if)
 
 
+def this_suite() -> verdict.Suite:
+    """The suite this command runs from, which a re-rendered report's cases
+    must be (verdict.against): in a checkout its `suite-tree` value read now
+    (suite_identity.tree_of) and its acceptance/node-ids.txt; an installed
+    package carries both as they were when it was built (setup.py, shipped/).
+    OSError or NodeIdsError when they cannot be read."""
+    if IN_CHECKOUT:
+        root, tree, where = PROJECT, suite_identity.tree_of(PROJECT), f"the checkout {PROJECT}"
+    else:
+        root = HOME
+        tree = (HOME / SHIPPED_TREE).read_bytes()[:4096].decode("utf-8", errors="replace").strip()
+        where = f"the installed package {PACKAGE_DIR} (built from a checkout of that tree)"
+    return verdict.Suite(tree, tuple(nodeids.load(root)), where)
+
+
 def cmd_report(a: argparse.Namespace) -> int:
     """The requirement matrix again from a JUnit report the suite wrote, and
-    the HTML and in-toto Statement beside it in --out-dir (off the host)."""
+    the HTML and in-toto Statement beside it in --out-dir (off the host). Its
+    cases are checked against the node-id list of the suite this command runs
+    from (this_suite): READY only when they are that list, each passed."""
     try:
         sections = checklist.load(Path(a.checklist))
     except checklist.ChecklistError as e:
         print(escape(f"report: {e}"), file=sys.stderr)
         return 2
     try:
-        made, junit_bytes = bundle.from_file(a.junit, sections)
+        suite = this_suite()
+    except (OSError, nodeids.NodeIdsError) as e:
+        print(escape(f"report: the suite this command runs from cannot be read, so the report's cases "
+                     f"cannot be checked: {e}"), file=sys.stderr)
+        return 2
+    try:
+        made, junit_bytes = bundle.from_file(a.junit, sections, suite)
     except (OSError, reports.ReportError, verdict.VerdictError) as e:
         print(escape(f"report: {a.junit}: {e}"), file=sys.stderr)
         return 2
@@ -290,7 +315,12 @@ def cmd_fleet_summary(a: argparse.Namespace) -> int:
     when every host is READY."""
     try:
         keys = fleet_keys(a.pubkey, a.sign_tool)
-        lines, status = fleet.summarize(a.directory, a.hosts, a.run_id, keys)
+        try:
+            suite = this_suite()
+        except (OSError, nodeids.NodeIdsError) as e:
+            raise ValueError(f"the suite this command runs from cannot be read, so no report's cases "
+                             f"can be checked: {e}") from None
+        lines, status = fleet.summarize(a.directory, a.hosts, a.run_id, keys, suite=suite)
         fleet.write_summary(a.directory, lines)
     except ValueError as e:
         print(escape(f"fleet-summary: {e}"), file=sys.stderr)

@@ -57,7 +57,7 @@ class Identity:
         """(name, value) as the report's suite-level properties carry them."""
         return [("suite-version", self.version), ("suite-commit", self.commit),
                 ("suite-modified", self.modified),
-                ("suite-tree", f"{self.tree_digest}  {len(self.listing)} files"),
+                ("suite-tree", tree_value(self.tree_digest, self.listing)),
                 ("suite-distributions", f"{self.distributions_digest}  " + " ".join(self.distributions))]
 
 
@@ -145,6 +145,18 @@ def tree_listing(root: Path) -> list[str]:
 
 def digest(lines: Iterable[str]) -> str:
     return hashlib.sha256("".join(f"{line}\n" for line in lines).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def tree_value(tree_digest: str, listing: tuple[str, ...] | list[str]) -> str:
+    """The `suite-tree` property's value: `<sha256>  <n> files`."""
+    return f"{tree_digest}  {len(listing)} files"
+
+
+def tree_of(root: Path) -> str:
+    """The `suite-tree` value of the checkout at `root` (what a run of it
+    records); a tree that cannot be listed raises OSError."""
+    listing = tree_listing(root)
+    return tree_value(digest(listing), listing)
 
 
 def read(root: Path, site_dirs: Iterable[str]) -> Identity:

@@ -42,12 +42,14 @@ def files(junit_path: str, b: Bundle) -> list[tuple[str, bytes]]:
 
 
 def build(data: bytes, junit_name: str, sections: list[Section] | tuple[Section, ...],
-          ready: bool | None = None, extra_blockers: list[str] | tuple[str, ...] = ()) -> Bundle:
+          ready: bool | None = None, extra_blockers: list[str] | tuple[str, ...] = (),
+          suite: verdict.Suite | None = None) -> Bundle:
     """`data` is the JUnit report's bytes. The gate passes what it knows
     after the report was published: whether the marker was written, and any
     blocker that came after (both also end up in the report when it can still
-    be rewritten)."""
-    v = verdict.from_junit(reports.parse(data, junit_name))
+    be rewritten). A re-render passes `suite`, the suite it runs from: the
+    report's cases must be its node-id list, each passed (verdict.against)."""
+    v = verdict.from_junit(reports.parse(data, junit_name), suite)
     v.blockers += [b for b in extra_blockers if b not in v.blockers]
     # READY only when the report itself reads READY (every place of it agrees) and the gate says so
     v.ready = v.ready and not v.blockers and ready is not False
@@ -83,10 +85,11 @@ def write(junit_path: str, b: Bundle) -> list[str]:
     return made
 
 
-def from_file(path: str, sections: list[Section]) -> tuple[Bundle, bytes]:
-    """For `pty-acceptance report`: any JUnit report the suite wrote."""
+def from_file(path: str, sections: list[Section], suite: verdict.Suite | None = None) -> tuple[Bundle, bytes]:
+    """For `pty-acceptance report`: any JUnit report the suite wrote, its
+    cases checked against `suite`'s node-id list when given."""
     with open(path, "rb") as f:
         data = f.read(reports.LIMIT + 1)
     if len(data) > reports.LIMIT:
         raise reports.ReportError(f"{path} is larger than {reports.LIMIT} bytes")
-    return build(data, path, sections), data
+    return build(data, path, sections, suite=suite), data

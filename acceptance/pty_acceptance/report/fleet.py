@@ -3,7 +3,7 @@ of a fleet run (fleet/pty-acceptance.yml) from what came back to the control
 node.
 
     <host>: READY: marker written <path>
-    <host>: NOT READY: <n> blockers: <IDs>[; <what disagreed>]
+    <host>: NOT READY: <n> blockers: <IDs>[; read back: <what of the report disagrees>][; <what disagreed>]
     <host>: UNREACHABLE/ERROR: <why>
 
 DIR/<host>/ holds the files the playbook wrote or fetched under names it
@@ -21,7 +21,9 @@ following links and up to a size, a name that is not a plain file name is
 not used as one, and every printed line goes through terminal.escape.
 
 READY needs all four to agree: exit status 0, the JUnit report's verdict
-(verdict.from_junit, as `pty-acceptance report` reads it), the in-toto
+(verdict.from_junit, as `pty-acceptance report` reads it: with the suite the
+summary runs from, so that its cases must be that suite's node-id list, each
+passed, and a report of another suite-tree is NOT READY, saying which), the in-toto
 Statement's result PASSED or WARNED (a Statement naming that report's
 SHA-256) and the suite's own last line; and the marker written is the
 seed's, `/etc/opencode/pty-supervisor-verified` (spec/floor.py: a marker
@@ -133,9 +135,11 @@ def report_name(run_id: str, host: str) -> str:
     return f"pty-acceptance-fleet-{run_id}-{host}.xml"
 
 
-def judge(root: int, host: str, run_id: str, key: Key | None = None) -> HostLine:
+def judge(root: int, host: str, run_id: str, key: Key | None = None, *,
+          suite: verdict.Suite) -> HostLine:
     """The line for one host; root is an open descriptor of DIR; `key`: its
-    envelope must verify with it."""
+    envelope must verify with it; `suite`: what its report's cases must be
+    (verdict.against)."""
     if not PLAIN_NAME.match(host):
         return HostLine(host, ERROR, "not a plain host name: nothing read for it")
     try:
@@ -155,7 +159,7 @@ def judge(root: int, host: str, run_id: str, key: Key | None = None) -> HostLine
                 return HostLine(host, ERROR, f"{name}: {e.strerror or e}")
     finally:
         os.close(d)
-    line = _judge_files(host, got, run_id)
+    line = _judge_files(host, got, run_id, suite)
     if key is None or line.state == ERROR and line.text.startswith("did not report"):
         return line
     signed, problem = _signed(got[ENVELOPE], got[STATEMENT], key)
@@ -182,7 +186,7 @@ def _signed(envelope: bytes | None, statement: bytes | None, key: Key) -> tuple[
     return f"Statement signed ({key.tool}, keyid {found.keyid or 'none'}), verified", None
 
 
-def _judge_files(host: str, got: dict[str, bytes | None], run_id: str) -> HostLine:
+def _judge_files(host: str, got: dict[str, bytes | None], run_id: str, suite: verdict.Suite) -> HostLine:
     if (exit_status := got[EXIT_STATUS]) is None:
         return HostLine(host, ERROR, "did not report (no exit status came back)")
     status = exit_status.decode("ascii", errors="replace").strip()
@@ -192,7 +196,7 @@ def _judge_files(host: str, got: dict[str, bytes | None], run_id: str) -> HostLi
         junit_problem = "no JUnit report came back"
     else:
         try:
-            v = verdict.from_junit(reports.parse(junit, JUNIT))
+            v = verdict.from_junit(reports.parse(junit, JUNIT), suite)
         except (reports.ReportError, verdict.VerdictError) as e:
             junit_problem = f"the JUnit report: {e}"
     result = _statement_result(got[STATEMENT], got[JUNIT], run_id, host)
@@ -222,6 +226,8 @@ def _judge_files(host: str, got: dict[str, bytes | None], run_id: str) -> HostLi
         return HostLine(host, ERROR, f"the JUnit report says {v.last_line} but "
                         + ", ".join(disagree or ["its marker path is not one word"]))
     text = v.last_line[len("NOT READY: "):]
+    # what disagrees in a report that named no blocker (an edited one, or another suite's): said
+    text += "".join(f"; read back: {b[len(verdict.DISAGREES):]}" for b in v.blockers if b.startswith(verdict.DISAGREES))
     return HostLine(host, NOT_READY, text + ("; " + ", ".join(disagree) if disagree else ""))
 
 
@@ -250,9 +256,11 @@ def _statement_result(data: bytes | None, junit: bytes | None, run_id: str, host
 
 
 def summarize(directory: str, hosts: list[str], run_id: str,
-              keys: dict[str, Key] | None = None) -> tuple[list[HostLine], int]:
+              keys: dict[str, Key] | None = None, *, suite: verdict.Suite) -> tuple[list[HostLine], int]:
     """(one line per host, exit status: 0 only when every host is READY);
-    `keys`: the hosts whose envelope must verify, with the key for each."""
+    `keys`: the hosts whose envelope must verify, with the key for each;
+    `suite`: the suite the summary runs from, whose node-id list each
+    report's cases must be (verdict.against)."""
     if not RUN_ID.match(run_id):
         raise ValueError(f"--run-id {run_id!r}: expected the playbook's run id "
                          "(YYYYMMDDTHHMMSSZ-N)")
@@ -261,7 +269,7 @@ def summarize(directory: str, hosts: list[str], run_id: str,
         raise ValueError(f"--pubkey for {', '.join(map(escape, unknown))}: not a host of this summary")
     root = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        lines = [judge(root, h, run_id, keys.get(h)) for h in dict.fromkeys(hosts)]
+        lines = [judge(root, h, run_id, keys.get(h), suite=suite) for h in dict.fromkeys(hosts)]
     finally:
         os.close(root)
     ok = bool(lines) and all(line.state == READY for line in lines)

@@ -14,7 +14,23 @@ that says READY in some places only (edited: its blockers removed, `gate`
 READY, a `marker` added, the verdict case's failure dropped, a test still
 failing) is NOT READY, and when it names no blocker it gets one,
 `SUITE-2: read back, this report is not READY: <which places>`, that the
-matrix, the HTML and the Statement show. `rows` turns it into the matrix the terminal,
+matrix, the HTML and the Statement show.
+
+Every place of a report can agree and still be an edited one: a NOT READY
+report whose failing test case was deleted (its totals fixed) reads READY
+everywhere. What must have run comes from outside the file: the node-id
+list (acceptance/node-ids.txt) of the suite that wrote it. A re-render
+(`pty-acceptance report`, `fleet-summary`) passes the suite it runs from as
+`expected` (`Suite`: its `suite-tree` value and node-id list); the report is then
+READY only when it names that very suite-tree and every listed node id is a
+passed case of it, and no case is one the list does not name (`against`).
+A report of another suite-tree, or of none, cannot have its cases checked
+here and is NOT READY, saying so. The gate itself renders the report it
+just published without `expected`: it compared what it collected with the list
+(nodeid_blockers) and read its tree again at marker time (SUITE-3), in the
+run; a fixture project's gate has its own list, not this checkout's.
+
+`rows` turns it into the matrix the terminal,
 the HTML report (htmlreport.py) and the in-toto Statement (intoto.py) show.
 The gate renders the very report it published, so `pty-acceptance report
 FILE.xml` prints what the gate printed.
@@ -116,6 +132,15 @@ class VerdictError(AcceptanceError):
     pass
 
 
+@dataclass(frozen=True)
+class Suite:
+    """What a re-render checks a report's cases against, from outside the
+    report: the suite the command runs from."""
+    tree: str  # its `suite-tree` value, "<sha256>  <n> files" (suite_identity.tree_of)
+    node_ids: tuple[str, ...]  # every test of its checklist (acceptance/node-ids.txt)
+    where: str  # what it was read from: "the checkout /x", "the installed package /y"
+
+
 def _nodeid(case: ET.Element) -> tuple[str, str]:
     classname, name = case.get("classname", ""), case.get("name", "")
     module = case.get("file") or classname.rsplit(".", 1)[0].replace(".", "/") + ".py"
@@ -134,8 +159,9 @@ def _failure(case: ET.Element) -> tuple[str, str]:
     return "passed", ""
 
 
-def from_junit(root: ET.Element) -> Verdict:
-    """The verdict a JUnit report of this suite holds (reports.parse's tree)."""
+def from_junit(root: ET.Element, expected: Suite | None = None) -> Verdict:
+    """The verdict a JUnit report of this suite holds (reports.parse's tree);
+    `expected`: a re-render's suite, whose node-id list the cases must be (against)."""
     suite = root.find("./testsuite")
     if suite is None:
         raise VerdictError("not a JUnit report (no testsuite)")
@@ -172,6 +198,8 @@ def from_junit(root: ET.Element) -> Verdict:
     # the gate property, no blocker, the marker named, its one verdict case
     # passed, and every test case of the checklist passed (disagreements)
     why_not = disagreements(gate, marker, said, cases)
+    if expected is not None:
+        why_not += against(expected, [v for n, v in props if n == "suite-tree"], cases)
     ready = reports.is_ready(blockers, marker) and not why_not
     if not ready and not blockers:  # NOT READY, and the report names no blocker: say which part disagrees
         blockers = [f"{DISAGREES}{'; '.join(why_not)}"]
@@ -204,6 +232,34 @@ def disagreements(gate: str, marker: str | None, said: list[str], cases: list[Ca
         named = ", ".join(f"{c.nodeid} ({c.outcome})" for c in failing[:5])
         out.append(f"{len(failing)} of its {len(cases)} test cases did not pass: {named}"
                    + (f" and {len(failing) - 5} more" if len(failing) > 5 else ""))
+    return out
+
+
+def against(suite: Suite, trees: list[str], cases: list[Case]) -> list[str]:
+    """What a report's cases lack against the node-id list of the suite that
+    wrote it (none: every listed test is a case of it, and no other case is
+    there; that each case passed is disagreements'). `trees`: its
+    `suite-tree` values. Only a report of `suite`'s own tree can be checked
+    against `suite`'s list: any other is said, with both trees, and never
+    READY."""
+    if trees != [suite.tree]:
+        named = ("names no suite-tree" if not trees else f"names suite-tree {trees[0]}" if len(trees) == 1
+                 else f"names {len(trees)} suite-trees ({', '.join(trees)})")
+        return [f"it {named}, not {suite.tree} of {suite.where}: its test cases cannot be checked "
+                "against the node-id list of the suite that wrote it; re-render it with the checkout "
+                "of that suite"]
+    out = []
+    held = {c.nodeid for c in cases}  # a held case that did not pass: disagreements names it
+    missing = [n for n in suite.node_ids if n not in held]
+    if missing:
+        out.append(f"{len(missing)} of the {len(suite.node_ids)} tests its suite's node-id list names "
+                   f"are not among its cases: {', '.join(missing[:5])}"
+                   + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
+    listed = set(suite.node_ids)
+    stray = [c.nodeid for c in cases if c.nodeid not in listed]
+    if stray:
+        out.append(f"{len(stray)} of its test cases are not in its suite's node-id list: {', '.join(stray[:5])}"
+                   + (f" and {len(stray) - 5} more" if len(stray) > 5 else ""))
     return out
 
 
