@@ -307,10 +307,10 @@ def in_process_is_the_projects(pytester, monkeypatch):
         where = os.path.realpath(path) if path else ""
         return loaded_code.within(where, project) or not any(loaded_code.within(where, o) for o in outer)
 
-    def this_process(plugins=()):
-        p = real(plugins)
+    def this_process(plugins=(), rewriter=None):
+        p = real(plugins, rewriter)
         code = tuple(c for c in p.code if ours(c.file) and all(ours(loc) for loc in c.locations))
-        return loaded_code.Process(code, tuple(e for e in p.path if ours(e)), (dict(os.environ),))
+        return loaded_code.Process(code, tuple(e for e in p.path if ours(e)), (dict(os.environ),), rewriter)
 
     monkeypatch.setattr(loaded_code, "this_process", this_process)
     monkeypatch.setattr(launch, "exec_environment", dict)
