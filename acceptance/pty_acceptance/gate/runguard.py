@@ -68,11 +68,11 @@ from pathlib import Path
 import pytest
 
 from pty_acceptance.decision import launch, marker_paths
-from pty_acceptance.gate import checkout, invocation, node_listing
+from pty_acceptance.gate import checkout, early, invocation, node_listing
 from pty_acceptance.host import rundir, terminal
 
 NAME = "pty-acceptance-run-guard"  # the guard object's plugin name (the entry point's is pyproject.toml's)
-RUN_DIR_INI = "pty_acceptance_run_dir"
+RUN_DIR_INI = checkout.RUN_DIR_INI
 STARTUP = "the checkout's conftest.py"  # how startup.py arms: the root conftest's start-up hooks are loaded
 
 
@@ -203,19 +203,7 @@ def of(config: pytest.Config) -> Guard | None:
     return config.stash.get(GUARD, None)
 
 
-def run_dir_of(root: Path) -> str:
-    """The run lock's directory: `pty_acceptance_run_dir` in the checkout's
-    own configuration file (pytest's choice among the files in the checkout's
-    directory), else rundir.DEFAULT_DIR. Read from the checkout: the file
-    or the -o pytest was given does not move it."""
-    from _pytest.config.findpaths import locate_config  # pytest's own reading of its files
-
-    try:
-        base, _, cfg, _ = locate_config(root, [root])
-    except (pytest.UsageError, OSError, ValueError):
-        return rundir.DEFAULT_DIR
-    value = getattr(cfg.get(RUN_DIR_INI), "value", None) if base is not None and Path(base) == root else None
-    return value if isinstance(value, str) and value else rundir.DEFAULT_DIR
+run_dir_of = checkout.run_dir_of  # the run lock's directory, read from the checkout
 
 
 def inert(config: pytest.Config) -> bool:
@@ -236,7 +224,7 @@ def arm(config: pytest.Config, root: Path | None, how: str, targets: list[str] |
     if guard is None:
         if inert(config):
             return None
-        early = not config.args
+        first_parse = not config.args
         targets = checkout.early_targets(config) if targets is None else targets
         paths = checkout.target_paths(config, targets, bool(getattr(_option(config), "pyargs", False)))
         if root is None:
@@ -246,6 +234,9 @@ def arm(config: pytest.Config, root: Path | None, how: str, targets: list[str] |
         elif not always and not any(checkout.reaches(root, p) for p in paths):
             return None
         guard = Guard(config, root)
+        removed = early.taken_over(root)  # what the early guard removed at this checkout, carried on
+        if isinstance(removed, marker_paths.Removal):
+            guard.removal = removed
         config.stash[GUARD] = guard
         config.add_cleanup(guard.close)
         config.pluginmanager.register(guard, NAME) or config.pluginmanager.register(guard)
@@ -253,7 +244,7 @@ def arm(config: pytest.Config, root: Path | None, how: str, targets: list[str] |
         guard.take_lock()
         guard.remove_markers()
         config.stash[REMOVAL] = (tuple(guard.removal.looked_at), guard.removal.text())
-        problems = guard.problems(config.known_args_namespace) if early else []
+        problems = guard.problems(config.known_args_namespace) if first_parse else []
         if problems:
             raise guard.refuse("; ".join(problems))
         return guard
