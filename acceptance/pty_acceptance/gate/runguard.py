@@ -24,6 +24,13 @@ the work, the later ones find it armed):
   from outside the checkout);
 - startup.pytest_cmdline_main, once pytest has parsed every option.
 
+Before all of them, where the checkout is installed in the virtualenv, the
+early guard (gate/early.py, run by the suite's start-up file as the
+interpreter starts) has removed the markers and refused a `-p` plugin before
+pytest started; arming takes over what it removed (early.taken_over: those
+paths are not looked at again, the report says what happened at each) and
+tells it the run guard ran.
+
 Arming does, in this order:
 
 1. takes the run lock (host/rundir.py) at the checkout's own place: the
@@ -52,11 +59,24 @@ reason where the gate said nothing (`--fixtures`, `--fixtures-per-test`,
 `--markers`, `--help` show without judging; a run whose start-up hooks did
 not all run); a session that stops before pytest_cmdline_main (a usage error
 such as a mistyped option, a conftest.py that does not import) says NOT READY
-from the config's cleanup, where the lock is released last. Only a pytest
-that runs no code of the suite's at all escapes it: `pytest --version` (or
-`-V`) alone, which pytest answers before it loads any plugin, and a session
-with entry points off whose conftests do not load (then no acceptance test
-can run: each needs the plugin's fixtures).
+from the config's cleanup, where the lock is released last. A pytest that
+stops before it loads any of the suite's code (`-V` alone, which pytest
+answers before it loads any plugin; a PYTEST_ADDOPTS that does not split; a
+usage error of its first parse; a `-p` plugin) never arms the guard: the
+early guard has removed the markers before pytest started, and ends the
+process NOT READY, exit status 4 (gate/early.py). What is left: a virtualenv
+without the checkout installed has no early guard (those starts keep an
+earlier marker there; the reference host's is one, and no acceptance test can
+run in any of them); code of the virtualenv that runs before the early guard
+(a `.pth` file whose name sorts before `pty_acceptance_early.pth`) and ends
+the process keeps an earlier marker; code that runs after it but before the
+run guard (a sitecustomize.py) and ends the process with os._exit makes the
+exit status its own, without a verdict line, the marker removed. (Each is
+a file added to the virtualenv, which the run guard refuses at the marker:
+decision/loaded_code.py.) A session
+with entry points off whose conftests do not load arms nothing either (no
+acceptance test can run: each needs the plugin's fixtures); where the
+checkout is installed, the early guard ends it NOT READY.
 """
 
 from __future__ import annotations
