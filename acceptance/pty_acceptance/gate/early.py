@@ -42,6 +42,12 @@ it (the run guard still arms where it loads)."""
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported only in a pytest run on the suite (_start)
+    from pathlib import Path
+
+    from pty_acceptance.decision.marker_paths import Removal
 
 PTH = "pty_acceptance_early.pth"  # the start-up file (setup.py installs it)
 REFUSED_EXIT = 4  # pytest's usage error: the run stopped before the gate could register
@@ -52,7 +58,7 @@ PYTEST_SCRIPTS = ("pytest", "py.test")
 class _Run:
     """This process's run on the suite, as the early guard saw it."""
 
-    def __init__(self, root, removal) -> None:
+    def __init__(self, root: Path, removal: Removal) -> None:
         self.root = root
         self.removal = removal
         self.armed = False  # the run guard armed in this process (runguard.arm)
@@ -146,7 +152,7 @@ def _at_exit() -> None:
     os._exit(REFUSED_EXIT)
 
 
-def taken_over(root) -> object | None:
+def taken_over(root: Path) -> Removal | None:
     """The run guard armed in this process (runguard.arm): the
     marker_paths.Removal the early guard made at `root` (None: it made
     none there), which the run guard carries on."""

@@ -255,7 +255,7 @@ def arm(config: pytest.Config, root: Path | None, how: str, targets: list[str] |
             return None
         guard = Guard(config, root)
         removed = early.taken_over(root)  # what the early guard removed at this checkout, carried on
-        if isinstance(removed, marker_paths.Removal):
+        if removed is not None:
             guard.removal = removed
         config.stash[GUARD] = guard
         config.add_cleanup(guard.close)
