@@ -8,14 +8,24 @@ report/verdict.py `against`): acceptance/node-ids.txt and suite-tree.txt, the
 a run of that checkout records the same), so that `report` and
 `fleet-summary` off a checkout know which suite's reports they can check.
 One copy each in the checkout, none in git: an editable install reads the
-checkout's own files (cli.py finds the checkout first). Everything else is
-pyproject.toml's."""
+checkout's own files (cli.py finds the checkout first).
+
+And the early guard's start-up file (gate/early.py, MARK-4): EARLY_PTH,
+installed at the top of site-packages, where Python's site module runs its
+one import line as every interpreter of the virtualenv starts. It is the
+distribution's one data file, placed by InstallEarlyGuard in install_lib (the
+top of the purelib): that is the wheel's root in `pip install -e .` (setuptools'
+editable wheel) and in a built wheel alike, so pip lists it in the
+distribution's RECORD with its hash either way. Its name sorts after
+`__editable__.*.pth`, which puts the checkout's acceptance/ on sys.path
+first. Everything else is pyproject.toml's."""
 
 import sys
 from pathlib import Path
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
+from setuptools.dist import Distribution
 
 ROOT = Path(__file__).resolve().parent
 SHIPPED = ["ROOT-ACCEPTANCE.md", "acceptance/node-ids.txt",
@@ -31,6 +41,13 @@ def suite_tree() -> str:
     finally:
         sys.path.remove(str(ROOT / "acceptance"))
     return suite_identity.tree_of(ROOT)
+
+
+EARLY_PTH = "pty_acceptance_early.pth"  # gate/early.py's PTH
+# one line: site runs a line that starts with `import`; a failed import says nothing
+# (a virtualenv whose checkout moved still runs pip)
+EARLY_LINE = "import sys; exec('try:\\n import pty_acceptance.gate.early\\nexcept Exception:\\n pass')\n"
+
 
 
 class BuildWithShipped(build_py):
@@ -49,4 +66,27 @@ class BuildWithShipped(build_py):
         return super().get_outputs(include_bytecode) + ([] if getattr(self, "editable_mode", False) else extra)
 
 
-setup(cmdclass={"build_py": BuildWithShipped})
+class InstallEarlyGuard(Distribution().get_command_class("install_data")):  # distutils' own
+    """EARLY_PTH at the top of the purelib (the module docstring); the
+    distribution has no other data file."""
+
+    def run(self):
+        lib = self.get_finalized_command("install").install_lib
+        self.mkpath(lib)
+        target = Path(lib, EARLY_PTH)
+        if not self.dry_run:
+            target.write_text(EARLY_LINE)
+        self.outfiles.append(str(target))
+
+
+class WithEarlyGuard(Distribution):
+    """A distribution with data files (data_files: the start-up file's one
+    entry, InstallEarlyGuard's), in setuptools' editable wheel too: that asks
+    the distribution for has_data, the install command for has_data_files."""
+
+    def has_data(self):
+        return self.has_data_files()
+
+
+setup(cmdclass={"build_py": BuildWithShipped, "install_data": InstallEarlyGuard},
+      data_files=[("", [])], distclass=WithEarlyGuard)

@@ -27,6 +27,14 @@ SOURCES = ("pyproject.toml", "setup.py", "MANIFEST.in", "LICENSE", "README.md", 
            "inventories", "acceptance", "conftest.py", "requirements/target.txt")
 SHIPPED = ("ROOT-ACCEPTANCE.md", "inventories/target.yml", "inventories/reference.yml", "acceptance/node-ids.txt",
            "suite-tree.txt")
+EARLY_PTH = "pty_acceptance_early.pth"  # gate/early.py's start-up file
+# the start-up file as the suite distribution's RECORD lists it, and what it holds
+RECORDED_PTH = ("import base64, hashlib, importlib.metadata as m; "
+                "d = m.distribution('opencode-pty-acceptance'); "
+                f"(f,) = [f for f in d.files if str(f) == {EARLY_PTH!r}]; data = f.locate().read_bytes(); "
+                "assert f.hash.mode == 'sha256' and f.size == len(data), f; "
+                "assert f.hash.value == base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode(); "
+                "print(data.decode(), end='')")
 NEEDS_CHECKOUT = ("node-ids", "reference", "mutants", "bench")
 DEADLINE = 600
 
@@ -57,6 +65,7 @@ def installed(tmp_path_factory) -> Path:
     # what a re-render checks a report's cases against (SUITE-2): the tree it was built from, its node-id list
     shipped_tree = zipfile.ZipFile(wheel).read("pty_acceptance/shipped/suite-tree.txt").decode()
     assert shipped_tree == suite_of().tree + "\n"
+    assert EARLY_PTH in names, "the wheel does not carry the early guard's start-up file at its root"
     venv = tmp / "venv"
     made = _run([sys.executable, "-m", "venv", venv], cwd=tmp)
     assert made.returncode == 0, made.stderr
@@ -94,6 +103,24 @@ def test_the_metadata_is_complete(installed, elsewhere):
     assert d["Author"], d.keys()
     assert "Programming Language :: Python :: 3.11" in d["Classifier"]
     assert d["Requires-Python"] == [">=3.11"]
+
+
+@pytest.mark.parametrize("how", ["the wheel", "the checkout's editable install"])
+def test_the_early_guards_start_up_file_is_listed_and_hashed_in_the_record(installed, elsewhere, how):
+    """gate/early.py's start-up file at the top of site-packages, in the suite
+    distribution's RECORD with the hash of what is there (decision/loaded_code.py
+    judges every .pth so), whether installed from a wheel or `pip install -e .`
+    (tools/setup.sh, tools/setup-target.sh); one import line, and nothing
+    else of the early guard runs in a process that is no pytest run."""
+    python = installed / "python" if how == "the wheel" else Path(sys.executable).parent / "python"
+    done = _run([python, "-c", RECORDED_PTH], cwd=elsewhere)
+    assert done.returncode == 0 and done.stderr == "", done.stdout + done.stderr
+    (line,) = done.stdout.splitlines()
+    assert line.startswith("import ") and "pty_acceptance.gate.early" in line, line
+    loaded = _run([python, "-c", "import sys; print(sorted(m for m in sys.modules if m.startswith('pty_')))"],
+                  cwd=elsewhere)
+    assert loaded.stdout.strip() == "['pty_acceptance', 'pty_acceptance.gate', 'pty_acceptance.gate.early']", \
+        loaded.stdout + loaded.stderr
 
 
 def test_version(installed, elsewhere):

@@ -27,6 +27,7 @@ from gateproject import GUARD_HOOK, last_line, run
 
 PYTEST = str(Path(sys.executable).parent / "pytest")
 DEADLINE_S = 120  # generous on a shared machine: a refused run takes about a second
+EARLY_EXIT = 4  # gate/early.py: the run stopped before the run guard armed
 ENV_COPY = "pty-acceptance-0123abcd-runtime.env"  # what a SIGKILLed run leaves in the run directory
 
 
@@ -130,6 +131,91 @@ def test_a_session_that_does_not_judge_is_not_ready(project, target, option):
     assert done.returncode == pytest.ExitCode.TESTS_FAILED, said(done)
 
 
+# ------------------------------------------------- before the run guard loads: the early guard
+# pytest stops before it loads any plugin or conftest.py (its main() answers a
+# single -V; PYTEST_ADDOPTS split, its configuration read, its first parse, the
+# -p plugins imported, all before the entry points): the early guard
+# (gate/early.py, run by the suite's start-up file as the interpreter starts)
+# has removed the marker by then, and the run ends NOT READY, exit status 4
+@pytest.mark.parametrize("flag", ["-V", "--version"])
+def test_a_single_version_flag_on_a_suite_command_line_leaves_no_marker(project, target, flag):
+    marker = earlier_ready(project, target)
+    done = pytest_process(project, "acceptance/", "--inventory", str(target.inventory), flag)
+    assert_not_ready(done, marker, "MARK-4: the run guard never ran")
+    assert done.returncode == EARLY_EXIT and done.stdout.splitlines()[-1].startswith("ERROR: NOT READY: "), said(done)
+
+
+BEFORE_THE_GUARD = {
+    # how pytest fails before the run guard's entry point loads: (arguments, environment, what NOT READY names)
+    "-p a module that does not exist": (["-p", "no_such_plugin_xyz"], {}, "-p no_such_plugin_xyz"),
+    "PYTEST_ADDOPTS that does not split": ([], {"PYTEST_ADDOPTS": '"'}, "MARK-4: the run guard never ran"),
+}
+
+
+@pytest.mark.parametrize("how", list(BEFORE_THE_GUARD))
+def test_pytest_failing_before_the_guard_loads_leaves_no_marker(project, target, how):
+    marker = earlier_ready(project, target)
+    args, env, why = BEFORE_THE_GUARD[how]
+    done = pytest_process(project, *args, "acceptance/", "--inventory", str(target.inventory), **env)
+    assert_not_ready(done, marker, why)
+    assert done.returncode == EARLY_EXIT, said(done)
+
+
+DISARM = """
+import os
+os._exit(0)
+"""
+
+
+def test_a_p_plugin_is_refused_before_it_is_imported(project, target):
+    """A `-p` plugin importable from the checkout (`python -m pytest` puts
+    the working directory on sys.path) that would end the process before
+    the run guard loads: refused by the early guard, never imported."""
+    marker = earlier_ready(project, target)
+    (project.path / "zz_disarm.py").write_text(DISARM)
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "acceptance/", "--inventory",
+                           str(target.inventory), "-p", "zz_disarm"], cwd=project.path, env=environ,
+                          capture_output=True, text=True, timeout=DEADLINE_S, stdin=subprocess.DEVNULL)
+    assert_not_ready(done, marker, "SUITE-3", "-p zz_disarm", "refused before pytest started")
+    assert done.returncode == EARLY_EXIT, said(done)
+
+
+EARLY_USAGE_ERRORS = {
+    "-c FILE that does not exist": ["-c", "no-such.ini"],
+    "--rootdir that does not exist": ["--rootdir", "/nonexistent/dir"],
+    "--assert=bogus": ["--assert=bogus"],
+    "--import-mode=bogus": ["--import-mode=bogus"],
+    "-o without =": ["-o", "junit_family"],
+    "-W malformed": ["-W", "ignore::::x"],
+    "--confcutdir missing": ["--confcutdir", "/nonexistent/dir"],
+    "-p no: only": ["-p", "no:"],
+    "--basetemp": ["--basetemp", "/"],
+    "-c /dev/null": ["-c", "/dev/null"],
+    "--debug": ["--debug=/proc/no/such"],
+}
+
+
+@pytest.mark.parametrize("how", list(EARLY_USAGE_ERRORS))
+def test_a_usage_error_of_pytests_first_parse_leaves_no_marker(project, target, how):
+    marker = earlier_ready(project, target)
+    done = pytest_process(project, "acceptance/", "--inventory", str(target.inventory), *EARLY_USAGE_ERRORS[how])
+    assert_not_ready(done, marker)
+
+
+def test_other_processes_of_the_virtualenv_never_see_the_early_guard(project, target):
+    """pip, `python -c`, a pytest run on no checkout: nothing said, nothing
+    removed, their exit status their own."""
+    marker = earlier_ready(project, target)
+    python = str(Path(sys.executable).parent / "python")
+    for argv, cwd in (([python, "-c", "print('x')"], project.path), ([python, "-m", "pip", "--version"], project.path),
+                      ([PYTEST, "--version"], project.path.parent)):
+        done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=DEADLINE_S,
+                              stdin=subprocess.DEVNULL)
+        assert done.returncode == 0 and "NOT READY" not in done.stdout + done.stderr, said(done)
+        assert marker.exists(), f"{argv} removed the marker"
+
+
 # ------------------------------------------------- item 7: refused first, acting on nothing
 REFUSED = {
     "-o pty_acceptance_run_dir": (["-o", "pty_acceptance_run_dir=@ELSEWHERE"], {}, "-o/--override-ini"),
@@ -137,7 +223,7 @@ REFUSED = {
                                                     "-o/--override-ini"),
     "-c": (["-c", "other.ini"], {}, "-c other.ini"),
     "--rootdir": (["--rootdir", "@ROOT_PARENT"], {}, "--rootdir"),
-    "-p": (["-p", "quietp"], {"PYTHONPATH": "@PLUGINS"}, "-p loads plugins"),
+    "-p": (["-p", "quietp"], {"PYTHONPATH": "@PLUGINS"}, "-p quietp: loads plugins by name"),
     "PYTEST_PLUGINS": ([], {"PYTEST_PLUGINS": "quietp", "PYTHONPATH": "@PLUGINS"}, "PYTEST_PLUGINS="),
     "--disable-plugin-autoload": (["--disable-plugin-autoload"], {}, "--disable-plugin-autoload"),
 }

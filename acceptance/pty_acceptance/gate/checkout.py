@@ -28,6 +28,9 @@ import pytest
 
 from pty_acceptance.decision import marker_paths
 from pty_acceptance.decision.nodeids import FILE as NODE_IDS
+from pty_acceptance.host import rundir
+
+RUN_DIR_INI = "pty_acceptance_run_dir"  # the run lock's directory (startup.pytest_addoption)
 
 # The suite's own options that take a value (startup.pytest_addoption): pytest
 # parses them only once the root conftest has loaded; its first parse reads
@@ -64,12 +67,7 @@ def early_targets(config: pytest.Config) -> list[str]:
     """What pytest will collect, decided as pytest decides it (its
     Config._decide_args), from its first parse of the arguments."""
     ns = config.known_args_namespace
-    files = [str(f) for f in (getattr(ns, "file_or_dir", None) or [])]
-    args = raw_args(config)
-    for name in VALUE_OPTIONS:
-        for value in marker_paths.option_values(args, name, joined=False):
-            if value in files:
-                files.remove(value)
+    files = _less_values([str(f) for f in (getattr(ns, "file_or_dir", None) or [])], raw_args(config))
     if files:
         return files
     here = Path(config.invocation_params.dir)
@@ -80,6 +78,17 @@ def early_targets(config: pytest.Config) -> list[str]:
         if found:
             return found
     return [str(here)]
+
+
+def _less_values(files: list[str], args: list[str]) -> list[str]:
+    """`files` (pytest's first parse's paths) without the values of the
+    suite's own options, which that parse takes for paths."""
+    files = list(files)
+    for name in VALUE_OPTIONS:
+        for value in marker_paths.option_values(args, name, joined=False):
+            if value in files:
+                files.remove(value)
+    return files
 
 
 def _module_paths(name: str, bases: list[Path]) -> list[Path]:
@@ -98,8 +107,11 @@ def _module_paths(name: str, bases: list[Path]) -> list[Path]:
 def target_paths(config: pytest.Config, targets: list[str], pyargs: bool) -> list[Path]:
     """Each target as a path, links resolved; with --pyargs each module name
     found on sys.path, the start directory or the rootdir as well."""
-    here = Path(config.invocation_params.dir)
-    bases = [here, Path(config.rootpath)] + [Path(p or ".").absolute() for p in sys.path]
+    return _paths(Path(config.invocation_params.dir), Path(config.rootpath), targets, pyargs)
+
+
+def _paths(here: Path, rootpath: Path, targets: list[str], pyargs: bool) -> list[Path]:
+    bases = [here, rootpath] + [Path(p or ".").absolute() for p in sys.path]
     out = []
     for t in targets:
         t = t.split("::", 1)[0]
@@ -126,3 +138,62 @@ def checkout_reached(paths: list[Path]) -> Path | None:
             if is_checkout(d) and reaches(d, p):
                 return d
     return None
+
+
+def own_config(root: Path) -> dict[str, object]:
+    """The values of the checkout's own configuration file (pytest's choice
+    among the files in the checkout's directory), read from the checkout:
+    {} when it has none or it cannot be read."""
+    from _pytest.config.findpaths import locate_config  # pytest's own reading of its files
+
+    try:
+        base, _, cfg, _ = locate_config(root, [root])
+    except (pytest.UsageError, OSError, ValueError):
+        return {}
+    if base is None or Path(base) != root:
+        return {}
+    return {k: getattr(v, "value", v) for k, v in cfg.items()}
+
+
+def run_dir_of(root: Path) -> str:
+    """The run lock's directory: `pty_acceptance_run_dir` in the checkout's
+    own configuration file, else rundir.DEFAULT_DIR. Read from the checkout:
+    the file or the -o pytest was given does not move it."""
+    value = own_config(root).get(RUN_DIR_INI)
+    return value if isinstance(value, str) and value else rundir.DEFAULT_DIR
+
+
+def early_run(args: list[str], here: str) -> tuple[Path, list[str]] | None:
+    """For the early guard (early.py), before pytest started: the checkout a
+    pytest run with command line `args`, started in `here`, is on (None: it
+    is on none), and the raw arguments as raw_args gives them (the
+    checkout's addopts, PYTEST_ADDOPTS, `args`). What it collects is read as
+    early_targets reads it, from the parse of pytest's own options (the
+    plugins' are not known yet); where that parse fails (pytest's will too),
+    every argument that is no option."""
+    try:
+        env = shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
+    except ValueError:  # pytest stops at it
+        env = []
+    line = env + [str(a) for a in args]
+    from _pytest.config import get_config
+
+    try:
+        ns = get_config()._parser.parse_known_args(line)
+        files = [str(f) for f in (getattr(ns, "file_or_dir", None) or [])]
+        pyargs = bool(getattr(ns, "pyargs", False))
+    except (pytest.UsageError, ValueError, TypeError, SystemExit):
+        files = [a for a in line if not a.startswith("-")]
+        pyargs = "--pyargs" in line
+    files = _less_values(files, line)
+    start = Path(here)
+    root = checkout_reached(_paths(start, start, files or [here], pyargs))
+    if root is None:
+        return None
+    addopts = own_config(root).get("addopts", "")
+    try:
+        ini = shlex.split(addopts) if isinstance(addopts, str) else \
+            [str(a) for a in addopts] if isinstance(addopts, list) else []
+    except ValueError:
+        ini = []
+    return root, ini + line

@@ -24,6 +24,13 @@ the work, the later ones find it armed):
   from outside the checkout);
 - startup.pytest_cmdline_main, once pytest has parsed every option.
 
+Before all of them, where the checkout is installed in the virtualenv, the
+early guard (gate/early.py, run by the suite's start-up file as the
+interpreter starts) has removed the markers and refused a `-p` plugin before
+pytest started; arming takes over what it removed (early.taken_over: those
+paths are not looked at again, the report says what happened at each) and
+tells it the run guard ran.
+
 Arming does, in this order:
 
 1. takes the run lock (host/rundir.py) at the checkout's own place: the
@@ -52,11 +59,24 @@ reason where the gate said nothing (`--fixtures`, `--fixtures-per-test`,
 `--markers`, `--help` show without judging; a run whose start-up hooks did
 not all run); a session that stops before pytest_cmdline_main (a usage error
 such as a mistyped option, a conftest.py that does not import) says NOT READY
-from the config's cleanup, where the lock is released last. Only a pytest
-that runs no code of the suite's at all escapes it: `pytest --version` (or
-`-V`) alone, which pytest answers before it loads any plugin, and a session
-with entry points off whose conftests do not load (then no acceptance test
-can run: each needs the plugin's fixtures).
+from the config's cleanup, where the lock is released last. A pytest that
+stops before it loads any of the suite's code (`-V` alone, which pytest
+answers before it loads any plugin; a PYTEST_ADDOPTS that does not split; a
+usage error of its first parse; a `-p` plugin) never arms the guard: the
+early guard has removed the markers before pytest started, and ends the
+process NOT READY, exit status 4 (gate/early.py). What is left: a virtualenv
+without the checkout installed has no early guard (those starts keep an
+earlier marker there; the reference host's is one, and no acceptance test can
+run in any of them); code of the virtualenv that runs before the early guard
+(a `.pth` file whose name sorts before `pty_acceptance_early.pth`) and ends
+the process keeps an earlier marker; code that runs after it but before the
+run guard (a sitecustomize.py) and ends the process with os._exit makes the
+exit status its own, without a verdict line, the marker removed. (Each is
+a file added to the virtualenv, which the run guard refuses at the marker:
+decision/loaded_code.py.) A session
+with entry points off whose conftests do not load arms nothing either (no
+acceptance test can run: each needs the plugin's fixtures); where the
+checkout is installed, the early guard ends it NOT READY.
 """
 
 from __future__ import annotations
@@ -68,11 +88,11 @@ from pathlib import Path
 import pytest
 
 from pty_acceptance.decision import launch, marker_paths
-from pty_acceptance.gate import checkout, invocation, node_listing
+from pty_acceptance.gate import checkout, early, invocation, node_listing
 from pty_acceptance.host import rundir, terminal
 
 NAME = "pty-acceptance-run-guard"  # the guard object's plugin name (the entry point's is pyproject.toml's)
-RUN_DIR_INI = "pty_acceptance_run_dir"
+RUN_DIR_INI = checkout.RUN_DIR_INI
 STARTUP = "the checkout's conftest.py"  # how startup.py arms: the root conftest's start-up hooks are loaded
 
 
@@ -203,19 +223,7 @@ def of(config: pytest.Config) -> Guard | None:
     return config.stash.get(GUARD, None)
 
 
-def run_dir_of(root: Path) -> str:
-    """The run lock's directory: `pty_acceptance_run_dir` in the checkout's
-    own configuration file (pytest's choice among the files in the checkout's
-    directory), else rundir.DEFAULT_DIR. Read from the checkout: the file
-    or the -o pytest was given does not move it."""
-    from _pytest.config.findpaths import locate_config  # pytest's own reading of its files
-
-    try:
-        base, _, cfg, _ = locate_config(root, [root])
-    except (pytest.UsageError, OSError, ValueError):
-        return rundir.DEFAULT_DIR
-    value = getattr(cfg.get(RUN_DIR_INI), "value", None) if base is not None and Path(base) == root else None
-    return value if isinstance(value, str) and value else rundir.DEFAULT_DIR
+run_dir_of = checkout.run_dir_of  # the run lock's directory, read from the checkout
 
 
 def inert(config: pytest.Config) -> bool:
@@ -236,7 +244,7 @@ def arm(config: pytest.Config, root: Path | None, how: str, targets: list[str] |
     if guard is None:
         if inert(config):
             return None
-        early = not config.args
+        first_parse = not config.args
         targets = checkout.early_targets(config) if targets is None else targets
         paths = checkout.target_paths(config, targets, bool(getattr(_option(config), "pyargs", False)))
         if root is None:
@@ -246,6 +254,9 @@ def arm(config: pytest.Config, root: Path | None, how: str, targets: list[str] |
         elif not always and not any(checkout.reaches(root, p) for p in paths):
             return None
         guard = Guard(config, root)
+        removed = early.taken_over(root)  # what the early guard removed at this checkout, carried on
+        if removed is not None:
+            guard.removal = removed
         config.stash[GUARD] = guard
         config.add_cleanup(guard.close)
         config.pluginmanager.register(guard, NAME) or config.pluginmanager.register(guard)
@@ -253,7 +264,7 @@ def arm(config: pytest.Config, root: Path | None, how: str, targets: list[str] |
         guard.take_lock()
         guard.remove_markers()
         config.stash[REMOVAL] = (tuple(guard.removal.looked_at), guard.removal.text())
-        problems = guard.problems(config.known_args_namespace) if early else []
+        problems = guard.problems(config.known_args_namespace) if first_parse else []
         if problems:
             raise guard.refuse("; ".join(problems))
         return guard

@@ -140,6 +140,17 @@ def acquire(path: str | None = None) -> Lock:
     return Lock(path, fd)
 
 
+def held_by_another(path: str) -> bool:
+    """Another process holds the run lock in `path`, as the kernel's lock
+    table says; the lock is never taken or made here (the early guard,
+    gate/early.py, looks before the run guard takes it)."""
+    try:
+        st = os.stat(os.path.join(path, LOCK_NAME), follow_symlinks=False)
+    except OSError:
+        return False
+    return any(pid != os.getpid() for pid in lock_holders(st))
+
+
 def lock_holders(st: os.stat_result) -> list[int]:
     """The pids the kernel's lock table gives for locks on that file."""
     want = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"

@@ -1,0 +1,169 @@
+"""The early guard (MARK-4, SUITE-3): what runs of the suite before pytest
+does, in a pytest process started on a checkout of the suite.
+
+The suite's distribution installs a start-up file, `pty_acceptance_early.pth`
+(setup.py; listed and hashed in its RECORD like every file of it, so
+decision/loaded_code.py accepts it), whose one import line imports this
+module as Python's site module starts, before the main program runs: before
+pytest splits PYTEST_ADDOPTS, reads its configuration, parses its options,
+answers `--version`, imports a `-p` plugin or loads the run guard's entry
+point. Everything pytest can stop at before the run guard arms (a usage
+error of its first parse, `-c`/`--rootdir`/`--confcutdir` that name nothing,
+`-V` alone, a `-p` plugin that cannot be imported or that ends the process)
+comes after this.
+
+Every other Python process of the virtualenv (pip, `python -c`, `pytest
+tests/`, `pty-acceptance`) only reads sys.orig_argv here and goes on: no
+import beyond `sys`, no output. A pytest run is the virtualenv's console
+script (`pytest`, `py.test`) or `python -m pytest`/`-m py.test`, interpreter
+options allowed before it. It is on the suite when what it collects reaches
+a checkout (gate/checkout.py, as the run guard decides it: the paths of
+pytest's own first parse of the command line and PYTEST_ADDOPTS, the suite's
+option values left out, else the directory it starts in). Then, before
+pytest starts:
+
+1. unless another run holds the checkout's run lock (host/rundir.py, read in
+   the kernel's lock table, never taken: the run guard takes it), every
+   marker the run could name is removed (decision/marker_paths.py, as the run
+   guard removes them: only a root-owned file that parses as a marker);
+2. a `-p NAME` on the command line or in PYTEST_ADDOPTS (code pytest would
+   import before the run guard loads) refuses the run at once: `ERROR: NOT
+   READY: SUITE-3: ...`, exit status 4, the plugin never imported;
+3. an exit handler is registered (first, so it runs last) that, when the run
+   guard never armed in this process (runguard.arm tells this module),
+   says `ERROR: NOT READY: MARK-4: the run guard never ran ...` as the last
+   line and ends the process with exit status 4, whatever pytest returned.
+
+The run guard takes over what was removed (`taken_over`): it does not look at
+those paths again, and its report says what happened at each. Nothing here
+raises: a failure of this module leaves the process as it would be without
+it (the run guard still arms where it loads)."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported only in a pytest run on the suite (_start)
+    from pathlib import Path
+
+    from pty_acceptance.decision.marker_paths import Removal
+
+PTH = "pty_acceptance_early.pth"  # the start-up file (setup.py installs it)
+REFUSED_EXIT = 4  # pytest's usage error: the run stopped before the gate could register
+PYTHON_VALUE_OPTIONS = "cmWX"  # the interpreter's short options that take a value
+PYTEST_SCRIPTS = ("pytest", "py.test")
+
+
+class _Run:
+    """This process's run on the suite, as the early guard saw it."""
+
+    def __init__(self, root: Path, removal: Removal) -> None:
+        self.root = root
+        self.removal = removal
+        self.armed = False  # the run guard armed in this process (runguard.arm)
+
+
+_run: _Run | None = None
+
+
+def pytest_args(argv: list[str]) -> list[str] | None:
+    """pytest's command-line arguments when `argv` (sys.orig_argv: the
+    interpreter's own, as started) runs pytest; None for any other program."""
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--check-hash-based-pycs":
+            i += 2
+            continue
+        if arg.startswith("--"):
+            return None  # --help, --version: the interpreter's own
+        if arg.startswith("-") and arg != "-":
+            for j in range(1, len(arg)):
+                if arg[j] not in PYTHON_VALUE_OPTIONS:
+                    continue
+                value = arg[j + 1:]
+                if not value:
+                    i += 1
+                    value = argv[i] if i < len(argv) else ""
+                if arg[j] == "c":
+                    return None
+                if arg[j] == "m":
+                    return list(argv[i + 1:]) if value in PYTEST_SCRIPTS else None
+                break
+            i += 1
+            continue
+        name = arg.rsplit("/", 1)[-1]
+        return list(argv[i + 1:]) if name in PYTEST_SCRIPTS else None
+    return None
+
+
+def _start() -> None:
+    global _run
+    args = pytest_args(list(getattr(sys, "orig_argv", [])))
+    if args is None:
+        return
+    import atexit
+    import os
+
+    from pty_acceptance.decision import launch, marker_paths
+    from pty_acceptance.gate import checkout
+    from pty_acceptance.host import rundir, terminal
+
+    here = os.getcwd()
+    found = checkout.early_run(args, here)
+    if found is None:
+        return
+    root, raw = found
+    removal = marker_paths.Removal()
+    busy = rundir.held_by_another(checkout.run_dir_of(root))
+    if not busy:
+        removal.add(marker_paths.named(raw, here, str(root / "inventories" / "target.yml")))
+    _run = _Run(root, removal)
+    atexit.register(_at_exit)
+    said = f" (MARK-4: {removal.text()})" if not busy else ""
+    plugins = launch.option_problems(raw, None)
+    if plugins:
+        _say(terminal.escape(f"ERROR: NOT READY: SUITE-3: {'; '.join(plugins)}; refused before pytest "
+                             f"started{said}"), sys.stderr)
+        os._exit(REFUSED_EXIT)
+
+
+def _say(line: str, stream) -> None:
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        print(line, file=stream, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def _at_exit() -> None:
+    run = _run
+    if run is None or run.armed:
+        return
+    import os
+
+    from pty_acceptance.host import terminal
+
+    _say(terminal.escape("ERROR: NOT READY: MARK-4: the run guard never ran: pytest ended before it loaded "
+                         "any of the suite's code (a usage error of its first parse, --version, a plugin "
+                         f"that stopped it); nothing was judged (MARK-4: {run.removal.text()})"), sys.stdout)
+    os._exit(REFUSED_EXIT)
+
+
+def taken_over(root: Path) -> Removal | None:
+    """The run guard armed in this process (runguard.arm): the
+    marker_paths.Removal the early guard made at `root` (None: it made
+    none there), which the run guard carries on."""
+    run = _run
+    if run is None:
+        return None
+    run.armed = True
+    return run.removal if run.root == root else None
+
+
+try:
+    _start()
+except Exception:  # never in the way of a process this guard is not for (the module docstring)
+    pass
