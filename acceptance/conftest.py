@@ -129,6 +129,14 @@ def source(inv):
         source_copy.remove(made)
 
 
+@pytest.fixture(scope="module")
+def unit_seen():
+    """Each unit's state as this module's checks first read it (host/unitowner.py:
+    a listener is its unit's own only while the unit's InvocationID stays the one
+    first read: CUT-1, CUT-2, RUNTIME-1, ISO-1)."""
+    return {}
+
+
 @pytest.fixture(scope="session")
 def run_tag():
     return peer_mod.run_tag()

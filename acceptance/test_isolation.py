@@ -2,7 +2,12 @@
 candidate runtime, and what a live session can reach.
 
 ISO-1  The target is the one process listening on ports.candidate (the
-       runtime that becomes the peer at cutover). A probe runs once, as the
+       runtime that becomes the peer at cutover), judged only when it runs
+       runtime.binary (same device and inode) as the service user and is
+       units.candidate's own: its MainPID or in its cgroup, the unit active
+       in the invocation first read, before the probe and after it
+       (host/unitowner.py; a process of the user's own on that port proves
+       nothing of the candidate). A probe runs once, as the
        service user and group, in a disposable tagged unit (isoprobe.py), and
        every vector must be refused: PTRACE_SEIZE; listing and opening
        /proc/<pid>/fd, reading environ, fdinfo and one page of mem;
@@ -51,7 +56,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from pty_acceptance.host import cgroups, proc
+from pty_acceptance.host import cgroups, proc, unitowner
 from pty_acceptance.provenance import node_runtime
 from pty_acceptance.supervisor import isolation
 from pty_acceptance.supervisor import session_inspect as live
@@ -91,14 +96,34 @@ def _yama(host) -> str:
         return f"unreadable ({e})"
 
 
-@pytest.fixture(scope="module")
-def target(inv):
-    """The process on ports.candidate, or why there is none (psutil, not
-    host.socket: Testinfra's socket names no owning process)."""
+def _not_the_candidate(inv, host, bus, unit_seen, t: isolation.Target) -> str | None:
+    """Why the target is not the candidate (None: it is): the runtime binary, run
+    as the service user, by units.candidate itself."""
+    port, binary, unit = inv.ports.candidate, inv.runtime.binary, inv.units.candidate
+    same, detail = node_runtime.same_file(binary, t.exe_dev_ino)
+    if not same:
+        return f"the process on port {port}, {t.describe()}, does not run {binary}: {detail}"
+    user = host.user(inv.service_user)
+    if not user.exists or set(t.uids) != {user.uid}:
+        return f"the process on port {port}, {t.describe()}, runs with uids {t.uids}, not only {inv.service_user}'s"
     try:
-        return isolation.find_target(inv.ports.candidate)
+        owner = unitowner.judge(bus, unit, t.pid, t.create_time, unit_seen)
+    except BusError as e:
+        return f"cannot read {unit} from systemd: {e}"
+    if owner.problem:
+        return f"the process on port {port} is not the candidate: {owner.problem}"
+    return None
+
+
+@pytest.fixture(scope="module")
+def target(inv, host, bus, unit_seen):
+    """The process on ports.candidate, or why there is none or it is not the
+    candidate (psutil, not host.socket: Testinfra's socket names no owning process)."""
+    try:
+        t = isolation.find_target(inv.ports.candidate)
     except isolation.IsolationError as e:
         return str(e)
+    return _not_the_candidate(inv, host, bus, unit_seen, t) or t
 
 
 def _target_or_fail(target, evidence, ids="ISO-1") -> isolation.Target:
@@ -110,7 +135,7 @@ def _target_or_fail(target, evidence, ids="ISO-1") -> isolation.Target:
 
 
 @pytest.fixture(scope="module")
-def probed(inv, host, bus, run_tag, target):
+def probed(inv, host, bus, run_tag, unit_seen, target):
     """The probe's report against the target, run once for the module."""
     if isinstance(target, str):
         return target
@@ -120,6 +145,9 @@ def probed(inv, host, bus, run_tag, target):
                                      tag=run_tag, target=target)
     except (isolation.IsolationError, BusError, TimeoutError, OSError) as e:
         return Probed(target, state, None, f"the probe did not run: {e}")
+    changed = _not_the_candidate(inv, host, bus, unit_seen, target)
+    if changed:
+        return Probed(target, state, report, f"after the probe: {changed}")
     if report.get("error"):
         return Probed(target, state, report, f"the probe failed: {report['error']}")
     ids = (report["uid"], report["euid"], report["gid"], report["egid"])
@@ -194,7 +222,7 @@ def test_signal_reach_is_recorded(probed, evidence, concern):
 
 # ------------------------------------------------------------------ ISO-1, root's view
 @pytest.mark.requirement("ISO-1")
-def test_descriptors_are_close_on_exec(target, evidence):
+def test_descriptors_are_close_on_exec(inv, host, bus, unit_seen, target, evidence):
     t = _target_or_fail(target, evidence)
     with reading("ISO-1", f"cannot read the descriptors of {t.describe()}", isolation.IsolationError):
         bad, seen = isolation.inheritable_fds(t.pid)
@@ -202,6 +230,8 @@ def test_descriptors_are_close_on_exec(target, evidence):
     evidence("descriptors >= 3 checked", seen)
     evidence("without O_CLOEXEC", bad or "none")
     expect(again == t.start_ticks, "ISO-1", f"pid {t.pid} was replaced while its descriptors were read")
+    changed = _not_the_candidate(inv, host, bus, unit_seen, t)
+    expect(not changed, "ISO-1", f"after its descriptors were read: {changed}")
     expect(not bad, "ISO-1", f"inheriting descriptors worked against {t.describe()}: "
                              f"{len(bad)} of {seen} descriptors >= 3 lack O_CLOEXEC, so whatever it "
                              f"spawns holds them: {'; '.join(bad)}")

@@ -2,7 +2,11 @@
 
 RUNTIME-1 the process listening on ports.candidate executes exactly the
           inventory's runtime.binary (same st_dev/st_ino; the path is judged
-          by lstat, never followed) as the service user; that binary is a
+          by lstat, never followed) as the service user, and is
+          units.candidate's own (its MainPID or in its cgroup, the unit
+          active in the invocation first read: host/unitowner.py; the
+          service user's own run of the same binary on that port is not the
+          candidate); that binary is a
           fused Node single-executable application (SEA fuse ``:1``); its
           embedded Node version is runtime.node_version exactly (Node 24 never
           passes); runtime.sha256 (required) matches; the
@@ -14,10 +18,12 @@ and cwd) runs this binary and is its own module (test_runtime_handoff.py).
 """
 
 import time
+from typing import cast
 
 import pytest
 
-from pty_acceptance.host import hostfs
+from pty_acceptance.host import hostfs, unitowner
+from pty_acceptance.host.bus import BusError
 from pty_acceptance.provenance import node_runtime
 from pty_acceptance.gate.checks import collect, expect, finding
 from pty_acceptance.gate.failures import fail
@@ -48,7 +54,7 @@ def _service_ids(host, inv):
 
 
 @pytest.mark.requirement("RUNTIME-1")
-def test_candidate_listener_runs_the_runtime_binary(inv, host, evidence):
+def test_candidate_listener_runs_the_runtime_binary(inv, host, bus, unit_seen, evidence):
     port, path = inv.ports.candidate, inv.runtime.binary
     found = node_runtime.listener(port)  # psutil, not host.socket: Testinfra names no owning process
     evidence("listener", found.describe())
@@ -66,6 +72,13 @@ def test_candidate_listener_runs_the_runtime_binary(inv, host, evidence):
                    f"uids (real, effective, saved) {found.uids}, expected {uid} ({inv.service_user})")
         wrong.when(set(found.gids) != {gid},
                    f"gids (real, effective, saved) {found.gids}, expected {gid} ({inv.service_group})")
+    unit = inv.units.candidate
+    try:
+        owner = unitowner.judge(bus, unit, cast(int, found.pid), found.create_time, unit_seen)
+    except BusError as e:
+        raise finding("RUNTIME-1", f"cannot read {unit} from systemd: {e}") from None
+    evidence("listener's unit", owner.describe())
+    expect(owner.problem is None, "RUNTIME-1", f"candidate port {port}, whatever it runs: {owner.problem}")
 
 
 @pytest.mark.requirement("RUNTIME-1")

@@ -25,8 +25,10 @@ FAKE_HOST = ("from pty_acceptance.decision import preflight\n"
              "preflight.host_findings = lambda inv: []  # the suite's own tests: this machine is no target\n")
 
 
-def suite_copy(dest: Path, run_dir: str, fake_host: bool = False) -> Path:
-    """The copy at `dest` (made; its parent must exist), its run lock under `run_dir`."""
+def suite_copy(dest: Path, run_dir: str, fake_host: bool = False, conftest_suffix: str = "") -> Path:
+    """The copy at `dest` (made; its parent must exist), its run lock under `run_dir`;
+    `conftest_suffix` is appended to its acceptance/conftest.py (a fixture defined
+    there replaces the suite's own of that name)."""
     dest.mkdir()
     for name in ("conftest.py", "ROOT-ACCEPTANCE.md"):
         shutil.copy2(REPO / name, dest / name)
@@ -40,5 +42,5 @@ def suite_copy(dest: Path, run_dir: str, fake_host: bool = False) -> Path:
         shutil.copy2(f, dest / "acceptance" / f.name)
     shutil.copy2(REPO / "acceptance/node-ids.txt", dest / "acceptance/node-ids.txt")
     conftest = (REPO / "acceptance/conftest.py").read_text()
-    (dest / "acceptance/conftest.py").write_text((FAKE_HOST if fake_host else "") + conftest)
+    (dest / "acceptance/conftest.py").write_text((FAKE_HOST if fake_host else "") + conftest + conftest_suffix)
     return dest

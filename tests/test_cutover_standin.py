@@ -1,9 +1,13 @@
 """acceptance/test_cutover.py run for real (a pytest subprocess) against
 stand-in servers on loopback: it passes when the stand-ins answer as the API
 reading says, names what is wrong when they do not, and the server.env
-password never appears in its output or its JUnit report."""
+password never appears in its output or its JUnit report. This machine has no
+systemd: the suite's bus is a stand-in whose units.production and
+units.candidate have this test process (which serves the stand-ins) as their
+MainPID, unless a test says otherwise (PTY_STANDIN_UNITS)."""
 
 import base64
+import json
 import os
 import pwd
 import subprocess
@@ -24,6 +28,37 @@ TOKEN = base64.b64encode(f"opencode:{PW}".encode()).decode()
 
 
 COPY = {"path": None}
+
+# systemd as the stand-ins' units say it (host/unitowner.py reads only these properties)
+STANDIN_BUS = '''
+
+import json as _json
+import os as _os
+
+from pty_acceptance.host.bus import SERVICE_IFACE as _SERVICE
+
+
+class _StandInBus:
+    """Every unit active, its MainPID the process serving the stand-ins (the suite's
+    parent), unless PTY_STANDIN_UNITS ({unit: {ActiveState, MainPID, InvocationID}
+    or null: not loaded}) says otherwise."""
+
+    def properties(self, name, iface=None, load=False):
+        units = _json.loads(_os.environ.get("PTY_STANDIN_UNITS", "{}"))
+        state = units.get(name, {})
+        if state is None:
+            return None
+        if iface == _SERVICE:
+            return {"MainPID": state.get("MainPID", _os.getppid()), "ControlGroup": "/standin.service",
+                    "Result": state.get("Result", "success")}
+        return {"ActiveState": state.get("ActiveState", "active"), "SubState": "running",
+                "InvocationID": bytes.fromhex(state.get("InvocationID", "01" * 16))}
+
+
+@pytest.fixture(scope="session")
+def bus():
+    yield _StandInBus()
+'''
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -61,13 +96,15 @@ def _judged_environment():
 @pytest.fixture(autouse=True)
 def _own_checkout(safe_dir):
     """The suite in a copy of its own with a run lock of its own (under a
-    root-owned /run directory, not the host's) and a fake host: suitecopy.py."""
-    COPY["path"] = suite_copy(safe_dir / "checkout", f"{safe_dir}/run", fake_host=True)
+    root-owned /run directory, not the host's), a fake host and a stand-in bus:
+    suitecopy.py."""
+    COPY["path"] = suite_copy(safe_dir / "checkout", f"{safe_dir}/run", fake_host=True,
+                              conftest_suffix=STANDIN_BUS)
     yield
     COPY["path"] = None
 
 
-def _run(tmp_path, prod_port, cand_port, env_file, extra=(), runtime=RUNTIME):
+def _run(tmp_path, prod_port, cand_port, env_file, extra=(), runtime=RUNTIME, units=None):
     d = yaml.safe_load((REPO / "inventories/reference.yml").read_text())
     (vars_,) = d["all"]["hosts"].values()
     vars_["service_user"] = USER
@@ -81,7 +118,8 @@ def _run(tmp_path, prod_port, cand_port, env_file, extra=(), runtime=RUNTIME):
                            "--inventory", str(inv), "--no-marker", "--report-dir", str(reports),
                            "-p", "no:cacheprovider", "-rA", *extra],
                           cwd=COPY["path"], capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL, env=dict(os.environ))
+                          stdin=subprocess.DEVNULL,
+                          env={**os.environ, "PTY_STANDIN_UNITS": json.dumps(units or {})})
     (xml,) = reports.glob("acceptance-standin-*.xml")
     text = xml.read_text()
     cases = {c.get("name"): (c.find("failure") is None and c.find("error") is None, c)
@@ -152,3 +190,36 @@ def test_the_password_goes_only_to_an_identified_listener(tmp_path):
         assert not cases[name][0], name
     assert "is not identified as the candidate runtime" in out and "password is not sent" in out
     assert cand.seen == [] and PW not in out and PW not in xml
+
+
+def test_the_password_goes_only_to_the_candidate_unit_s_own_listener(tmp_path):
+    """The listener runs the runtime as the service user, but the candidate unit gave
+    up (failed, start limit): the process on the port is not the unit's, and is sent
+    nothing; production's port answered by a process that is not opencode.service's
+    fails CUT-1 (issue 37 item 3)."""
+    prod, cand = Behaviour(None), Behaviour(PW)
+    units = {"opencode-v2-preview.service": {"ActiveState": "failed", "MainPID": 0, "Result": "start-limit-hit"},
+             "opencode.service": {"ActiveState": "inactive", "MainPID": 0}}
+    with StandIn(prod) as p, StandIn(cand) as c:
+        out, xml, cases = _run(tmp_path, p.port, c.port, _env(tmp_path), units=units)
+    for name in ("test_production_is_healthy", "test_candidate_is_healthy", "test_candidate_ui_answers",
+                 "test_plugins_are_active_after_activation"):
+        assert not cases[name][0], name
+    assert f"pid {os.getpid()} (cgroup " in out
+    assert "is not opencode-v2-preview.service's own: the unit is not active" in out
+    assert "(Result start-limit-hit)" in out and "password is not sent" in out
+    assert "is not opencode.service's own" in out and prod.seen == []
+    assert cand.seen == [] and PW not in out and PW not in xml
+
+
+def test_a_listener_outside_the_unit_is_not_the_unit_s(tmp_path):
+    """The candidate unit is active, but its MainPID is another process and the
+    listener is not in its cgroup: named with the unit's MainPID and cgroup."""
+    prod, cand = Behaviour(None), Behaviour(PW)
+    units = {"opencode-v2-preview.service": {"MainPID": 1}}
+    with StandIn(prod) as p, StandIn(cand) as c:
+        out, xml, cases = _run(tmp_path, p.port, c.port, _env(tmp_path), units=units)
+    assert cases["test_production_is_healthy"][0], out[-3000:]
+    assert not cases["test_candidate_is_healthy"][0]
+    assert "neither its MainPID nor in its cgroup" in out and "MainPID 1, ControlGroup /standin.service" in out
+    assert cand.seen == []

@@ -28,6 +28,7 @@ def _filled() -> dict:
     data = yaml.safe_load((REPO / "inventories/target.yml").read_text())
     host = data["all"]["hosts"]["pilot"]
     host["runtime"]["sha256"] = "ab" * 32
+    host["units"]["candidate"] = "opencode-v2-candidate.service"
     host["plugin"].update(bun_sha256="cd" * 32, harness_sha256="ef" * 32)
     host["plugin"]["success"] = {"last_line": "^PASS ", "result_file": r"^smoke-result-\d+\.json$"}
     return data
@@ -129,6 +130,7 @@ WEAKER = [
     ("units.supervisor", "another-supervisor.service"),
     ("units.slice", "system.slice"),
     ("units.peer", "opencode.service"),
+    ("units.production", "opencode-v2-preview.service"),  # the seed's CUTOVER names opencode.service
     ("socket", "/run/another/supervisor.sock"),  # not the supervisor's RuntimeDirectory=
     ("socket", "/tmp/supervisor.sock"),
     ("socket", "/run/supervisor.sock"),

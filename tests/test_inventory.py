@@ -26,7 +26,9 @@ def test_shipped_target_inventory_refuses_to_load_until_the_runtime_pin_is_fille
     path = REPO / "inventories/target.yml"
     with pytest.raises(inventory.InventoryError) as e:
         inventory.load(path)
-    assert str(e.value).startswith(f"{path}: all.hosts.pilot.runtime.sha256: FILL-IN 'FILL-IN")
+    # units.candidate comes first in the file (CUT-1, CUT-2, RUNTIME-1, ISO-1: issue 37 item 3)
+    assert str(e.value).startswith(f"{path}: all.hosts.pilot.units.candidate: FILL-IN 'FILL-IN")
+    assert "all.hosts.pilot.runtime.sha256: FILL-IN 'FILL-IN" in str(e.value)
     assert "RUNTIME-1" in str(e.value) and "\n" not in str(e.value)
 
 
@@ -37,8 +39,8 @@ def test_every_fill_in_of_the_shipped_target_inventory_is_named_as_one_in_its_on
     with pytest.raises(inventory.InventoryError) as e:
         inventory.load(path)
     said = str(e.value)
-    keys = ("runtime.sha256", "plugin.bun_sha256", "plugin.harness_sha256", "plugin.success.last_line",
-            "plugin.success.result_file")
+    keys = ("units.candidate", "runtime.sha256", "plugin.bun_sha256", "plugin.harness_sha256",
+            "plugin.success.last_line", "plugin.success.result_file")
     for key in keys:
         assert f"all.hosts.pilot.{key}: FILL-IN 'FILL-IN" in said, (key, said)
     assert "malformed" not in said and "\n" not in said
@@ -58,6 +60,7 @@ def test_shipped_target_inventory_refuses_to_load_until_the_plugin_pins_are_fill
     """PLUGIN-1: bun and the harness are pinned from the review; the shipped
     target inventory's placeholders stop every run, naming PLUGIN-1."""
     data = yaml.safe_load((REPO / "inventories/target.yml").read_text())
+    _set(data, "units.candidate", "opencode-v2-candidate.service")
     for dotted, value in filled.items():
         _set(data, dotted, value)
     f = tmp_path / "target.yml"
@@ -122,6 +125,7 @@ def test_reference_python_inventory_is_reference_yml_but_the_implementations_two
 def _good():
     data = yaml.safe_load((REPO / "inventories/target.yml").read_text())
     data["all"]["hosts"]["pilot"]["runtime"]["sha256"] = RUNTIME_PIN
+    data["all"]["hosts"]["pilot"]["units"]["candidate"] = "opencode-v2-candidate.service"
     data["all"]["hosts"]["pilot"]["plugin"].update(bun_sha256=BUN_PIN, harness_sha256=HARNESS_PIN)
     data["all"]["hosts"]["pilot"]["plugin"]["success"] = {"last_line": "^PASS ",
                                                           "result_file": r"^smoke-result-\d+\.json$"}

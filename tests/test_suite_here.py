@@ -16,10 +16,11 @@ from suitecopy import suite_copy
 
 
 def filled_target(tmp_path):
-    """inventories/target.yml with its pins filled in (runtime.sha256, plugin.bun_sha256,
-    plugin.harness_sha256, plugin.success), as an operator would."""
+    """inventories/target.yml with its pins filled in (units.candidate, runtime.sha256,
+    plugin.bun_sha256, plugin.harness_sha256, plugin.success), as an operator would."""
     data = yaml.safe_load((REPO / "inventories/target.yml").read_text())
     data["all"]["hosts"]["pilot"]["runtime"]["sha256"] = "ab" * 32
+    data["all"]["hosts"]["pilot"]["units"]["candidate"] = "opencode-v2-candidate.service"
     data["all"]["hosts"]["pilot"]["plugin"].update(bun_sha256="cd" * 32, harness_sha256="ef" * 32,
                                                    success={"last_line": "^PASS ", "result_file": "^r$"})
     path = tmp_path / "target.yml"

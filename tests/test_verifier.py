@@ -172,6 +172,7 @@ def test_installed_command_line_tool(tree):
 def test_expectation_from_inventory(tree, capsys, tmp_path):
     place(tree, good_content(tree))
     data = yaml.safe_load((REPO / "inventories/target.yml").read_text())
+    data["all"]["hosts"]["pilot"]["units"]["candidate"] = "opencode-v2-candidate.service"
     data["all"]["hosts"]["pilot"]["runtime"]["sha256"] = "ab" * 32  # the operator's RUNTIME-1 pin
     data["all"]["hosts"]["pilot"]["plugin"].update(bun_sha256="cd" * 32, harness_sha256="ef" * 32,  # PLUGIN-1's
                                                    success={"last_line": "^PASS ", "result_file": "^r$"})
@@ -215,6 +216,7 @@ def test_with_every_pin_a_binary_the_review_did_not_pin_is_refused(tree, capsys)
 
 def test_a_pin_option_must_be_the_inventorys(tree, capsys, tmp_path):
     data = yaml.safe_load((REPO / "inventories/target.yml").read_text())
+    data["all"]["hosts"]["pilot"]["units"]["candidate"] = "opencode-v2-candidate.service"
     data["all"]["hosts"]["pilot"]["runtime"]["sha256"] = "ab" * 32
     data["all"]["hosts"]["pilot"]["plugin"].update(bun_sha256="cd" * 32, harness_sha256="ef" * 32,
                                                    success={"last_line": "^PASS ", "result_file": "^r$"})

@@ -794,6 +794,30 @@ FAULTS += [
           modules=_m("stops")),
 ]
 
+# Issue 37 item 3: a listener is judged only when it is its unit's own (host/unitowner.py)
+SQUAT_STOOD = """bad=0
+systemctl show -p ActiveState -p Result opencode-v2-preview.service
+[ "$(systemctl show -p ActiveState --value opencode-v2-preview.service)" = failed ] || {
+    echo 'the candidate unit did not stay failed: the user did not hold the port for the run'; bad=1; }
+systemctl is-active --quiet pty-fault-squat.service || { echo "byk's server did not last the run"; bad=1; }
+grep '^pid ' /home/byk/.pty-fault/preloaded || { echo 'the preload never ran'; bad=1; }
+systemctl stop pty-fault-squat.service || true
+exit $bad"""
+FAULTS += [
+    Fault("user-serves-candidate-port-after-start-limit", ("CUT-1", "CUT-2", "RUNTIME-1", "ISO-1"),
+          "the service user kills the candidate preview until systemd's start limit leaves its unit "
+          "failed, then serves 14102 with its own run of the pinned runtime (same executable, same uid, "
+          "server.env's environment, a preload of its own): every fact but the unit is the candidate's",
+          script_file="user-serves-candidate-port-after-start-limit.sh",
+          modules=_m("cutover", "runtime", "isolation"), says="opencode-v2-preview.service's own",
+          after=SQUAT_STOOD),
+    Fault("user-serves-production-port", ("CUT-1",),
+          "production stopped (as an administrator might), a server of the service user answers 200 "
+          "with a body on every path of 4096", script_file="user-serves-production-port.sh",
+          modules=_m("cutover"), says="is not opencode.service's own",
+          after="systemctl is-active --quiet pty-fault-production.service"),
+]
+
 
 BY_ID = {f.id: f for f in FAULTS}
 

@@ -164,8 +164,12 @@ def check(path: str) -> list[Line]:
     out = [Line(INVALID, "(schema)", p) for p in _schema_problems(path, vars_)]
     out += [Line(INVALID, b.key, b.problem) for b in inventory.below_floor(vars_)]  # SUITE-3: the contract's floor
     lim = _limits(vars_)
+    # production's and the candidate's units: CUT-1 and the rest judge a listener only as theirs
+    listening_units = [k for k in ("units.production", "units.candidate")
+                       if isinstance(_get(vars_, k), str) and not inventory.placeholder(_get(vars_, k))]
     shown = {n: _show(n) for n in (_get(vars_, "units.supervisor"), _get(vars_, "units.slice"),
-                                   _get(vars_, "units.peer")) if isinstance(n, str)}
+                                   _get(vars_, "units.peer"), *(_get(vars_, k) for k in listening_units))
+             if isinstance(n, str)}
     out += [_account("service_user", vars_.get("service_user"), pwd.getpwnam, "user"),
             _account("service_group", vars_.get("service_group"), grp.getgrnam, "group"),
             _account("build.user", _get(vars_, "build.user"), pwd.getpwnam, "user"),
@@ -181,6 +185,7 @@ def check(path: str) -> list[Line]:
     out += [_unit_line("units.supervisor", _get(vars_, "units.supervisor"), shown),
             _unit_line("units.slice", _get(vars_, "units.slice"), shown),
             _peer_line(_get(vars_, "units.peer"), shown),
+            *(_unit_line(k, _get(vars_, k), shown) for k in listening_units),
             _node_line("units.candidate_file", _get(vars_, "units.candidate_file"), stat.S_ISREG, "regular file"),
             _node_line("socket", vars_.get("socket"), stat.S_ISSOCK, "socket")]
     out += _ports(vars_)

@@ -13,7 +13,8 @@ a stricter value loads. The floor is the package's, never the inventory's:
   unit `opencode-pty-supervisor.service` and the slice `opencode-pty.slice`
   (the reviewed unit files, hashed into SCOPE-1's manifest), the peer
   `opencode-v2.service` (the candidate unit the seed's CUTOVER installs
-  under that name) and the session unit names `opencode-pty-<32 hex>.service`
+  under that name), production `opencode.service` (the unit the seed's
+  CUTOVER stops and its rollback starts) and the session unit names `opencode-pty-<32 hex>.service`
   (UNIT-1; not a key: `host/systemd.STRICT_SESSION`). The four paths are
   the seed's, all under one root: `/` on a target host; the suite's own
   tests lay a fake target out under a directory, as `verify-marker --root`
@@ -64,6 +65,7 @@ UNITS = {  # units.<role> (seed: the reviewed unit files; CUTOVER's candidate un
     "supervisor": "opencode-pty-supervisor.service",
     "slice": "opencode-pty.slice",
     "peer": "opencode-v2.service",
+    "production": "opencode.service",  # the seed's CUTOVER: `systemctl stop opencode.service`
 }
 SESSION_UNIT = STRICT_SESSION  # UNIT-1: the package's, not a key of the inventory
 

@@ -194,10 +194,17 @@ class Build:
 @dataclass(frozen=True, kw_only=True)
 class Units:
     """The systemd units (UNIT-*, CUT-4); the peer is the suite's disposable
-    stand-in until the cutover installs candidate_file (PEER-*)."""
+    stand-in until the cutover installs candidate_file (PEER-*). production
+    and candidate run what listens on ports.production and ports.candidate
+    before the cutover: a listener is judged only when it is its unit's own
+    (CUT-1, CUT-2, RUNTIME-1, ISO-1: host/unitowner.py)."""
     supervisor: Annotated[str, UNIT_NAME]
     slice: Annotated[str, UNIT_NAME]
     peer: Annotated[str, UNIT_NAME]
+    production: Annotated[str, UNIT_NAME]
+    candidate: Annotated[str, UNIT_NAME, Why(
+        "CUT-1, CUT-2, RUNTIME-1, ISO-1: the unit that runs the candidate on ports.candidate before the "
+        "cutover (the seeds name none): its listener is judged only when it is that unit's own")]
     candidate_file: Annotated[str, ABS_PATH]
 
 

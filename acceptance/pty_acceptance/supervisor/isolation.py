@@ -72,6 +72,8 @@ class Target:
     uids: tuple[int, ...]   # real, effective, saved
     gids: tuple[int, ...]
     fd_owner: int           # owner of /proc/<pid>/fd: root when not dumpable
+    create_time: float | None = None           # psutil's, as the listener was read
+    exe_dev_ino: tuple[int, int] | None = None  # what /proc/<pid>/exe is, by device and inode
 
     @property
     def uid(self) -> int:
@@ -135,7 +137,9 @@ def yama() -> str:
 
 
 def find_target(port: int) -> Target:
-    """The one process listening on TCP `port`, its start time and dumpability."""
+    """The one process listening on TCP `port`, its start time and dumpability.
+    Only read: whether it is the candidate (runs the runtime binary, is its
+    unit's own) is the caller's to judge (test_isolation.py, host/unitowner.py)."""
     import psutil
 
     found = node_runtime.listener(port)
@@ -151,7 +155,7 @@ def find_target(port: int) -> Target:
     if again != found.create_time:
         raise IsolationError(f"process {pid} on port {port} was replaced while it was read")
     return Target(pid, ticks, found.exe_link or "?", tuple(cast(tuple[int, ...], found.uids)),
-                  tuple(cast(tuple[int, ...], found.gids)), owner)
+                  tuple(cast(tuple[int, ...], found.gids)), owner, found.create_time, found.exe_dev_ino)
 
 
 # ------------------------------------------------------------------ the probe
