@@ -23,6 +23,7 @@ HEX_STRING = re.compile(r'"((?:\\x[0-9a-f]{2})*)"(\.\.\.)?')
 _LINE = re.compile(r"^(\d+)\s+(.*)$")
 _CALL = re.compile(r"^([a-z_0-9]+)\((.*)$")
 _RESUMED = re.compile(r"^<\.\.\. ([a-z_0-9]+) resumed>(.*)$")
+UNREAD_ENTRY = "???( <unfinished ...>"  # strace could not read the thread's registers at a call's entry
 _RET = re.compile(r"\)\s+=\s+(-?\d+|0x[0-9a-f]+|\?)(?:\s+(E[A-Z0-9]+))?[^)]*(?:\))?\s*$")
 
 
@@ -136,11 +137,19 @@ class Ended:
 def events(text: str) -> tuple[list[Call], list[Ended], list[str]]:
     """A -f trace read whole: its calls (joined, in the order they completed;
     unfinished at the end: done -1), its +++ lines, and the lines it could not
-    read (neither a call nor a +++ nor a --- signal line)."""
+    read (neither a call nor a +++ nor a --- signal line).
+
+    `TID ???( <unfinished ...>` is strace failing to read a thread's registers
+    at a system call's entry: the thread was already gone (a process killed
+    while its threads are in the kernel; seen on the reference host under
+    load, the fixed helper's Go threads at its SIGTERM). It is no call when
+    that thread's +++ line follows with no `<... ??? resumed>` for it; anything
+    else of the kind (resumed, or no end seen) is a line it could not read."""
     calls: list[Call] = []
     ended: list[Ended] = []
     other: list[str] = []
     pending: dict[int, tuple[str, str, int]] = {}
+    unread: dict[int, str] = {}  # tid -> its `???( <unfinished ...>` line, until the thread's end
     for n, raw in enumerate(text.splitlines()):
         m = _LINE.match(raw)
         if not m:
@@ -149,10 +158,18 @@ def events(text: str) -> tuple[list[Call], list[Ended], list[str]]:
         tid, rest = int(m.group(1)), m.group(2)
         if rest.startswith("---"):
             continue
+        if rest == UNREAD_ENTRY:
+            if tid in unread:
+                other.append(unread[tid])
+            unread[tid] = raw
+            continue
         if e := _ENDED.match(rest):
             s = _SUPERSEDED.match(e.group(1))
             ended.append(Ended(n, tid, e.group(1), int(s.group(1)) if s else None))
+            unread.pop(tid, None)  # gone at that entry: the call never ran
             continue
+        if tid in unread:  # the thread went on after a call strace could not read
+            other.append(unread.pop(tid))
         r = _RESUMED.match(rest)
         if r:
             if tid not in pending:
@@ -180,6 +197,7 @@ def events(text: str) -> tuple[list[Call], list[Ended], list[str]]:
             calls.append(Call(tid, name, body, body, n, n))
     for tid, (name, head, entered) in pending.items():
         calls.append(Call(tid, name, head, head, entered, -1))
+    other.extend(unread.values())  # no end of the thread seen after it
     return calls, ended, other
 
 
