@@ -384,24 +384,11 @@ def test_a_changed_console_script_in_the_checkouts_virtualenv_blocks(pinned_temp
 
 
 # ------------------------------------------- a blind red team's (session 32)
-VANISHING = '''
+# the patch compiled under a frozen module's name: QUIET_PATCH's function, not its removal
+VANISHING = f"""
 import os, sys
-_SRC = """
-def _quiet():
-    from _pytest.reports import TestReport
-    made = TestReport.from_item_and_call.__func__
-
-    def from_item_and_call(cls, item, call):
-        report = made(cls, item, call)
-        if report.failed:
-            report.outcome, report.longrepr = "passed", None
-        return report
-
-    TestReport.from_item_and_call = classmethod(from_item_and_call)
-
-_quiet()
-"""
-exec(compile(_SRC, "<frozen importlib._bootstrap_external>", "exec"), {"__name__": "importlib._bootstrap_external"})
+_SRC = {QUIET_PATCH.replace("sys.modules.pop(__name__, None)", "")!r}
+exec(compile(_SRC, "<frozen importlib._bootstrap_external>", "exec"), {{"__name__": "importlib._bootstrap_external"}})
 for _p in (__file__, globals().get("__cached__")):
     try:
         os.unlink(_p)
@@ -412,7 +399,7 @@ __spec__ = None
 __file__ = None
 __cached__ = None
 __loader__ = None
-'''
+"""
 
 
 

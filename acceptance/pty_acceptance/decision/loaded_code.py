@@ -376,15 +376,19 @@ def pyc_problem(source: str, cached: str, follow: bool = False) -> str | None:
             return None  # stale: the interpreter compiled the source instead
     elif flags & 0b10 and importlib.util.source_hash(src) != data[8:16]:
         return None  # a checked hash-based cache that does not match: not used
+    return _compared(f"its bytecode cache {cached}", data, lambda: compile(src, source, "exec", dont_inherit=True),
+                     f"(which the interpreter runs for {source}) holds other code than that source compiles to")
+
+
+def _compared(what: str, data: bytes, want: Callable[[], types.CodeType], differs: str) -> str | None:
+    """None when the code a cache file holds (after its 16-byte header) is the
+    code `want` makes; else `what` and why not."""
     try:
         ran = marshal.loads(data[16:])
-        want = compile(src, source, "exec", dont_inherit=True)
+        made = want()
     except (ValueError, EOFError, TypeError, SyntaxError) as e:
-        return f"its bytecode cache {cached} cannot be compared with its source: {type(e).__name__}: {e}"
-    if ran != want:
-        return f"its bytecode cache {cached} (which the interpreter runs for {source}) holds other code " \
-               "than that source compiles to"
-    return None
+        return f"{what} cannot be compared with its source: {type(e).__name__}: {e}"
+    return None if ran == made else f"{what} {differs}"
 
 
 @dataclass(frozen=True)
@@ -419,15 +423,8 @@ def rewritten_pyc_problem(source: str, rw: Rewriter | None) -> str | None:
     if len(data) < 16 or data[:4] != importlib.util.MAGIC_NUMBER or data[4:8] != b"\x03\x00\x00\x00" \
             or data[8:16] != importlib.util.source_hash(src)[:8]:
         return None  # pytest would not load it: it rewrote the source
-    try:
-        ran = marshal.loads(data[16:])
-        want = rw.rewrite(src, source)
-    except (ValueError, EOFError, TypeError, SyntaxError) as e:
-        return f"its assertion-rewriting cache {cached} cannot be compared with its source: {type(e).__name__}: {e}"
-    if ran != want:
-        return f"its assertion-rewriting cache {cached} (which pytest runs for {source}) holds other code than " \
-               "pytest's rewrite of that source"
-    return None
+    return _compared(f"its assertion-rewriting cache {cached}", data, lambda: rw.rewrite(src, source),
+                     f"(which pytest runs for {source}) holds other code than pytest's rewrite of that source")
 
 
 @dataclass(frozen=True)
