@@ -81,15 +81,20 @@ def read(gfd: int, git: str, rel: str, uid: int) -> bytes:
         raise GitError(f"{where}: {e.strerror or type(e).__name__}") from None
 
 
-def searchable(gfd: int, git: str, rel: str, uid: int) -> None:
-    """Directory `rel` below .git, reached without links, is one git run as
-    `uid` can search (owner_can); GitError otherwise."""
+def _dir_beneath(gfd: int, git: str, rel: str) -> int:
+    """Directory `rel` below .git opened without following a link; GitError otherwise."""
     try:
-        fd = hostfs.open_dir_beneath(gfd, rel, git)
+        return hostfs.open_dir_beneath(gfd, rel, git)
     except hostfs.PathRefused as e:
         raise GitError(str(e)) from None
     except OSError as e:
         raise GitError(f"{git}/{rel}: {e.strerror or type(e).__name__}") from None
+
+
+def searchable(gfd: int, git: str, rel: str, uid: int) -> None:
+    """Directory `rel` below .git, reached without links, is one git run as
+    `uid` can search (owner_can); GitError otherwise."""
+    fd = _dir_beneath(gfd, git, rel)
     try:
         owner_can(os.fstat(fd), f"{git}/{rel}", uid, stat.S_IXUSR)
     finally:
@@ -122,12 +127,7 @@ def kind(gfd: int, git: str, rel: str) -> str | None:
 
 def has_entries(gfd: int, git: str, rel: str) -> bool:
     """Whether directory `rel` below .git (reached without links) holds anything."""
-    try:
-        fd = hostfs.open_dir_beneath(gfd, rel, git)
-    except hostfs.PathRefused as e:
-        raise GitError(str(e)) from None
-    except OSError as e:
-        raise GitError(f"{git}/{rel}: {e.strerror or type(e).__name__}") from None
+    fd = _dir_beneath(gfd, git, rel)
     try:
         return bool(hostfs.list_at(fd, 1))
     finally:
