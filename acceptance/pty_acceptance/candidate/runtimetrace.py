@@ -107,12 +107,19 @@ class Tracer:
 
     def untraced(self, pids: set[int]) -> list[str]:
         """The threads of `pids` strace is not tracing (a process or thread gone
-        meanwhile is left out; one that cannot be read raises ProcUnreadable)."""
+        meanwhile is left out, and so is one that has ended and waits to be
+        reaped, state Z or X: it runs nothing more, and strace let go of it at
+        its end, its +++ line in the trace (seen under load on the reference
+        host: the fixed helper, killed by the session's end, not yet reaped by
+        the runtime); one that cannot be read raises ProcUnreadable)."""
         out = []
         for pid, tids in proc.walk(proc.threads, "the threads", among=sorted(pids)).items():
             for t in sorted(tids):
                 try:
-                    by = int(proc.status(pid, t)["TracerPid"])
+                    st = proc.status(pid, t)
+                    if st.get("State", "")[:1] in ("Z", "X"):
+                        continue
+                    by = int(st["TracerPid"])
                 except OSError as e:
                     if proc.gone(e):
                         continue
