@@ -90,7 +90,7 @@ STARTS = {
     "--confcutdir acceptance": (["acceptance/", "--confcutdir", "acceptance"], {}, None, "--confcutdir"),
     "--confcutdir acceptance, entry points off": (
         ["acceptance/", "--confcutdir", "acceptance"], {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}, None,
-        "--confcutdir"),
+        "the environment sets PYTEST_DISABLE_PLUGIN_AUTOLOAD='1'"),  # the early guard's refusal, first
     "--pyargs": (["--pyargs", "acceptance.test_all"], {}, None, "--pyargs"),
     "acceptance/ through a link from outside": (["linked/"], {}, _linked, "not the checkout"),
     "--inventory FILE and no path": ([], {}, None, "`--inventory FILE` with no path to collect"),
@@ -148,7 +148,8 @@ def test_a_single_version_flag_on_a_suite_command_line_leaves_no_marker(project,
 BEFORE_THE_GUARD = {
     # how pytest fails before the run guard's entry point loads: (arguments, environment, what NOT READY names)
     "-p a module that does not exist": (["-p", "no_such_plugin_xyz"], {}, "-p no_such_plugin_xyz"),
-    "PYTEST_ADDOPTS that does not split": ([], {"PYTEST_ADDOPTS": '"'}, "MARK-4: the run guard never ran"),
+    # refused by the early guard (PYTEST_ADDOPTS is refused) before pytest fails to split it
+    "PYTEST_ADDOPTS that does not split": ([], {"PYTEST_ADDOPTS": '"'}, "the environment sets PYTEST_ADDOPTS"),
 }
 
 
@@ -220,7 +221,7 @@ def test_other_processes_of_the_virtualenv_never_see_the_early_guard(project, ta
 REFUSED = {
     "-o pty_acceptance_run_dir": (["-o", "pty_acceptance_run_dir=@ELSEWHERE"], {}, "-o/--override-ini"),
     "-o pty_acceptance_run_dir in PYTEST_ADDOPTS": ([], {"PYTEST_ADDOPTS": "-o pty_acceptance_run_dir=@ELSEWHERE"},
-                                                    "-o/--override-ini"),
+                                                    "the environment sets PYTEST_ADDOPTS"),  # the early guard
     "-c": (["-c", "other.ini"], {}, "-c other.ini"),
     "--rootdir": (["--rootdir", "@ROOT_PARENT"], {}, "--rootdir"),
     "-p": (["-p", "quietp"], {"PYTHONPATH": "@PLUGINS"}, "-p quietp: loads plugins by name"),
@@ -305,3 +306,88 @@ def test_the_options_read_before_pytest_parses_them_are_the_suites():
 class _NoConfig:
     def get_plugin(self, name):
         return None
+
+
+# ------------------------------------- a blind red team's second pass (session 32)
+# starts the early guard read wrongly: arguments in a file (`pytest @FILE`), a
+# working directory that is gone, an environment the run guard would refuse
+def env_without_pytest_vars(**extra: str) -> dict[str, str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    return dict(environ, **extra)
+
+
+def start(project, argv: list[str], cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=cwd or project.path, env=env_without_pytest_vars(**env), capture_output=True,
+                          text=True, timeout=DEADLINE_S, stdin=subprocess.DEVNULL)
+
+
+def assert_marker_gone_and_failed(done: subprocess.CompletedProcess, marker: Path) -> None:
+    assert not os.path.lexists(marker), f"the earlier READY run's marker still stands\n{said(done)}"
+    assert done.returncode != 0, f"exit 0 for a run that judged nothing\n{said(done)}"
+
+
+def suite_args(target, *more: str) -> list[str]:
+    return ["-p", "no:cacheprovider", "acceptance/", "--inventory", str(target.inventory), *more]
+
+
+def test_inventory_in_an_args_file_and_a_usage_error(project, target):
+    """`pytest @args` (pytest >= 8.2 reads arguments from a file): the raw
+    arguments the marker paths are read from never show `--inventory FILE`;
+    a usage error of the full parse ends the run before startup removes the
+    parsed inventory's marker."""
+    marker = earlier_ready(project, target)
+    (project.path / "args.txt").write_text(f"acceptance/\n--inventory\n{target.inventory}\n--inventroy\nx.yml\n")
+    done = start(project, [PYTEST, "-p", "no:cacheprovider", "@args.txt"])
+    assert_marker_gone_and_failed(done, marker)
+
+
+def test_inventory_and_version_in_an_args_file(project, target):
+    marker = earlier_ready(project, target)
+    (project.path / "args.txt").write_text(f"acceptance/\n--inventory\n{target.inventory}\n-V\n")
+    done = start(project, [PYTEST, "-p", "no:cacheprovider", "@args.txt"])
+    assert_marker_gone_and_failed(done, marker)
+
+
+@pytest.mark.parametrize("opt", ["--collect-only", "--fixtures", "--help"])
+def test_a_showing_option_in_an_args_file(project, target, opt):
+    marker = earlier_ready(project, target)
+    (project.path / "args.txt").write_text(f"acceptance/\n--inventory\n{target.inventory}\n{opt}\n")
+    done = start(project, [PYTEST, "-p", "no:cacheprovider", "@args.txt"])
+    assert_marker_gone_and_failed(done, marker)
+
+
+def test_a_refused_start_with_inventory_in_an_args_file(project, target, safe_dir):
+    """`-p quietp` inside @args: pytest's preparse never sees it (it reads the
+    unexpanded arguments); the full parse imports it."""
+    marker = earlier_ready(project, target)
+    (safe_dir / "plugins").mkdir()
+    (safe_dir / "plugins/quietp.py").write_text("import os\nos._exit(0)\n")
+    (project.path / "args.txt").write_text(f"acceptance/\n--inventory\n{target.inventory}\n-p\nquietp\n")
+    done = start(project, [PYTEST, "-p", "no:cacheprovider", "@args.txt"], PYTHONPATH=str(safe_dir / "plugins"))
+    assert_marker_gone_and_failed(done, marker)
+
+
+def test_started_in_a_removed_directory_version(project, target, tmp_path):
+    """os.getcwd() raises in the early guard (the directory the run starts
+    in was removed): which checkout cannot be told, so the run is refused,
+    the markers its absolute arguments name removed."""
+    marker = earlier_ready(project, target)
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    argv = [PYTEST, "-p", "no:cacheprovider", str(project.path / "acceptance"), "--inventory",
+            str(target.inventory), "-V"]
+    done = subprocess.run(["sh", "-c", f'cd "{gone}" && rmdir "{gone}" && exec "$@"', "sh", *argv],
+                          env=env_without_pytest_vars(), capture_output=True, text=True, timeout=DEADLINE_S,
+                          stdin=subprocess.DEVNULL)
+    assert_marker_gone_and_failed(done, marker)
+
+
+def test_pythonpath_sitecustomize_ending_the_process_exits_0(project, target, tmp_path):
+    """PYTHONPATH is refused by the run guard, which never arms: a
+    sitecustomize.py on it (site runs it after the .pth files) ends the
+    process with status 0 before pytest starts: the early guard refuses the
+    environment first (it runs before site's sitecustomize)."""
+    earlier_ready(project, target)
+    (tmp_path / "sitecustomize.py").write_text("import os\nos._exit(0)\n")
+    done = start(project, [PYTEST, *suite_args(target)], PYTHONPATH=str(tmp_path))
+    assert done.returncode != 0, f"exit 0 without READY\n{said(done)}"

@@ -98,6 +98,29 @@ def pytest_args(argv: list[str]) -> list[str] | None:
     return None
 
 
+def expanded(args: list[str], here: str, depth: int = 0) -> list[str]:
+    """`args` with each `@FILE` replaced by FILE's lines, one argument each
+    (pytest's parser reads them so: argparse's fromfile_prefix_chars), FILE
+    relative to `here`; a file that cannot be read stays as it is (pytest
+    stops at it). A red team's second pass: an --inventory inside such a file
+    named a marker the early guard did not see."""
+    import os
+
+    out: list[str] = []
+    for a in args:
+        if a.startswith("@") and depth < 8:
+            try:
+                with open(os.path.join(here, a[1:]), encoding="utf-8", errors="surrogateescape") as f:
+                    lines = f.read(1 << 20).splitlines()
+            except OSError:
+                out.append(a)
+                continue
+            out += expanded(lines, here, depth + 1)
+        else:
+            out.append(a)
+    return out
+
+
 def _start() -> None:
     global _run
     args = pytest_args(list(getattr(sys, "orig_argv", [])))
@@ -106,11 +129,20 @@ def _start() -> None:
     import atexit
     import os
 
-    from pty_acceptance.decision import launch, marker_paths
+    from pty_acceptance.decision import launch, marker_paths, readiness_marker
     from pty_acceptance.gate import checkout
     from pty_acceptance.host import rundir, terminal
 
-    here = os.getcwd()
+    try:
+        here = os.getcwd()
+    except OSError as e:  # which checkout cannot be told: the default marker goes, and the run with it
+        removal = marker_paths.Removal()
+        removal.add(marker_paths.named(args, "/", readiness_marker.DEFAULT_PATH))
+        _say(terminal.escape(f"ERROR: NOT READY: SUITE-3: the working directory cannot be read ({e.strerror}): "
+                             f"which checkout this pytest runs cannot be told; refused before pytest started "
+                             f"(MARK-4: {removal.text()})"), sys.stderr)
+        os._exit(REFUSED_EXIT)
+    args = expanded(args, here)
     found = checkout.early_run(args, here)
     if found is None:
         return
@@ -122,9 +154,12 @@ def _start() -> None:
     _run = _Run(root, removal)
     atexit.register(_at_exit)
     said = f" (MARK-4: {removal.text()})" if not busy else ""
-    plugins = launch.option_problems(raw, None)
-    if plugins:
-        _say(terminal.escape(f"ERROR: NOT READY: SUITE-3: {'; '.join(plugins)}; refused before pytest "
+    # what the run guard would refuse of the options and the environment, refused before
+    # anything of pytest's or the environment's runs (a sitecustomize on PYTHONPATH runs
+    # after this start-up file, and could end the process before the run guard loads)
+    refused = launch.option_problems(raw, None) + launch.environment_problems(launch.environments())
+    if refused:
+        _say(terminal.escape(f"ERROR: NOT READY: SUITE-3: {'; '.join(refused)}; refused before pytest "
                              f"started{said}"), sys.stderr)
         os._exit(REFUSED_EXIT)
 
