@@ -507,6 +507,25 @@ def test_a_forged_assertion_rewriting_cache_of_a_test_module_blocks(failing, tar
                             "holds other code than pytest's rewrite of that source")
 
 
+def test_a_forged_assertion_rewriting_cache_that_removes_itself_blocks(failing, target):
+    """The same forged cache, its first statement removing the cache file (a
+    blind red team's second pass: at the decision there was no cache left to
+    compare, READY): the functions that ran are compared with pytest's rewrite
+    of their source, whatever they were loaded from."""
+    import _pytest.assertion.rewrite as rw
+    source = failing.path / "acceptance/test_all.py"
+    cached = source.parent / "__pycache__" / ("test_all" + rw.PYC_TAIL)
+    forged = f"import os as _os\ntry:\n    _os.unlink({str(cached)!r})\nexcept OSError:\n    pass\n" + PASSING
+    cached.parent.mkdir(exist_ok=True)
+    cached.write_bytes(importlib.util.MAGIC_NUMBER + b"\x03\x00\x00\x00"
+                       + importlib.util.source_hash(source.read_bytes())[:8]
+                       + marshal.dumps(compile(forged, str(source), "exec", dont_inherit=True)))
+    res = failing.runpytest_subprocess("acceptance/", "--inventory", str(target.inventory))
+    assert not cached.exists()  # it ran, and removed itself
+    assert_not_ready_naming(res, target, f"function test_other (module test_all): its code is none of pytest's "
+                            f"rewrite of its source {source}")
+
+
 def test_a_genuine_assertion_rewriting_cache_is_what_ran(failing, target, tmp_path):
     """The control: the cache pytest itself writes for the test module (a
     pytest run with bytecode written, elsewhere, on the same source), then

@@ -150,6 +150,8 @@ class Code:
     cached: str | None = None  # the module's bytecode cache (its spec)
     rewritten: bool = False  # loaded through pytest's assertion rewriting
     locations: tuple[str, ...] = ()  # a namespace package's directories
+    code: types.CodeType | None = None  # a function of a rewritten module: its code, judged against the rewrite
+    current: bool = True  # (a function) its module is the one sys.modules holds under its name
 
 
 def _module_code(name: str, mod: object, what: str) -> Code | None:
@@ -189,6 +191,7 @@ def held(plugins: Iterable[tuple[str, object]] = ()) -> list[Code]:
             if c is not None:
                 out.append(c)
     files = {c.file for c in out if c.file}
+    rewritten = {c.file for c in out if c.file and c.rewritten}
     for obj in gc.get_objects():
         if isinstance(obj, types.ModuleType) and id(obj) not in seen_modules:
             seen_modules.add(id(obj))
@@ -198,7 +201,12 @@ def held(plugins: Iterable[tuple[str, object]] = ()) -> list[Code]:
                 files.add(c.file or "")
         elif isinstance(obj, types.FunctionType):
             f = obj.__code__.co_filename
-            if f.startswith("<frozen ") and not frozen_code(obj):
+            if f in rewritten:  # every function of a rewritten module: what ran, not only its cache
+                module = obj.__globals__.get("__name__", "?") if isinstance(obj.__globals__, dict) else "?"
+                now = getattr(sys.modules.get(str(module)), "__dict__", None) is obj.__globals__
+                out.append(Code(f"function {obj.__qualname__} (module {module})", f, rewritten=True,
+                                code=obj.__code__, current=now))
+            elif f.startswith("<frozen ") and not frozen_code(obj):
                 module = obj.__globals__.get("__name__", "?") if isinstance(obj.__globals__, dict) else "?"
                 out.append(Code(f"function {obj.__qualname__} (module {module}, code named {f[:80]!r})",
                                 FORGED_FROZEN))
@@ -255,6 +263,7 @@ class Judge:
     rewriter: Rewriter | None = None
     _owners: dict[str, list[Distribution]] = field(default_factory=dict)
     _said: dict[str, str | None] = field(default_factory=dict)  # resolved file -> its problem
+    _rewrites: dict[str, tuple[list[types.CodeType], str | None]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._owners = distributions.owners(self.dists)
@@ -314,6 +323,9 @@ class Judge:
     def code_problems(self, code: Code) -> list[str]:
         if code.file == "":
             return [f"{code.what} is not a file (python -c, or a program read from stdin)"]
+        if code.code is not None and code.file:
+            bad = self.rewritten_function_problem(code.file, code.code)
+            return [f"{code.what}: {bad}"] if bad else []
         if code.file == FORGED_FROZEN:
             return [f"{code.what} is none of the code its frozen module was built with (compiled in the "
                     "process under a frozen module's name)"]
@@ -334,6 +346,30 @@ class Judge:
         if bad:
             return [f"{code.what}: {bad}"]
         return self.cache_problems(code, path)
+
+    def rewritten_function_problem(self, source: str, fn_code: types.CodeType) -> str | None:
+        """None when `fn_code` is one of the code objects pytest's rewrite of
+        `source` makes: what ran came from that source, whatever cache it was
+        loaded from (a cache that removed itself after it ran included: a
+        blind red team's second pass)."""
+        if source not in self._rewrites:
+            found: list[types.CodeType] = []
+            why = None
+            if self.rewriter is None:
+                why = "its module was loaded through pytest's assertion rewriting, which the judge was not given"
+            else:
+                try:
+                    src = hostfs.read_nofollow(source, SOURCE_LIMIT)
+                    _codes(self.rewriter.rewrite(src, source), set(), found)
+                except (OSError, ValueError, SyntaxError, TypeError) as e:
+                    why = f"its source {source} cannot be rewritten to compare: {type(e).__name__}: {e}"
+            self._rewrites[source] = (found, why)
+        found, why = self._rewrites[source]
+        if why:
+            return why
+        if any(fn_code == c for c in found):
+            return None
+        return f"its code is none of pytest's rewrite of its source {source}: what ran is not that source"
 
     def cache_problems(self, code: Code, source: str, follow: bool = False) -> list[str]:
         if not code.cached or not code.file or not code.file.endswith(".py"):
