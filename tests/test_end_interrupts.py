@@ -22,7 +22,7 @@ import pytest
 from pty_acceptance.report import bundle, reports, verdict
 
 from conftest import FakeBus
-from gateproject import FAKE_HOST, last_line
+from gateproject import FAKE_HOST, SEPARATE_BUS, last_line
 from signkeys import openssl_key
 
 DEADLINE_S = 180
@@ -30,22 +30,11 @@ DEADLINE_S = 180
 # The fixture project's conftest for a run in a process of its own: the fake
 # host, the supervisor fixture's process as the unit's MainPID, and one
 # function of the end wrapped to signal this very process once it returned.
-CONFTEST = FAKE_HOST + """
+CONFTEST = FAKE_HOST + SEPARATE_BUS + """
 import os, signal
 from pty_acceptance.decision import readiness_marker as marker, rules
-from pty_acceptance.provenance import running_binary
 from pty_acceptance.report import bundle, reports, signing
 
-class FakeBus:
-    @classmethod
-    def connect(cls):
-        return cls()
-    def properties(self, name, iface=None):
-        return {{"MainPID": {main_pid}}}
-    def close(self):
-        pass
-
-running_binary.Systemd = FakeBus
 STEP = {step!r}
 if STEP:
     module, name = STEP.split(".")

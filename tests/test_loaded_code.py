@@ -329,17 +329,23 @@ def test_a_second_distribution_of_a_pinned_name_blocks(pinned, failing, target):
     assert any("2 distributions are named pytest-testinfra" in l for l in res.outlines)
 
 
-def test_a_forged_pyc_beside_its_source_blocks(pinned, failing, target):
-    """A bytecode file of pytest's own (_pytest/reports.py) with its source's
-    mtime and size, holding a report that passes every failure: what the
-    interpreter ran is judged, not only the source RECORD hashes."""
-    site = venvcopy.site_of(pinned)
+def forged_reports(site: Path) -> tuple[Path, str]:
+    """pytest's _pytest/reports.py and the text of one whose report passes every failure."""
     source = site / "_pytest/reports.py"
     text = source.read_text()
     anchor = "        return cls(\n            item.id,"
     assert anchor in text
     forged = text.replace(anchor, "        outcome = 'passed' if outcome == 'failed' else outcome\n"
                           "        longrepr = None if outcome == 'passed' else longrepr\n" + anchor, 1)
+    return source, forged
+
+
+def test_a_forged_pyc_beside_its_source_blocks(pinned, failing, target):
+    """A bytecode file of pytest's own (_pytest/reports.py) with its source's
+    mtime and size, holding a report that passes every failure: what the
+    interpreter ran is judged, not only the source RECORD hashes."""
+    site = venvcopy.site_of(pinned)
+    source, forged = forged_reports(site)
     cached = site / f"_pytest/__pycache__/reports.{sys.implementation.cache_tag}.pyc"
     forge_pyc(source, cached, forged)
     res = run_in(pinned, failing, target)
@@ -425,16 +431,6 @@ def forge_hash_pyc(cached: Path, source: Path, forged_source: str) -> None:
                        + marshal.dumps(code))
 
 
-def forged_reports(site: Path) -> tuple[Path, str]:
-    source = site / "_pytest/reports.py"
-    text = source.read_text()
-    anchor = "        return cls(\n            item.id,"
-    assert anchor in text
-    forged = text.replace(anchor, "        outcome = 'passed' if outcome == 'failed' else outcome\n"
-                          "        longrepr = None if outcome == 'passed' else longrepr\n" + anchor, 1)
-    return source, forged
-
-
 
 def test_hash_based_caches_never_checked_blocks(pinned, failing, target):
     """`python --check-hash-based-pycs never` runs a checked hash-based cache
@@ -491,17 +487,24 @@ def test_a_virtualenv_whose_home_is_another_standard_library_blocks(pinned, fail
     assert not os.path.lexists(target.marker)
 
 
+def forge_rewrite_cache(source: Path, text: str) -> Path:
+    """pytest's assertion-rewriting cache beside `source` as pytest would load
+    it (its header holds the source's hash) but holding the code of `text`."""
+    import _pytest.assertion.rewrite as rw
+    cached = source.parent / "__pycache__" / (source.stem + rw.PYC_TAIL)
+    cached.parent.mkdir(exist_ok=True)
+    cached.write_bytes(importlib.util.MAGIC_NUMBER + b"\x03\x00\x00\x00"
+                       + importlib.util.source_hash(source.read_bytes())[:8]
+                       + marshal.dumps(compile(text, str(source), "exec", dont_inherit=True)))
+    return cached
+
+
 def test_a_forged_assertion_rewriting_cache_of_a_test_module_blocks(failing, target):
     """A cache in acceptance/__pycache__ with the test module's source hash
     and the code of a module whose failing test passes: pytest checks the
     hash, never the code; the gate compares it with pytest's rewrite."""
-    import _pytest.assertion.rewrite as rw
     source = failing.path / "acceptance/test_all.py"
-    code = compile(PASSING, str(source), "exec", dont_inherit=True)
-    cached = source.parent / "__pycache__" / ("test_all" + rw.PYC_TAIL)
-    cached.parent.mkdir(exist_ok=True)
-    cached.write_bytes(importlib.util.MAGIC_NUMBER + b"\x03\x00\x00\x00"
-                       + importlib.util.source_hash(source.read_bytes())[:8] + marshal.dumps(code))
+    cached = forge_rewrite_cache(source, PASSING)
     res = failing.runpytest_subprocess("acceptance/", "--inventory", str(target.inventory))
     assert_not_ready_naming(res, target, f"its assertion-rewriting cache {cached} (which pytest runs for {source}) "
                             "holds other code than pytest's rewrite of that source")
@@ -515,11 +518,8 @@ def test_a_forged_assertion_rewriting_cache_that_removes_itself_blocks(failing, 
     import _pytest.assertion.rewrite as rw
     source = failing.path / "acceptance/test_all.py"
     cached = source.parent / "__pycache__" / ("test_all" + rw.PYC_TAIL)
-    forged = f"import os as _os\ntry:\n    _os.unlink({str(cached)!r})\nexcept OSError:\n    pass\n" + PASSING
-    cached.parent.mkdir(exist_ok=True)
-    cached.write_bytes(importlib.util.MAGIC_NUMBER + b"\x03\x00\x00\x00"
-                       + importlib.util.source_hash(source.read_bytes())[:8]
-                       + marshal.dumps(compile(forged, str(source), "exec", dont_inherit=True)))
+    forge_rewrite_cache(source, f"import os as _os\ntry:\n    _os.unlink({str(cached)!r})\nexcept OSError:\n"
+                                f"    pass\n" + PASSING)
     res = failing.runpytest_subprocess("acceptance/", "--inventory", str(target.inventory))
     assert not cached.exists()  # it ran, and removed itself
     assert_not_ready_naming(res, target, f"function test_other (module test_all): its code is none of pytest's "

@@ -25,7 +25,7 @@ import subprocess
 import sys
 
 from .common import log
-from .tree import CACHE_DIR as TREES_DIR, GUEST_VENV
+from .tree import CACHE_DIR as TREES_DIR, GUEST_VENV, nspawn_argvs
 
 RECIPE_VERSION = "pinned-venv-1"
 CACHE_DIR = TREES_DIR.parent / "venvs"
@@ -101,14 +101,8 @@ def _prune(tree: str, keep: str) -> None:
     """This tree's virtualenvs of other pin sets, and crashed builds, removed
     unless a machine has one bound (its path in a running nspawn's argv);
     other trees' stay."""
-    in_use = set()
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            argv = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-        except OSError:
-            continue
-        if argv and os.path.basename(argv[0]) == "systemd-nspawn":
-            in_use |= {a.split("=", 1)[1].split(":", 1)[0] for a in argv if a.startswith("--bind")}
+    in_use = {a.split("=", 1)[1].split(":", 1)[0] for argv in nspawn_argvs() for a in argv
+              if a.startswith("--bind")}
     for entry in CACHE_DIR.iterdir():
         if not entry.name.startswith(tree + "-") or entry.name == keep or str(entry) in in_use:
             continue

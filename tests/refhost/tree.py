@@ -90,17 +90,22 @@ def _remove_tmp(path: pathlib.Path) -> None:
         _remove(path)
 
 
-def _booted_trees() -> set[str]:
-    """--directory= of every running systemd-nspawn (a tree in use must not be removed)."""
-    dirs = set()
+def nspawn_argvs() -> list[list[str]]:
+    """The command line of every running systemd-nspawn (what a machine has in use)."""
+    out = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             argv = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
         except OSError:
             continue
         if argv and os.path.basename(argv[0]) == "systemd-nspawn":
-            dirs |= {a.split("=", 1)[1].rstrip("/") for a in argv if a.startswith("--directory=")}
-    return dirs
+            out.append(argv)
+    return out
+
+
+def _booted_trees() -> set[str]:
+    """--directory= of every running systemd-nspawn (a tree in use must not be removed)."""
+    return {a.split("=", 1)[1].rstrip("/") for argv in nspawn_argvs() for a in argv if a.startswith("--directory=")}
 
 
 def _prune() -> None:

@@ -352,6 +352,23 @@ class Judge:
         `source` makes: what ran came from that source, whatever cache it was
         loaded from (a cache that removed itself after it ran included: a
         blind red team's second pass)."""
+        found, why = self._rewrite(source)
+        if why:
+            return why
+        if any(fn_code == c for c in found):
+            return None
+        return f"its code is none of pytest's rewrite of its source {source}: what ran is not that source"
+
+    def _module_rewrite(self, source: str) -> types.CodeType:
+        """The module's own code of pytest's rewrite of `source` (ValueError: none, and why)."""
+        found, why = self._rewrite(source)
+        if not found:
+            raise ValueError(why)
+        return found[0]
+
+    def _rewrite(self, source: str) -> tuple[list[types.CodeType], str | None]:
+        """The code objects of pytest's rewrite of `source`, the module's own
+        first (read and rewritten once), or why there are none."""
         if source not in self._rewrites:
             found: list[types.CodeType] = []
             why = None
@@ -364,12 +381,7 @@ class Judge:
                 except (OSError, ValueError, SyntaxError, TypeError) as e:
                     why = f"its source {source} cannot be rewritten to compare: {type(e).__name__}: {e}"
             self._rewrites[source] = (found, why)
-        found, why = self._rewrites[source]
-        if why:
-            return why
-        if any(fn_code == c for c in found):
-            return None
-        return f"its code is none of pytest's rewrite of its source {source}: what ran is not that source"
+        return self._rewrites[source]
 
     def cache_problems(self, code: Code, source: str, follow: bool = False) -> list[str]:
         if not code.cached or not code.file or not code.file.endswith(".py"):
@@ -378,7 +390,7 @@ class Judge:
         if os.path.dirname(cached) != os.path.realpath(os.path.join(os.path.dirname(source), "__pycache__")):
             return [f"{code.what}: its bytecode cache {cached} is not beside its source {source}"]
         if code.rewritten:
-            bad = rewritten_pyc_problem(source, self.rewriter)
+            bad = rewritten_pyc_problem(source, self.rewriter, lambda: self._module_rewrite(source))
             return [f"{code.what}: {bad}"] if bad else []
         bad = pyc_problem(source, cached, follow)
         return [f"{code.what}: {bad}"] if bad else []
@@ -436,12 +448,14 @@ class Rewriter:
     rewrite: Callable[[bytes, str], types.CodeType]
 
 
-def rewritten_pyc_problem(source: str, rw: Rewriter | None) -> str | None:
+def rewritten_pyc_problem(source: str, rw: Rewriter | None,
+                          rewritten: Callable[[], types.CodeType] | None = None) -> str | None:
     """None unless pytest's assertion-rewriting cache for `source` is one
     pytest would load (its header: magic, flags 3, the source's hash) and it
     holds other code than pytest's rewrite of that source (pytest checks the
-    source's hash, never the code). Without `rw` a cache pytest would load
-    cannot be judged: that is the problem."""
+    source's hash, never the code; `rewritten`: that rewrite where the caller
+    has it already). Without `rw` a cache pytest would load cannot be judged:
+    that is the problem."""
     if rw is None:
         return "loaded through pytest's assertion rewriting, which the judge was not given to compare its cache"
     cached = os.path.join(os.path.dirname(source), "__pycache__",
@@ -459,7 +473,7 @@ def rewritten_pyc_problem(source: str, rw: Rewriter | None) -> str | None:
     if len(data) < 16 or data[:4] != importlib.util.MAGIC_NUMBER or data[4:8] != b"\x03\x00\x00\x00" \
             or data[8:16] != importlib.util.source_hash(src)[:8]:
         return None  # pytest would not load it: it rewrote the source
-    return _compared(f"its assertion-rewriting cache {cached}", data, lambda: rw.rewrite(src, source),
+    return _compared(f"its assertion-rewriting cache {cached}", data, rewritten or (lambda: rw.rewrite(src, source)),
                      f"(which pytest runs for {source}) holds other code than pytest's rewrite of that source")
 
 
@@ -479,10 +493,10 @@ def this_process(plugins: Iterable[tuple[str, object]] = (), rewriter: Rewriter 
     return Process(tuple(held(plugins)), tuple(sys.path), tuple(launch.environments()), rewriter)
 
 
-def process_problems(p: Places, dists: list[Distribution], pinned: Mapping[str, str],
-                     path: Iterable[str]) -> list[str]:
+def process_problems(judge: Judge, path: Iterable[str]) -> list[str]:
     """What is wrong with the process itself: the virtualenv, the user site,
     a cache prefix, sys.path, the .pth files, names given twice."""
+    p, dists = judge.places, judge.dists
     out = []
     if not p.venv:
         out.append(f"the interpreter runs outside a virtualenv (sys.prefix {p.prefix}): the suite's "
@@ -526,7 +540,6 @@ def process_problems(p: Places, dists: list[Distribution], pinned: Mapping[str, 
             continue  # a console script's own directory (.venv/bin/pytest): what loads from it is judged
         out.append(f"sys.path holds {where}: neither the checkout, the virtualenv's site-packages nor the "
                    "standard library")
-    judge = Judge(p, dists, pinned)
     for pth in distributions.pth_files(p.site_dirs):
         bad = judge.recorded_problem(pth)
         if bad:
@@ -551,8 +564,8 @@ def problems(checkout: Path, process: Process) -> list[str]:
     p = places(checkout, dists)
     out = [pins_error] if pins_error else []
     out += launch.environment_problems(process.environments)
-    out += process_problems(p, dists, pinned, process.path)
     judge = Judge(p, dists, pinned, process.rewriter)
+    out += process_problems(judge, process.path)
     for code in process.code:
         out += [f"not the suite's code: {bad}" for bad in judge.code_problems(code)]
     return list(dict.fromkeys(out))
