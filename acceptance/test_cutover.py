@@ -17,7 +17,11 @@ CUT-2 POST /api/plugin/await-activation answers 204 (or 200), then
       bounded, of that very process) holds nothing the floor refuses
       (NODE_OPTIONS, LD_PRELOAD, ...: spec/floor.py), or its plugin list is its
       preload's to say (an Environment= drop-in, a restart with an edited
-      server.env).
+      server.env); and server.env and every directory from / down to it that
+      root alone may not write are unchanged (ctime) since at least 1 s
+      before that process started, so its
+      environment is the file CUT-3 judges and not one put back after a
+      restart (a preload can blank its own environ block).
 CUT-3 server.env (cutover.server_env) is a regular file (not a symlink), mode
       exactly 0600, owned by the service user, holds OPENCODE_PASSWORD= with
       a non-empty value, and sets no variable but cutover.environment's and
@@ -43,11 +47,12 @@ never sent a credential. Nothing is written on the host. The API as we read
 it lives in pty_acceptance/candidate/opencode_api.py only.
 """
 
+from typing import cast
 
 import pytest
 
 from pty_acceptance.candidate import opencode_api, serverenv
-from pty_acceptance.host import unitowner
+from pty_acceptance.host import proc, unitowner
 from pty_acceptance.host.bus import BusError
 from pty_acceptance.provenance import node_runtime
 from pty_acceptance.gate.checks import collect, expect, expect_none, reading
@@ -97,11 +102,13 @@ def _identified(inv, bus, seen, uid, req, evidence) -> node_runtime.Listener:
     return found
 
 
-def _environment_allowed(found: node_runtime.Listener, req, evidence) -> None:
+def _environment_allowed(found: node_runtime.Listener, server_env: str, req, evidence) -> None:
     """The identified listener's own environment (/proc/<pid>/environ, read
-    from that very process) holds nothing the floor refuses: else what it
-    answers is what the user's preload chose (issue 37 item 2)."""
-    pid = found.pid
+    from that very process) holds nothing the floor refuses, and server.env
+    (and every directory above it) is unchanged since before that process
+    started, so what systemd gave it is what CUT-3 judges: else what it
+    answers is what the user's preload chose (issue 37 items 2 and 8)."""
+    pid = cast(int, found.pid)  # identified: one owner, read in full
     with reading(req, f"the candidate's environment (pid {pid})", serverenv.EnvironUnreadable):
         names = serverenv.live_environment(pid, found.create_time)
     refused = serverenv.refused_in(names)
@@ -109,6 +116,16 @@ def _environment_allowed(found: node_runtime.Listener, req, evidence) -> None:
     expect_none(refused, req, f"the candidate (pid {pid}) runs with what changes what the runtime or the dynamic "
                               "loader loads in its environment (never allowed, spec/floor.py): what it answers is "
                               "not the runtime's alone")
+    with reading(req, f"the candidate's start (pid {pid})", OSError, ValueError):
+        started = proc.start_realtime_ns(pid)
+    changed = serverenv.changed_since(server_env, started)
+    evidence("server.env since the candidate started", changed or
+             f"{server_env} and every directory above it unchanged since at least {serverenv.STEADY_S} s "
+             f"before pid {pid} started")
+    expect_none(changed, req, f"the candidate (pid {pid}) was started from a {server_env} that has changed since "
+                              "(or a directory on its path has): the environment systemd gave it is not the one "
+                              "CUT-3 judges, and its preload could have hidden itself from its environ; restart "
+                              "the candidate unit and run again")
 
 
 def _still_the_unit_s(inv, bus, seen, found, req, evidence) -> None:
@@ -127,7 +144,7 @@ def _candidate(inv, bus, seen, env, uid, req, evidence, judge_environment=False)
     expect(env.password is not None, req, f"cannot authenticate to the candidate: {env.describe()}")
     found = _identified(inv, bus, seen, uid, req, evidence)
     if judge_environment:
-        _environment_allowed(found, req, evidence)
+        _environment_allowed(found, inv.cutover.server_env, req, evidence)
     return opencode_api.Client(inv.ports.candidate, password=env.password.reveal(),
                                directory=inv.cutover.directory), found
 

@@ -23,7 +23,10 @@ ISO-1  The target is the one process listening on ports.candidate (the
        (kernel.yama.ptrace_scope through Testinfra's host.sysctl; a kernel
        without Yama has no such key, recorded as `absent`), the owner of
        /proc/<pid>/fd (root: the target is not dumpable) and every probe
-       result are recorded with each test.
+       result are recorded with each test. What the probe cannot see is read
+       as root: runtime.binary is root's and unreadable to the service user
+       (others, its groups, an ACL), or the kernel made the candidate dumpable
+       at exec and it may since have made itself not dumpable.
 ISO-3  (the rest is test_process_control.py) The same probe also tries
        kill(pid, 0) and pidfd_send_signal(0): Linux lets a process signal its
        own uid, so what they reach is recorded as evidence (availability, not
@@ -221,6 +224,23 @@ def test_signal_reach_is_recorded(probed, evidence, concern):
 
 
 # ------------------------------------------------------------------ ISO-1, root's view
+@pytest.mark.requirement("ISO-1")
+def test_the_runtime_binary_is_unreadable_to_the_service_user(inv, host, target, evidence):
+    """What the probe cannot see: a process is made not dumpable at exec only when
+    its user cannot read its executable; one that could, and then made itself not
+    dumpable (its preload, or an injection while it was dumpable), refuses the
+    probe and is the user's all the same."""
+    t = _target_or_fail(target, evidence)
+    binary, user = inv.runtime.binary, host.user(inv.service_user)
+    expect(user.exists, "ISO-1", f"the service user {inv.service_user!r} does not exist")
+    gids = {int(g) for g in user.gids} | set(t.gids)
+    seen, problems = isolation.readable_to(binary, user.uid, gids)
+    evidence("runtime binary", seen)
+    expect(not problems, "ISO-1", f"the candidate ({t.describe()}) runs {binary}, which the service user can read, "
+                                  "so the kernel made it dumpable at exec and a process of the user's could attach "
+                                  "to it, whatever the probe now sees: " + "; ".join(problems))
+
+
 @pytest.mark.requirement("ISO-1")
 def test_descriptors_are_close_on_exec(inv, host, bus, unit_seen, target, evidence):
     t = _target_or_fail(target, evidence)

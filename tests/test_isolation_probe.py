@@ -379,3 +379,31 @@ def test_yama_and_target_facts():
     t = isolation.Target(7, 1, "/bin/x", (1000,) * 3, (1000,) * 3, 0)
     assert t.facts("absent") == "Yama absent, /proc/7/fd owned by uid 0 (not dumpable)"
     assert t.describe() == "pid 7 (/bin/x, uid 1000)"
+
+
+def test_a_runtime_the_service_user_can_read_is_named(tmp_path):
+    """ISO-1: the kernel marks a process not dumpable at exec only when its user
+    cannot read the executable; read as root, whatever the process says now."""
+    from pty_acceptance.supervisor import isolation
+    os.chmod(tmp_path, 0o755)
+    binary = tmp_path / "opencode2-node"
+    binary.write_bytes(b"\x7fELF")
+    os.chmod(binary, 0o711)
+    seen, problems = isolation.readable_to(str(binary), 1000, {1000})
+    assert problems == [] and "mode=0711" in seen
+    os.chmod(binary, 0o755)
+    (why,) = isolation.readable_to(str(binary), 1000, {1000})[1]
+    assert "readable by others" in why
+    os.chmod(binary, 0o750)
+    os.chown(binary, 0, 1000)
+    (why,) = isolation.readable_to(str(binary), 1000, {1000})[1]
+    assert "group 1000" in why
+    assert isolation.readable_to(str(binary), 1000, {1001})[1] == []
+    os.chown(binary, 1000, 1000)
+    os.chmod(binary, 0o311)
+    assert len(isolation.readable_to(str(binary), 1000, {1000})[1]) == 1  # owned: it may chmod
+    os.chmod(binary, 0o711)
+    assert len(isolation.readable_to(str(binary), 1000, {1000})[1]) == 2
+    link = tmp_path / "link"
+    link.symlink_to(binary)
+    assert "not a regular file" in isolation.readable_to(str(link), 1000, {1000})[1][0]

@@ -181,3 +181,33 @@ def test_the_live_environment_is_read_from_that_very_process():
     with pytest.raises(serverenv.EnvironUnreadable):
         serverenv.live_environment(child.pid, created)
     assert serverenv.refused_in(("PATH", "HOME", "INVOCATION_ID", "OPENCODE_PASSWORD")) == []
+
+
+def test_a_server_env_changed_after_the_process_started_is_named(tmp_path):
+    """CUT-2 (issue 37 round five): the candidate's environment is the file CUT-3
+    judges only when the file, and every directory above it that is not root's
+    alone, has not changed since before the process started; a rename in a
+    directory of the path counts, a root-only directory does not."""
+    import time
+    from pty_acceptance.host import proc
+    pilot = tmp_path / "pilot"
+    pilot.mkdir()
+    env = pilot / "server.env"
+    env.write_text(f"OPENCODE_PASSWORD={PW}\n")
+    os.chmod(tmp_path, 0o755)
+    os.chown(pilot, 1000, 1000)  # the service user's directory (root's alone is not judged)
+    later = time.time_ns() + int(5e9)
+    assert serverenv.changed_since(str(env), later) == []
+    now = time.time_ns()
+    changed = serverenv.changed_since(str(env), now)
+    assert any(c.startswith(f"{env} changed (ctime)") for c in changed)
+    assert any(c.startswith(f"{pilot} changed") for c in changed)
+    assert not any(c.startswith("/ ") for c in changed)  # root's alone
+    os.rename(pilot, tmp_path / "elsewhere")  # a directory of the path renamed away: absent
+    assert serverenv.changed_since(str(env), later) == [f"{pilot}: absent"]
+    os.symlink(tmp_path / "elsewhere", pilot)  # and a link put in its place is not followed
+    (why,) = serverenv.changed_since(str(env), later)
+    assert "not followed" in why
+    import psutil
+    started = proc.start_realtime_ns(os.getpid())  # psutil reads the same fact, to boot's second
+    assert abs(started / 1e9 - psutil.Process().create_time()) < 1.1

@@ -551,6 +551,14 @@ FAULTS += [
           "preload> to server.env and kills the candidate once: systemd restarts it with the preload, which "
           "makes the plugin list say active", "PTY_FAULT_SWITCH=plugin-failed PTY_FAULT_RESTART=1",
           script_file="user-preloads-node-options.sh", modules=_m("cutover"), says="NODE_OPTIONS"),
+    Fault("server-env-node-options-restart-then-restored", ("CUT-2",), "local-pty fails to activate "
+          "(candidate switch plugin-failed); the service user appends NODE_OPTIONS=--require=<its preload> to "
+          "server.env, kills the candidate once (systemd restarts it with the preload) and puts server.env back; "
+          "the preload renames NODE_OPTIONS in its own environ block (through /proc/self/mem: the runtime "
+          "was made readable, 0755, so the restarted candidate is dumpable) and makes the plugin list say "
+          "active (a red team's round five)",
+          "PTY_FAULT_SWITCH=plugin-failed PTY_FAULT_RESTART=1 PTY_FAULT_RESTORE=1",
+          script_file="user-preloads-node-options.sh", modules=_m("cutover"), says="has changed since"),
     # -- CUT-2 in the candidate API's real shapes (reference-candidate fault switches)
     Fault("activation-empty-200-plugins-failed", ("CUT-2",),
           "await-activation answers 200 with an empty body while local-pty has failed",

@@ -35,6 +35,15 @@ environment systemd gave it: an administrator's Environment= drop-in, a
 restart with an edited server.env). What it reads is the process's initial
 environment block, which the process itself can overwrite after it started:
 a variable there is proof, its absence only that none was left visible.
+So `changed_since` asks the question the process cannot answer for itself:
+whether server.env, and every directory from / down to it that is not
+root's alone, is unchanged since before the process started (each one's ctime, which only the kernel sets and
+every write, rename, chmod or entry made or removed inside a directory moves,
+older than the process's start by STEADY_S). If so, what systemd read for it
+is what CUT-3 judged now; if not (a restart with an edited server.env, the
+file put back afterwards: a red team's round five, whose preload then renamed
+NODE_OPTIONS in its own environ block through /proc/self/mem), what it was started with is
+unknown and it is not judged.
 """
 
 from __future__ import annotations
@@ -318,6 +327,36 @@ def live_environment(pid: int, create_time: float | None) -> tuple[str, ...]:
         raise EnvironUnreadable(f"/proc/{pid}/environ is empty: the process hides its environment")
     return tuple(entry.partition(b"=")[0].decode("utf-8", "surrogateescape")
                  for entry in data.split(b"\0") if entry)
+
+
+STEADY_S = 1.0  # far above the coarse clock of a ctime (a jiffy) and the start time's tick
+
+
+def changed_since(path: str, started_ns: int) -> list[str]:
+    """The components of `path` (/ and every directory down to it, then the file;
+    judged by lstat through a walk that follows no link) whose ctime is not at
+    least STEADY_S older than `started_ns` (realtime, nanoseconds), or that
+    cannot be read: empty when none changed. A directory root owns and only
+    root may write is not judged: its entries are the administrator's, and it
+    is replaced only by an entry change in its parent, which is judged unless
+    it is such a directory too."""
+    out = []
+    for where in [*hostfs.ancestors(path), path]:
+        try:
+            node = hostfs.Node(where, os.lstat(where)) if where == "/" else hostfs.Node.walked(where)
+        except (hostfs.PathRefused, OSError) as e:
+            out.append(f"{where}: {e} (not followed)")
+            break
+        if node.st is None:
+            out.append(f"{where}: absent")
+            break
+        if where != path and node.st.st_uid == 0 and not node.st.st_mode & 0o022:
+            continue  # only root changes its entries; it moves only with its parent's, judged if not root's
+        late = node.st.st_ctime_ns - (started_ns - int(STEADY_S * 1e9))
+        if late > 0:
+            out.append(f"{where} changed (ctime) {(node.st.st_ctime_ns - started_ns) / 1e9:+.3f} s "
+                       "from the candidate's start")
+    return out
 
 
 def refused_in(names: tuple[str, ...]) -> list[str]:

@@ -145,6 +145,15 @@ def start_ticks(pid: int) -> int:
     return int(stat_field(stat_line(pid), 22))
 
 
+def start_realtime_ns(pid: int) -> int:
+    """When `pid` started, on the realtime clock in nanoseconds: its start in
+    ticks after boot (CLOCK_BOOTTIME, which /proc/<pid>/stat counts in) moved
+    by the realtime clock's offset from boot, read now; to a tick."""
+    ticks = start_ticks(pid)
+    offset = time.clock_gettime_ns(time.CLOCK_REALTIME) - time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+    return offset + ticks * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+
+
 def start_time(pid: int) -> float | None:
     """A process's start time (seconds since the epoch), from /proc/<pid>/stat."""
     try:

@@ -51,7 +51,7 @@ from pty_acceptance.supervisor.session_clients import MAX_OUTPUT, RawSession
 
 HELPER_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}  # what agent.py gives the helper
 STRING_BYTES = p.START_BOUND + p.HEADER.size + 64
-FREEZE_DEADLINE_S = 5.0
+FREEZE_DEADLINE_S = 30.0  # a bound for the failure, not a wait: a loaded host took over 5 s
 RUN_DEADLINE_S = 20.0
 
 # HELPER-5: Go runtime metadata the exact reference build reads at start
@@ -325,10 +325,31 @@ def _freeze(run: TracedRun, strace_pid: int, trace_file: str) -> None:
                 return
         if time.monotonic() > end:
             run.frozen_problem = (f"the helper (pid {pid}) was not stopped after a sendmsg within "
-                                  f"{FREEZE_DEADLINE_S} s: it never sent START with sendmsg")
+                                  f"{FREEZE_DEADLINE_S} s: {_unfrozen(pid, trace_file)}")
             return
         time.sleep(delay)  # poll interval, not a wait for an outcome
         delay = min(delay * 2, 0.05)
+
+
+def _unfrozen(pid: int | None, trace_file: str) -> str:
+    """What was true at the freeze deadline: the trace's sendmsg calls and
+    SIGSTOP lines, and the state of each helper thread."""
+    try:
+        with open(trace_file, "rb") as f:
+            text = f.read()
+    except OSError as e:
+        text, said = b"", f"no trace ({e.strerror})"
+    else:
+        said = (f"the trace ({len(text)} bytes) has {text.count(b'sendmsg(')} sendmsg call(s) and "
+                f"{text.count(b'--- stopped by SIGSTOP ---')} SIGSTOP stop(s)")
+    states = []
+    if pid:
+        try:
+            states = [(tid, proc.stat_field(proc.stat_line(pid, tid), 3).decode("ascii", "replace"))
+                      for tid in proc.threads(pid)]
+        except OSError as e:
+            states = [f"unreadable ({e.strerror})"]
+    return f"{said}; helper threads (tid, state): {states or 'none'}"
 
 
 def _read_to_end(sock: socket.socket, deadline_s: float) -> bytes:

@@ -136,6 +136,43 @@ def yama() -> str:
     return f"ptrace_scope {value}"
 
 
+def readable_to(path: str, uid: int, gids: set[int]) -> tuple[str, list[str]]:
+    """What stands at `path`, and why the service user (`uid`, `gids`) could read
+    the executable there (empty: it cannot). The kernel marks a process not dumpable at exec only when
+    its user cannot read the file it runs; read after that, a process of the
+    user's own (a preload, an injection while it was dumpable) can have made
+    itself not dumpable, and the live probe would see nothing. Judged by lstat
+    through a walk that follows no link: owned by root (an owner chmods), no read
+    for others, none for a group of the user's, no POSIX ACL (which may grant it)."""
+    from pty_acceptance.host import hostfs
+
+    try:
+        node = hostfs.Node.walked(path)
+    except (hostfs.PathRefused, OSError) as e:
+        return f"{path}: unread", [f"{path}: {e} (not followed)"]
+    st = node.st
+    if st is None:
+        return node.describe(), [f"{path}: absent"]
+    if not stat.S_ISREG(st.st_mode):
+        return node.describe(), [f"{path} is a {hostfs.kind_of(st.st_mode)}, not a regular file"]
+    mode, out = stat.S_IMODE(st.st_mode), []
+    if st.st_uid != 0:
+        out.append(f"{path} is owned by uid {st.st_uid}, not root (its owner may make it readable)")
+    if st.st_uid == uid and mode & stat.S_IRUSR:
+        out.append(f"{path} is readable by its owner, the service user (mode {mode:04o})")
+    if mode & stat.S_IROTH:
+        out.append(f"{path} is readable by others (mode {mode:04o})")
+    if mode & stat.S_IRGRP and st.st_gid in gids:
+        out.append(f"{path} is readable by group {st.st_gid}, one of the service user's (mode {mode:04o})")
+    try:
+        acl = [a for a in os.listxattr(path, follow_symlinks=False) if a.startswith("system.posix_acl")]
+    except OSError as e:
+        acl = [f"extended attributes unreadable ({e.strerror})"]
+    if acl:
+        out.append(f"{path} carries {', '.join(acl)} (an ACL may grant the service user read)")
+    return node.describe(), out
+
+
 def find_target(port: int) -> Target:
     """The one process listening on TCP `port`, its start time and dumpability.
     Only read: whether it is the candidate (runs the runtime binary, is its

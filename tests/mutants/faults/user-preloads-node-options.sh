@@ -12,6 +12,14 @@
 #   PTY_FAULT_SWITCH   the candidate switch words planted first (may be empty)
 #   PTY_FAULT_RESTART  1: byk then kills the running candidate once; systemd
 #                      restarts it (Restart=on-failure) with the preload
+#   PTY_FAULT_RESTORE  1 (with PTY_FAULT_RESTART=1): once the candidate runs with
+#                      the preload, byk puts server.env back as it was, and the
+#                      preload has renamed NODE_OPTIONS in its own environ block
+#                      (XODE_OPTIONS, written through /proc/self/mem, which a
+#                      process may write when it is dumpable: the red team's
+#                      runtime was made readable too, 0755, as here): CUT-3 and
+#                      the candidate's /proc/<pid>/environ then show nothing (a
+#                      red team's round five; only when server.env changed says it)
 # Every process that loaded the preload logs its pid to
 # /var/lib/pty-fault/preloaded; the script proves the preload works in the SEA
 # (a probe runtime as byk, or the restarted candidate) or fails: a fault that
@@ -28,6 +36,10 @@ if [ -n "${PTY_FAULT_SWITCH:-}" ]; then  # the defect, through the reference dep
 	wait_port 14102
 	echo "FAULT: the candidate runs with the switch $PTY_FAULT_SWITCH" >&2
 fi
+if [ "${PTY_FAULT_RESTORE:-0}" = 1 ]; then  # the second defect: a dumpable candidate after its restart
+	chmod 0755 "$RUNTIME"
+	echo "FAULT: the runtime binary is readable by the service user" >&2
+fi
 mkdir -p -m 0755 /var/lib/pty-fault
 install -o byk -g byk -m 0644 /dev/null "$LOG"
 # --- the service user's action, as byk
@@ -41,6 +53,18 @@ fs.readFileSync = function (p, ...rest) {
   }
   return read.call(this, p, ...rest);
 };
+if ('${PTY_FAULT_RESTORE:-0}' === '1') {  // hide NODE_OPTIONS in its own environ block
+  const st = fs.readFileSync('/proc/self/stat', 'latin1');
+  const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
+  const start = Number(f[50 - 3]), end = Number(f[51 - 3]);
+  const mem = fs.openSync('/proc/self/mem', 'r+');
+  const block = Buffer.alloc(end - start);
+  fs.readSync(mem, block, 0, block.length, start);
+  for (let i = block.indexOf('NODE_OPTIONS='); i >= 0; i = block.indexOf('NODE_OPTIONS=', i + 1)) {
+    if (i === 0 || block[i - 1] === 0) fs.writeSync(mem, Buffer.from('X'), 0, 1, start + i);
+  }
+  fs.closeSync(mem);
+}
 fs.appendFileSync('$LOG', 'PRELOADED ' + process.pid + '\n');
 JS
 runuser -u byk -- sh -c 'printf "NODE_OPTIONS=--require=%s\n" "$1" >>"$2"' sh "$PRELOAD" "$PILOT/server.env"
@@ -59,8 +83,17 @@ if [ "${PTY_FAULT_RESTART:-0}" = 1 ]; then
 	done
 	wait_port 14102
 	preloaded "$new"
-	tr '\0' '\n' <"/proc/$new/environ" | grep -q '^NODE_OPTIONS='
 	echo "FAULT: byk killed the candidate ($old); systemd restarted it ($new) with its preload" >&2
+	if [ "${PTY_FAULT_RESTORE:-0}" = 1 ]; then  # server.env as it was, a new file of byk's (0600)
+		runuser -u byk -- sh -c 'umask 077; grep -v "^NODE_OPTIONS=" "$1" >"$1.new" && mv "$1.new" "$1"' sh "$PILOT/server.env"
+		! grep -q '^NODE_OPTIONS=' "$PILOT/server.env"
+		! tr '\0' '\n' <"/proc/$new/environ" | grep -q '^NODE_OPTIONS='
+		tr '\0' '\n' <"/proc/$new/environ" | grep -q '^XODE_OPTIONS='
+		stat -c 'FAULT: server.env put back: %a %U:%G, %s bytes' "$PILOT/server.env" >&2
+		echo "FAULT: the candidate ($new) shows no NODE_OPTIONS in its environ" >&2
+	else
+		tr '\0' '\n' <"/proc/$new/environ" | grep -q '^NODE_OPTIONS='
+	fi
 else  # a probe runtime as byk with server.env's NODE_OPTIONS: the SEA loads the preload
 	runuser -u byk -- env -i PATH=/usr/bin:/bin "NODE_OPTIONS=--require=$PRELOAD" \
 		timeout 20 "$RUNTIME" --hostname 127.0.0.1 --port 0 >/dev/null 2>&1 &
