@@ -391,3 +391,41 @@ def test_pythonpath_sitecustomize_ending_the_process_exits_0(project, target, tm
     (tmp_path / "sitecustomize.py").write_text("import os\nos._exit(0)\n")
     done = start(project, [PYTEST, *suite_args(target)], PYTHONPATH=str(tmp_path))
     assert done.returncode != 0, f"exit 0 without READY\n{said(done)}"
+
+
+# ------------------------------------------------- pytest started other ways (a red team's second pass)
+def _started_otherwise(tmp_path: Path) -> dict[str, list[str]]:
+    python = str(Path(sys.executable).parent / "python")
+    (tmp_path / "t").symlink_to(PYTEST)
+    (tmp_path / "run_it.py").write_text("import sys\nimport pytest\nsys.exit(pytest.main(sys.argv[1:]))\n")
+    return {
+        "python -m pytest.__main__": [python, "-m", "pytest.__main__"],
+        "python -- the console script": [python, "--", PYTEST],
+        "a link to the console script named otherwise": [str(tmp_path / "t")],
+        "python -c pytest.main()": [python, "-c", "import sys, pytest; sys.exit(pytest.main())"],
+        "python -m runpy pytest": [python, "-m", "runpy", "pytest"],
+        "a script calling pytest.main": [python, str(tmp_path / "run_it.py")],
+    }
+
+
+@pytest.mark.parametrize("how", ["python -m pytest.__main__", "python -- the console script",
+                                 "a link to the console script named otherwise", "python -c pytest.main()",
+                                 "python -m runpy pytest", "a script calling pytest.main"])
+def test_pytest_started_any_other_way_with_version_leaves_no_marker(project, target, tmp_path, how):
+    """However pytest is started on the suite (MARK-4): where sys.orig_argv does
+    not show the console script or `-m pytest`, the early guard judges the
+    first Config the process makes, before pytest parses its arguments."""
+    marker = earlier_ready(project, target)
+    done = start(project, [*_started_otherwise(tmp_path)[how], *suite_args(target, "-V")])
+    assert_not_ready(done, marker, "MARK-4: the run guard never ran")
+    assert done.returncode == EARLY_EXIT, said(done)
+
+
+def test_an_inventory_given_through_a_linked_directory_leaves_no_marker(project, target, tmp_path):
+    """The run refuses an inventory whose path holds a link; the marker that
+    inventory names is one the run could name, and goes (MARK-4)."""
+    marker = earlier_ready(project, target)
+    (tmp_path / "inv").symlink_to(Path(target.inventory).parent)
+    linked = tmp_path / "inv" / Path(target.inventory).name
+    done = start(project, [PYTEST, "-p", "no:cacheprovider", "acceptance/", "--inventory", str(linked)])
+    assert_marker_gone_and_failed(done, marker)

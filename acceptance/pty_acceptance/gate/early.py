@@ -12,9 +12,15 @@ error of its first parse, `-c`/`--rootdir`/`--confcutdir` that name nothing,
 `-V` alone, a `-p` plugin that cannot be imported or that ends the process)
 comes after this.
 
-Every other Python process of the virtualenv (pip, `python -c`, `pytest
-tests/`, `pty-acceptance`) only reads sys.orig_argv here and goes on: no
-import beyond `sys`, no output. A pytest run is the virtualenv's console
+Every other Python process of the virtualenv (pip, `python -c`,
+`pty-acceptance`) reads sys.orig_argv here and puts a finder in front of
+sys.meta_path that finds nothing until `_pytest.config` is imported; then it
+puts the same guard in front of pytest's `Config.__init__`, so that pytest
+started any other way (`python -m pytest.__main__`, `-m runpy pytest`, a
+renamed link to the console script, a program calling pytest.main) is judged
+when its first Config is made, from that Config's arguments and directory,
+before pytest parses them. A pytest run that is not on the suite (`pytest
+tests/`) is left alone. No import beyond `sys` until then, no output. A pytest run is the virtualenv's console
 script (`pytest`, `py.test`) or `python -m pytest`/`-m py.test`, interpreter
 options allowed before it. It is on the suite when what it collects reaches
 a checkout (gate/checkout.py, as the run guard decides it: the paths of
@@ -76,6 +82,9 @@ def pytest_args(argv: list[str]) -> list[str] | None:
         if arg == "--check-hash-based-pycs":
             i += 2
             continue
+        if arg == "--":  # the end of the interpreter's options: the script follows
+            name = argv[i + 1].rsplit("/", 1)[-1] if i + 1 < len(argv) else ""
+            return list(argv[i + 2:]) if name in PYTEST_SCRIPTS else None
         if arg.startswith("--"):
             return None  # --help, --version: the interpreter's own
         if arg.startswith("-") and arg != "-":
@@ -122,10 +131,111 @@ def expanded(args: list[str], here: str, depth: int = 0) -> list[str]:
 
 
 def _start() -> None:
-    global _run
     args = pytest_args(list(getattr(sys, "orig_argv", [])))
-    if args is None:
+    if args is None:  # not started as pytest: it may yet run pytest in the process
+        sys.meta_path.insert(0, _PytestConfigFinder)
         return
+    _begin(args, None)
+
+
+class _PytestConfigFinder:
+    """A finder that finds nothing itself (a red team's second pass: pytest
+    started as `python -m pytest.__main__`, `python -m runpy pytest`, a link to
+    the console script under another name, `python -c "import pytest;
+    pytest.main()"`, any program calling pytest.main, left an earlier marker
+    behind on `-V`). When `_pytest.config` is first imported, it leaves
+    sys.meta_path and has the module's own loader run it, then puts the
+    early guard in front of pytest's entry and of `Config.__init__`: every
+    pytest run passes one of them before it parses its options, reads its
+    configuration, answers `--version` or imports a `-p` plugin, and the first
+    run of the process is judged as a command line would be (its arguments,
+    its directory)."""
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name != "_pytest.config":
+            return None
+        try:
+            sys.meta_path.remove(cls)
+        except ValueError:
+            pass
+        from importlib.machinery import PathFinder
+
+        spec = PathFinder.find_spec(name, path, target)
+        loader = spec and spec.loader
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        run_module = loader.exec_module
+
+        def exec_module(module):
+            run_module(module)
+            _guard_config(module)
+
+        loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+_judged = False  # a pytest run of this process was judged here (only the first is)
+
+
+def _judge_first(args, here: str | None) -> None:
+    global _judged
+    if _judged or _run is not None:
+        return
+    _judged = True  # first: early_run's own Config comes through here too
+    import os
+
+    if args is None:
+        args = sys.argv[1:]
+    elif isinstance(args, (str, os.PathLike)):
+        args = [args]
+    try:
+        argv = [os.fspath(a) for a in args]
+    except TypeError:
+        argv = []
+    _begin(argv, here)
+
+
+def listing() -> None:
+    """This process's pytest run is a listing collection (node_listing.py: its
+    start-up hooks inert, no marker read or removed): not judged here."""
+    global _judged
+    _judged = True
+
+
+def _guard_config(module) -> None:
+    """pytest's own entry (`_main`, which pytest.main, the console script and
+    `-m pytest` all go through, and which answers a single `-V` before any
+    Config exists; `main` where there is no `_main`) and `Config.__init__`
+    (every other way to a run) judge the first run of the process first."""
+    entry = "_main" if callable(getattr(module, "_main", None)) else "main"
+    run_main = getattr(module, entry, None)
+    config = getattr(module, "Config", None)
+    original = getattr(config, "__init__", None)
+    if run_main is None or config is None or original is None:
+        return
+
+    def guarded_main(*args, **kwargs):
+        _judge_first(kwargs.get("args", args[0] if args else None), None)
+        return run_main(*args, **kwargs)
+
+    def __init__(self, *args, **kwargs):
+        params = kwargs.get("invocation_params")
+        if params is None:
+            _judge_first([], None)
+        else:
+            _judge_first(getattr(params, "args", []), str(getattr(params, "dir", "")) or None)
+        original(self, *args, **kwargs)
+
+    setattr(module, entry, guarded_main)
+    config.__init__ = __init__
+
+
+def _begin(args: list[str], here: str | None) -> None:
+    """A pytest run with arguments `args`, started in `here` (None: the working
+    directory): when it is on the suite, its markers go and its options are
+    judged before pytest reads anything."""
+    global _run
     import atexit
     import os
 
@@ -134,7 +244,7 @@ def _start() -> None:
     from pty_acceptance.host import rundir, terminal
 
     try:
-        here = os.getcwd()
+        here = os.getcwd() if here is None else here
     except OSError as e:  # which checkout cannot be told: the default marker goes, and the run with it
         removal = marker_paths.Removal()
         removal.add(marker_paths.named(args, "/", readiness_marker.DEFAULT_PATH))

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from pty_acceptance.decision.nodeids import NodeIdsError
+from pty_acceptance.gate import early
 from pty_acceptance.gate.failures import requirement_ids
 
 
@@ -48,6 +49,7 @@ def collect(root: Path, inifile: Path | None = None) -> dict[str, tuple[str, ...
     args = ["--collect-only", "-q", "-p", "no:cacheprovider",
             "--rootdir", str(root), "-c", str(inifile or root / "pyproject.toml"), str(root / "acceptance")]
     said = io.StringIO()
+    early.listing()  # not a run the early guard judges (its start-up file ran in this process)
     with contextlib.redirect_stdout(said):
         status = pytest.main(args, plugins=[rec])
     if status != 0:
