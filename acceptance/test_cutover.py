@@ -18,8 +18,8 @@ CUT-2 POST /api/plugin/await-activation answers 204 (or 200), then
       (NODE_OPTIONS, LD_PRELOAD, ...: spec/floor.py), or its plugin list is its
       preload's to say (an Environment= drop-in, a restart with an edited
       server.env); and server.env and every directory from / down to it that
-      root alone may not write are unchanged (ctime) since at least 1 s
-      before that process started, so its
+      anyone but root could put another at are unchanged (ctime) since at
+      least 1 s before that process started, so its
       environment is the file CUT-3 judges and not one put back after a
       restart (a preload can blank its own environ block).
 CUT-3 server.env (cutover.server_env) is a regular file (not a symlink), mode

@@ -12,6 +12,8 @@ from __future__ import annotations
 import base64
 import itertools
 import json
+import os
+import signal
 import sys
 import threading
 import time
@@ -139,20 +141,55 @@ def make_handler(b: Behaviour):
 
 
 class StandIn:
-    def __init__(self, behaviour: Behaviour, port: int = 0, host: str = "127.0.0.1"):
+    """The stand-in served by a thread of this process, or (`forked`) by a child
+    process of its own, `pid`, started on entry: a process that starts after
+    what the test wrote before (CUT-2 judges server.env older than the
+    candidate's start). The child's record of what it was asked (`seen`) comes
+    back to the Behaviour on exit."""
+
+    def __init__(self, behaviour: Behaviour, port: int = 0, host: str = "127.0.0.1", forked: bool = False):
         self.b = behaviour
         self.server = ThreadingHTTPServer((host, port), make_handler(behaviour))
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.forked = forked
+        self.pid: int | None = None
+        self._seen_r = -1
 
     def __enter__(self):
-        self.thread.start()
+        if not self.forked:
+            self.thread.start()
+            return self
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: serve until SIGTERM, then hand back what was seen
+            try:
+                os.close(r)
+                signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=self.server.shutdown).start())
+                self.server.serve_forever()
+                data = json.dumps(self.b.seen).encode()
+                while data:
+                    data = data[os.write(w, data):]
+            finally:
+                os._exit(0)
+        os.close(w)
+        self.pid, self._seen_r = pid, r
         return self
 
     def __exit__(self, *exc):
-        self.server.shutdown()
+        if self.pid is None:
+            self.server.shutdown()
+            self.server.server_close()
+            return
+        os.kill(self.pid, signal.SIGTERM)
+        chunks = []
+        while chunk := os.read(self._seen_r, 65536):
+            chunks.append(chunk)
+        os.close(self._seen_r)
+        os.waitpid(self.pid, 0)
         self.server.server_close()
+        self.b.seen[:] = [tuple(x) for x in json.loads(b"".join(chunks) or b"[]")]
 
 
 def _password_from(path: str) -> str:

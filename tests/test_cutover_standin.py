@@ -22,7 +22,7 @@ from suitecopy import suite_copy
 from opencode_standin import Behaviour, StandIn
 
 PW = "standin-pw-7c1e0b9a-Zz"
-USER = "root"  # the stand-ins run in this (root) process: the listener the suite identifies
+USER = "root"  # the stand-ins run in this (root) process or its child: the listener the suite identifies
 RUNTIME = os.path.realpath(sys.executable)  # what /proc/<this pid>/exe is
 TOKEN = base64.b64encode(f"opencode:{PW}".encode()).decode()
 
@@ -104,7 +104,12 @@ def _own_checkout(safe_dir):
     COPY["path"] = None
 
 
-def _run(tmp_path, prod_port, cand_port, env_file, extra=(), runtime=RUNTIME, units=None):
+def _run(tmp_path, prod_port, cand_port, env_file, extra=(), runtime=RUNTIME, units=None, candidate=None):
+    """The suite's cutover module against the stand-ins; `candidate` (a forked
+    StandIn) is the candidate unit's MainPID unless `units` says otherwise."""
+    units = dict(units or {})
+    if candidate is not None:
+        units.setdefault("opencode-v2-preview.service", {"MainPID": candidate.pid})
     d = yaml.safe_load((REPO / "inventories/reference.yml").read_text())
     (vars_,) = d["all"]["hosts"].values()
     vars_["service_user"] = USER
@@ -133,13 +138,26 @@ def _env(tmp_path, mode=0o600, value=PW):
     os.chmod(p, mode)
     u = pwd.getpwnam(USER)
     os.chown(p, u.pw_uid, u.pw_gid)
+    _aged(p)
     return p
+
+
+def _aged(p) -> None:
+    """CUT-2 judges a candidate only when server.env is older than its start by
+    serverenv.STEADY_S (ctime, which nothing but the clock moves back): the
+    stand-in starts after the file has aged that long."""
+    from pty_acceptance.candidate.serverenv import STEADY_S
+    import time
+    until = os.lstat(p).st_ctime_ns + int((STEADY_S + 0.05) * 1e9)
+    while time.time_ns() < until:
+        time.sleep(0.05)
 
 
 def test_cutover_passes_against_conforming_standins(tmp_path):
     prod, cand = Behaviour(None), Behaviour(PW)
-    with StandIn(prod) as p, StandIn(cand) as c:
-        out, xml, cases = _run(tmp_path, p.port, c.port, _env(tmp_path))
+    env = _env(tmp_path)  # written before the candidate starts: CUT-2 judges its age
+    with StandIn(cand, forked=True) as c, StandIn(prod) as p:  # forked before production listens
+        out, xml, cases = _run(tmp_path, p.port, c.port, env, candidate=c)
     assert cases and all(ok for ok, _ in cases.values()), out[-3000:]
     assert PW not in out and PW not in xml and TOKEN not in out and TOKEN not in xml
     assert all(auth is None for _, _, auth in prod.seen) and {m for m, _, _ in prod.seen} == {"GET"}
@@ -155,9 +173,10 @@ def test_cutover_findings_name_what_is_wrong_and_never_the_password(tmp_path):
     cand.plugins = [{"id": "followup", "state": {"status": "failed", "error": "boom"}}]
     # a hostile candidate that echoes the password in an error body
     cand.override["/sw.js"] = (500, f"denied for {PW}".encode(), {})
-    with StandIn(prod) as p, StandIn(cand) as c:
+    env = _env(tmp_path, mode=0o640)  # written before the candidate starts: CUT-2 judges its age
+    with StandIn(cand, forked=True) as c, StandIn(prod) as p:  # forked before production listens
         # --showlocals --tb=long: even tracebacks with every local must not show it
-        out, xml, cases = _run(tmp_path, p.port, c.port, _env(tmp_path, mode=0o640),
+        out, xml, cases = _run(tmp_path, p.port, c.port, env, candidate=c,
                                extra=("--showlocals", "--tb=long"))
     assert PW not in out and PW not in xml and TOKEN not in out and TOKEN not in xml
     assert not cases["test_production_is_healthy"][0] and "status 503" in out
@@ -174,8 +193,9 @@ def test_cutover_names_a_plugin_list_in_another_shape(tmp_path):
     prod, cand = Behaviour(None), Behaviour(PW)
     cand.plugins = [{"name": "followup", "status": "active"}, {"name": "local-pty", "status": "active"}]
     cand.activation_status = 200
-    with StandIn(prod) as p, StandIn(cand) as c:
-        out, xml, cases = _run(tmp_path, p.port, c.port, _env(tmp_path))
+    env = _env(tmp_path)  # written before the candidate starts: CUT-2 judges its age
+    with StandIn(cand, forked=True) as c, StandIn(prod) as p:  # forked before production listens
+        out, xml, cases = _run(tmp_path, p.port, c.port, env, candidate=c)
     assert not cases["test_plugins_are_active_after_activation"][0]
     assert "entry 0 is" in out and '{id: str, state: {status: str}}' not in out
     assert '{"id": str, "state": {"status": str}} or {"id": str, "status": str}' in out
@@ -183,8 +203,9 @@ def test_cutover_names_a_plugin_list_in_another_shape(tmp_path):
 
 def test_the_password_goes_only_to_an_identified_listener(tmp_path):
     prod, cand = Behaviour(None), Behaviour(PW)
-    with StandIn(prod) as p, StandIn(cand) as c:
-        out, xml, cases = _run(tmp_path, p.port, c.port, _env(tmp_path), runtime="/usr/bin/env")
+    env = _env(tmp_path)  # written before the candidate starts: CUT-2 judges its age
+    with StandIn(cand, forked=True) as c, StandIn(prod) as p:  # forked before production listens
+        out, xml, cases = _run(tmp_path, p.port, c.port, env, candidate=c, runtime="/usr/bin/env")
     for name in ("test_candidate_is_healthy", "test_candidate_ui_answers",
                  "test_plugins_are_active_after_activation"):
         assert not cases[name][0], name
@@ -200,8 +221,9 @@ def test_the_password_goes_only_to_the_candidate_unit_s_own_listener(tmp_path):
     prod, cand = Behaviour(None), Behaviour(PW)
     units = {"opencode-v2-preview.service": {"ActiveState": "failed", "MainPID": 0, "Result": "start-limit-hit"},
              "opencode.service": {"ActiveState": "inactive", "MainPID": 0}}
-    with StandIn(prod) as p, StandIn(cand) as c:
-        out, xml, cases = _run(tmp_path, p.port, c.port, _env(tmp_path), units=units)
+    env = _env(tmp_path)  # written before the candidate starts: CUT-2 judges its age
+    with StandIn(cand, forked=True) as c, StandIn(prod) as p:  # forked before production listens
+        out, xml, cases = _run(tmp_path, p.port, c.port, env, candidate=c, units=units)
     for name in ("test_production_is_healthy", "test_candidate_is_healthy", "test_candidate_ui_answers",
                  "test_plugins_are_active_after_activation"):
         assert not cases[name][0], name
@@ -217,8 +239,9 @@ def test_a_listener_outside_the_unit_is_not_the_unit_s(tmp_path):
     listener is not in its cgroup: named with the unit's MainPID and cgroup."""
     prod, cand = Behaviour(None), Behaviour(PW)
     units = {"opencode-v2-preview.service": {"MainPID": 1}}
-    with StandIn(prod) as p, StandIn(cand) as c:
-        out, xml, cases = _run(tmp_path, p.port, c.port, _env(tmp_path), units=units)
+    env = _env(tmp_path)  # written before the candidate starts: CUT-2 judges its age
+    with StandIn(cand, forked=True) as c, StandIn(prod) as p:  # forked before production listens
+        out, xml, cases = _run(tmp_path, p.port, c.port, env, candidate=c, units=units)
     assert cases["test_production_is_healthy"][0], out[-3000:]
     assert not cases["test_candidate_is_healthy"][0]
     assert "neither its MainPID nor in its cgroup" in out and "MainPID 1, ControlGroup /standin.service" in out

@@ -36,9 +36,10 @@ restart with an edited server.env). What it reads is the process's initial
 environment block, which the process itself can overwrite after it started:
 a variable there is proof, its absence only that none was left visible.
 So `changed_since` asks the question the process cannot answer for itself:
-whether server.env, and every directory from / down to it that is not
-root's alone, is unchanged since before the process started (each one's ctime, which only the kernel sets and
-every write, rename, chmod or entry made or removed inside a directory moves,
+whether server.env, and every directory from / down to it that anyone but
+root could put another at, is unchanged since before the process started
+(each one's ctime, which only the kernel sets and every write, rename, link,
+chmod or entry made or removed inside a directory moves,
 older than the process's start by STEADY_S). If so, what systemd read for it
 is what CUT-3 judged now; if not (a restart with an edited server.env, the
 file put back afterwards: a red team's round five, whose preload then renamed
@@ -333,28 +334,37 @@ STEADY_S = 1.0  # far above the coarse clock of a ctime (a jiffy) and the start 
 
 
 def changed_since(path: str, started_ns: int) -> list[str]:
-    """The components of `path` (/ and every directory down to it, then the file;
-    judged by lstat through a walk that follows no link) whose ctime is not at
-    least STEADY_S older than `started_ns` (realtime, nanoseconds), or that
-    cannot be read: empty when none changed. A directory root owns and only
-    root may write is not judged: its entries are the administrator's, and it
-    is replaced only by an entry change in its parent, which is judged unless
-    it is such a directory too."""
-    out = []
+    """The components of `path` (every directory from / down to it, then the
+    file; judged by lstat through a walk that follows no link) whose ctime is
+    not at least STEADY_S older than `started_ns` (realtime, nanoseconds), or
+    that cannot be read: empty when none changed.
+
+    Each component's own ctime is enough: whatever was linked at a name since
+    (renamed there, linked, put back) had its ctime moved then, so components
+    all older than the start are the very ones the path went through when the
+    process started, and the file's bytes (a write moves ctime too) the ones
+    read then. A directory root owns whose parent root owns and no one else may
+    change (or changes only their own entries in, sticky) is not judged: no one
+    but root can put another at its name, and its own ctime moves with every
+    entry root makes in it."""
+    out, parent = [], None
     for where in [*hostfs.ancestors(path), path]:
         try:
             node = hostfs.Node(where, os.lstat(where)) if where == "/" else hostfs.Node.walked(where)
         except (hostfs.PathRefused, OSError) as e:
             out.append(f"{where}: {e} (not followed)")
             break
-        if node.st is None:
+        st = node.st
+        if st is None:
             out.append(f"{where}: absent")
             break
-        if where != path and node.st.st_uid == 0 and not node.st.st_mode & 0o022:
-            continue  # only root changes its entries; it moves only with its parent's, judged if not root's
-        late = node.st.st_ctime_ns - (started_ns - int(STEADY_S * 1e9))
-        if late > 0:
-            out.append(f"{where} changed (ctime) {(node.st.st_ctime_ns - started_ns) / 1e9:+.3f} s "
+        pinned = where != path and st.st_uid == 0 and (
+            parent is None or (parent.st_uid == 0 and (not parent.st_mode & 0o022 or parent.st_mode & stat.S_ISVTX)))
+        parent = st
+        if pinned:
+            continue
+        if st.st_ctime_ns > started_ns - int(STEADY_S * 1e9):
+            out.append(f"{where} changed (ctime) {(st.st_ctime_ns - started_ns) / 1e9:+.3f} s "
                        "from the candidate's start")
     return out
 
