@@ -588,6 +588,11 @@ FAULTS += [
           candidate=("directory-to-extra-child",), script_file="user-kills-extra-child.sh",
           modules=_m("runtime_handoff"), says="kept it across its exec of /bin/sleep", after=WATCHER_KILLED),
     # -- ISO: same-UID isolation, and the declared session behaviour
+    Fault("runtime-readable-made-undumpable-by-the-user", ("ISO-1",), "the runtime binary is 0755, so "
+          "the candidate is dumpable at exec; the service user attaches to it and has it call "
+          "prctl(PR_SET_DUMPABLE, 0), so every live probe is refused (a red team's round five)",
+          script_file="runtime-readable-undumped.sh", modules=_m("isolation"),
+          says="which the service user can read"),
     Fault("runtime-readable", ("ISO-1",), "the runtime binary is 0755, so the candidate is dumpable",
           script_file="runtime-readable.sh", modules=_m("isolation")),
     Fault("client-shares-connection", ("ISO-1",), "the client leaves a child holding its supervisor "
