@@ -59,14 +59,16 @@ from pty_acceptance.host import programs
 
 
 @pytest.fixture(scope="module")
-def seen(inv, bus, run_tag, wire_format):
-    """One observed session (handoff.Observation), run once for the module."""
+def seen(inv, bus, run_tag, wire_format, source):
+    """One observed session (handoff.Observation), run once for the module; the
+    candidate unit read from SCOPE-1's copy where the manifest holds it."""
     if wire_format:
         not_run(wire_format)
     env = serverenv.read(inv.cutover.server_env)
     if env.password is None:
         return f"no password to authenticate to the runtime: {env.describe()}"
-    return handoff.observe_session(bus, inv, run_tag, env.password.reveal())
+    copied, _ = source
+    return handoff.observe_session(bus, inv, run_tag, env.password.reveal(), source=copied)
 
 
 def _facts(seen, evidence, *, deleted=False) -> handoff.Observation:

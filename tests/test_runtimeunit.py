@@ -183,3 +183,20 @@ def test_what_runs_is_judged_by_the_kept_descriptor_not_the_path(sleeper):
         for p in procs:
             p.kill()
             p.wait()
+
+
+def test_runtime_2_reads_the_candidate_unit_scope_1_copied_not_the_users():
+    """RUNTIME-2 (a red team's round five): the candidate unit in the service
+    user's tree may be rewritten after SCOPE-1 read it; where the manifest
+    holds it, the run reads the root-owned copy SCOPE-1 hashed."""
+    from types import SimpleNamespace
+    from pty_acceptance.candidate import handoff
+    from pty_acceptance.provenance.source_copy import SourceCopy
+    unit = "/home/byk/.local/share/opencode-v2-pilot/opencode-v2.service"
+    inv = SimpleNamespace(units=SimpleNamespace(candidate_file=unit))
+    copy = SourceCopy(top="/run/pty-acceptance-source-x", files=((unit, "0" * 64),), listing="", digest="",
+                      roots=("/home/byk/.local/share/opencode-v2-pilot",))
+    assert handoff.unit_file(inv, copy) == "/run/pty-acceptance-source-x" + unit
+    assert handoff.unit_file(inv, None) == unit
+    elsewhere = SimpleNamespace(units=SimpleNamespace(candidate_file="/etc/systemd/system/opencode-v2.service"))
+    assert handoff.unit_file(elsewhere, copy) == "/etc/systemd/system/opencode-v2.service"

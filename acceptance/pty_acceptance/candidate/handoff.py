@@ -6,7 +6,8 @@ whole tree for the whole session (a sample is not the session).
 The run, in order:
 
 1. The candidate unit file (units.candidate_file, read without following
-   links) gives ExecStart= (its program must be runtime.binary, whose
+   links; where it is one of the source manifest's files, the root-owned
+   copy SCOPE-1 hashed, not the service user's file) gives ExecStart= (its program must be runtime.binary, whose
    identity RUNTIME-1 proves), WorkingDirectory= and EnvironmentFile=.
    `--port` is replaced by a free loopback port. Every EnvironmentFile= must
    name cutover.server_env (the runtime's environment comes from nothing
@@ -250,7 +251,19 @@ def session_command(fp: Footprint) -> list[int]:
     return [pid for pid, comm in comms.items() if comm.strip() == SESSION_COMM]
 
 
-def observe_session(bus: Systemd, inv, tag: str, password: str) -> Observation:
+def unit_file(inv, source) -> str:
+    """Where RUNTIME-2 reads the candidate unit: the copy SCOPE-1 hashed (the
+    `source` mirror, root's) when units.candidate_file is one of the source
+    manifest's files, since the service user may rewrite it in its own tree
+    after SCOPE-1 read it (a red team's round five: its arguments, its
+    WorkingDirectory=); else the file itself (installed by root)."""
+    path = inv.units.candidate_file
+    if source is not None and any(p == path for p, _ in source.files):
+        return source.copy_of(path)
+    return path
+
+
+def observe_session(bus: Systemd, inv, tag: str, password: str, source=None) -> Observation:
     """Run the candidate runtime as the peer, open one PTY session through its
     API and read the host while it lives. Never raises for what the host does:
     the Observation says which step failed. Leaves nothing running."""
@@ -267,7 +280,7 @@ def observe_session(bus: Systemd, inv, tag: str, password: str) -> Observation:
         stack.callback(session_gone)
         try:
             ob.stage = "reading the candidate unit"
-            text = runtime_unit_text(inv.units.candidate_file)
+            text = runtime_unit_text(unit_file(inv, source))
             ob.port = free_port()
             ob.command = candidate_command(text, ob.port)
             if ob.command.argv[0] != inv.runtime.binary:
