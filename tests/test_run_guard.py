@@ -429,3 +429,31 @@ def test_an_inventory_given_through_a_linked_directory_leaves_no_marker(project,
     linked = tmp_path / "inv" / Path(target.inventory).name
     done = start(project, [PYTEST, "-p", "no:cacheprovider", "acceptance/", "--inventory", str(linked)])
     assert_marker_gone_and_failed(done, marker)
+
+
+@pytest.mark.parametrize("first", ["pytest.main(['--version'])", "_pytest.config.get_config()"])
+def test_every_pytest_run_of_a_process_is_judged_not_only_the_first(project, target, tmp_path, first):
+    """A blind red team's third pass: a program that runs pytest (or makes a
+    Config) once elsewhere, then runs it on the suite with -V, left an earlier
+    marker standing."""
+    marker = earlier_ready(project, target)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    script = tmp_path / "twice.py"
+    script.write_text("import os, sys\nimport pytest, _pytest.config\n"
+                      f"here = os.getcwd()\nos.chdir({str(elsewhere)!r})\n{first}\nos.chdir(here)\n"
+                      "sys.exit(pytest.main(sys.argv[1:]))\n")
+    python = str(Path(sys.executable).parent / "python")
+    done = start(project, [python, str(script), *suite_args(target, "-V")])
+    assert_not_ready(done, marker, "MARK-4: the run guard never ran")
+
+
+@pytest.mark.parametrize("line", ["zz: 1" + "0" * 5000, "zz: " + "[" * 3000])
+def test_an_inventory_yaml_cannot_build_still_names_its_marker(project, target, line):
+    """A blind red team's third pass: an inventory line YAML reads but cannot
+    build (ValueError, RecursionError) stopped the removal of its marker."""
+    marker = earlier_ready(project, target)
+    with open(target.inventory, "a", encoding="utf-8") as f:
+        f.write(line + "\n")
+    done = start(project, [PYTEST, *suite_args(target)])
+    assert_marker_gone_and_failed(done, marker)

@@ -87,8 +87,8 @@ def inventory_markers(path: str) -> list[str]:
     try:
         hosts = inventory.parse(text, path)["all"]["hosts"].values()
         return [str(v["marker"]) for v in hosts if v.get("marker") is not None]
-    except (inventory.InventoryError, KeyError, TypeError, AttributeError):
-        pass
+    except Exception:  # whatever YAML or the shape raise (a blind red team's third pass: an
+        pass           # integer of 5000 digits, nesting 3000 deep): the lines are scanned instead
     return [m for line in text.splitlines() if (found := MARKER_LINE.match(line))
             and (m := _unquoted(found.group(1)))]
 

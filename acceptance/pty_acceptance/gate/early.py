@@ -175,14 +175,18 @@ class _PytestConfigFinder:
         return spec
 
 
-_judged = False  # a pytest run of this process was judged here (only the first is)
+_listing = False  # this process's pytest runs are listing collections (node_listing.py)
+_judging = False  # a run is being judged now (early_run makes a Config of its own)
+_in_run = 0  # depth of pytest's entry: a Config made inside belongs to the run judged there
 
 
-def _judge_first(args, here: str | None) -> None:
-    global _judged
-    if _judged or _run is not None:
+def _judge(args, here: str | None) -> None:
+    """Every pytest run of the process is judged as it starts (a blind red team's
+    third pass: a first run elsewhere, or a Config made first, left the second
+    unjudged), except what is made while one is judged."""
+    global _judging
+    if _judging or _listing:
         return
-    _judged = True  # first: early_run's own Config comes through here too
     import os
 
     if args is None:
@@ -193,14 +197,18 @@ def _judge_first(args, here: str | None) -> None:
         argv = [os.fspath(a) for a in args]
     except TypeError:
         argv = []
-    _begin(argv, here)
+    _judging = True
+    try:
+        _begin(argv, here)
+    finally:
+        _judging = False
 
 
 def listing() -> None:
     """This process's pytest run is a listing collection (node_listing.py: its
     start-up hooks inert, no marker read or removed): not judged here."""
-    global _judged
-    _judged = True
+    global _listing
+    _listing = True
 
 
 def _guard_config(module) -> None:
@@ -216,15 +224,21 @@ def _guard_config(module) -> None:
         return
 
     def guarded_main(*args, **kwargs):
-        _judge_first(kwargs.get("args", args[0] if args else None), None)
-        return run_main(*args, **kwargs)
+        global _in_run
+        _judge(kwargs.get("args", args[0] if args else None), None)
+        _in_run += 1
+        try:
+            return run_main(*args, **kwargs)
+        finally:
+            _in_run -= 1
 
     def __init__(self, *args, **kwargs):
-        params = kwargs.get("invocation_params")
-        if params is None:
-            _judge_first([], None)
-        else:
-            _judge_first(getattr(params, "args", []), str(getattr(params, "dir", "")) or None)
+        if not _in_run:  # a Config made outside pytest's entry is a run of its own
+            params = kwargs.get("invocation_params")
+            if params is None:
+                _judge([], None)
+            else:
+                _judge(getattr(params, "args", []), str(getattr(params, "dir", "")) or None)
         original(self, *args, **kwargs)
 
     setattr(module, entry, guarded_main)
@@ -261,8 +275,9 @@ def _begin(args: list[str], here: str | None) -> None:
     busy = rundir.held_by_another(checkout.run_dir_of(root))
     if not busy:
         removal.add(marker_paths.named(raw, here, str(root / "inventories" / "target.yml")))
+    if _run is None:
+        atexit.register(_at_exit)  # once: it judges the process's last run on the suite
     _run = _Run(root, removal)
-    atexit.register(_at_exit)
     said = f" (MARK-4: {removal.text()})" if not busy else ""
     # what the run guard would refuse of the options and the environment, refused before
     # anything of pytest's or the environment's runs (a sitecustomize on PYTHONPATH runs

@@ -342,14 +342,14 @@ def _unfrozen(pid: int | None, trace_file: str) -> str:
     else:
         said = (f"the trace ({len(text)} bytes) has {text.count(b'sendmsg(')} sendmsg call(s) and "
                 f"{text.count(b'--- stopped by SIGSTOP ---')} SIGSTOP stop(s)")
-    states = []
+    states = "none"
     if pid:
         try:
-            states = [(tid, proc.stat_field(proc.stat_line(pid, tid), 3).decode("ascii", "replace"))
-                      for tid in proc.threads(pid)]
-        except OSError as e:
-            states = [f"unreadable ({e.strerror})"]
-    return f"{said}; helper threads (tid, state): {states or 'none'}"
+            states = ", ".join(f"{tid} {proc.stat_field(proc.stat_line(pid, tid), 3).decode('ascii', 'replace')}"
+                               for tid in proc.threads(pid)) or "none"
+        except (OSError, ValueError) as e:
+            states = f"unreadable ({e})"
+    return f"{said}; helper threads (tid state): {states}"
 
 
 def _read_to_end(sock: socket.socket, deadline_s: float) -> bytes:
