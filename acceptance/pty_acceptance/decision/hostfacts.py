@@ -136,5 +136,5 @@ def at_marker_time(setup: Setup, read_content: bool, plugins: tuple[tuple[str, o
             error = e
     digest = file_digest(setup.waivers_file) if setup.waivers_file else None
     today = datetime.datetime.now(datetime.timezone.utc).date()
-    foreign = tuple(loaded_code.problems(setup.root, loaded_code.this_process(plugins, rewriter)))
+    foreign = tuple(loaded_code.problems(setup.root, loaded_code.this_process(plugins, rewriter, setup.root)))
     return AtMarkerTime(euid, unfinished, now, problems, given, error, digest, today, foreign, suite_tree_now(setup))

@@ -88,7 +88,7 @@ from pathlib import Path
 import pytest
 
 from pty_acceptance.decision import launch, marker_paths
-from pty_acceptance.gate import checkout, early, invocation, node_listing
+from pty_acceptance.gate import checkout, early, invocation, node_listing, rewriting
 from pty_acceptance.host import rundir, terminal
 
 NAME = "pty-acceptance-run-guard"  # the guard object's plugin name (the entry point's is pyproject.toml's)
@@ -265,6 +265,9 @@ def arm(config: pytest.Config, root: Path | None, how: str, targets: list[str] |
         guard.remove_markers()
         config.stash[REMOVAL] = (tuple(guard.removal.looked_at), guard.removal.text())
         problems = guard.problems(config.known_args_namespace) if first_parse else []
+        if first_parse and (forged := rewriting.forged_caches(root)):
+            problems.append("SUITE-3: " + "; ".join(forged[:5]) + (f"; and {len(forged) - 5} more" if len(forged) > 5
+                                                                     else ""))
         if problems:
             raise guard.refuse("; ".join(problems))
         return guard
