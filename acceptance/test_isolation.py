@@ -25,8 +25,11 @@ ISO-1  The target is the one process listening on ports.candidate (the
        /proc/<pid>/fd (root: the target is not dumpable) and every probe
        result are recorded with each test. What the probe cannot see is read
        as root: runtime.binary is root's and unreadable to the service user
-       (others, its groups, an ACL), or the kernel made the candidate dumpable
-       at exec and it may since have made itself not dumpable.
+       (others, its groups, an ACL) and unchanged since before the candidate
+       started, or the kernel made the candidate dumpable at exec and it may
+       since have made itself not dumpable; and the
+       candidate catches no SIGUSR1 (Node's inspector, which any process of
+       the user could open with it).
 ISO-3  (the rest is test_process_control.py) The same probe also tries
        kill(pid, 0) and pidfd_send_signal(0): Linux lets a process signal its
        own uid, so what they reach is recorded as evidence (availability, not
@@ -53,6 +56,7 @@ import contextlib
 import errno
 import os
 import secrets
+import signal
 import socket
 import time
 from dataclasses import dataclass
@@ -234,11 +238,29 @@ def test_the_runtime_binary_is_unreadable_to_the_service_user(inv, host, target,
     binary, user = inv.runtime.binary, host.user(inv.service_user)
     expect(user.exists, "ISO-1", f"the service user {inv.service_user!r} does not exist")
     gids = {int(g) for g in user.gids} | set(t.gids)
-    seen, problems = isolation.readable_to(binary, user.uid, gids)
+    with reading("ISO-1", f"the candidate's start (pid {t.pid})", OSError, ValueError):
+        started = proc.start_realtime_ns(t.pid)
+    seen, problems = isolation.readable_to(binary, user.uid, gids, started)
     evidence("runtime binary", seen)
     expect(not problems, "ISO-1", f"the candidate ({t.describe()}) runs {binary}, which the service user can read, "
                                   "so the kernel made it dumpable at exec and a process of the user's could attach "
                                   "to it, whatever the probe now sees: " + "; ".join(problems))
+
+
+@pytest.mark.requirement("ISO-1")
+def test_the_candidate_opens_no_inspector_on_sigusr1(target, evidence):
+    """Node opens its inspector (code run inside the process, for whoever
+    connects to it) when it catches SIGUSR1, which any process of the service
+    user may send the candidate: a Node runtime must be built with
+    --disable-sigusr1 (a blind red team's round six patched the live candidate's
+    answers this way, with no other trace)."""
+    t = _target_or_fail(target, evidence)
+    with reading("ISO-1", f"the candidate's signal handlers (pid {t.pid})", isolation.IsolationError):
+        caught = isolation.catches(t.pid, t.create_time, signal.SIGUSR1)
+    evidence("SIGUSR1", "caught (Node's inspector activation)" if caught else "not caught")
+    expect(not caught, "ISO-1", f"the candidate ({t.describe()}) catches SIGUSR1 (SigCgt of /proc/{t.pid}/status): "
+                                "Node opens its inspector on it, so any process of the service user can run code "
+                                "inside the candidate (build the runtime with --disable-sigusr1)")
 
 
 @pytest.mark.requirement("ISO-1")

@@ -17,6 +17,7 @@ import pwd
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -407,3 +408,39 @@ def test_a_runtime_the_service_user_can_read_is_named(tmp_path):
     link = tmp_path / "link"
     link.symlink_to(binary)
     assert "not a regular file" in isolation.readable_to(str(link), 1000, {1000})[1][0]
+
+
+def test_a_runtime_changed_since_the_candidate_started_is_named(tmp_path):
+    """ISO-1 (a blind red team's round six): 0755 while the candidate started,
+    0711 again afterwards; the mode read now says nothing of the mode at exec."""
+    import time
+    from pty_acceptance.supervisor import isolation
+    os.chmod(tmp_path, 0o755)
+    binary = tmp_path / "opencode2-node"
+    binary.write_bytes(b"\x7fELF")
+    os.chmod(binary, 0o711)
+    assert isolation.readable_to(str(binary), 1000, {1000}, time.time_ns() + int(5e9))[1] == []
+    (why,) = isolation.readable_to(str(binary), 1000, {1000}, time.time_ns())[1]
+    assert "changed (ctime)" in why
+
+
+def test_a_handler_for_sigusr1_is_read_from_that_very_process():
+    """ISO-1 (a blind red team's round six): Node opens its inspector on SIGUSR1."""
+    import signal
+    import psutil
+    from pty_acceptance.supervisor import isolation
+    catching = subprocess.Popen([sys.executable, "-c", "import signal, time\n"
+                                 "signal.signal(signal.SIGUSR1, lambda *a: None)\nprint('ok', flush=True)\n"
+                                 "time.sleep(30)"], stdout=subprocess.PIPE)
+    plain = subprocess.Popen(["/bin/sleep", "30"])
+    try:
+        assert catching.stdout.readline() == b"ok\n"
+        for p, want in ((catching, True), (plain, False)):
+            created = psutil.Process(p.pid).create_time()
+            assert isolation.catches(p.pid, created, signal.SIGUSR1) is want
+        with pytest.raises(isolation.IsolationError, match="no longer the process"):
+            isolation.catches(plain.pid, created - 5, signal.SIGUSR1)
+    finally:
+        for p in (catching, plain):
+            p.kill()
+            p.wait()

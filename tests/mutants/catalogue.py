@@ -110,6 +110,7 @@ HARDLINK_SECRET = "pty-acceptance-hardlink-secret-3a7e52"
 # mounts /proc/sys read-only (`/proc/sys ro` in the machine's mountinfo,
 # checked), and setting it would change the shared host. So root makes the
 # link the user could make with it at 0: what matters is what the suite reads.
+REFERENCE_PASSWORD = "reference-host-not-a-secret"  # deploy.sh's server.env: never in what the run writes
 ENV_SECRET = "PTY_ACC_ROOT_ONLY=pty-acceptance-env-vault-4be1d7"  # an EnvironmentFile= line
 RUNTIME = f"{CODE}/packages/cli/dist-v2-pilot-final/cli-node-linux-x64/bin/opencode2-node"
 # the runtime swap happened and was undone: the runtime is the deployed one again
@@ -698,6 +699,13 @@ FAULTS += [
           f" && chown byk:byk {PILOT}/opencode-v2.service",
           modules=_m("runtime_handoff"), secret=ENV_SECRET,
           after=f"! grep -qs '{ENV_SECRET.split('=', 1)[1]}' /home/byk/stolen-env"),
+    # a blind red team's round six: the password went into RUNTIME-1's and RUNTIME-2's evidence
+    Fault("user-writes-its-password-into-the-candidate-unit", ("SCOPE-1", "SUITE-4"),
+          "the service user appends server.env's password as an argument of the candidate unit's "
+          "ExecStart= (its own file), which the suite records as evidence",
+          f"runuser -u byk -- sh -c 'sed -i \"s|^\\(ExecStart=.*\\)\\$|\\1 --leak {REFERENCE_PASSWORD}|\" "
+          f"{PILOT}/opencode-v2.service' && grep -q -- '--leak {REFERENCE_PASSWORD}' {PILOT}/opencode-v2.service",
+          modules=_m("builds", "runtime", "runtime_handoff"), expect=("SCOPE-1",), secret=REFERENCE_PASSWORD),
 ]
 
 # -- SUITE-4: the service user points root's reads at what only root may read

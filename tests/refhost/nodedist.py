@@ -50,7 +50,10 @@ def sea_key(script: pathlib.Path = CANDIDATE_JS) -> str:
 
 def ensure_sea(script: pathlib.Path = CANDIDATE_JS) -> pathlib.Path:
     """CACHE_DIR/sea/<key>/opencode2-node: the candidate as a Node single-executable
-    application, built once (as nobody, in a private temp dir) with node --build-sea."""
+    application, built once (as nobody, in a private temp dir) with node --build-sea,
+    with --disable-sigusr1 in its own execArgv: Node otherwise opens its inspector
+    (code run in the process) for any process of the service user that sends it
+    SIGUSR1 (a blind red team's round six; ISO-1 reads SigCgt)."""
     root = ensure()
     final = root / "sea" / sea_key(script)
     if (final / SEA_NAME).is_file():
@@ -70,7 +73,7 @@ def ensure_sea(script: pathlib.Path = CANDIDATE_JS) -> pathlib.Path:
             shutil.copyfile(script, work / "server.js")
             (work / "sea.json").write_text(
                 '{"main": "server.js", "output": "out/%s", "disableExperimentalSEAWarning": true, '
-                '"useCodeCache": false, "useSnapshot": false}\n' % SEA_NAME)
+                '"useCodeCache": false, "useSnapshot": false, "execArgv": ["--disable-sigusr1"]}\n' % SEA_NAME)
             (work / "out").mkdir()
             os.chown(work / "out", 65534, 65534)
             node = root / f"v{SEA_VERSION}" / "bin" / "node"

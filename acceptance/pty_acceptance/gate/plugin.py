@@ -132,7 +132,8 @@ def pytest_configure(config: pytest.Config) -> None:
         state = _setup(config)
         config.stash[STATE] = state
         config.stash[owntree.AT_START] = owntree.problems(*owntree.of_run(config, state.report_path))
-        if config.pluginmanager.register(report_escaping.HostText(), "pty-acceptance-host-text") is None:
+        if config.pluginmanager.register(report_escaping.HostText(_secrets(state)),
+                                         "pty-acceptance-host-text") is None:
             raise RegistrationFailed("the suite's host-text escaping is blocked (-p no:pty-acceptance-host-text)")
         config.pluginmanager.register(gate.Gate(config, state), startup.GATE)
     except Exception as e:  # noqa: BLE001 - any failure to register is NOT READY, never a quiet run
@@ -141,6 +142,22 @@ def pytest_configure(config: pytest.Config) -> None:
         reason = str(e) if isinstance(e, RegistrationFailed) else f"{type(e).__name__}: {e}"
         raise pytest.UsageError(startup.not_ready(
             config, f"the marker gate could not be registered: {reason}")) from None
+
+
+def _secrets(state: Setup) -> tuple[str, ...]:
+    """server.env's password and the Basic credential made of it, as the run
+    starts: what no report shows (report_escaping.py)."""
+    if state.inventory is None:
+        return ()
+    from pty_acceptance.candidate import serverenv
+
+    env = serverenv.read(state.inventory.cutover.server_env)
+    if env.password is None:
+        return ()
+    import base64
+
+    pw = env.password.reveal()
+    return pw, base64.b64encode(f"opencode:{pw}".encode()).decode()
 
 
 @pytest.fixture(scope="session")

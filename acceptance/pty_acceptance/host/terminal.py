@@ -38,30 +38,55 @@ def escape(text: str, keep_newlines: bool = False) -> str:
                    in ESCAPED_CATEGORIES else ch for ch in text)
 
 
-def _escape_repr(obj):
+REDACTED = "<redacted>"
+
+
+def redactor(secrets) -> "callable":
+    """text -> text with every one of `secrets` (none shorter than 4 characters:
+    a shorter one would blank ordinary words) written as <redacted>."""
+    kept = tuple(sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True))
+
+    def redact(text: str) -> str:
+        for s in kept:
+            if s in text:
+                text = text.replace(s, REDACTED)
+        return text
+    return redact
+
+
+def _same(text: str) -> str:
+    return text
+
+
+def _escape_repr(obj, redact=_same):
     """Escape every string inside a report's longrepr, keeping its structure
     (pytest's TerminalRepr classes are dataclasses holding strings)."""
     if isinstance(obj, str):
-        return escape(obj, keep_newlines=True)
+        return escape(redact(obj), keep_newlines=True)
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return type(obj)(*(_escape_repr(x) for x in obj))
+        return type(obj)(*(_escape_repr(x, redact) for x in obj))
     if isinstance(obj, (list, tuple)):
-        return type(obj)(_escape_repr(x) for x in obj)
+        return type(obj)(_escape_repr(x, redact) for x in obj)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         for f in dataclasses.fields(obj):
-            setattr(obj, f.name, _escape_repr(getattr(obj, f.name)))
+            setattr(obj, f.name, _escape_repr(getattr(obj, f.name), redact))
         return obj
     if hasattr(obj, "toterminal"):  # a TerminalRepr that is not a dataclass
         for k, v in list(vars(obj).items()):
-            setattr(obj, k, _escape_repr(v))
+            setattr(obj, k, _escape_repr(v, redact))
         return obj
     if obj is None or isinstance(obj, (int, float, bool)):
         return obj
-    return escape(str(obj), keep_newlines=True)
+    return escape(redact(str(obj)), keep_newlines=True)
 
 
-def escape_report(report) -> None:
+def escape_report(report, redact=_same) -> None:
+    """The report's failure text and captured output escaped, and (`redact`)
+    what must never be shown taken out of them and of its properties."""
     if report.longrepr is not None:
-        report.longrepr = _escape_repr(report.longrepr)
-    report.sections = [(escape(title), escape(text, keep_newlines=True))
+        report.longrepr = _escape_repr(report.longrepr, redact)
+    report.sections = [(escape(redact(title)), escape(redact(text), keep_newlines=True))
                        for title, text in report.sections]
+    props = getattr(report, "user_properties", None)
+    if redact is not _same and props:
+        report.user_properties = [(k, redact(v) if isinstance(v, str) else v) for k, v in props]

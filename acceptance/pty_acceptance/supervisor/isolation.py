@@ -136,14 +136,18 @@ def yama() -> str:
     return f"ptrace_scope {value}"
 
 
-def readable_to(path: str, uid: int, gids: set[int]) -> tuple[str, list[str]]:
+def readable_to(path: str, uid: int, gids: set[int], started_ns: int | None = None,
+                steady_s: float = 1.0) -> tuple[str, list[str]]:
     """What stands at `path`, and why the service user (`uid`, `gids`) could read
     the executable there (empty: it cannot). The kernel marks a process not dumpable at exec only when
     its user cannot read the file it runs; read after that, a process of the
     user's own (a preload, an injection while it was dumpable) can have made
     itself not dumpable, and the live probe would see nothing. Judged by lstat
     through a walk that follows no link: owned by root (an owner chmods), no read
-    for others, none for a group of the user's, no POSIX ACL (which may grant it)."""
+    for others, none for a group of the user's, no POSIX ACL (which may grant it);
+    with `started_ns` (the process's start, realtime), unchanged (ctime) since at
+    least `steady_s` before it, so that this is what the kernel saw at exec (its
+    inode is the one the process runs: the caller's identification)."""
     from pty_acceptance.host import hostfs
 
     try:
@@ -170,7 +174,25 @@ def readable_to(path: str, uid: int, gids: set[int]) -> tuple[str, list[str]]:
         acl = [f"extended attributes unreadable ({e.strerror})"]
     if acl:
         out.append(f"{path} carries {', '.join(acl)} (an ACL may grant the service user read)")
+    if started_ns is not None and st.st_ctime_ns > started_ns - int(steady_s * 1e9):
+        # its mode now says nothing of its mode at exec (a blind red team's round six:
+        # 0755 while the candidate started, 0711 again afterwards)
+        out.append(f"{path} changed (ctime) {(st.st_ctime_ns - started_ns) / 1e9:+.3f} s from the candidate's "
+                   "start: what the kernel saw at its exec is not what is read now")
     return node.describe(), out
+
+
+def catches(pid: int, create_time: float | None, signo: int) -> bool:
+    """Whether process `pid` (still the one started at `create_time`) has a
+    handler for `signo` (SigCgt of /proc/<pid>/status, shared by its threads).
+    IsolationError when it cannot be read from that very process."""
+    try:
+        mask = int(proc.status(pid)["SigCgt"], 16)
+    except (OSError, KeyError, ValueError) as e:
+        raise IsolationError(f"/proc/{pid}/status: SigCgt unreadable ({e})") from None
+    if create_time is None or not proc.alive(pid, create_time):
+        raise IsolationError(f"pid {pid} is no longer the process identified (gone or another one)")
+    return bool(mask >> (signo - 1) & 1)
 
 
 def find_target(port: int) -> Target:

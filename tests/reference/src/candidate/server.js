@@ -6,7 +6,9 @@
 // server answers (TARGET-CONTRACT section 7; tests/test_candidate_contract.py
 // compares the two side by side), and does what the pilot's `local-pty`
 // plugin does: PTY sessions go through the supervisor, never in process.
-// Written independently of the suite: it shares no code with it.
+// Written independently of the suite: it shares no code with it. The SEA is
+// built with --disable-sigusr1 in its execArgv (nodedist.py): SIGUSR1 from any
+// process of the service user would otherwise open Node's inspector in it.
 //
 //   node server.js [--hostname H] [--port P] [--pty-socket PATH] [--pty-client PATH]
 // (--pty-socket/--pty-client exist only for the contract test; the candidate
