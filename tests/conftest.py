@@ -308,8 +308,8 @@ def in_process_is_the_projects(pytester, monkeypatch):
         where = os.path.realpath(path) if path else ""
         return loaded_code.within(where, project) or not any(loaded_code.within(where, o) for o in outer)
 
-    def this_process(plugins=(), rewriter=None):
-        p = real(plugins, rewriter)
+    def this_process(plugins=(), rewriter=None, checkout=None):
+        p = real(plugins, rewriter, checkout)
         # the project's earlier in-process runs leave their test modules' functions alive
         # (a run of its own process has none): only the module loaded now is judged
         code = tuple(c for c in p.code if ours(c.file) and all(ours(loc) for loc in c.locations)

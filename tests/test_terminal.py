@@ -89,3 +89,22 @@ def test_command_line_escapes_host_file_names(target):
     assert done.returncode == 1
     assert b"\x1b" not in done.stdout + done.stderr and b"\r" not in done.stdout + done.stderr
     assert b"\\x1b[2K\\x0dREADY" in done.stderr
+
+
+def test_a_report_shows_no_server_env_password_wherever_a_test_put_it():
+    """SUITE-4 (a blind red team's round six): the service user wrote its password
+    into the candidate unit's ExecStart=, which RUNTIME-1 and RUNTIME-2 record as
+    evidence; every report is redacted before the terminal or JUnit sees it."""
+    import pytest
+    from pty_acceptance.gate.report_escaping import HostText
+    pw = "reference-host-not-a-secret"
+    report = pytest.TestReport("t::x", ("t", 1, "x"), {}, "failed", f"ExecStart= ... --leak {pw}\x1b[2J", "call",
+                               sections=[("Captured stdout call", f"argv ['--leak', '{pw}']\n")],
+                               user_properties=[("evidence", f"ExecStart: opencode2-node --leak {pw}"),
+                                                ("requirement", "RUNTIME-1")])
+    HostText((pw, "c2hvcnQ=", "abc")).pytest_runtest_logreport(report)
+    text = str(report.longrepr) + repr(report.sections) + repr(report.user_properties)
+    assert pw not in text and "<redacted>" in text and "\\x1b" in str(report.longrepr)
+    assert ("requirement", "RUNTIME-1") in report.user_properties
+    from pty_acceptance.host.terminal import redactor
+    assert redactor(("abc",))("abc abcd") == "abc abcd"  # shorter than 4: never redacted (ordinary words stay)

@@ -594,6 +594,11 @@ FAULTS += [
           "prctl(PR_SET_DUMPABLE, 0), so every live probe is refused (a red team's round five)",
           script_file="runtime-readable-undumped.sh", modules=_m("isolation"),
           says="which the service user can read"),
+    Fault("runtime-readable-at-exec-made-undumpable-then-0711", ("ISO-1",), "the runtime binary is 0755 "
+          "while the candidate starts (dumpable); the service user has it call prctl(PR_SET_DUMPABLE, 0) and "
+          "the binary is 0711 again afterwards (a red team's round six)", "PTY_FAULT_CHMOD_BACK=1",
+          script_file="runtime-readable-undumped.sh", modules=_m("isolation"),
+          says="from the candidate's start"),
     Fault("runtime-readable", ("ISO-1",), "the runtime binary is 0755, so the candidate is dumpable",
           script_file="runtime-readable.sh", modules=_m("isolation")),
     Fault("client-shares-connection", ("ISO-1",), "the client leaves a child holding its supervisor "

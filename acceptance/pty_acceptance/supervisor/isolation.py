@@ -136,8 +136,11 @@ def yama() -> str:
     return f"ptrace_scope {value}"
 
 
+EXEC_STEADY_S = 0.05  # a ctime's coarse clock (a jiffy) and a start time's tick (10 ms), with room
+
+
 def readable_to(path: str, uid: int, gids: set[int], started_ns: int | None = None,
-                steady_s: float = 1.0) -> tuple[str, list[str]]:
+                steady_s: float = EXEC_STEADY_S) -> tuple[str, list[str]]:
     """What stands at `path`, and why the service user (`uid`, `gids`) could read
     the executable there (empty: it cannot). The kernel marks a process not dumpable at exec only when
     its user cannot read the file it runs; read after that, a process of the
@@ -147,7 +150,9 @@ def readable_to(path: str, uid: int, gids: set[int], started_ns: int | None = No
     for others, none for a group of the user's, no POSIX ACL (which may grant it);
     with `started_ns` (the process's start, realtime), unchanged (ctime) since at
     least `steady_s` before it, so that this is what the kernel saw at exec (its
-    inode is the one the process runs: the caller's identification)."""
+    inode is the one the process runs: the caller's identification). The margin
+    is the clocks' grain only: a root-owned file's mode is root's to change (a
+    deployment installs it moments before it starts the candidate)."""
     from pty_acceptance.host import hostfs
 
     try:

@@ -5,7 +5,9 @@
 # the user's could have done anything else the same way, yet the candidate
 # now refuses every probe of ISO-1 as an execute-only runtime's would (a red
 # team's round five did it with a preload's native library; this is the same
-# view, reached from outside). Only the binary's own mode says it.
+# view, reached from outside). Only the binary's own mode says it; with
+# PTY_FAULT_CHMOD_BACK=1 the binary is 0711 again afterwards (a red team's
+# round six), and only its ctime against the candidate's start says it.
 set -eu
 . /opt/dev-script-0/common.sh  # RUNTIME, wait_port
 chmod 0755 "$RUNTIME"
@@ -57,3 +59,7 @@ runuser -u byk -- python3 -I /home/byk/.undump.py "$pid" >&2
 [ "$(stat -c %U "/proc/$pid/fd")" = root ] || { echo "FAULT: the candidate ($pid) is still dumpable" >&2; exit 1; }
 wait_port 14102
 echo "FAULT: byk made the candidate ($pid) not dumpable from outside; it still serves" >&2
+if [ "${PTY_FAULT_CHMOD_BACK:-0}" = 1 ]; then  # and the binary as reviewed again (a red team's round six)
+	chmod 0711 "$RUNTIME"
+	echo "FAULT: the runtime binary is 0711 again; the candidate ($pid) was started from it at 0755" >&2
+fi
