@@ -37,7 +37,6 @@ from pty_acceptance.host import bus
 import venvcopy
 from conftest import REPO
 from gateproject import PASSING, assert_refused_at_start, for_separate_processes, last_line, run
-from test_run_guard import PYTEST, said, start, suite_args
 
 FAILING = PASSING.replace("def test_other():\n    pass", "def test_other():\n    assert False, 'OWN-1 fails'")
 
@@ -576,6 +575,24 @@ def test_places_of_the_lab_process():
     assert p.kind(str(venvcopy.lab_site() / "pytest/__init__.py")) == "site"
     assert p.kind(os.path.join(p.stdlib_dirs[0], "site-packages/x.py")) is None
     assert p.kind("/tmp/x.py") is None
+
+
+PYTEST = str(Path(sys.executable).parent / "pytest")
+
+
+def start(project, argv: list[str]) -> subprocess.CompletedProcess:
+    """`argv` run in the project as an operator starts it (no PYTEST_* variables)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    return subprocess.run(argv, cwd=project.path, env=env, capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+
+
+def said(done: subprocess.CompletedProcess) -> str:
+    return f"exit {done.returncode}\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}"
+
+
+def suite_args(target) -> list[str]:
+    return ["-p", "no:cacheprovider", "acceptance/", "--inventory", str(target.inventory)]
 
 
 FAILING_OWN_1 = PASSING.replace("def test_other():\n    pass", "def test_other():\n    assert False, 'OWN-1 fails'")

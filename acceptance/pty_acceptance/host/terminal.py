@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import unicodedata
+from collections.abc import Callable
 
 # Control, format (bidi overrides, zero-width), surrogate (undecodable bytes),
 # private use, line and paragraph separators.
@@ -41,7 +42,7 @@ def escape(text: str, keep_newlines: bool = False) -> str:
 REDACTED = "<redacted>"
 
 
-def redactor(secrets) -> "callable":
+def redactor(secrets) -> Callable[[str], str]:
     """text -> text with every one of `secrets` (none shorter than 4 characters:
     a shorter one would blank ordinary words) written as <redacted>."""
     kept = tuple(sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True))
