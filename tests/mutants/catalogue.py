@@ -594,6 +594,10 @@ FAULTS += [
           "prctl(PR_SET_DUMPABLE, 0), so every live probe is refused (a red team's round five)",
           script_file="runtime-readable-undumped.sh", modules=_m("isolation"),
           says="which the service user can read"),
+    Fault("runtime-catches-sigusr1", ("ISO-1",), "the candidate runtime is a build without "
+          "--disable-sigusr1: any process of the service user opens Node's inspector in it with SIGUSR1 "
+          "(a red team's round six)", script_file="runtime-catches-sigusr1.sh", modules=_m("isolation"),
+          says="catches SIGUSR1"),
     Fault("runtime-readable-at-exec-made-undumpable-then-0711", ("ISO-1",), "the runtime binary is 0755 "
           "while the candidate starts (dumpable); the service user has it call prctl(PR_SET_DUMPABLE, 0) and "
           "the binary is 0711 again afterwards (a red team's round six)", "PTY_FAULT_CHMOD_BACK=1",

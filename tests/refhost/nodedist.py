@@ -43,19 +43,25 @@ def ensure() -> pathlib.Path:
     return CACHE_DIR
 
 
-def sea_key(script: pathlib.Path = CANDIDATE_JS) -> str:
-    """The cache name of a SEA: node version + the script's hash (deploy.sh computes the same)."""
-    return f"v{SEA_VERSION}-" + hashlib.sha256(script.read_bytes()).hexdigest()[:16]
+SIGUSR1_VARIANT = "-sigusr1"  # the key's tail of the build that catches SIGUSR1 (a fault's runtime)
 
 
-def ensure_sea(script: pathlib.Path = CANDIDATE_JS) -> pathlib.Path:
+def sea_key(script: pathlib.Path = CANDIDATE_JS, catches_sigusr1: bool = False) -> str:
+    """The cache name of a SEA: node version + the script's hash (deploy.sh computes the same),
+    and SIGUSR1_VARIANT for the build without --disable-sigusr1."""
+    return (f"v{SEA_VERSION}-" + hashlib.sha256(script.read_bytes()).hexdigest()[:16]
+            + (SIGUSR1_VARIANT if catches_sigusr1 else ""))
+
+
+def ensure_sea(script: pathlib.Path = CANDIDATE_JS, catches_sigusr1: bool = False) -> pathlib.Path:
     """CACHE_DIR/sea/<key>/opencode2-node: the candidate as a Node single-executable
     application, built once (as nobody, in a private temp dir) with node --build-sea,
     with --disable-sigusr1 in its own execArgv: Node otherwise opens its inspector
     (code run in the process) for any process of the service user that sends it
-    SIGUSR1 (a blind red team's round six; ISO-1 reads SigCgt)."""
+    SIGUSR1 (a blind red team's round six; ISO-1 reads SigCgt). `catches_sigusr1`:
+    the same build without it, for the fault runtime-catches-sigusr1 only."""
     root = ensure()
-    final = root / "sea" / sea_key(script)
+    final = root / "sea" / sea_key(script, catches_sigusr1)
     if (final / SEA_NAME).is_file():
         os.utime(final)  # in use: not pruned by another checkout's build
         return final / SEA_NAME
@@ -73,7 +79,8 @@ def ensure_sea(script: pathlib.Path = CANDIDATE_JS) -> pathlib.Path:
             shutil.copyfile(script, work / "server.js")
             (work / "sea.json").write_text(
                 '{"main": "server.js", "output": "out/%s", "disableExperimentalSEAWarning": true, '
-                '"useCodeCache": false, "useSnapshot": false, "execArgv": ["--disable-sigusr1"]}\n' % SEA_NAME)
+                '"useCodeCache": false, "useSnapshot": false%s}\n'
+                % (SEA_NAME, "" if catches_sigusr1 else ', "execArgv": ["--disable-sigusr1"]'))
             (work / "out").mkdir()
             os.chown(work / "out", 65534, 65534)
             node = root / f"v{SEA_VERSION}" / "bin" / "node"

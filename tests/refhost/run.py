@@ -85,6 +85,7 @@ def prepare(repo_root: pathlib.Path, release: str = DEFAULT_RELEASE) -> pathlib.
     tree = ensure_tree(release)
     npmdist.ensure_all()  # Node, the released opencode: bound read-only into the guest
     nodedist.ensure_sea(repo_root / "tests/reference/src/candidate/server.js")
+    nodedist.ensure_sea(repo_root / "tests/reference/src/candidate/server.js", catches_sigusr1=True)  # a fault's
     return tree
 
 
