@@ -593,7 +593,7 @@ FAULTS += [
           "the candidate is dumpable at exec; the service user attaches to it and has it call "
           "prctl(PR_SET_DUMPABLE, 0), so every live probe is refused (a red team's round five)",
           script_file="runtime-readable-undumped.sh", modules=_m("isolation"),
-          says="which the service user can read"),
+          says="is readable by others (mode 0755)"),
     Fault("runtime-catches-sigusr1", ("ISO-1",), "the candidate runtime is a build without "
           "--disable-sigusr1: any process of the service user opens Node's inspector in it with SIGUSR1 "
           "(a red team's round six)", script_file="runtime-catches-sigusr1.sh", modules=_m("isolation"),
