@@ -195,3 +195,28 @@ def matrix_lines(outlines: list[str]) -> list[str]:
     while end < len(outlines) and outlines[end].startswith("  "):
         end += 1
     return outlines[start:end]
+
+
+# ------------------------------------- a pytest process of its own, as an operator starts one
+PYTEST = str(Path(sys.executable).parent / "pytest")  # the virtualenv's console script
+SEPARATE_DEADLINE_S = 120  # generous on a shared machine: a refused run takes about a second
+
+
+def env_without_pytest_vars(**extra: str) -> dict[str, str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    return dict(environ, **extra)
+
+
+def start(project, argv: list[str], cwd: Path | None = None, **env: str) -> sp.CompletedProcess:
+    """`argv` run in the project (or `cwd`) with this session's environment less
+    its PYTEST_* variables, plus `env`."""
+    return sp.run(argv, cwd=cwd or project.path, env=env_without_pytest_vars(**env), capture_output=True,
+                  text=True, timeout=SEPARATE_DEADLINE_S, stdin=sp.DEVNULL)
+
+
+def said(done: sp.CompletedProcess) -> str:
+    return f"exit {done.returncode}\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}"
+
+
+def suite_args(target, *more: str) -> list[str]:
+    return ["-p", "no:cacheprovider", "acceptance/", "--inventory", str(target.inventory), *more]

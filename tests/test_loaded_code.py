@@ -36,7 +36,8 @@ from pty_acceptance.host import bus
 
 import venvcopy
 from conftest import REPO
-from gateproject import PASSING, assert_refused_at_start, for_separate_processes, last_line, run
+from gateproject import (PASSING, PYTEST, assert_refused_at_start, for_separate_processes, last_line, run, said,
+                         start, suite_args)
 
 FAILING = PASSING.replace("def test_other():\n    pass", "def test_other():\n    assert False, 'OWN-1 fails'")
 
@@ -52,10 +53,9 @@ def pytest_runtest_makereport(item, call):
     return report
 """
 
-# A patch of pytest's report (no plugin at all), its module gone from sys.modules.
-QUIET_PATCH = """
-import sys
-
+# A patch of pytest's report (no plugin at all): QUIET makes it, QUIET_PATCH also
+# takes its module out of sys.modules.
+QUIET = """
 def _quiet():
     from _pytest.reports import TestReport
     made = TestReport.from_item_and_call.__func__
@@ -69,8 +69,8 @@ def _quiet():
     TestReport.from_item_and_call = classmethod(from_item_and_call)
 
 _quiet()
-sys.modules.pop(__name__, None)
 """
+QUIET_PATCH = "\nimport sys\n" + QUIET + "sys.modules.pop(__name__, None)\n"
 
 
 @pytest.fixture
@@ -487,15 +487,18 @@ def test_a_virtualenv_whose_home_is_another_standard_library_blocks(pinned, fail
     assert not os.path.lexists(target.marker)
 
 
-def forge_rewrite_cache(source: Path, text: str) -> Path:
+def forge_rewrite_cache(source: Path, text: str, rewritten: bool = False) -> Path:
     """pytest's assertion-rewriting cache beside `source` as pytest would load
-    it (its header holds the source's hash) but holding the code of `text`."""
+    it (its header holds the source's hash) but holding the code of `text`
+    (`rewritten`: pytest's own rewrite of it, so its functions are the rewrite's)."""
     import _pytest.assertion.rewrite as rw
+    from pty_acceptance.gate.rewriting import assertion_rewriter
     cached = source.parent / "__pycache__" / (source.stem + rw.PYC_TAIL)
     cached.parent.mkdir(exist_ok=True)
+    code = (assertion_rewriter().rewrite(text.encode(), str(source)) if rewritten
+            else compile(text, str(source), "exec", dont_inherit=True))
     cached.write_bytes(importlib.util.MAGIC_NUMBER + b"\x03\x00\x00\x00"
-                       + importlib.util.source_hash(source.read_bytes())[:8]
-                       + marshal.dumps(compile(text, str(source), "exec", dont_inherit=True)))
+                       + importlib.util.source_hash(source.read_bytes())[:8] + marshal.dumps(code))
     return cached
 
 
@@ -577,91 +580,35 @@ def test_places_of_the_lab_process():
     assert p.kind("/tmp/x.py") is None
 
 
-PYTEST = str(Path(sys.executable).parent / "pytest")
-
-
-def start(project, argv: list[str]) -> subprocess.CompletedProcess:
-    """`argv` run in the project as an operator starts it (no PYTEST_* variables)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    return subprocess.run(argv, cwd=project.path, env=env, capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL)
-
-
-def said(done: subprocess.CompletedProcess) -> str:
-    return f"exit {done.returncode}\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}"
-
-
-def suite_args(target) -> list[str]:
-    return ["-p", "no:cacheprovider", "acceptance/", "--inventory", str(target.inventory)]
-
-
-FAILING_OWN_1 = PASSING.replace("def test_other():\n    pass", "def test_other():\n    assert False, 'OWN-1 fails'")
-
-
 # ---------------------------------------------------- a blind red team's third pass: self-removing forged caches
-STRING_PATCH = '''
-def _quiet():
-    from _pytest.reports import TestReport
-    made = TestReport.from_item_and_call.__func__
-
-    def from_item_and_call(cls, item, call):
-        report = made(cls, item, call)
-        if report.failed:
-            report.outcome, report.longrepr = "passed", None
-        return report
-
-    TestReport.from_item_and_call = classmethod(from_item_and_call)
-
-_quiet()
-'''
-
-
-def test_a_forged_rewrite_cache_patching_from_a_string_and_removing_itself(project, target):
+def test_a_forged_rewrite_cache_patching_from_a_string_and_removing_itself(failing, target):
     """The cache holds pytest's rewrite of the real source with statements
     appended at its end (the test functions' code is exactly the rewrite's):
     they patch pytest's report with code compiled as '<string>' (functions
     named '<...>' other than '<frozen ...>' are not judged) and delete the
     cache, so there is no cache left to compare with at the decision."""
-    import importlib.util
-    import marshal
-
     import _pytest.assertion.rewrite as rw
-
-    from pty_acceptance.gate.rewriting import assertion_rewriter
-
-    (project.path / "acceptance/test_all.py").write_text(FAILING_OWN_1)
-    for_separate_processes(project)
-    source = project.path / "acceptance/test_all.py"
-    cached = source.parent / "__pycache__" / ("test_all" + rw.PYC_TAIL)
-    cached.parent.mkdir(exist_ok=True)
-    forged = (FAILING_OWN_1 + f"\nimport os as _os\nexec(compile({STRING_PATCH!r}, '<string>', 'exec'), {{}})\n"
-              f"try:\n    _os.unlink({str(cached)!r})\nexcept OSError:\n    pass\n")
-    code = assertion_rewriter().rewrite(forged.encode(), str(source))
-    cached.write_bytes(importlib.util.MAGIC_NUMBER + b"\x03\x00\x00\x00"
-                       + importlib.util.source_hash(source.read_bytes())[:8] + marshal.dumps(code))
-    res = project.runpytest_subprocess("acceptance/", "--inventory", str(target.inventory))
+    source = failing.path / "acceptance/test_all.py"
+    cached = source.parent / "__pycache__" / (source.stem + rw.PYC_TAIL)
+    forge_rewrite_cache(source, FAILING + f"\nimport os as _os\nexec(compile({QUIET!r}, '<string>', 'exec'), {{}})\n"
+                        f"try:\n    _os.unlink({str(cached)!r})\nexcept OSError:\n    pass\n", rewritten=True)
+    res = failing.runpytest_subprocess("acceptance/", "--inventory", str(target.inventory))
     assert cached.exists(), "the forged cache ran"
     assert_refused_at_start(res, target, "holds other code than pytest's rewrite of that source")
 
 
-PATCH_IN_MODULE = STRING_PATCH.replace("\n_quiet()\n", "\n_quiet()\ndel _quiet\n")
+PATCH_IN_MODULE = QUIET + "del _quiet\n"
 
 
-def test_a_forged_pyc_of_an_early_imported_suite_module_that_removes_itself(project, target):
+def test_a_forged_pyc_of_an_early_imported_suite_module_that_removes_itself(failing, target):
     """host/terminal.py is imported by the early guard through the
     interpreter's own loader (not pytest's rewriting hook, which compares
     functions with its rewrite): its bytecode cache beside the source, with
     the source's mtime and size, holds terminal.py's code plus a patch of
     pytest's report (functions whose file is terminal.py, a module in
     sys.modules, are not judged one by one) and deletes itself."""
-    import importlib.util
-    import marshal
-    import struct
-
     from pty_acceptance.host import terminal
 
-    (project.path / "acceptance/test_all.py").write_text(FAILING_OWN_1)
-    for_separate_processes(project)
     source = Path(terminal.__file__).resolve()
     cached = Path(importlib.util.cache_from_source(str(source)))
     forged = source.read_text() + PATCH_IN_MODULE + (
@@ -673,7 +620,7 @@ def test_a_forged_pyc_of_an_early_imported_suite_module_that_removes_itself(proj
     cached.write_bytes(importlib.util.MAGIC_NUMBER + struct.pack("<III", 0, int(st.st_mtime) & 0xFFFFFFFF,
                                                                   st.st_size & 0xFFFFFFFF) + marshal.dumps(code))
     try:
-        done = start(project, [PYTEST, *suite_args(target)])
+        done = start(failing, [PYTEST, *suite_args(target)])
         ran = not cached.exists()
     finally:
         if cached.exists():

@@ -23,10 +23,9 @@ import pytest
 from pty_acceptance.host import rundir
 
 from conftest import REPO
-from gateproject import GUARD_HOOK, last_line, run
+from gateproject import (GUARD_HOOK, PYTEST, SEPARATE_DEADLINE_S as DEADLINE_S, env_without_pytest_vars, last_line,
+                         run, said, start, suite_args)
 
-PYTEST = str(Path(sys.executable).parent / "pytest")
-DEADLINE_S = 120  # generous on a shared machine: a refused run takes about a second
 EARLY_EXIT = 4  # gate/early.py: the run stopped before the run guard armed
 ENV_COPY = "pty-acceptance-0123abcd-runtime.env"  # what a SIGKILLed run leaves in the run directory
 
@@ -43,10 +42,6 @@ def pytest_process(project, *args: str, cwd: Path | None = None, **env: str) -> 
     return subprocess.run([PYTEST, "-p", "no:cacheprovider", *args], cwd=cwd or project.path,
                           env=dict(environ, **env), capture_output=True, text=True, timeout=DEADLINE_S,
                           stdin=subprocess.DEVNULL)
-
-
-def said(done: subprocess.CompletedProcess) -> str:
-    return f"exit {done.returncode}\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}"
 
 
 def not_ready(done: subprocess.CompletedProcess) -> str:
@@ -311,23 +306,9 @@ class _NoConfig:
 # ------------------------------------- a blind red team's second pass (session 32)
 # starts the early guard read wrongly: arguments in a file (`pytest @FILE`), a
 # working directory that is gone, an environment the run guard would refuse
-def env_without_pytest_vars(**extra: str) -> dict[str, str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    return dict(environ, **extra)
-
-
-def start(project, argv: list[str], cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, cwd=cwd or project.path, env=env_without_pytest_vars(**env), capture_output=True,
-                          text=True, timeout=DEADLINE_S, stdin=subprocess.DEVNULL)
-
-
 def assert_marker_gone_and_failed(done: subprocess.CompletedProcess, marker: Path) -> None:
     assert not os.path.lexists(marker), f"the earlier READY run's marker still stands\n{said(done)}"
     assert done.returncode != 0, f"exit 0 for a run that judged nothing\n{said(done)}"
-
-
-def suite_args(target, *more: str) -> list[str]:
-    return ["-p", "no:cacheprovider", "acceptance/", "--inventory", str(target.inventory), *more]
 
 
 def test_inventory_in_an_args_file_and_a_usage_error(project, target):

@@ -363,9 +363,8 @@ def changed_since(path: str, started_ns: int) -> list[str]:
         parent = st
         if pinned:
             continue
-        if st.st_ctime_ns > started_ns - int(STEADY_S * 1e9):
-            out.append(f"{where} changed (ctime) {(st.st_ctime_ns - started_ns) / 1e9:+.3f} s "
-                       "from the candidate's start")
+        if late := hostfs.changed_after(st, started_ns, STEADY_S):
+            out.append(f"{where} {late}")
     return out
 
 

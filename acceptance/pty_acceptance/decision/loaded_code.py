@@ -268,8 +268,8 @@ class Judge:
     rewriter: Rewriter | None = None
     _owners: dict[str, list[Distribution]] = field(default_factory=dict)
     _said: dict[str, str | None] = field(default_factory=dict)  # resolved file -> its problem
-    _rewrites: dict[str, tuple[list[types.CodeType], str | None]] = field(default_factory=dict)
-    _compiled: dict[str, tuple[list[types.CodeType], str | None]] = field(default_factory=dict)
+    # (source, rewritten) -> its code objects (pytest's rewrite, or the compile), or why none
+    _code_of: dict[tuple[str, bool], tuple[list[types.CodeType], str | None]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._owners = distributions.owners(self.dists)
@@ -359,57 +359,50 @@ class Judge:
         `source` makes: what ran came from that source, whatever cache it was
         loaded from (a cache that removed itself after it ran included: a
         blind red team's second pass)."""
-        found, why = self._rewrite(source)
-        if why:
-            return why
-        if any(fn_code == c for c in found):
-            return None
-        return f"its code is none of pytest's rewrite of its source {source}: what ran is not that source"
+        return self._among(source, True, fn_code, f"pytest's rewrite of its source {source}")
 
     def compiled_function_problem(self, source: str, fn_code: types.CodeType) -> str | None:
         """None when `fn_code` is one of the code objects `source` compiles to
         (a blind red team's third pass: a forged .pyc of a module the early guard
         imports ran a patch compiled under the module's own file name, then
         removed itself, so no cache was left to compare)."""
-        if source not in self._compiled:
-            found: list[types.CodeType] = []
-            why = None
-            try:
-                src = hostfs.read_nofollow(source, SOURCE_LIMIT)
-                _codes(compile(src, source, "exec", dont_inherit=True), set(), found)
-            except (OSError, ValueError, SyntaxError, TypeError) as e:
-                why = f"its source {source} cannot be compiled to compare: {type(e).__name__}: {e}"
-            self._compiled[source] = (found, why)
-        found, why = self._compiled[source]
+        return self._among(source, False, fn_code, f"what its source {source} compiles to")
+
+    def _among(self, source: str, rewritten: bool, fn_code: types.CodeType, made: str) -> str | None:
+        found, why = self._made(source, rewritten)
         if why:
             return why
         if any(fn_code == c for c in found):
             return None
-        return f"its code is none of what its source {source} compiles to: what ran is not that source"
+        return f"its code is none of {made}: what ran is not that source"
 
     def _module_rewrite(self, source: str) -> types.CodeType:
         """The module's own code of pytest's rewrite of `source` (ValueError: none, and why)."""
-        found, why = self._rewrite(source)
+        found, why = self._made(source, True)
         if not found:
             raise ValueError(why)
         return found[0]
 
-    def _rewrite(self, source: str) -> tuple[list[types.CodeType], str | None]:
-        """The code objects of pytest's rewrite of `source`, the module's own
-        first (read and rewritten once), or why there are none."""
-        if source not in self._rewrites:
+    def _made(self, source: str, rewritten: bool) -> tuple[list[types.CodeType], str | None]:
+        """The code objects of pytest's rewrite of `source` (`rewritten`) or of its
+        compile, the module's own first (read and made once), or why there are none."""
+        key = (source, rewritten)
+        if key not in self._code_of:
             found: list[types.CodeType] = []
             why = None
-            if self.rewriter is None:
+            if rewritten and self.rewriter is None:
                 why = "its module was loaded through pytest's assertion rewriting, which the judge was not given"
             else:
                 try:
                     src = hostfs.read_nofollow(source, SOURCE_LIMIT)
-                    _codes(self.rewriter.rewrite(src, source), set(), found)
+                    made = (self.rewriter.rewrite(src, source) if rewritten and self.rewriter is not None
+                            else compile(src, source, "exec", dont_inherit=True))
+                    _codes(made, set(), found)
                 except (OSError, ValueError, SyntaxError, TypeError) as e:
-                    why = f"its source {source} cannot be rewritten to compare: {type(e).__name__}: {e}"
-            self._rewrites[source] = (found, why)
-        return self._rewrites[source]
+                    why = (f"its source {source} cannot be {'rewritten' if rewritten else 'compiled'} to compare: "
+                           f"{type(e).__name__}: {e}")
+            self._code_of[key] = (found, why)
+        return self._code_of[key]
 
     def cache_problems(self, code: Code, source: str, follow: bool = False) -> list[str]:
         if not code.cached or not code.file or not code.file.endswith(".py"):

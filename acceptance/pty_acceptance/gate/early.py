@@ -15,12 +15,13 @@ comes after this.
 Every other Python process of the virtualenv (pip, `python -c`,
 `pty-acceptance`) reads sys.orig_argv here and puts a finder in front of
 sys.meta_path that finds nothing until `_pytest.config` is imported; then it
-puts the same guard in front of pytest's `Config.__init__`, so that pytest
+puts the same guard in front of pytest's entry and `Config.__init__`, so that pytest
 started any other way (`python -m pytest.__main__`, `-m runpy pytest`, a
 renamed link to the console script, a program calling pytest.main) is judged
-when its first Config is made, from that Config's arguments and directory,
-before pytest parses them. A pytest run that is not on the suite (`pytest
-tests/`) is left alone. No import beyond `sys` until then, no output. A pytest run is the virtualenv's console
+when it enters pytest or makes a Config, from its arguments and directory,
+before pytest parses them; every run of such a process is judged as it
+starts. A pytest run that is not on the suite (`pytest tests/`) is left
+alone. No import beyond `sys` until then, no output. A pytest run is the virtualenv's console
 script (`pytest`, `py.test`) or `python -m pytest`/`-m py.test`, interpreter
 options allowed before it. It is on the suite when what it collects reaches
 a checkout (gate/checkout.py, as the run guard decides it: the paths of
@@ -147,9 +148,9 @@ class _PytestConfigFinder:
     sys.meta_path and has the module's own loader run it, then puts the
     early guard in front of pytest's entry and of `Config.__init__`: every
     pytest run passes one of them before it parses its options, reads its
-    configuration, answers `--version` or imports a `-p` plugin, and the first
-    run of the process is judged as a command line would be (its arguments,
-    its directory)."""
+    configuration, answers `--version` or imports a `-p` plugin, and each run
+    of the process is judged as a command line would be (its arguments, its
+    directory)."""
 
     @classmethod
     def find_spec(cls, name, path=None, target=None):
@@ -215,7 +216,8 @@ def _guard_config(module) -> None:
     """pytest's own entry (`_main`, which pytest.main, the console script and
     `-m pytest` all go through, and which answers a single `-V` before any
     Config exists; `main` where there is no `_main`) and `Config.__init__`
-    (every other way to a run) judge the first run of the process first."""
+    (every other way to a run, when made outside that entry) judge each run
+    before pytest starts it."""
     entry = "_main" if callable(getattr(module, "_main", None)) else "main"
     run_main = getattr(module, entry, None)
     config = getattr(module, "Config", None)

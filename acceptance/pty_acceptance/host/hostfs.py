@@ -202,6 +202,15 @@ def unread(e: OSError, path: str) -> str:
     return f"{path}: {e.strerror or e}"
 
 
+def changed_after(st: os.stat_result, started_ns: int, steady_s: float) -> str | None:
+    """'changed (ctime) +N s from the candidate's start' when `st`'s ctime (which
+    only the kernel sets: every write, rename, link, chmod moves it) is not at
+    least `steady_s` older than `started_ns` (realtime, nanoseconds); else None."""
+    if st.st_ctime_ns > started_ns - int(steady_s * 1e9):
+        return f"changed (ctime) {(st.st_ctime_ns - started_ns) / 1e9:+.3f} s from the candidate's start"
+    return None
+
+
 def kind_of(mode: int) -> str:
     for test, name in ((stat.S_ISLNK, "symlink"), (stat.S_ISREG, "regular file"),
                        (stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "FIFO"),

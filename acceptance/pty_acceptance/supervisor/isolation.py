@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from pty_acceptance.errors import Unreadable
-from pty_acceptance.host import observe, proc, scratch
+from pty_acceptance.host import hostfs, observe, proc, scratch
 from pty_acceptance.provenance import node_runtime
 from pty_acceptance.supervisor import peer
 from pty_acceptance.host.bus import SERVICE_IFACE, BusError, Systemd
@@ -153,8 +153,6 @@ def readable_to(path: str, uid: int, gids: set[int], started_ns: int | None = No
     inode is the one the process runs: the caller's identification). The margin
     is the clocks' grain only: a root-owned file's mode is root's to change (a
     deployment installs it moments before it starts the candidate)."""
-    from pty_acceptance.host import hostfs
-
     try:
         node = hostfs.Node.walked(path)
     except (hostfs.PathRefused, OSError) as e:
@@ -179,11 +177,10 @@ def readable_to(path: str, uid: int, gids: set[int], started_ns: int | None = No
         acl = [f"extended attributes unreadable ({e.strerror})"]
     if acl:
         out.append(f"{path} carries {', '.join(acl)} (an ACL may grant the service user read)")
-    if started_ns is not None and st.st_ctime_ns > started_ns - int(steady_s * 1e9):
-        # its mode now says nothing of its mode at exec (a blind red team's round six:
-        # 0755 while the candidate started, 0711 again afterwards)
-        out.append(f"{path} changed (ctime) {(st.st_ctime_ns - started_ns) / 1e9:+.3f} s from the candidate's "
-                   "start: what the kernel saw at its exec is not what is read now")
+    # its mode now says nothing of its mode at exec (a blind red team's round six:
+    # 0755 while the candidate started, 0711 again afterwards)
+    if started_ns is not None and (late := hostfs.changed_after(st, started_ns, steady_s)):
+        out.append(f"{path} {late}: what the kernel saw at its exec is not what is read now")
     return node.describe(), out
 
 
