@@ -17,7 +17,7 @@ from conftest import REPO, assert_junit_readers_accept
 from leftovers import assert_nothing_left
 from tests.refhost import findings
 from tests.refhost.interrupts import run_matrix
-from tests.refhost.run import SUPERVISORS, inventory, new_run_id
+from tests.refhost.run import SUPERVISORS, inventory, new_run_id, said_of
 from tests.refhost.tree import DEFAULT_RELEASE, RELEASES
 from tests.refhost.junit import Report
 
@@ -80,7 +80,7 @@ def test_good_reference_host_passes_every_module_that_exists(tmp_path, release, 
     report = Report.find(run_dir)
     assert report is not None and len(report.cases) >= 30, log[-3000:]
     failed = [(c.name, c.outcome) for c in report.failed() if not findings.known(c.name)]
-    assert not failed, f"on a good reference host: {failed}\n{log[-3000:]}"
+    assert not failed, f"on a good reference host: {failed}\n{said_of(log)[-6000:]}"
     reproduced = {findings.case_key(c.name) for c in report.failed()}
     assert reproduced == set(findings.KNOWN_FINDINGS), \
         f"known findings that no longer fail: {set(findings.KNOWN_FINDINGS) - reproduced}"

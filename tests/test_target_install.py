@@ -9,7 +9,7 @@ import pytest
 
 from conftest import REPO
 from tests.refhost.targetcheckout import CHECKOUT, WHEELS, build_wheelhouse, copy_script
-from tests.refhost.run import GUEST_SRC, MARKER, deploy, new_machine, new_run_id, prepare
+from tests.refhost.run import GUEST_SRC, MARKER, deploy, new_machine, new_run_id, prepare, said_of
 
 from leftovers import assert_nothing_left
 
@@ -41,8 +41,9 @@ def test_the_offline_target_install_runs_the_suite_ready(tmp_path):
         suite = m.run([f"{CHECKOUT}/.venv/bin/pytest", "acceptance/", "--inventory",
                        "inventories/reference.yml"], cwd=CHECKOUT, env={"PYTHONDONTWRITEBYTECODE": "1"})
         (out / "suite-output.txt").write_bytes(suite.stdout)
-        lines = suite.stdout.decode(errors="replace").strip().splitlines()
-        assert lines and lines[-1] == f"READY: marker written {MARKER}", "\n".join(lines[-40:])
+        output = suite.stdout.decode(errors="replace")
+        lines = output.strip().splitlines()
+        assert lines and lines[-1] == f"READY: marker written {MARKER}", said_of(output)
         assert m.guest_exists(MARKER)
         assert m.run(["/bin/sh", "-c", PACKAGES]).stdout == before, "the install changed the host's packages"
     finally:

@@ -40,6 +40,15 @@ def inventory(supervisor: str = DEFAULT_SUPERVISOR, release: str = DEFAULT_RELEA
             + ("" if supervisor == "go" else f"-{supervisor}") + ".yml")
 
 
+def said_of(output: str, tail: int = 40) -> str:
+    """What a failing run's output says, for an assertion: the gate's BLOCKER
+    lines first (a SUITE-5 stop is named far above the last lines), then its
+    last `tail` lines."""
+    lines = output.strip().splitlines()
+    blockers = [l for l in lines if l.startswith("BLOCKER [")]
+    return "\n".join(blockers + ["-- last lines --"] + lines[-tail:])
+
+
 def new_run_id() -> str:
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(2)
 

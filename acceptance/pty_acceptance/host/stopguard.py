@@ -233,7 +233,7 @@ class Guard:
                 return
         tracer = self._tracer(pid)
         if tracer is None:
-            return  # gone meanwhile
+            return  # gone meanwhile, or no longer stopped: a stop judged needs state and tracer read together
         if tracer and self._suites(tracer):
             return  # traced by the suite's own strace: its stops are the tracer's (helpertrace.py)
         if tracer:
@@ -256,9 +256,15 @@ class Guard:
                 self.uncounted += 1
 
     def _tracer(self, pid: int) -> int | None:
-        """The TracerPid of `pid` (0: none; None: gone or unreadable)."""
+        """The TracerPid of `pid` while it is still stopped (0: none; None: gone,
+        unreadable or running again). State and TracerPid come from one read of
+        /proc/<pid>/status: a tracee of the suite's own strace, read in its
+        tracing stop just before strace let it go, is never judged untraced."""
         try:
-            return int(proc.status(pid).get("TracerPid", "0"))
+            status = proc.status(pid)
+            if status.get("State", "")[:1] not in ("T", "t"):
+                return None
+            return int(status.get("TracerPid", "0"))
         except (OSError, ValueError):
             return None
 
