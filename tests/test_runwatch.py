@@ -1,6 +1,7 @@
 """SUITE-5: the whole run bounded, and a process of the suite's own stopped
 from outside named, never waited for (gate/runwatch.py, host/stopguard.py)."""
 
+import contextlib
 import os
 import secrets
 import signal
@@ -227,6 +228,38 @@ def test_a_reading_made_while_declared_is_not_counted_when_judged_after(own_grou
             assert not guard._declared(child.pid, 99.0)   # read before it was declared: counted
         guard._judge("pty-acceptance-probe-00.service", group, child.pid)
         assert guard.tripped is not None  # now, long after the window: a stop from outside
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_stop_read_inside_the_window_and_taken_back_before_the_clock_is_not_counted(own_group, monkeypatch):
+    """CI's false SUITE-5 (ISO-3's own stop): the guard's thread read state T
+    inside the declared window, then the test continued the process and closed
+    the window before the guard's thread looked at the clock (the GIL passed
+    between the two). The reading is timed from before the read, and the state
+    is read again with the tracer: not a stop."""
+    child = _child_stopped()
+    try:
+        group = own_group(child.pid)
+        guard = stopguard.Guard("opencode-pty-supervisor.service")
+        window = contextlib.ExitStack()
+        window.enter_context(guard.deliberate(child.pid))
+        real = stopguard.proc.stat_line
+
+        def read_then_the_test_takes_it_back(pid, tid=None):
+            data = real(pid, tid)
+            os.kill(child.pid, signal.SIGCONT)
+            deadline = time.monotonic() + 5
+            while proc.stat_field(real(child.pid), 3) == b"T" and time.monotonic() < deadline:
+                time.sleep(0.005)  # poll interval
+            window.close()
+            return data
+
+        monkeypatch.setattr(stopguard.proc, "stat_line", read_then_the_test_takes_it_back)
+        guard._judge("pty-acceptance-probe-00.service", group, child.pid)
+        monkeypatch.undo()
+        assert guard.tripped is None, guard.said()
     finally:
         child.kill()
         child.wait()

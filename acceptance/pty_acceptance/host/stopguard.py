@@ -219,10 +219,14 @@ class Guard:
                 self._judge(unit, group, pid)
 
     def _judge(self, unit: str, group: str, pid: int) -> None:
+        # the time is taken before the read: a reading taken after the read could
+        # fall past a declared window's end although the state was read inside it
+        # (the GIL passed to the test, which continued the process and closed the
+        # window, between the read and the clock)
+        read_at = time.monotonic()
         try:
             data = proc.stat_line(pid)
             state = proc.stat_field(data, 3)
-            read_at = time.monotonic()
             if state not in (b"T", b"t"):
                 return
             created = proc.create_time(pid)
