@@ -185,29 +185,43 @@ def test_the_live_environment_is_read_from_that_very_process():
 
 def test_a_server_env_changed_after_the_process_started_is_named(tmp_path):
     """CUT-2 (issue 37 round five): the candidate's environment is the file CUT-3
-    judges only when the file, and every directory above it that is not root's
-    alone, has not changed since before the process started; a rename in a
-    directory of the path counts, a root-only directory does not."""
+    judges only when the file, and every directory above it whose name anyone
+    but root could relink, has not changed since before the process started; a
+    rename in a directory of the path counts, a name only root can relink does
+    not (the service user's home in a root-owned directory: entries made in it
+    since are not a change of the path)."""
     import time
     from pty_acceptance.host import proc
-    pilot = tmp_path / "pilot"
-    pilot.mkdir()
+    home = tmp_path / "home"
+    pilot = home / "pilot"
+    pilot.mkdir(parents=True)
     env = pilot / "server.env"
     env.write_text(f"OPENCODE_PASSWORD={PW}\n")
     os.chmod(tmp_path, 0o755)
-    os.chown(pilot, 1000, 1000)  # the service user's directory (root's alone is not judged)
+    os.chown(home, 1000, 1000)  # the service user's home, in a directory root's alone
+    os.chown(pilot, 1000, 1000)  # the service user's directory, in the user's home
     later = time.time_ns() + int(5e9)
     assert serverenv.changed_since(str(env), later) == []
     now = time.time_ns()
     changed = serverenv.changed_since(str(env), now)
     assert any(c.startswith(f"{env} changed (ctime)") for c in changed)
     assert any(c.startswith(f"{pilot} changed") for c in changed)
+    assert not any(c.startswith(f"{home} ") for c in changed), changed  # only root can relink it
     assert not any(c.startswith("/ ") for c in changed)  # root's alone
-    os.rename(pilot, tmp_path / "elsewhere")  # a directory of the path renamed away: absent
+    (home / "notes.txt").write_text("the user's own work after the start\n")
+    assert serverenv.changed_since(str(env), later) == []
+    os.rename(pilot, home / "elsewhere")  # a directory of the path renamed away: absent
     assert serverenv.changed_since(str(env), later) == [f"{pilot}: absent"]
-    os.symlink(tmp_path / "elsewhere", pilot)  # and a link put in its place is not followed
+    os.symlink(home / "elsewhere", pilot)  # and a link put in its place is not followed
     (why,) = serverenv.changed_since(str(env), later)
     assert "not followed" in why
+    os.unlink(pilot)
+    os.rename(home / "elsewhere", pilot)  # put back: its own ctime says so
+    started_before = time.time_ns() - int(2e9)  # the candidate started before the put-back
+    assert any(c.startswith(f"{pilot} changed") for c in serverenv.changed_since(str(env), started_before))
+    os.chmod(tmp_path, 0o775)  # a directory others may write: the home's name is judged again
+    assert any(c.startswith(f"{home} changed") for c in serverenv.changed_since(str(env), started_before))
+    os.chmod(tmp_path, 0o755)
     import psutil
     started = proc.start_realtime_ns(os.getpid())  # psutil reads the same fact, to boot's second
     assert abs(started / 1e9 - psutil.Process().create_time()) < 1.1

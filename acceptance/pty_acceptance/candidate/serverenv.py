@@ -334,7 +334,7 @@ STEADY_S = 1.0  # far above the coarse clock of a ctime (a jiffy) and the start 
 
 
 def changed_since(path: str, started_ns: int) -> list[str]:
-    """The components of `path` (every directory from / down to it, then the
+    """The components of `path` (every directory below / down to it, then the
     file; judged by lstat through a walk that follows no link) whose ctime is
     not at least STEADY_S older than `started_ns` (realtime, nanoseconds), or
     that cannot be read: empty when none changed.
@@ -343,11 +343,13 @@ def changed_since(path: str, started_ns: int) -> list[str]:
     (renamed there, linked, put back) had its ctime moved then, so components
     all older than the start are the very ones the path went through when the
     process started, and the file's bytes (a write moves ctime too) the ones
-    read then. A directory root owns whose parent root owns and no one else may
-    change (or changes only their own entries in, sticky) is not judged: no one
-    but root can put another at its name, and its own ctime moves with every
-    entry root makes in it."""
-    out, parent = [], None
+    read then. A directory whose name no one but root can relink is not judged
+    (its own ctime moves with every entry made in it, which the next
+    component's answers for): one in a directory root owns that no one else
+    may write (mode and no POSIX ACL), or a root-owned one in a sticky
+    directory root owns. So the service user's home in a root-owned /home is
+    not judged; what the user may relink below it is."""
+    out, parent, parent_path = [], None, ""
     for where in [*hostfs.ancestors(path), path]:
         try:
             node = hostfs.Node(where, os.lstat(where)) if where == "/" else hostfs.Node.walked(where)
@@ -358,14 +360,25 @@ def changed_since(path: str, started_ns: int) -> list[str]:
         if st is None:
             out.append(f"{where}: absent")
             break
-        pinned = where != path and st.st_uid == 0 and (
-            parent is None or (parent.st_uid == 0 and (not parent.st_mode & 0o022 or parent.st_mode & stat.S_ISVTX)))
-        parent = st
+        pinned = where != path and (parent is None or _roots_alone(parent_path, parent, st))
+        parent, parent_path = st, where
         if pinned:
             continue
         if late := hostfs.changed_after(st, started_ns, STEADY_S):
             out.append(f"{where} {late}")
     return out
+
+
+def _roots_alone(parent_path: str, parent: os.stat_result, child: os.stat_result) -> bool:
+    """No one but root can relink a name in `parent` that holds `child`."""
+    if parent.st_uid != 0:
+        return False
+    try:
+        if any(a.startswith("system.posix_acl") for a in os.listxattr(parent_path, follow_symlinks=False)):
+            return False
+    except OSError:
+        return False  # unreadable: judged
+    return not parent.st_mode & 0o022 or bool(parent.st_mode & stat.S_ISVTX and child.st_uid == 0)
 
 
 def refused_in(names: tuple[str, ...]) -> list[str]:
