@@ -264,7 +264,11 @@ def test_the_lock_stays_at_the_checkouts_place_whatever_o_says(project, target, 
     finally:
         first.release()
     assert done.returncode == pytest.ExitCode.USAGE_ERROR, said(done)
-    assert f"SUITE-5: another acceptance run holds {safe_dir}/run/lock: pid {os.getpid()}" in done.stderr, said(done)
+    # the early guard refuses -o before pytest starts (it can name filterwarnings), and
+    # says the lock is held; without the early guard the run guard names the holder
+    assert (f"SUITE-5: another acceptance run holds {safe_dir}/run/lock: pid {os.getpid()}" in done.stderr
+            or f"SUITE-5: another acceptance run holds {safe_dir}/run/lock: nothing touched" in done.stderr), \
+        said(done)
     assert marker.exists(), "the second run touched the first run's marker"
     assert not (safe_dir / "elsewhere").exists()
 

@@ -55,6 +55,7 @@ is refused should it be).
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable, Mapping
 
 from pty_acceptance.host import hostfs
@@ -156,27 +157,64 @@ def environment_problems(sources: Iterable[Mapping[str, str]]) -> list[str]:
     return out
 
 
-def plugin_args(args: Iterable[str]) -> list[str]:
-    """The values of every `-p` in a command line as typed (`-p X`, `-pX`)."""
-    out, it = [], iter(args)
-    for a in it:
-        if a == "-p":
-            out.append(next(it, ""))
-        elif a.startswith("-p") and not a.startswith("--"):
-            out.append(a[2:])
+SHORT_WITH_VALUE = "kmrWcpo"  # pytest's short options that take a value (clustered after flags: -qpX)
+
+
+def short_values(args: Iterable[str], letter: str, long: str = "") -> list[str]:
+    """The values of the short option `letter` (and of `long`, when given) in a
+    command line as typed: `-p X`, `-pX`, clustered after flags (`-qpX`,
+    `-qp X`), `--long X`, `--long=X`. pytest allows no abbreviation."""
+    out, items = [], list(args)
+    i = 0
+    while i < len(items):
+        a = items[i]
+        if a == "--":
+            break
+        if long and (a == long or a.startswith(long + "=")):
+            if a == long:
+                i += 1
+                out.append(items[i] if i < len(items) else "")
+            else:
+                out.append(a[len(long) + 1:])
+        elif a.startswith("-") and not a.startswith("--") and len(a) > 1:
+            for j in range(1, len(a)):
+                if a[j] not in SHORT_WITH_VALUE:
+                    continue
+                value = a[j + 1:]
+                if not value:
+                    i += 1
+                    value = items[i] if i < len(items) else ""
+                if a[j] == letter:
+                    out.append(value)
+                break
+        i += 1
     return out
+
+
+def plugin_args(args: Iterable[str]) -> list[str]:
+    """The values of every `-p` in a command line as typed (`-p X`, `-pX`, `-qpX`)."""
+    return short_values(args, "p")
 
 
 def option_problems(args: Iterable[str], option: object) -> list[str]:
     """`args`: the command line as typed (pytest's invocation_params.args,
     which a plugin editing config.option does not change); `option`: the
     parsed options."""
-    out = []
+    out, args = [], list(args)
     named = [p for p in plugin_args(args) if not p.startswith("no:")]
     named += [p for p in (getattr(option, "plugins", None) or []) if not p.startswith("no:") and p not in named]
     if named:
         out.append("-p " + " -p ".join(named) + ": loads plugins by name, code the checkout does not hold "
                    "(only -p no:cacheprovider may be given)")
+    warned = short_values(args, "W", "--pythonwarnings")
+    if warned:
+        out.append("-W/--pythonwarnings " + " ".join(warned) + ": pytest imports a warning filter's "
+                   "category by its module name before the suite's code loads (a module that runs code "
+                   "as it is imported, e.g. tkinter.__main__ running $HOME/.Tk.py)")
+    overrides = short_values(args, "o", "--override-ini") if option is None else []
+    if overrides:  # the early guard's (no parse yet); the run guard's is invocation.configuration_problems
+        out.append("-o/--override-ini changes the project's configuration: " + " ".join(overrides) +
+                   " (and filterwarnings imports a category by its module name before the suite's code loads)")
     if getattr(option, "usepdb_cls", None):
         out.append(f"--pdbcls {':'.join(option.usepdb_cls)}: a debugger class imported by name")  # type: ignore[attr-defined]
     if getattr(option, "usepdb", False) or getattr(option, "trace", False):
@@ -186,7 +224,21 @@ def option_problems(args: Iterable[str], option: object) -> list[str]:
     return out
 
 
+def interpreter_problems() -> list[str]:
+    """The interpreter's own warning options (`python -W`, or PYTHONWARNINGS,
+    which environment_problems names): their categories were imported by module
+    name before the site module, so before any of the suite's code (a documented
+    limit, as `python -S` is: docs/operator.md); what ran cannot be undone, but
+    the run is refused, never judged."""
+    if not sys.warnoptions or os.environ.get("PYTHONWARNINGS"):
+        return []
+    return [f"the interpreter runs with warning options {' '.join(sys.warnoptions)!r} (python -W): a "
+            "filter's category is imported by its module name before any of the suite's code; refused "
+            "(start pytest without them)"]
+
+
 def refused(args: Iterable[str], option: object) -> list[str]:
     """Everything this process was started with that it may not be (the
-    environment, then the options): startup.py refuses the run on any."""
-    return environment_problems(environments()) + option_problems(args, option)
+    environment, the interpreter's warning options, then the options):
+    startup.py refuses the run on any."""
+    return environment_problems(environments()) + interpreter_problems() + option_problems(args, option)

@@ -7,11 +7,12 @@ before stands unless this run wrote it:
 - each `--marker` given;
 - the `marker:` of every inventory the run could use: each `--inventory`
   given and the checkout's default `inventories/target.yml`, read whether or
-  not the file validates (YAML; a file YAML cannot read, or one not shaped
-  as an inventory, scanned line by line for `marker:`), through
-  inventory.read_text (walked from /, no link followed, bounded), or, where
-  that refuses a link on its path, read through the links (a regular file
-  only, bounded): the run refuses such an inventory, and its marker goes;
+  not the file validates (YAML; a file YAML cannot build, or one not shaped
+  as an inventory, scanned: YAML's tokens up to the first error and every
+  line's `marker:`), through inventory.read_text (walked from /, no link
+  followed, bounded), or, where that refuses it (a link on its path, over
+  the run's bound, a pipe the operator gave), read once more for its marker
+  paths only: the run refuses such an inventory, and its marker goes;
 - the default path (readiness_marker.DEFAULT_PATH).
 
 The options are read from the raw arguments (the configuration file's
@@ -28,6 +29,8 @@ import os
 import re
 import stat
 from dataclasses import dataclass, field
+
+import yaml
 
 from pty_acceptance.decision import readiness_marker
 from pty_acceptance.spec import inventory
@@ -55,28 +58,96 @@ def _unquoted(value: str) -> str:
     return value
 
 
+SCAN_LIMIT = 64 << 20  # read for its marker paths only: far past what the run itself reads (INVENTORY_LIMIT)
+
+
 def _read_followed(path: str) -> str:
     """The file at `path` reached through whatever links its path holds (a red
     team's pass: an inventory given through a linked directory, which the run
-    refuses to read, still named a marker it left): a regular file only (never
-    a FIFO: opened non-blocking and judged by fstat before any read), bounded.
-    Only for the paths to remove; the run judges nothing read so."""
-    limit = inventory.INVENTORY_LIMIT.value
+    refuses to read, still named a marker it left): a regular file (bounded by
+    SCAN_LIMIT, past the run's own bound: a fourth pass's inventory over that
+    bound named a marker it left), or a pipe the operator gave (`--inventory
+    <(cat FILE)`: what it holds now, read without waiting), never a FIFO of the
+    file system or a device (opened non-blocking, judged by fstat before any
+    read). Only for the paths to remove; the run judges nothing read so."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-            raise OSError(f"{path}: not a regular file of at most {limit} bytes")
-        return os.read(fd, limit).decode("utf-8", "replace")
+        if stat.S_ISFIFO(st.st_mode) and not _anonymous_pipe(path):
+            raise OSError(f"{path}: a FIFO of the file system is never read")
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
+            raise OSError(f"{path}: not a regular file")
+        chunks, n = [], 0
+        while n < SCAN_LIMIT:
+            try:
+                chunk = os.read(fd, min(1 << 20, SCAN_LIMIT - n))
+            except BlockingIOError:
+                break  # a pipe holds no more now
+            if not chunk:
+                break
+            chunks.append(chunk)
+            n += len(chunk)
+        return b"".join(chunks).decode("utf-8", "replace")
     finally:
         os.close(fd)
+
+
+def _anonymous_pipe(path: str) -> bool:
+    """`path` is one of this process's descriptors (/dev/fd/N, /proc/self/fd/N)
+    that is a pipe, not a FIFO with a name in the file system."""
+    try:
+        return os.readlink(os.path.realpath(os.path.dirname(path)) + "/" + os.path.basename(path)) \
+            .startswith("pipe:")
+    except OSError:
+        return False
+
+
+def scanned(text: str) -> list[str]:
+    """The marker paths `text` names when YAML cannot build it (a red team's
+    third and fourth passes: an integer of 5000 digits, nesting 3000 deep, an
+    unclosed bracket with the value on the next line or escaped): YAML's own
+    tokens up to the first error (a `marker` key's scalar, quoted, escaped, on
+    the next line or an alias of an anchored one), and every line's
+    `marker: VALUE`; of these, the marker paths (inventory.MARKER_PATH)."""
+    out: list[str] = []
+    anchors: dict[str, str] = {}
+    key = wanted = False
+    anchor = None
+    try:
+        for tok in yaml.scan(text, Loader=yaml.SafeLoader):
+            if isinstance(tok, yaml.KeyToken):
+                key, wanted, anchor = True, False, None
+            elif isinstance(tok, yaml.ValueToken):
+                key = False
+            elif isinstance(tok, yaml.AnchorToken):
+                anchor = tok.value
+            elif isinstance(tok, yaml.AliasToken):
+                if wanted and tok.value in anchors:
+                    out.append(anchors[tok.value])
+                wanted = False
+            elif isinstance(tok, yaml.ScalarToken):
+                if anchor is not None:
+                    anchors[anchor] = tok.value
+                    anchor = None
+                if key:
+                    wanted, key = tok.value == "marker", False
+                elif wanted:
+                    out.append(tok.value)
+                    wanted = False
+            elif not isinstance(tok, yaml.TagToken):  # a collection starts, or ends: not a path
+                anchor, wanted = None, False
+    except Exception:  # noqa: BLE001  # the first error ends the tokens; the lines still count
+        pass
+    out += [m for line in text.splitlines() if (found := MARKER_LINE.match(line))
+            and (m := _unquoted(found.group(1)))]
+    return list(dict.fromkeys(m for m in out if inventory.MARKER_PATH.match(m)))  # a marker stands nowhere else
 
 
 def inventory_markers(path: str) -> list[str]:
     """The marker paths the inventory file at `path` names (every host's),
     as far as they can be read: [] when the file cannot be read. Where the
-    safe read refuses it (a link on its path), it is read once more through
-    the links, for its marker paths only."""
+    safe read refuses it (a link on its path, over the run's bound), it is read
+    once more, for its marker paths only (_read_followed)."""
     try:
         text = inventory.read_text(path)
     except inventory.InventoryError:
@@ -87,10 +158,8 @@ def inventory_markers(path: str) -> list[str]:
     try:
         hosts = inventory.parse(text, path)["all"]["hosts"].values()
         return [str(v["marker"]) for v in hosts if v.get("marker") is not None]
-    except Exception:  # whatever YAML or the shape raise (a blind red team's third pass: an
-        pass           # integer of 5000 digits, nesting 3000 deep): the lines are scanned instead
-    return [m for line in text.splitlines() if (found := MARKER_LINE.match(line))
-            and (m := _unquoted(found.group(1)))]
+    except Exception:  # whatever YAML or the shape raise: the text is scanned instead
+        return scanned(text)
 
 
 def named(args: list[str], start_dir: str, default_inventory: str) -> list[str]:

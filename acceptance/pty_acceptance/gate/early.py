@@ -108,27 +108,41 @@ def pytest_args(argv: list[str]) -> list[str] | None:
     return None
 
 
+ARGS_DEPTH = 64  # @FILE within @FILE: argparse has no bound but Python's recursion
+ARGS_FILE_LIMIT = 64 << 20  # bytes of one @FILE read (argparse reads it whole)
+
+
 def expanded(args: list[str], here: str, depth: int = 0) -> list[str]:
     """`args` with each `@FILE` replaced by FILE's lines, one argument each
-    (pytest's parser reads them so: argparse's fromfile_prefix_chars), FILE
-    relative to `here`; a file that cannot be read stays as it is (pytest
-    stops at it). A red team's second pass: an --inventory inside such a file
-    named a marker the early guard did not see."""
+    (pytest's parser reads them so: argparse's fromfile_prefix_chars, nested
+    and whole), FILE relative to `here`; a file that cannot be read stays as it
+    is (pytest stops at it). Red teams' second and fourth passes: an
+    --inventory inside such a file, nested nine deep or past its first MiB,
+    named a marker the early guard did not see. Past ARGS_DEPTH or
+    ARGS_FILE_LIMIT, ArgsTooDeep: the run is refused."""
     import os
 
     out: list[str] = []
     for a in args:
-        if a.startswith("@") and depth < 8:
+        if a.startswith("@"):
+            if depth >= ARGS_DEPTH:
+                raise ArgsTooDeep(f"{a}: @FILE arguments nested over {ARGS_DEPTH} deep")
             try:
                 with open(os.path.join(here, a[1:]), encoding="utf-8", errors="surrogateescape") as f:
-                    lines = f.read(1 << 20).splitlines()
+                    text = f.read(ARGS_FILE_LIMIT + 1)
             except OSError:
                 out.append(a)
                 continue
-            out += expanded(lines, here, depth + 1)
+            if len(text) > ARGS_FILE_LIMIT:
+                raise ArgsTooDeep(f"{a}: an @FILE over {ARGS_FILE_LIMIT} bytes")
+            out += expanded(text.splitlines(), here, depth + 1)
         else:
             out.append(a)
     return out
+
+
+class ArgsTooDeep(Exception):
+    """The arguments cannot all be read here: the run is refused."""
 
 
 def _start() -> None:
@@ -268,7 +282,15 @@ def _begin(args: list[str], here: str | None) -> None:
                              f"which checkout this pytest runs cannot be told; refused before pytest started "
                              f"(MARK-4: {removal.text()})"), sys.stderr)
         os._exit(REFUSED_EXIT)
-    args = expanded(args, here)
+    try:
+        args = expanded(args, here)
+    except ArgsTooDeep as e:  # what the run could name cannot all be read: the default marker goes
+        removal = marker_paths.Removal()
+        removal.add(marker_paths.named(args, here, readiness_marker.DEFAULT_PATH))
+        _say(terminal.escape(f"ERROR: NOT READY: SUITE-3: {e}: the arguments cannot all be read, so "
+                             f"neither can the markers they name; refused before pytest started "
+                             f"(MARK-4: {removal.text()})"), sys.stderr)
+        os._exit(REFUSED_EXIT)
     found = checkout.early_run(args, here)
     if found is None:
         return
@@ -280,11 +302,13 @@ def _begin(args: list[str], here: str | None) -> None:
     if _run is None:
         atexit.register(_at_exit)  # once: it judges the process's last run on the suite
     _run = _Run(root, removal)
-    said = f" (MARK-4: {removal.text()})" if not busy else ""
+    said = f" (MARK-4: {removal.text()})" if not busy else \
+        f" (SUITE-5: another acceptance run holds {checkout.run_dir_of(root)}/{rundir.LOCK_NAME}: nothing touched)"
     # what the run guard would refuse of the options and the environment, refused before
     # anything of pytest's or the environment's runs (a sitecustomize on PYTHONPATH runs
     # after this start-up file, and could end the process before the run guard loads)
-    refused = launch.option_problems(raw, None) + launch.environment_problems(launch.environments())
+    refused = (launch.option_problems(raw, None) + launch.environment_problems(launch.environments())
+               + launch.interpreter_problems())
     if refused:
         _say(terminal.escape(f"ERROR: NOT READY: SUITE-3: {'; '.join(refused)}; refused before pytest "
                              f"started{said}"), sys.stderr)
