@@ -119,14 +119,15 @@ def expanded(args: list[str], here: str, depth: int = 0) -> list[str]:
     is (pytest stops at it). Red teams' second and fourth passes: an
     --inventory inside such a file, nested nine deep or past its first MiB,
     named a marker the early guard did not see. Past ARGS_DEPTH or
-    ARGS_FILE_LIMIT, ArgsTooDeep: the run is refused."""
+    ARGS_FILE_LIMIT, RecursionError naming it (argparse's own end): the run is
+    refused."""
     import os
 
     out: list[str] = []
     for a in args:
         if a.startswith("@"):
             if depth >= ARGS_DEPTH:
-                raise ArgsTooDeep(f"{a}: @FILE arguments nested over {ARGS_DEPTH} deep")
+                raise RecursionError(f"{a}: @FILE arguments nested over {ARGS_DEPTH} deep")
             try:
                 with open(os.path.join(here, a[1:]), encoding="utf-8", errors="surrogateescape") as f:
                     text = f.read(ARGS_FILE_LIMIT + 1)
@@ -134,15 +135,11 @@ def expanded(args: list[str], here: str, depth: int = 0) -> list[str]:
                 out.append(a)
                 continue
             if len(text) > ARGS_FILE_LIMIT:
-                raise ArgsTooDeep(f"{a}: an @FILE over {ARGS_FILE_LIMIT} bytes")
+                raise RecursionError(f"{a}: an @FILE over {ARGS_FILE_LIMIT} bytes")
             out += expanded(text.splitlines(), here, depth + 1)
         else:
             out.append(a)
     return out
-
-
-class ArgsTooDeep(Exception):
-    """The arguments cannot all be read here: the run is refused."""
 
 
 def _start() -> None:
@@ -284,7 +281,7 @@ def _begin(args: list[str], here: str | None) -> None:
         os._exit(REFUSED_EXIT)
     try:
         args = expanded(args, here)
-    except ArgsTooDeep as e:  # what the run could name cannot all be read: the default marker goes
+    except RecursionError as e:  # what the run could name cannot all be read: the default marker goes
         removal = marker_paths.Removal()
         removal.add(marker_paths.named(args, here, readiness_marker.DEFAULT_PATH))
         _say(terminal.escape(f"ERROR: NOT READY: SUITE-3: {e}: the arguments cannot all be read, so "
