@@ -27,7 +27,9 @@ ISO-1  The target is the one process listening on ports.candidate (the
        as root: runtime.binary is root's and unreadable to the service user
        (others, its groups, an ACL) and unchanged since before the candidate
        started, or the kernel made the candidate dumpable at exec and it may
-       since have made itself not dumpable; and the
+       since have made itself not dumpable; so is every directory on its path
+       whose name the service user could relink, or what systemd exec'd there
+       may have been a wrapper of the user's; and the
        candidate catches no SIGUSR1 (Node's inspector, which any process of
        the user could open with it).
 ISO-3  (the rest is test_process_control.py) The same probe also tries
@@ -42,6 +44,9 @@ ISO-2  The PTY is not a general sandbox: from inside a live session started
        127.0.0.1 on ports.production. Both are recorded; a test fails only
        where the host differs from what the inventory declares
        (isolation.session_workspace_writable, isolation.session_network).
+       The report comes through the session's terminal, which the service
+       user may write into: it counts only as the one report of a probe
+       session that ended with status 0.
 
 The probe never harms the target: SEIZE never stops it and a tracer that
 exits detaches, signal 0 only, only the lengths of what it read are reported.
@@ -406,6 +411,12 @@ def reach(inv, bus, module_peer):
         expect(isinstance(report, dict) and all(isinstance(report.get(k), str)
                                                 for k in ("workspace", "network", "cwd")), "ISO-2",
                f"the session's report has the wrong shape: {str(report)[:200]!r}")
+        # the report came through the session's terminal, which the service user may write
+        # into: it stands only when the probe ended by itself, its exit 0 after its one report
+        # (a blind red team's round seven stopped the probe, wrote a report of its own into the
+        # terminal and killed the probe before it could print the real one)
+        expect(status == 0, "ISO-2", f"the probe session ended with status {status}, not 0 after its report: "
+                                     "a report the probe did not finish may be another process's")
         left = os.path.join(cwd, name)
         report.update(cwd_host=cwd, outside=outside, status=status,
                       leftover=os.path.lexists(left))

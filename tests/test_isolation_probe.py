@@ -424,6 +424,40 @@ def test_a_runtime_changed_since_the_candidate_started_is_named(tmp_path):
     assert "changed (ctime)" in why
 
 
+def test_a_runtime_directory_the_user_relinked_since_the_candidate_started_is_named(tmp_path):
+    """ISO-1 (a blind red team's round seven): the runtime's bin/ in the service
+    user's tree exchanged for one holding a wrapper while systemd restarted the
+    candidate, put back since: the binary's own ctime is old, its directory's
+    is not. A directory only root can relink is not judged."""
+    import time
+    from pty_acceptance.supervisor import isolation
+    os.chmod(tmp_path, 0o755)
+    tree = tmp_path / "Code"
+    bindir = tree / "dist" / "bin"
+    bindir.mkdir(parents=True)
+    binary = bindir / "opencode2-node"
+    binary.write_bytes(b"\x7fELF")
+    os.chmod(binary, 0o711)
+    for d in (tree, tree / "dist", bindir):
+        os.chown(d, 1000, 1000)  # the service user's tree (tmp_path: root's alone)
+    old = os.stat(binary).st_ctime_ns
+    started = time.time_ns() + int(5e9)
+    assert isolation.readable_to(str(binary), 1000, {1000}, started)[1] == []
+    probe = tmp_path / "tick"
+    while True:  # until the kernel's coarse clock for ctime has moved past the binary's
+        probe.write_bytes(b"")
+        if os.stat(probe).st_ctime_ns > old:
+            break
+    os.rename(bindir, tree / "dist" / "bin.real")  # the user's exchange, and back
+    os.rename(tree / "dist" / "bin.real", bindir)
+    assert os.stat(binary).st_ctime_ns == old
+    started = old + 1  # the candidate started after the binary was made, before the put-back
+    problems = isolation.readable_to(str(binary), 1000, {1000}, started, steady_s=0)[1]
+    assert any(p.startswith(f"{bindir} changed (ctime)") and "could relink" in p for p in problems), problems
+    assert not any(str(binary) + " changed" in p for p in problems)
+    assert not any(p.startswith(f"{tree} ") for p in problems)  # in root's directory: not judged
+
+
 def test_a_handler_for_sigusr1_is_read_from_that_very_process():
     """ISO-1 (a blind red team's round six): Node opens its inspector on SIGUSR1."""
     import signal

@@ -200,3 +200,43 @@ def test_runtime_2_reads_the_candidate_unit_scope_1_copied_not_the_users():
     assert handoff.unit_file(inv, None) == unit
     elsewhere = SimpleNamespace(units=SimpleNamespace(candidate_file="/etc/systemd/system/opencode-v2.service"))
     assert handoff.unit_file(elsewhere, copy) == "/etc/systemd/system/opencode-v2.service"
+
+
+def test_what_stood_at_the_runtimes_path_when_it_started_is_the_hashed_file(tmp_path):
+    """RUNTIME-2 (a blind red team's round seven): the runtime's bin/ in the
+    service user's tree exchanged for a wrapper's while the unit started, and
+    exchanged back by the wrapper: the path, read once the runtime runs, must
+    be the hashed file, with nothing on it the user could relink changed since
+    the process started."""
+    import subprocess
+    import time
+
+    from pty_acceptance.candidate.runtimeunit import Hashed, exec_path_problem
+    from pty_acceptance.host import proc
+    os.chmod(tmp_path, 0o755)
+    bindir = tmp_path / "tree" / "bin"
+    bindir.mkdir(parents=True)
+    binary = bindir / "opencode2-node"
+    binary.write_bytes(b"\x7fELF")
+    for d in (tmp_path / "tree", bindir):
+        os.chown(d, 1000, 1000)
+    st = os.stat(binary)
+    newest = max(os.stat(p).st_ctime_ns for p in (binary, bindir, tmp_path / "tree"))
+    while time.time_ns() < newest + int(0.2e9):  # the runtime starts after its tree was made
+        time.sleep(0.01)  # poll interval
+    runtime = subprocess.Popen(["/bin/sleep", "30"])
+    try:
+        hashed = Hashed(str(binary), -1, (st.st_dev, st.st_ino), "0" * 64)
+        assert exec_path_problem(runtime.pid, hashed) is None
+        os.rename(bindir, tmp_path / "tree" / "bin.w")  # exchanged, and back
+        os.rename(tmp_path / "tree" / "bin.w", bindir)
+        why = exec_path_problem(runtime.pid, hashed)
+        assert why and f"{bindir} changed (ctime)" in why and "a wrapper" in why, why
+        binary.rename(bindir / "real")
+        binary.write_bytes(b"#!/bin/sh\n")  # a wrapper left at the path
+        why = exec_path_problem(runtime.pid, hashed)
+        assert why and "not the file hashed before the start" in why, why
+        assert proc.start_realtime_ns(runtime.pid) > newest
+    finally:
+        runtime.kill()
+        runtime.wait()

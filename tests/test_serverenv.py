@@ -225,3 +225,33 @@ def test_a_server_env_changed_after_the_process_started_is_named(tmp_path):
     import psutil
     started = proc.start_realtime_ns(os.getpid())  # psutil reads the same fact, to boot's second
     assert abs(started / 1e9 - psutil.Process().create_time()) < 1.1
+
+
+@pytest.mark.parametrize("text", [
+    b"OPENCODE_PASSWORD=\\\nZq7-wV3k-user-secret-tail=\n",        # systemd joins the lines
+    b"OPENCODE_PASSWORD='ab'Zq7-wV3k-user-secret-tail\n",          # quoted text joined to more
+    b"OPENCODE_PASSWORD='Zq7-wV3k\nuser-secret-tail='\n",         # a quoted value over lines
+    b'OPENCODE_PASSWORD="Zq7-wV3k\\"user-secret-tail"\n',          # an escape
+])
+def test_a_server_env_systemd_reads_otherwise_is_not_judged_and_nothing_of_it_shown(tmp_path, text):
+    """CUT-3 (a blind red team's round seven): where systemd's EnvironmentFile=
+    parser and a line-by-line reading disagree, the password systemd gives the
+    candidate is not the one this suite would redact, and a piece of it could be
+    shown as a variable's name: the file is a finding, and nothing of it is shown."""
+    env = tmp_path / "server.env"
+    env.write_bytes(text)
+    os.chmod(env, 0o600)
+    read = serverenv.read(str(env))
+    assert read.problem and "a backslash or a quote" in read.problem
+    found = serverenv.problems(read, os.getuid())
+    said = " ".join(found) + read.describe()
+    assert "Zq7" not in said and "secret-tail" not in said and "user-secret" not in said, said
+    assert any("content not read" in f for f in found), found
+
+
+def test_a_plain_or_wholly_quoted_value_is_read_as_systemd_reads_it(tmp_path):
+    env = tmp_path / "server.env"
+    env.write_bytes(b"# it's the pilot's\nOPENCODE_PASSWORD='a b'\n")
+    os.chmod(env, 0o600)
+    read = serverenv.read(str(env))
+    assert read.problem is None and read.password.reveal() == "a b"

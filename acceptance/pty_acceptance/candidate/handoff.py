@@ -68,7 +68,7 @@ from typing import cast
 from pty_acceptance.candidate import opencode_api, runtimetrace, tracedholders
 from pty_acceptance.candidate.runtimetrace import Trace, Tracer
 from pty_acceptance.candidate.runtimeunit import (
-    CandidateCommand, HandoffError, Hashed, RuntimeUnit, candidate_command, environment_only_from,
+    CandidateCommand, HandoffError, Hashed, RuntimeUnit, candidate_command, environment_only_from, exec_path_problem,
     free_port, hash_again, open_runtime, private_environment, runtime_properties, runtime_unit_text,
     service_ids, stop_runtime, wait_listening)
 from pty_acceptance.host import observe, proc
@@ -304,6 +304,9 @@ def observe_session(bus: Systemd, inv, tag: str, password: str, source=None) -> 
                                                          env_copy=ob.unit.env_copy))
             found = wait_listening(bus, ob.unit, ob.port, ob.runtime)
             ob.listener = found.describe()
+            ob.stage = "reading the runtime's path as systemd exec'd it"
+            if why := exec_path_problem(ob.unit.main_pid, ob.runtime):
+                return ob.fail(why)
             ob.stage = "attaching strace to the runtime"
             tracer = runtimetrace.attach(ob.unit.main_pid)
             stack.callback(tracer.stop)

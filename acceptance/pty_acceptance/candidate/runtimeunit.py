@@ -200,6 +200,31 @@ def runs_hashed(pid: int, hashed: Hashed) -> str | None:
     return None
 
 
+def exec_path_problem(pid: int, hashed: Hashed) -> str | None:
+    """Once the runtime runs: what stood at its path when systemd exec'd it was
+    the hashed file (None), else why not. The path resolves now (walked, no link
+    followed) to the kept descriptor's file, and no directory on it whose name
+    the service user could relink, nor the file, changed since the process
+    started (a blind red team's round seven: the runtime's bin/ exchanged for
+    one holding a wrapper while the unit started, the wrapper exchanging it back
+    and exec'ing the runtime with a preload of the user's)."""
+    try:
+        node = hostfs.Node.walked(hashed.path)
+        started = proc.start_realtime_ns(pid)
+    except (hostfs.PathRefused, OSError, ValueError) as e:
+        return f"the runtime's path {hashed.path} or pid {pid}'s start: {e}"
+    st = node.st
+    if st is None or (st.st_dev, st.st_ino) != hashed.dev_ino:
+        now = "nothing" if st is None else f"{st.st_dev}:{st.st_ino}"
+        return (f"{hashed.path} is {now} now, not the file hashed before the start "
+                f"({hashed.dev_ino[0]}:{hashed.dev_ino[1]}): what systemd exec'd there is not known")
+    moved = hostfs.relinked_since(hashed.path, started, hostfs.EXEC_STEADY_S)
+    if moved:
+        return (f"the runtime's path changed since its start (pid {pid}), so what systemd exec'd there may have "
+                f"been another file (a wrapper that ran it with an environment of its own): {'; '.join(moved)}")
+    return None
+
+
 def hash_again(pid: int, hashed: Hashed, pin: str, limit: hostfs.Limit) -> str | None:
     """After the session: MainPID still executes the kept descriptor's file,
     which is hashed again through that descriptor (it is what was hashed

@@ -159,6 +159,28 @@ def variables(data: bytes) -> tuple[tuple[int, str | None], ...]:
     return tuple(out)
 
 
+def unlike_systemd(data: bytes) -> list[int]:
+    """The lines (numbers) this module would read otherwise than systemd's
+    EnvironmentFile= does (a blind red team's round seven: `KEY=\\` then a line
+    that systemd joins to it as the rest of the password, which this module took
+    for a variable's name and showed): a value holding a backslash (an escape, a
+    line continuation), or a quote anywhere but around the whole value (quoted
+    text joined to what follows, a quoted value over lines). Such a file is not
+    judged line by line, and nothing of it is shown."""
+    out = []
+    for number, raw in enumerate(_LINE_END.split(data), 1):
+        line = raw.strip(b" \t")
+        if not line or line[:1] in (b"#", b";"):
+            continue
+        value = line.partition(b"=")[2].strip(b" \t")
+        quoted = len(value) >= 2 and value[:1] in (b"'", b'"') and value[-1:] == value[:1] \
+            and not any(q in value[1:-1] for q in (b"'", b'"'))
+        if b"\\" in line or (not quoted and (b"'" in value or b'"' in value)) or (b"=" not in line and (
+                b"'" in line or b'"' in line)):
+            out.append(number)
+    return out
+
+
 def parse(data: bytes) -> tuple[int, Secret | None, str | None]:
     """(number of KEY= assignments, the last value or None, problem)."""
     count, last, problem = 0, None, None
@@ -240,6 +262,11 @@ def _read_at(dfd: int, name: str, path: str) -> ServerEnv:
     data = b"".join(chunks)
     # The descriptor's view is what was read: report its metadata.
     base.update(mode=stat.S_IMODE(st.st_mode), uid=st.st_uid, gid=st.st_gid, size=len(data))
+    if unlike := unlike_systemd(data):
+        return ServerEnv(**base, problem=f"line {_some([str(n) for n in unlike])}: a backslash or a quote that "
+                         "systemd reads otherwise than a plain NAME=value line (an escape, a line continuation, "
+                         "quoted text joined to more or over lines), so what it gives the candidate is not known "
+                         "here; nothing of the file is shown (write each line as NAME=value, without them)")
     count, secret, problem = parse(data)
     return ServerEnv(**base, assignments=count, has_password=bool(secret), problem=problem,
                      variables=variables(data), password=secret if secret else None,
@@ -334,51 +361,9 @@ STEADY_S = 1.0  # far above the coarse clock of a ctime (a jiffy) and the start 
 
 
 def changed_since(path: str, started_ns: int) -> list[str]:
-    """The components of `path` (every directory below / down to it, then the
-    file; judged by lstat through a walk that follows no link) whose ctime is
-    not at least STEADY_S older than `started_ns` (realtime, nanoseconds), or
-    that cannot be read: empty when none changed.
-
-    Each component's own ctime is enough: whatever was linked at a name since
-    (renamed there, linked, put back) had its ctime moved then, so components
-    all older than the start are the very ones the path went through when the
-    process started, and the file's bytes (a write moves ctime too) the ones
-    read then. A directory whose name no one but root can relink is not judged
-    (its own ctime moves with every entry made in it, which the next
-    component's answers for): one in a directory root owns that no one else
-    may write (mode and no POSIX ACL), or a root-owned one in a sticky
-    directory root owns. So the service user's home in a root-owned /home is
-    not judged; what the user may relink below it is."""
-    out, parent, parent_path = [], None, ""
-    for where in [*hostfs.ancestors(path), path]:
-        try:
-            node = hostfs.Node(where, os.lstat(where)) if where == "/" else hostfs.Node.walked(where)
-        except (hostfs.PathRefused, OSError) as e:
-            out.append(f"{where}: {e} (not followed)")
-            break
-        st = node.st
-        if st is None:
-            out.append(f"{where}: absent")
-            break
-        pinned = where != path and (parent is None or _roots_alone(parent_path, parent, st))
-        parent, parent_path = st, where
-        if pinned:
-            continue
-        if late := hostfs.changed_after(st, started_ns, STEADY_S):
-            out.append(f"{where} {late}")
-    return out
-
-
-def _roots_alone(parent_path: str, parent: os.stat_result, child: os.stat_result) -> bool:
-    """No one but root can relink a name in `parent` that holds `child`."""
-    if parent.st_uid != 0:
-        return False
-    try:
-        if any(a.startswith("system.posix_acl") for a in os.listxattr(parent_path, follow_symlinks=False)):
-            return False
-    except OSError:
-        return False  # unreadable: judged
-    return not parent.st_mode & 0o022 or bool(parent.st_mode & stat.S_ISVTX and child.st_uid == 0)
+    """The components of server.env's `path` changed since STEADY_S before
+    `started_ns` (the candidate's start): hostfs.relinked_since."""
+    return hostfs.relinked_since(path, started_ns, STEADY_S)
 
 
 def refused_in(names: tuple[str, ...]) -> list[str]:

@@ -211,6 +211,59 @@ def changed_after(st: os.stat_result, started_ns: int, steady_s: float) -> str |
     return None
 
 
+EXEC_STEADY_S = 0.05  # a ctime's coarse clock (a jiffy) and a start time's tick (10 ms), with room
+
+
+def relinked_since(path: str, started_ns: int, steady_s: float, leaf: bool = True) -> list[str]:
+    """The components of `path` (every directory below / down to it, then the
+    file unless not `leaf`; judged by lstat through a walk that follows no
+    link) whose ctime is not at least `steady_s` older than `started_ns`
+    (realtime, nanoseconds: a process's start), or that cannot be read: empty
+    when none changed.
+
+    Each component's own ctime is enough: whatever was linked at a name since
+    (renamed there, linked, put back, exchanged) had its ctime moved then, so
+    components all older than the start are the very ones the path went
+    through when the process started (server.env as systemd read it, the
+    runtime as systemd exec'd it), and the file's bytes (a write moves ctime
+    too) the ones read then. A directory whose name no one but root can relink
+    is not judged (its own ctime moves with every entry made in it, which the
+    next component's answers for): one in a directory root owns that no one
+    else may write (mode and no POSIX ACL), or a root-owned one in a sticky
+    directory root owns. So the service user's home in a root-owned /home is
+    not judged; what the user may relink below it is."""
+    out, parent, parent_path = [], None, ""
+    for where in [*ancestors(path), path]:
+        try:
+            node = Node(where, os.lstat(where)) if where == "/" else Node.walked(where)
+        except (PathRefused, OSError) as e:
+            out.append(f"{where}: {e} (not followed)")
+            break
+        st = node.st
+        if st is None:
+            out.append(f"{where}: absent")
+            break
+        pinned = where != path and (parent is None or roots_alone(parent_path, parent, st))
+        parent, parent_path = st, where
+        if pinned or (where == path and not leaf):
+            continue
+        if late := changed_after(st, started_ns, steady_s):
+            out.append(f"{where} {late}")
+    return out
+
+
+def roots_alone(parent_path: str, parent: os.stat_result, child: os.stat_result) -> bool:
+    """No one but root can relink a name in the directory `parent` that holds `child`."""
+    if parent.st_uid != 0:
+        return False
+    try:
+        if any(a.startswith("system.posix_acl") for a in os.listxattr(parent_path, follow_symlinks=False)):
+            return False
+    except OSError:
+        return False  # unreadable: judged
+    return not parent.st_mode & 0o022 or bool(parent.st_mode & stat.S_ISVTX and child.st_uid == 0)
+
+
 def kind_of(mode: int) -> str:
     for test, name in ((stat.S_ISLNK, "symlink"), (stat.S_ISREG, "regular file"),
                        (stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "FIFO"),

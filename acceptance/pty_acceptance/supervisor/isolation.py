@@ -136,7 +136,7 @@ def yama() -> str:
     return f"ptrace_scope {value}"
 
 
-EXEC_STEADY_S = 0.05  # a ctime's coarse clock (a jiffy) and a start time's tick (10 ms), with room
+EXEC_STEADY_S = hostfs.EXEC_STEADY_S
 
 
 def readable_to(path: str, uid: int, gids: set[int], started_ns: int | None = None,
@@ -181,6 +181,14 @@ def readable_to(path: str, uid: int, gids: set[int], started_ns: int | None = No
     # 0755 while the candidate started, 0711 again afterwards)
     if started_ns is not None and (late := hostfs.changed_after(st, started_ns, steady_s)):
         out.append(f"{path} {late}: what the kernel saw at its exec is not what is read now")
+    # nor does the file say what stood at its path then: a directory on it the user
+    # could relink, exchanged for one holding a wrapper while systemd exec'd the
+    # candidate and put back since (a blind red team's round seven)
+    if started_ns is not None:
+        out += [f"{moved}: a directory on the runtime's path whose name the service user could relink, so what "
+                "systemd exec'd at the candidate's start may have been another file (a wrapper that ran it "
+                "with an environment of its own)" for moved in hostfs.relinked_since(path, started_ns, steady_s,
+                                                                                     leaf=False)]
     return node.describe(), out
 
 
