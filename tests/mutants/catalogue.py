@@ -83,6 +83,16 @@ RESTART_SUPERVISOR = ("systemctl restart opencode-pty-supervisor.service && "
 WATCHER_KILLED = ("systemctl stop pty-fault-watcher.service || true; cat /var/lib/pty-fault/watcher.log; "
                   "grep -q '^KILLED' /var/lib/pty-fault/watcher.log")
 
+# the watcher of faults/user-forges-iso2-report.sh wrote a report into a probe's terminal
+FORGER_REPLACED = ("systemctl stop pty-fault-watcher.service || true; cat /var/lib/pty-fault/watcher.log; "
+                   "grep -q '^REPLACED' /var/lib/pty-fault/watcher.log")
+# the watcher of faults/user-swaps-runtime-bin.sh exchanged bin/, and the wrapper's preload ran
+WATCHER_EXCHANGED = ("systemctl stop pty-fault-watcher.service || true; cat /var/lib/pty-fault/watcher.log "
+                     "/var/lib/pty-fault/preloaded; grep -q '^EXCHANGED' /var/lib/pty-fault/watcher.log && "
+                     "grep -q '^PRELOADED' /var/lib/pty-fault/preloaded")
+# a password the service user gives the candidate through a continued server.env line
+CONTINUED_SECRET = "Zq7-wV3k-continued-password-tail"
+
 # git as the service user, in the candidate checkout's terms (a HOME of its own: root's is unreadable)
 AS_BYK = "runuser -u byk -- env HOME=/home/byk"
 BYK_GIT = f"{AS_BYK} git -c user.name=x -c user.email=x@x"
@@ -588,6 +598,13 @@ FAULTS += [
           "service user kills that child the moment it appears, before any sample of /proc",
           candidate=("directory-to-extra-child",), script_file="user-kills-extra-child.sh",
           modules=_m("runtime_handoff"), says="kept it across its exec of /bin/sleep", after=WATCHER_KILLED),
+    Fault("runtime-pty-in-process-bin-exchanged", ("RUNTIME-2",), "the runtime opens the PTY in process "
+          "(candidate switch pty-in-process), and a watcher of the service user's exchanges the runtime's bin/ "
+          "for one holding a wrapper the moment RUNTIME-2 reads server.env with the runtime held open: systemd "
+          "runs the wrapper, which puts bin/ back and runs the hashed runtime with a preload that hides the "
+          "switch (a red team's round seven)", "PTY_FAULT_MODE=runtime2", candidate=("pty-in-process",),
+          script_file="user-swaps-runtime-bin.sh", modules=_m("runtime_handoff"),
+          says="the runtime's path changed since its start", after=WATCHER_EXCHANGED),
     # -- ISO: same-UID isolation, and the declared session behaviour
     Fault("runtime-readable-made-undumpable-by-the-user", ("ISO-1",), "the runtime binary is 0755, so "
           "the candidate is dumpable at exec; the service user attaches to it and has it call "
@@ -610,6 +627,19 @@ FAULTS += [
           modules=_m("isolation")),
     Fault("session-private-network", ("ISO-2",), "sessions get a private network, unlike the declaration",
           supervisor=("session-private-network",), modules=_m("isolation")),
+    Fault("session-private-network-report-forged", ("ISO-2",), "sessions get a private network, unlike "
+          "the declaration, and a watcher of the service user's stops ISO-2's probe, writes a report of its own "
+          "(network connected) into the session's terminal and kills the probe before it prints the real one "
+          "(a red team's round seven)", supervisor=("session-private-network",),
+          script_file="user-forges-iso2-report.sh", modules=_m("isolation"), says="ended with status",
+          after=FORGER_REPLACED),
+    Fault("runtime-bin-exchanged-for-a-wrapper-then-restored", ("ISO-1",), "the candidate is unhealthy and "
+          "its plugin fails (candidate switches); the service user exchanges the runtime's bin/ (its own "
+          "directory) for one holding a wrapper, kills the candidate so that systemd restarts it through the "
+          "wrapper with a preload that hides the switches and blanks NODE_OPTIONS in its environ block, and "
+          "puts bin/ back (a red team's round seven)", "PTY_FAULT_SWITCH='unhealthy plugin-failed' "
+          "PTY_FAULT_MODE=candidate", script_file="user-swaps-runtime-bin.sh",
+          modules=_m("cutover", "isolation"), says="whose name the service user could relink"),
     Fault("accepts-uid-while-mainpid-stopped", ("ISO-3",),
           "while the peer's MainPID is stopped, any process of the service user passes for it",
           supervisor=("accept-uid-while-stopped",), modules=_m("process_control")),
@@ -715,6 +745,12 @@ FAULTS += [
           f"runuser -u byk -- sh -c 'sed -i \"s|^\\(ExecStart=.*\\)\\$|\\1 --leak {REFERENCE_PASSWORD}|\" "
           f"{PILOT}/opencode-v2.service' && grep -q -- '--leak {REFERENCE_PASSWORD}' {PILOT}/opencode-v2.service",
           modules=_m("builds", "runtime", "runtime_handoff"), expect=("SCOPE-1",), secret=REFERENCE_PASSWORD),
+    Fault("server-env-password-continued-on-the-next-line", ("CUT-3",), "the service user rewrites its "
+          "server.env as `OPENCODE_PASSWORD=\\` and, on the next line, a password of its own followed by `=`, "
+          "and kills the candidate: systemd joins the lines, a line-by-line reading takes the password for a "
+          "variable's name (a red team's round seven)", f"PTY_FAULT_TAIL={CONTINUED_SECRET}",
+          script_file="user-continues-server-env-line.sh", modules=_m("cutover"),
+          says="a backslash or a quote", secret=CONTINUED_SECRET),
 ]
 
 # -- SUITE-4: the service user points root's reads at what only root may read

@@ -1,0 +1,51 @@
+# ISO-2's probe reports through its session's terminal, a /dev/pts of the
+# service user's (a blind red team's round seven): a watcher of byk's stops
+# the probe the moment it appears, writes a report of its own into that
+# terminal (workspace writable, network connected: what the inventory
+# declares) and kills the probe before it prints the real one, so the output
+# holds exactly one report. The watcher logs every report it wrote; the
+# after-suite check (catalogue.py) requires one.
+set -eu
+mkdir -p -m 0755 /usr/local/lib/pty-fault /var/lib/pty-fault
+cat > /usr/local/lib/pty-fault/ptswatch.py <<'PY'
+import ctypes, json, os, signal, sys, time
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # not dumpable: no /proc/<pid>/root for a session to read (UNIT-7)
+LOG, ME = sys.argv[1], os.getuid()
+def log(t):
+    with open(LOG, "a") as f:
+        f.write(t + "\n")
+log(f"STARTED uid {ME}")
+done, others = set(), set()
+while True:
+    for p in os.listdir("/proc"):
+        if not p.isdigit() or p in done or p in others:
+            continue
+        try:
+            if os.stat(f"/proc/{p}").st_uid != ME:
+                others.add(p)
+                continue
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                cmd = f.read(65536)
+        except OSError:
+            continue
+        if b"PROBE-BEGIN" in cmd and cmd.startswith(b"python3") and b"iso2-" in cmd:
+            pid = int(p)
+            done.add(p)
+            try:
+                os.kill(pid, signal.SIGSTOP)
+                tty = os.readlink(f"/proc/{pid}/fd/1")
+                rep = {"cwd": os.readlink(f"/proc/{pid}/cwd"), "workspace": "writable", "network": "connected"}
+                t = os.open(tty, os.O_WRONLY | os.O_NOCTTY)
+                os.write(t, ("PROBE-BEGIN" + json.dumps(rep) + "PROBE-END\r\n").encode())
+                os.close(t)
+                os.kill(pid, signal.SIGKILL)
+                log(f"REPLACED probe {pid} on {tty}")
+            except OSError as e:
+                log(f"MISSED probe {pid}: {e}")
+    time.sleep(0.001)
+PY
+install -o byk -g byk -m 0644 /dev/null /var/lib/pty-fault/watcher.log
+systemd-run --unit=pty-fault-watcher --uid=byk --gid=byk -p WorkingDirectory=/ \
+	/usr/bin/python3 -I /usr/local/lib/pty-fault/ptswatch.py /var/lib/pty-fault/watcher.log
+i=0; until grep -q '^STARTED' /var/lib/pty-fault/watcher.log; do i=$((i+1)); [ $i -lt 200 ] || exit 1; sleep 0.05; done
+echo "FAULT: byk replaces ISO-2's probe report in its session's terminal" >&2
