@@ -602,7 +602,7 @@ FAULTS += [
           "(candidate switch pty-in-process), and a watcher of the service user's exchanges the runtime's bin/ "
           "for one holding a wrapper the moment RUNTIME-2 reads server.env with the runtime held open: systemd "
           "runs the wrapper, which puts bin/ back and runs the hashed runtime with a preload that hides the "
-          "switch (a red team's round seven)", "PTY_FAULT_MODE=runtime2", candidate=("pty-in-process",),
+          "switch (a red team's round seven)", "PTY_FAULT_SWITCH=pty-in-process PTY_FAULT_MODE=runtime2",
           script_file="user-swaps-runtime-bin.sh", modules=_m("runtime_handoff"),
           says="the runtime's path changed since its start", after=WATCHER_EXCHANGED),
     # -- ISO: same-UID isolation, and the declared session behaviour

@@ -285,10 +285,13 @@ def probe_properties(stage: str, tag: str, user: str, group: str, target: Target
 
 
 def run_probe(bus: Systemd, *, user: str, group: str, tag: str, target: Target,
-              python: str = "/usr/bin/python3") -> dict:
-    """Run isoprobe.py as `user` in a disposable unit against `target`; its report."""
+              python: str | None = None) -> dict:
+    """Run isoprobe.py as `user` in a disposable unit against `target`; its report.
+    The interpreter is the stage's execute-only copy (peer.stage): the probe is
+    not dumpable from its exec, so no process of the user's forges its report."""
     name = f"pty-acceptance-iso-{tag}.service"
-    stage = peer.stage((peer.PACKAGE / "probes" / PROBE,), prefix="pty-acceptance-iso-")
+    stage = peer.stage((peer.PACKAGE / "probes" / PROBE,), prefix="pty-acceptance-iso-", interpreter=True)
+    python = python or os.path.join(stage, peer.STAGED_PYTHON)
     r, w = os.pipe2(os.O_CLOEXEC)
     started = False
     try:

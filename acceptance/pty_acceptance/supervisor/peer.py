@@ -46,16 +46,30 @@ def run_tag() -> str:
     return secrets.token_hex(4)
 
 
-def stage(files, prefix: str = "pty-acceptance-agent-") -> str:
+INTERPRETER = "/usr/bin/python3"  # the host's, run by absolute path
+STAGED_PYTHON = "python3"  # its execute-only copy's name in a stage (stage(..., interpreter=True))
+INTERPRETER_LIMIT = hostfs.Limit(64 << 20, "the suite's bound on the Python interpreter it copies")
+
+
+def stage(files, prefix: str = "pty-acceptance-agent-", interpreter: bool = False) -> str:
     """A root-owned 0755 directory in the run's scratch area holding 0644
     copies of these library files (side by side, by their base names), for
-    the service user; scratch.remove() it."""
+    the service user; scratch.remove() it. With `interpreter`, also a copy
+    of the host's Python, root-owned and execute-only (0711, STAGED_PYTHON):
+    the kernel makes a process not dumpable at its exec when its user cannot
+    read what it runs, so no other process of the service user can attach
+    to the agent or a probe while it starts, before its own prctl (a blind
+    red team's round seven: a host without Yama lets a process of the user
+    attach to any dumpable process of the user's)."""
     d = scratch.make(prefix, mode=0o755)
     try:
         dfd = hostfs.open_dir(d)
         try:
             for path in files:
                 hostfs.create_at(dfd, path.name, path.read_bytes(), 0o644)
+            if interpreter:
+                real = os.path.realpath(INTERPRETER)
+                hostfs.create_at(dfd, STAGED_PYTHON, hostfs.read_file(real, INTERPRETER_LIMIT.value), 0o711)
         finally:
             os.close(dfd)
     except BaseException:
@@ -65,7 +79,7 @@ def stage(files, prefix: str = "pty-acceptance-agent-") -> str:
 
 
 def stage_agent() -> str:
-    return stage(AGENT_FILES)
+    return stage(AGENT_FILES, interpreter=True)
 
 
 def stop_unit(bus: Systemd, name: str, deadline_s: float = STOP_DEADLINE_S) -> None:
@@ -120,7 +134,7 @@ class DisposableUnit:
     """A transient unit running the agent: the peer, or an impostor of it."""
 
     def __init__(self, bus: Systemd, *, name: str, user: str, group: str, tag: str,
-                 python: str = "/usr/bin/python3", slice_: str = "system.slice",
+                 python: str | None = None, slice_: str = "system.slice",
                  extra: list | tuple = ()):
         self.bus, self.name, self.user, self.group = bus, name, user, group
         self.tag, self.python, self.slice, self.extra = tag, python, slice_, list(extra)
@@ -131,6 +145,7 @@ class DisposableUnit:
 
     def properties(self) -> list:
         agent_path = os.path.join(cast(str, self.stage), "agent.py")  # start() staged it first
+        python = self.python or os.path.join(cast(str, self.stage), STAGED_PYTHON)  # execute-only
         return [
             ("Description", ("s", f"{TAG_PREFIX} {self.tag}: {self.name}")),
             ("Type", ("s", "exec")),
@@ -138,7 +153,7 @@ class DisposableUnit:
             ("Group", ("s", self.group)),
             ("Slice", ("s", self.slice)),
             ("WorkingDirectory", ("s", "/")),
-            ("ExecStart", ("a(sasb)", [(self.python, [self.python, "-I", agent_path], False)])),
+            ("ExecStart", ("a(sasb)", [(python, [python, "-I", agent_path], False)])),
             ("StandardError", ("s", "journal")),
             ("CollectMode", ("s", "inactive-or-failed")),
             ("TimeoutStopUSec", ("t", 5_000_000)),

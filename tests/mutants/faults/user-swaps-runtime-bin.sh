@@ -12,7 +12,10 @@
 # so the live environ shows nothing either. Every process that loaded the
 # preload logs its pid to /var/lib/pty-fault/preloaded.
 # Set before this script (the catalogue entry's `script`):
-#   PTY_FAULT_SWITCH  the candidate switch words planted first (may be empty)
+#   PTY_FAULT_SWITCH  the candidate switch words planted first (may be empty;
+#                     here, not by the catalogue's `candidate`, so that the
+#                     candidate's restart for them comes before the watcher: a
+#                     running runtime holds its binary open for inotify)
 #   PTY_FAULT_MODE    candidate: byk kills the live candidate once; systemd
 #                     restarts it through the wrapper; bin/ is put back once
 #                     the new candidate listens.
