@@ -160,8 +160,8 @@ def environment_problems(sources: Iterable[Mapping[str, str]]) -> list[str]:
 SHORT_WITH_VALUE = "kmrWcpo"  # pytest's short options that take a value (clustered after flags: -qpX)
 
 
-def short_values(args: Iterable[str], letter: str, long: str = "") -> list[str]:
-    """The values of the short option `letter` (and of `long`, when given) in a
+def short_values(args: Iterable[str], letter: str | None, long: str = "") -> list[str]:
+    """The values of the short option `letter` (None: none) and of `long`, when given, in a
     command line as typed: `-p X`, `-pX`, clustered after flags (`-qpX`,
     `-qp X`), `--long X`, `--long=X`. pytest allows no abbreviation."""
     out, items = [], list(args)
@@ -211,6 +211,14 @@ def option_problems(args: Iterable[str], option: object) -> list[str]:
         out.append("-W/--pythonwarnings " + " ".join(warned) + ": pytest imports a warning filter's "
                    "category by its module name before the suite's code loads (a module that runs code "
                    "as it is imported, e.g. tkinter.__main__ running $HOME/.Tk.py)")
+    if option is None:  # the early guard's (no parse yet): what the run guard refuses from its first parse,
+        # refused before pytest reads a configuration file's addopts and imports its -p plugins
+        # (a blind red team's fifth pass); the run guard's is invocation.configuration_problems
+        other = [f"-c {v}" for v in short_values(args, "c", "--config-file")] + [
+            f"{name} {v}" for name in ("--rootdir", "--confcutdir") for v in short_values(args, None, name)]
+        if other:
+            out.append(", ".join(other) + ": another configuration or root than the checkout's, whose "
+                       "addopts pytest applies (its -p plugins imported) before any of the suite's code")
     overrides = short_values(args, "o", "--override-ini") if option is None else []
     if overrides:  # the early guard's (no parse yet); the run guard's is invocation.configuration_problems
         out.append("-o/--override-ini changes the project's configuration: " + " ".join(overrides) +
@@ -230,9 +238,14 @@ def interpreter_problems() -> list[str]:
     name before the site module, so before any of the suite's code (a documented
     limit, as `python -S` is: docs/operator.md); what ran cannot be undone, but
     the run is refused, never judged."""
+    out = []
+    if sys.flags.inspect and not os.environ.get("PYTHONINSPECT"):  # PYTHONINSPECT: environment_problems
+        out.append("the interpreter runs with -i: after pytest it enters an interactive prompt, root's, which "
+                   "exits 0 at the end of its input whatever the verdict (a blind red team's fifth pass); "
+                   "refused (start pytest without it)")
     if not sys.warnoptions or os.environ.get("PYTHONWARNINGS"):
-        return []
-    return [f"the interpreter runs with warning options {' '.join(sys.warnoptions)!r} (python -W): a "
+        return out
+    return out + [f"the interpreter runs with warning options {' '.join(sys.warnoptions)!r} (python -W): a "
             "filter's category is imported by its module name before any of the suite's code; refused "
             "(start pytest without them)"]
 

@@ -148,12 +148,14 @@ def inventory_markers(path: str) -> list[str]:
     as far as they can be read: [] when the file cannot be read. Where the
     safe read refuses it (a link on its path, over the run's bound), it is read
     once more, for its marker paths only (_read_followed)."""
+    if "\0" in path:
+        return []  # no file has such a name (pytest stops at it)
     try:
         text = inventory.read_text(path)
     except inventory.InventoryError:
         try:
             text = _read_followed(path)
-        except OSError:
+        except (OSError, ValueError):
             return []
     try:
         hosts = inventory.parse(text, path)["all"]["hosts"].values()
@@ -185,6 +187,8 @@ class Removal:
                 continue
             self.looked_at.append(p)
             try:
+                if "\0" in p:
+                    raise readiness_marker.NotRemoved(f"{p!r} is not a marker path (it holds a NUL byte)")
                 self.said.append(readiness_marker.remove(p))
             except readiness_marker.NotRemoved as e:
                 self.said.append(str(e))

@@ -163,28 +163,61 @@ def run_dir_of(root: Path) -> str:
     return value if isinstance(value, str) and value else rundir.DEFAULT_DIR
 
 
+CONFIG_OPTIONS = ("-c", "--config-file")  # another configuration file (pytest reads its addopts first)
+
+
+def _first_parse(line: list[str]) -> tuple[list[str], bool]:
+    """What pytest's first parse of `line` takes for paths to collect (the
+    plugins' options are not known yet: their separate values among them),
+    and --pyargs; where that parse fails (pytest's will too), every argument
+    that is no option."""
+    from _pytest.config import get_config
+
+    try:
+        ns = get_config()._parser.parse_known_args(line)
+        return [str(f) for f in (getattr(ns, "file_or_dir", None) or [])], bool(getattr(ns, "pyargs", False))
+    except (pytest.UsageError, ValueError, TypeError, SystemExit):
+        return [a for a in line if not a.startswith("-")], "--pyargs" in line
+
+
+def _config_file_args(line: list[str], here: str) -> list[str]:
+    """The addopts (and, as paths, the testpaths) of a configuration file given
+    with -c/--config-file, which pytest reads before anything else: a run that
+    reaches the suite only through them is a run on the suite (a blind red
+    team's fifth pass)."""
+    from _pytest.config.findpaths import load_config_dict_from_file
+
+    out: list[str] = []
+    for name in CONFIG_OPTIONS:
+        for value in marker_paths.option_values(line, name):
+            try:
+                cfg = load_config_dict_from_file(Path(here) / value) or {}
+            except Exception:  # noqa: BLE001  # pytest stops at it
+                continue
+            for key in ("addopts", "testpaths"):
+                v = cfg.get(key, "")
+                v = getattr(v, "value", v)  # pytest 9: a ConfigValue
+                try:
+                    out += shlex.split(v) if isinstance(v, str) else [str(a) for a in v] if isinstance(v, list) else []
+                except ValueError:
+                    pass
+    return out
+
+
 def early_run(args: list[str], here: str) -> tuple[Path, list[str]] | None:
     """For the early guard (early.py), before pytest started: the checkout a
     pytest run with command line `args`, started in `here`, is on (None: it
     is on none), and the raw arguments as raw_args gives them (the
-    checkout's addopts, PYTEST_ADDOPTS, `args`). What it collects is read as
-    early_targets reads it, from the parse of pytest's own options (the
-    plugins' are not known yet); where that parse fails (pytest's will too),
-    every argument that is no option."""
+    checkout's addopts, PYTEST_ADDOPTS, `args`, and a -c file's addopts and
+    testpaths). What it collects is read as early_targets reads it, from the
+    parse of pytest's own options (_first_parse)."""
     try:
         env = shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
     except ValueError:  # pytest stops at it
         env = []
     line = env + [str(a) for a in args]
-    from _pytest.config import get_config
-
-    try:
-        ns = get_config()._parser.parse_known_args(line)
-        files = [str(f) for f in (getattr(ns, "file_or_dir", None) or [])]
-        pyargs = bool(getattr(ns, "pyargs", False))
-    except (pytest.UsageError, ValueError, TypeError, SystemExit):
-        files = [a for a in line if not a.startswith("-")]
-        pyargs = "--pyargs" in line
+    line = _config_file_args(line, here) + line
+    files, pyargs = _first_parse(line)
     files = _less_values(files, line)
     start = Path(here)
     root = checkout_reached(_paths(start, start, files or [here], pyargs))
@@ -197,3 +230,56 @@ def early_run(args: list[str], here: str) -> tuple[Path, list[str]] | None:
     except ValueError:
         ini = []
     return root, ini + line
+
+
+# what pytest reads in a directory of a path it is given, before any of the suite's code:
+# conftest.py (the initial conftests) and its configuration files (locate_config)
+READ_BESIDE = ("conftest.py", "pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+
+
+def outside(raw: list[str], here: str, root: Path) -> list[str]:
+    """Why the paths pytest's first parse of `raw` takes (a path of its own, or
+    the value of one of the suite's options given apart from it: `--inventory
+    FILE`) may have pytest run code that is not the suite's, for those outside
+    the checkout at `root`: for each, pytest loads a conftest.py in its
+    directory or any directory above that is not above the checkout (and in a
+    directory's test* subdirectories), and may take a configuration file there
+    (its addopts, -p plugins) before any of the suite's code (a blind red
+    team's fifth pass: a conftest.py beside an inventory in another directory
+    turned a failing run READY). Such a directory must hold none of them and
+    be root's alone (owned by root, writable by no one else: a /tmp would let
+    any user put one there between this look and pytest's)."""
+    files, _ = _first_parse(raw)
+    above = set(root.parents) | {root}
+    out: list[str] = []
+    for f in dict.fromkeys(files):
+        p = Path(os.path.realpath(Path(here) / f.split("::", 1)[0]))
+        if p == root or root in p.parents:
+            continue
+        dirs = [p] + [p / d for d in _test_dirs(p)] if p.is_dir() else []
+        for d in (p.parent, *p.parent.parents) if not p.is_dir() else (p, *p.parents):
+            if d in above:
+                break
+            dirs.append(d)
+        for d in dict.fromkeys(dirs):
+            try:
+                st = os.lstat(d)
+            except FileNotFoundError:
+                continue
+            except OSError as e:
+                out.append(f"{f}: {d} cannot be read ({e.strerror})")
+                continue
+            if st.st_uid != 0 or st.st_mode & 0o022:
+                out.append(f"{f}: {d} is {'not root' + chr(39) + 's' if st.st_uid else 'writable by others'} "
+                           "(a conftest.py could be put there before pytest loads it)")
+            found = [n for n in READ_BESIDE if os.path.lexists(d / n)]
+            if found:
+                out.append(f"{f}: {d} holds {', '.join(found)}")
+    return out
+
+
+def _test_dirs(p: Path) -> list[str]:
+    try:
+        return sorted(n for n in os.listdir(p) if n.startswith("test") and (p / n).is_dir())
+    except OSError:
+        return []

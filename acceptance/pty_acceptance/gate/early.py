@@ -261,7 +261,41 @@ def _guard_config(module) -> None:
 def _begin(args: list[str], here: str | None) -> None:
     """A pytest run with arguments `args`, started in `here` (None: the working
     directory): when it is on the suite, its markers go and its options are
-    judged before pytest reads anything."""
+    judged before pytest reads anything (_judged). Whatever that raises
+    refuses the run, the default marker removed first (a blind red team's
+    fifth pass: a NUL byte in an @FILE's argument silenced this guard)."""
+    import os
+
+    try:
+        _judged(args, here)
+    except Exception as e:  # noqa: BLE001  # what cannot be judged is refused
+        said = "the default marker could not be looked at"
+        try:
+            from pty_acceptance.decision import marker_paths, readiness_marker
+
+            removal = marker_paths.Removal()
+            try:  # what the arguments name, as far as they can be read; the default marker always
+                removal.add(marker_paths.named(args, here or os.getcwd(), readiness_marker.DEFAULT_PATH))
+            except Exception:  # noqa: BLE001
+                pass
+            removal.add([readiness_marker.DEFAULT_PATH])
+            said = removal.text()
+        except Exception:  # noqa: BLE001
+            pass
+        line = (f"ERROR: NOT READY: SUITE-3: the early guard could not judge this pytest run "
+                f"({type(e).__name__}: {str(e)[:300]}); refused before pytest started (MARK-4: {said})")
+        try:
+            from pty_acceptance.host import terminal
+
+            line = terminal.escape(line)
+        except Exception:  # noqa: BLE001
+            line = line.encode("ascii", "backslashreplace").decode("ascii")
+        _say(line, sys.stderr)
+        os._exit(REFUSED_EXIT)
+
+
+def _judged(args: list[str], here: str | None) -> None:
+    """_begin's work: whatever it raises refuses the run."""
     global _run
     import atexit
     import os
@@ -306,6 +340,12 @@ def _begin(args: list[str], here: str | None) -> None:
     # after this start-up file, and could end the process before the run guard loads)
     refused = (launch.option_problems(raw, None) + launch.environment_problems(launch.environments())
                + launch.interpreter_problems())
+    far = checkout.outside(raw, here, root)
+    if far:
+        refused.append(f"{'; '.join(far[:8])}: paths outside the checkout {root} that pytest is given (an "
+                       "option's value given apart from it, `--inventory FILE`, is one to pytest's first parse) "
+                       "have it load a conftest.py or a configuration file there before any of the suite's code; "
+                       "give a value as --inventory=FILE, or keep it in a directory root's alone")
     if refused:
         _say(terminal.escape(f"ERROR: NOT READY: SUITE-3: {'; '.join(refused)}; refused before pytest "
                              f"started{said}"), sys.stderr)
