@@ -120,7 +120,7 @@ def _run(tmp_path, prod_port, cand_port, env_file, extra=(), runtime=RUNTIME, un
     inv.write_text(yaml.safe_dump({"all": {"hosts": {"standin": vars_}}}))
     reports = tmp_path / "reports"
     done = subprocess.run([sys.executable, "-m", "pytest", "acceptance/test_cutover.py",
-                           "--inventory", str(inv), "--no-marker", "--report-dir", str(reports),
+                           f"--inventory={inv}", "--no-marker", f"--report-dir={reports}",
                            "-p", "no:cacheprovider", "-rA", *extra],
                           cwd=COPY["path"], capture_output=True, text=True, timeout=120,
                           stdin=subprocess.DEVNULL,

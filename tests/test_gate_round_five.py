@@ -7,14 +7,12 @@ file only, and `python -i`: refused, the earlier marker gone, never exit 0;
 and what the gate must shrug off (allowed settings and interpreter flags)."""
 
 import os
-import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from gateproject import (PASSING, PYTEST, for_separate_processes, last_line, run, said, start, suite_args,
+from gateproject import (PASSING, PYTEST, for_separate_processes, said, start, suite_args,
                          earlier_marker)
 
 FAILING = PASSING.replace("def test_other():\n    pass", "def test_other():\n    assert False, 'OWN-1 fails'")
@@ -260,7 +258,6 @@ def test_a_conftest_beside_any_suite_option_value_runs(failing, target, tmp_path
     ({"COLUMNS": "1"}, []), ({"LANG": "tr_TR.UTF-8", "LC_ALL": "tr_TR.UTF-8"}, []),
 ])
 def test_allowed_settings_keep_a_failing_run_not_ready(failing, target, env, argv_extra):
-    python = str(Path(sys.executable).parent / "python")
     done = start(failing, [PYTEST, *suite_args(target), *argv_extra], **env)
     assert done.returncode != 0, said(done)
     assert not os.path.lexists(target.marker), said(done)

@@ -238,8 +238,8 @@ def test_an_inventory_that_does_not_load_runs_nothing_and_says_why_first_and_las
     f = tmp_path / "inv.yml"
     f.write_text(yaml.safe_dump(_set(_good(), "revision", "xyz")))
     copy = suite_copy(safe_dir / "checkout", f"{safe_dir}/run", fake_host=True)
-    done = subprocess.run([sys.executable, "-m", "pytest", "acceptance/", "--inventory", str(f),
-                           "--report-dir", str(tmp_path / "r")],
+    done = subprocess.run([sys.executable, "-m", "pytest", "acceptance/", f"--inventory={f}",
+                           f"--report-dir={tmp_path / 'r'}"],
                           cwd=copy, capture_output=True, text=True, timeout=120)
     lines = [l for l in done.stdout.splitlines() if l.strip()]
     assert done.returncode != 0, done.stdout + done.stderr

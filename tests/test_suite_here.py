@@ -31,8 +31,8 @@ def filled_target(tmp_path):
 def test_shipped_target_inventory_stops_the_run_naming_runtime_1(tmp_path, safe_dir):
     marker = earlier_marker(safe_dir / "etc/opencode/pty-supervisor-verified")
     copy = suite_copy(safe_dir / "checkout", f"{safe_dir}/run")
-    done = subprocess.run([sys.executable, "-m", "pytest", "acceptance/", "--marker", str(marker),
-                           "--report-dir", str(tmp_path / "reports")], cwd=copy, capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "pytest", "acceptance/", f"--marker={marker}",
+                           f"--report-dir={tmp_path / 'reports'}"], cwd=copy, capture_output=True,
                           text=True, timeout=600, stdin=subprocess.DEVNULL)
     assert done.returncode != 0, done.stdout + done.stderr
     said = [l for l in done.stdout.splitlines() if "runtime.sha256: FILL-IN 'FILL-IN" in l]
@@ -50,9 +50,9 @@ def test_suite_fails_closed_on_a_host_without_the_supervisor(tmp_path, safe_dir)
     marker = earlier_marker(safe_dir / "etc/opencode/pty-supervisor-verified")
     copy = suite_copy(safe_dir / "checkout", f"{safe_dir}/run")
     reports = tmp_path / "reports"
-    done = subprocess.run([sys.executable, "-m", "pytest", "acceptance/", "--marker", str(marker),
-                           "--inventory", str(filled_target(tmp_path)),
-                           "--report-dir", str(reports)], cwd=copy, capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "pytest", "acceptance/", f"--marker={marker}",
+                           f"--inventory={filled_target(tmp_path)}",
+                           f"--report-dir={reports}"], cwd=copy, capture_output=True,
                           text=True, timeout=600, stdin=subprocess.DEVNULL)
     lines = done.stdout.strip().splitlines()
     assert done.returncode == 1  # NOT READY, whether tests failed or none could run (pytest says 5 then)

@@ -91,6 +91,8 @@ REFUSED = {
 PREFIXES = {
     "LD_": "the dynamic loader loads or searches code by it",
     "PYTHON": "an interpreter setting the suite does not know to change no code",
+    "_PYTHON": "the interpreter's build settings (_PYTHON_SYSCONFIGDATA_NAME names a module sysconfig "
+               "imports: a blind red team's sixth pass)",
     "PYTEST_": "a pytest setting the suite does not know to change nothing it judges",
 }
 # Interpreter settings that change no code that runs (or only take places away).
@@ -243,6 +245,10 @@ def interpreter_problems() -> list[str]:
         out.append("the interpreter runs with -i: after pytest it enters an interactive prompt, root's, which "
                    "exits 0 at the end of its input whatever the verdict (a blind red team's fifth pass); "
                    "refused (start pytest without it)")
+    if sys.pycache_prefix and not os.environ.get("PYTHONPYCACHEPREFIX"):  # the variable: environment_problems
+        out.append(f"the interpreter runs with -X pycache_prefix={sys.pycache_prefix}: bytecode, pytest's "
+                   "rewritten test modules and the suite's own among them, is read from another tree than "
+                   "the checkout's (a blind red team's sixth pass); refused (start pytest without it)")
     if not sys.warnoptions or os.environ.get("PYTHONWARNINGS"):
         return out
     return out + [f"the interpreter runs with warning options {' '.join(sys.warnoptions)!r} (python -W): a "

@@ -204,6 +204,37 @@ def _config_file_args(line: list[str], here: str) -> list[str]:
     return out
 
 
+def discovered(line: list[str], here: str) -> tuple[Path | None, list[str], list[str]]:
+    """The configuration file pytest itself will take for `line` started in
+    `here` (as pytest's determine_setup finds it from its first parse: a -c
+    file, or one found beside the paths it is given or the directory it starts
+    in), its addopts and its testpaths (a blind red team's sixth pass: a
+    pytest.ini whose testpaths named the suite, in the directory a bare
+    `python -m pytest` started in, imported its addopts' -p plugin before
+    anything of the suite's)."""
+    from _pytest.config.findpaths import determine_setup
+
+    from pty_acceptance.decision import launch
+
+    files, _ = _first_parse(line)
+    try:
+        _, inipath, cfg, _ = determine_setup(
+            inifile=(launch.short_values(line, "c", "--config-file") or [None])[-1], override_ini=None,
+            args=files, rootdir_cmd_arg=(launch.short_values(line, None, "--rootdir") or [None])[-1],
+            invocation_dir=Path(here))
+    except Exception:  # noqa: BLE001  # pytest stops at it
+        return None, [], []
+    out: dict[str, list[str]] = {}
+    for key in ("addopts", "testpaths"):
+        v = cfg.get(key, "")
+        v = getattr(v, "value", v)  # pytest 9: a ConfigValue
+        try:
+            out[key] = shlex.split(v) if isinstance(v, str) else [str(a) for a in v] if isinstance(v, list) else []
+        except ValueError:
+            out[key] = []
+    return (Path(inipath) if inipath else None), out["addopts"], out["testpaths"]
+
+
 def early_run(args: list[str], here: str) -> tuple[Path, list[str]] | None:
     """For the early guard (early.py), before pytest started: the checkout a
     pytest run with command line `args`, started in `here`, is on (None: it
@@ -217,8 +248,10 @@ def early_run(args: list[str], here: str) -> tuple[Path, list[str]] | None:
         env = []
     line = env + [str(a) for a in args]
     line = _config_file_args(line, here) + line
+    _, addopts, testpaths = discovered(line, here)
+    line = addopts + line
     files, pyargs = _first_parse(line)
-    files = _less_values(files, line)
+    files = _less_values(files, line) or testpaths  # pytest collects testpaths when given no path
     start = Path(here)
     root = checkout_reached(_paths(start, start, files or [here], pyargs))
     if root is None:
@@ -232,9 +265,14 @@ def early_run(args: list[str], here: str) -> tuple[Path, list[str]] | None:
     return root, ini + line
 
 
-# what pytest reads in a directory of a path it is given, before any of the suite's code:
-# conftest.py (the initial conftests) and its configuration files (locate_config)
-READ_BESIDE = ("conftest.py", "pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+def read_beside() -> tuple[str, ...]:
+    """What pytest reads in a directory of a path it is given, before any of the
+    suite's code: conftest.py (the initial conftests) and every configuration
+    file name pytest looks for (its own list: pytest.toml and .pytest.toml
+    came with pytest 9, a blind red team's sixth pass)."""
+    from _pytest.config.findpaths import CONFIG_LOADERS_BY_NAME
+
+    return ("conftest.py", *CONFIG_LOADERS_BY_NAME)
 
 
 def outside(raw: list[str], here: str, root: Path) -> list[str]:
@@ -251,6 +289,7 @@ def outside(raw: list[str], here: str, root: Path) -> list[str]:
     any user put one there between this look and pytest's)."""
     files, _ = _first_parse(raw)
     above = set(root.parents) | {root}
+    names = read_beside()
     out: list[str] = []
     for f in dict.fromkeys(files):
         p = Path(os.path.realpath(Path(here) / f.split("::", 1)[0]))
@@ -272,7 +311,7 @@ def outside(raw: list[str], here: str, root: Path) -> list[str]:
             if st.st_uid != 0 or st.st_mode & 0o022:
                 out.append(f"{f}: {d} is {'not root' + chr(39) + 's' if st.st_uid else 'writable by others'} "
                            "(a conftest.py could be put there before pytest loads it)")
-            found = [n for n in READ_BESIDE if os.path.lexists(d / n)]
+            found = [n for n in names if os.path.lexists(d / n)]
             if found:
                 out.append(f"{f}: {d} holds {', '.join(found)}")
     return out
