@@ -220,3 +220,21 @@ def said(done: sp.CompletedProcess) -> str:
 
 def suite_args(target, *more: str) -> list[str]:
     return ["-p", "no:cacheprovider", "acceptance/", "--inventory", str(target.inventory), *more]
+
+
+# A patch of pytest's report (no plugin at all): every failed test reported passed.
+QUIET = """
+def _quiet():
+    from _pytest.reports import TestReport
+    made = TestReport.from_item_and_call.__func__
+
+    def from_item_and_call(cls, item, call):
+        report = made(cls, item, call)
+        if report.failed:
+            report.outcome, report.longrepr = "passed", None
+        return report
+
+    TestReport.from_item_and_call = classmethod(from_item_and_call)
+
+_quiet()
+"""

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gateproject import (PASSING, PYTEST, earlier_marker, for_separate_processes, said, start,
+from gateproject import (PASSING, PYTEST, QUIET, earlier_marker, for_separate_processes, said, start,
                          suite_args)
 
 FAILING = PASSING.replace("def test_other():\n    pass", "def test_other():\n    assert False, 'OWN-1 fails'")
@@ -165,21 +165,6 @@ def test_control_pytest_ini_beside_an_inventory_outside_is_refused(failing, targ
 # PYTHONPYCACHEPREFIX is refused at start; the interpreter's own -X pycache_prefix is not
 # (launch.interpreter_problems names -i and -W only). The one check of sys.pycache_prefix is
 # loaded_code.process_problems, at the decision, in the module the cache replaces.
-QUIET = """
-def _quiet():
-    from _pytest.reports import TestReport
-    made = TestReport.from_item_and_call.__func__
-
-    def from_item_and_call(cls, item, call):
-        report = made(cls, item, call)
-        if report.failed:
-            report.outcome, report.longrepr = "passed", None
-        return report
-
-    TestReport.from_item_and_call = classmethod(from_item_and_call)
-
-_quiet()
-"""
 
 
 def test_x_pycache_prefix_forged_judge(failing, target, root_dir):

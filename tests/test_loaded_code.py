@@ -36,7 +36,7 @@ from pty_acceptance.host import bus
 
 import venvcopy
 from conftest import REPO
-from gateproject import (PASSING, PYTEST, assert_refused_at_start, for_separate_processes, last_line, run, said,
+from gateproject import (PASSING, PYTEST, QUIET, assert_refused_at_start, for_separate_processes, last_line, run, said,
                          start, suite_args)
 
 FAILING = PASSING.replace("def test_other():\n    pass", "def test_other():\n    assert False, 'OWN-1 fails'")
@@ -55,21 +55,6 @@ def pytest_runtest_makereport(item, call):
 
 # A patch of pytest's report (no plugin at all): QUIET makes it, QUIET_PATCH also
 # takes its module out of sys.modules.
-QUIET = """
-def _quiet():
-    from _pytest.reports import TestReport
-    made = TestReport.from_item_and_call.__func__
-
-    def from_item_and_call(cls, item, call):
-        report = made(cls, item, call)
-        if report.failed:
-            report.outcome, report.longrepr = "passed", None
-        return report
-
-    TestReport.from_item_and_call = classmethod(from_item_and_call)
-
-_quiet()
-"""
 QUIET_PATCH = "\nimport sys\n" + QUIET + "sys.modules.pop(__name__, None)\n"
 
 
