@@ -163,9 +163,6 @@ def run_dir_of(root: Path) -> str:
     return value if isinstance(value, str) and value else rundir.DEFAULT_DIR
 
 
-CONFIG_OPTIONS = ("-c", "--config-file")  # another configuration file (pytest reads its addopts first)
-
-
 def _first_parse(line: list[str]) -> tuple[list[str], bool]:
     """What pytest's first parse of `line` takes for paths to collect (the
     plugins' options are not known yet: their separate values among them),
@@ -178,30 +175,6 @@ def _first_parse(line: list[str]) -> tuple[list[str], bool]:
         return [str(f) for f in (getattr(ns, "file_or_dir", None) or [])], bool(getattr(ns, "pyargs", False))
     except (pytest.UsageError, ValueError, TypeError, SystemExit):
         return [a for a in line if not a.startswith("-")], "--pyargs" in line
-
-
-def _config_file_args(line: list[str], here: str) -> list[str]:
-    """The addopts (and, as paths, the testpaths) of a configuration file given
-    with -c/--config-file, which pytest reads before anything else: a run that
-    reaches the suite only through them is a run on the suite (a blind red
-    team's fifth pass)."""
-    from _pytest.config.findpaths import load_config_dict_from_file
-
-    out: list[str] = []
-    for name in CONFIG_OPTIONS:
-        for value in marker_paths.option_values(line, name):
-            try:
-                cfg = load_config_dict_from_file(Path(here) / value) or {}
-            except Exception:  # noqa: BLE001  # pytest stops at it
-                continue
-            for key in ("addopts", "testpaths"):
-                v = cfg.get(key, "")
-                v = getattr(v, "value", v)  # pytest 9: a ConfigValue
-                try:
-                    out += shlex.split(v) if isinstance(v, str) else [str(a) for a in v] if isinstance(v, list) else []
-                except ValueError:
-                    pass
-    return out
 
 
 def discovered(line: list[str], here: str) -> tuple[Path | None, list[str], list[str]]:
@@ -217,22 +190,26 @@ def discovered(line: list[str], here: str) -> tuple[Path | None, list[str], list
     from pty_acceptance.decision import launch
 
     files, _ = _first_parse(line)
+    inifile = launch.short_values(line, "c", "--config-file")
+    rootdir = launch.short_values(line, None, "--rootdir")
     try:
         _, inipath, cfg, _ = determine_setup(
-            inifile=(launch.short_values(line, "c", "--config-file") or [None])[-1], override_ini=None,
-            args=files, rootdir_cmd_arg=(launch.short_values(line, None, "--rootdir") or [None])[-1],
-            invocation_dir=Path(here))
+            inifile=inifile[-1] if inifile else None, override_ini=None, args=files,
+            rootdir_cmd_arg=rootdir[-1] if rootdir else None, invocation_dir=Path(here))
     except Exception:  # noqa: BLE001  # pytest stops at it
         return None, [], []
-    out: dict[str, list[str]] = {}
-    for key in ("addopts", "testpaths"):
-        v = cfg.get(key, "")
-        v = getattr(v, "value", v)  # pytest 9: a ConfigValue
-        try:
-            out[key] = shlex.split(v) if isinstance(v, str) else [str(a) for a in v] if isinstance(v, list) else []
-        except ValueError:
-            out[key] = []
-    return (Path(inipath) if inipath else None), out["addopts"], out["testpaths"]
+    return (Path(inipath) if inipath else None), _ini_list(cfg.get("addopts")), _ini_list(cfg.get("testpaths"))
+
+
+def _ini_list(value: object) -> list[str]:
+    """A configuration value as the arguments it holds (a string split as a
+    shell would, a list as it is; pytest 9 wraps either in a ConfigValue)."""
+    value = getattr(value, "value", value)
+    try:
+        return shlex.split(value) if isinstance(value, str) else \
+            [str(a) for a in value] if isinstance(value, list) else []
+    except ValueError:  # pytest stops at it
+        return []
 
 
 def early_run(args: list[str], here: str) -> tuple[Path, list[str]] | None:
@@ -247,22 +224,16 @@ def early_run(args: list[str], here: str) -> tuple[Path, list[str]] | None:
     except ValueError:  # pytest stops at it
         env = []
     line = env + [str(a) for a in args]
-    line = _config_file_args(line, here) + line
-    _, addopts, testpaths = discovered(line, here)
-    line = addopts + line
+    _, found_opts, testpaths = discovered(line, here)  # a -c file's, or one pytest finds itself
+    line = found_opts + line
     files, pyargs = _first_parse(line)
     files = _less_values(files, line) or testpaths  # pytest collects testpaths when given no path
     start = Path(here)
     root = checkout_reached(_paths(start, start, files or [here], pyargs))
     if root is None:
         return None
-    addopts = own_config(root).get("addopts", "")
-    try:
-        ini = shlex.split(addopts) if isinstance(addopts, str) else \
-            [str(a) for a in addopts] if isinstance(addopts, list) else []
-    except ValueError:
-        ini = []
-    return root, ini + line
+    ini = _ini_list(own_config(root).get("addopts", ""))
+    return root, ([] if found_opts == ini else ini) + line  # the checkout's own, once
 
 
 def read_beside() -> tuple[str, ...]:
