@@ -93,6 +93,9 @@ PREFIXES = {
     "PYTHON": "an interpreter setting the suite does not know to change no code",
     "_PYTHON": "the interpreter's build settings (_PYTHON_SYSCONFIGDATA_NAME names a module sysconfig "
                "imports: a blind red team's sixth pass)",
+    "SYSTEMD_": "systemd's tools read it (SYSTEMD_OFFLINE=1 has systemctl answer for units it never asked "
+                "the manager about: a blind red team's seventh pass)",
+    "SYSTEMCTL_": "systemctl reads it",
     "PYTEST_": "a pytest setting the suite does not know to change nothing it judges",
 }
 # Interpreter settings that change no code that runs (or only take places away).
@@ -159,6 +162,23 @@ def environment_problems(sources: Iterable[Mapping[str, str]]) -> list[str]:
     return out
 
 
+# pytest's options that write a file where they are told (as root)
+OUTPUT_OPTIONS = ("--log-file", "--junitxml", "--junit-xml", "--debug", "--basetemp", "--report-log", "--resultlog")
+
+
+def _names_a_marker(value: str) -> bool:
+    """`value`, as written or through its links, ends in the marker's name: a
+    file written there could pass for a marker (MARK-2 verifies its content)."""
+    from pty_acceptance.spec.inventory import MARKER_NAME
+
+    name = MARKER_NAME
+    try:
+        real = os.path.realpath(value)
+    except (OSError, ValueError):
+        real = value
+    return any(os.path.basename(os.path.normpath(v)) == name for v in (value, real) if v)
+
+
 SHORT_WITH_VALUE = "kmrWcpo"  # pytest's short options that take a value (clustered after flags: -qpX)
 
 
@@ -221,6 +241,10 @@ def option_problems(args: Iterable[str], option: object) -> list[str]:
         if other:
             out.append(", ".join(other) + ": another configuration or root than the checkout's, whose "
                        "addopts pytest applies (its -p plugins imported) before any of the suite's code")
+    written = [f"{name} {v}" for name in OUTPUT_OPTIONS for v in short_values(args, None, name)
+               if _names_a_marker(v)]
+    if written:  # a blind red team's seventh pass: --log-file with a marker's lines as its format
+        out.append(", ".join(written) + ": pytest would write a file of its own at a marker path")
     overrides = short_values(args, "o", "--override-ini") if option is None else []
     if overrides:  # the early guard's (no parse yet); the run guard's is invocation.configuration_problems
         out.append("-o/--override-ini changes the project's configuration: " + " ".join(overrides) +
@@ -256,8 +280,41 @@ def interpreter_problems() -> list[str]:
             "(start pytest without them)"]
 
 
+_first: str | None = None  # the directory Python puts first on sys.path, as read at the start
+
+
+def first_path_problems(argv: list[str] | None = None) -> list[str]:
+    """The directory Python puts first on sys.path for this program (`-m` and
+    `-c`: the working directory; a script: its own directory), unless -P or
+    PYTHONSAFEPATH: it must be root's alone, or a module put there (pdb.py,
+    runpy.py, ...) is imported before the standard library's (a blind red
+    team's seventh pass: a pdb.py in a directory others may write, imported by
+    pytest, turned a failing run READY)."""
+    global _first
+    if sys.flags.safe_path:
+        return []
+    if _first is None or argv is not None:  # read once, at the process's start (the early guard's call):
+        argv = list(getattr(sys, "orig_argv", [])) if argv is None else argv  # a later chdir moves nothing
+        script = next((a for a in argv[1:] if not a.startswith("-")), None)
+        _first = os.getcwd() if any(a.startswith(("-m", "-c")) for a in argv[1:]) or script is None else \
+            os.path.dirname(os.path.realpath(script))
+    first = _first
+    try:
+        st = os.lstat(first)
+    except FileNotFoundError:
+        return []  # no such script: Python stops at it
+    except OSError as e:
+        return [f"the directory Python puts first on sys.path ({first}) cannot be read ({e.strerror})"]
+    if st.st_uid == 0 and not st.st_mode & 0o022:
+        return []
+    return [f"Python puts {first} first on sys.path (python -m or -c started there, or a script there), a "
+            "directory not root's alone: a module there (pdb.py, runpy.py, ...) would be imported before the "
+            "standard library's; start pytest from a directory root's alone, or with python -P"]
+
+
 def refused(args: Iterable[str], option: object) -> list[str]:
     """Everything this process was started with that it may not be (the
     environment, the interpreter's warning options, then the options):
     startup.py refuses the run on any."""
-    return environment_problems(environments()) + interpreter_problems() + option_problems(args, option)
+    return (environment_problems(environments()) + interpreter_problems() + first_path_problems()
+            + option_problems(args, option))
