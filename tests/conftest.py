@@ -339,3 +339,13 @@ def assert_junit_readers_accept(path: Path) -> None:
     with open(path, "rb") as f:
         suite, result = xunitparser.parse(f)
     assert result.testsRun == cases, (path, result.testsRun, cases)
+
+
+@pytest.fixture
+def failing(project, target):
+    """The fixture project with one failing test (gateproject.FAILING), ready for
+    runs in processes of their own."""
+    from gateproject import FAILING, for_separate_processes
+    (project.path / "acceptance/test_all.py").write_text(FAILING)
+    for_separate_processes(project)
+    return project

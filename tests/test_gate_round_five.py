@@ -12,17 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from gateproject import (PASSING, PYTEST, QUIET, for_separate_processes, said, start, suite_args,
+from gateproject import (PYTEST, QUIET, said, start, suite_args,
                          earlier_marker)
 
-FAILING = PASSING.replace("def test_other():\n    pass", "def test_other():\n    assert False, 'OWN-1 fails'")
-
-
-@pytest.fixture
-def failing(project, target):
-    (project.path / "acceptance/test_all.py").write_text(FAILING)
-    for_separate_processes(project)
-    return project
 
 
 def assert_not_ready(done, marker):

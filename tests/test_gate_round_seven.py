@@ -16,16 +16,8 @@ import pytest
 
 from pty_acceptance.decision import readiness_marker as marker
 
-from gateproject import PASSING, PYTEST, QUIET, expectation, for_separate_processes, last_line, run, said
+from gateproject import FAILING, PYTEST, QUIET, expectation, last_line, run, said
 
-FAILING = PASSING.replace("def test_other():\n    pass", "def test_other():\n    assert False, 'OWN-1 fails'")
-
-
-@pytest.fixture
-def failing(project, target):
-    (project.path / "acceptance/test_all.py").write_text(FAILING)
-    for_separate_processes(project)
-    return project
 
 
 def _marker_stands_verified(target) -> bool:

@@ -17,18 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from gateproject import (PASSING, PYTEST, QUIET, earlier_marker, for_separate_processes, said, start,
+from gateproject import (PYTEST, QUIET, earlier_marker, said, start,
                          suite_args)
 
-FAILING = PASSING.replace("def test_other():\n    pass", "def test_other():\n    assert False, 'OWN-1 fails'")
 PYTHON = str(Path(sys.executable).parent / "python")
-
-
-@pytest.fixture
-def failing(project, target):
-    (project.path / "acceptance/test_all.py").write_text(FAILING)
-    for_separate_processes(project)
-    return project
 
 
 @pytest.fixture

@@ -36,10 +36,9 @@ from pty_acceptance.host import bus
 
 import venvcopy
 from conftest import REPO
-from gateproject import (PASSING, PYTEST, QUIET, assert_refused_at_start, for_separate_processes, last_line, run, said,
+from gateproject import (FAILING, PASSING, PYTEST, QUIET, assert_refused_at_start, last_line, run, said,
                          start, suite_args)
 
-FAILING = PASSING.replace("def test_other():\n    pass", "def test_other():\n    assert False, 'OWN-1 fails'")
 
 # What every reproduction does: a failure reported as a pass.
 QUIET_HOOK = """
@@ -56,14 +55,6 @@ def pytest_runtest_makereport(item, call):
 # A patch of pytest's report (no plugin at all): QUIET makes it, QUIET_PATCH also
 # takes its module out of sys.modules.
 QUIET_PATCH = "\nimport sys\n" + QUIET + "sys.modules.pop(__name__, None)\n"
-
-
-@pytest.fixture
-def failing(project, target):
-    """The fixture project with one failing test, and the gate's verdict on it as it is."""
-    (project.path / "acceptance/test_all.py").write_text(FAILING)
-    for_separate_processes(project)
-    return project
 
 
 def assert_not_ready_naming(res, target, *said):
