@@ -98,6 +98,12 @@ PREFIXES = {
     "SYSTEMCTL_": "systemctl reads it",
     "PYTEST_": "a pytest setting the suite does not know to change nothing it judges",
 }
+# systemd's variables that change nothing systemctl answers: the pid systemd sets for every
+# service process (a run started from a unit has it), and how its output is paged and coloured.
+SYSTEMD_ALLOWED = frozenset({
+    "SYSTEMD_EXEC_PID", "SYSTEMD_PAGER", "SYSTEMD_PAGERSECURE", "SYSTEMD_LESS", "SYSTEMD_LESSCHARSET",
+    "SYSTEMD_COLORS", "SYSTEMD_URLIFY",
+})
 # Interpreter settings that change no code that runs (or only take places away).
 PYTHON_ALLOWED = frozenset({
     "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED", "PYTHONNOUSERSITE", "PYTHONSAFEPATH",
@@ -117,7 +123,7 @@ def why_refused(name: str) -> str | None:
     """Why variable `name` is refused (None: it is not)."""
     if name in REFUSED:
         return REFUSED[name]
-    if name in PYTHON_ALLOWED or name in PYTEST_ALLOWED:
+    if name in PYTHON_ALLOWED or name in PYTEST_ALLOWED or name in SYSTEMD_ALLOWED:
         return None
     for prefix, why in PREFIXES.items():
         if name.startswith(prefix):
