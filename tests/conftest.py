@@ -44,6 +44,20 @@ def _need_root():
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _an_operators_clean_environment():
+    """The suite's runs these tests start are refused when the environment sets
+    what the suite refuses (decision/launch.py): a machine's own variables of
+    that kind (a systemd unit's SYSTEMD_*, say) are not the tests' to judge,
+    so they are left out of this session's environment."""
+    from pty_acceptance.decision import launch
+
+    dropped = {k: os.environ.pop(k) for k in list(os.environ)
+               if k.startswith(("SYSTEMD_", "SYSTEMCTL_", "_PYTHON")) and launch.why_refused(k)}
+    yield
+    os.environ.update(dropped)
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _private_run_dir(_need_root):
     """The library's run directory (the scratch area's record, stand-in
     ledgers) is a private one for the suite's own tests, never the host's
