@@ -357,9 +357,9 @@ def assert_junit_readers_accept(path: Path) -> None:
 
 @pytest.fixture
 def failing(project, target):
-    """The fixture project with one failing test (gateproject.FAILING), ready for
-    runs in processes of their own."""
-    from gateproject import FAILING, for_separate_processes
-    (project.path / "acceptance/test_all.py").write_text(FAILING)
+    """The fixture project with one failing test (gateproject.ONE_FAILING), ready
+    for runs in processes of their own."""
+    from gateproject import ONE_FAILING, for_separate_processes
+    (project.path / "acceptance/test_all.py").write_text(ONE_FAILING)
     for_separate_processes(project)
     return project

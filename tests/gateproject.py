@@ -240,5 +240,5 @@ _quiet()
 """
 
 
-# The fixture project's tests with one failing: a correct gate says NOT READY: 1 blockers: OWN-1.
-FAILING = PASSING.replace("def test_other():\n    pass", "def test_other():\n    assert False, 'OWN-1 fails'")
+# The fixture project's test_all.py with one test failing: a correct gate says NOT READY: 1 blockers: OWN-1.
+ONE_FAILING = PASSING.replace("def test_other():\n    pass", "def test_other():\n    assert False, 'OWN-1 fails'")

@@ -16,7 +16,7 @@ import pytest
 
 from pty_acceptance.decision import readiness_marker as marker
 
-from gateproject import FAILING, PYTEST, QUIET, expectation, last_line, run, said
+from gateproject import ONE_FAILING, PYTEST, QUIET, expectation, last_line, run, said
 
 
 
@@ -42,7 +42,7 @@ def test_log_file_at_the_marker_path_leaves_no_valid_marker(failing, target):
     record (the real suite's host commands each log one: Testinfra's
     `RUN ...` at DEBUG) leaves a marker verify-marker accepts after a run that
     ended NOT READY."""
-    (failing.path / "acceptance/test_all.py").write_text(FAILING.replace(
+    (failing.path / "acceptance/test_all.py").write_text(ONE_FAILING.replace(
         "def test_other():\n",
         "def test_other():\n    import logging; logging.getLogger('testinfra').debug('RUN x')\n"))
     fmt = _marker_text(target)[:-1].replace("%", "%%") + "%(message).0s"

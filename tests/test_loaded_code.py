@@ -36,7 +36,7 @@ from pty_acceptance.host import bus
 
 import venvcopy
 from conftest import REPO
-from gateproject import (FAILING, PASSING, PYTEST, QUIET, assert_refused_at_start, last_line, run, said,
+from gateproject import (ONE_FAILING, PASSING, PYTEST, QUIET, assert_refused_at_start, last_line, run, said,
                          start, suite_args)
 
 
@@ -566,7 +566,8 @@ def test_a_forged_rewrite_cache_patching_from_a_string_and_removing_itself(faili
     import _pytest.assertion.rewrite as rw
     source = failing.path / "acceptance/test_all.py"
     cached = source.parent / "__pycache__" / (source.stem + rw.PYC_TAIL)
-    forge_rewrite_cache(source, FAILING + f"\nimport os as _os\nexec(compile({QUIET!r}, '<string>', 'exec'), {{}})\n"
+    forge_rewrite_cache(source, ONE_FAILING
+                        + f"\nimport os as _os\nexec(compile({QUIET!r}, '<string>', 'exec'), {{}})\n"
                         f"try:\n    _os.unlink({str(cached)!r})\nexcept OSError:\n    pass\n", rewritten=True)
     res = failing.runpytest_subprocess("acceptance/", "--inventory", str(target.inventory))
     assert cached.exists(), "the forged cache ran"
