@@ -265,17 +265,26 @@ def _socket_facts(s: socket.socket) -> dict:
 
 def _helper_child(strace_pid: int) -> int | None:
     """strace's child once it has exec'd (the helper, or whatever stands at its path)."""
+    found = _traced(strace_pid)
+    return found[0] if found else None
+
+
+def _traced(strace_pid: int) -> list[int]:
+    """Every process strace traces that has exec'd (its children, and theirs),
+    oldest first: the helper, and anything it started."""
+    out = []
     try:
         me = psutil.Process(strace_pid)
-        for c in me.children():
+        mine = me.exe()
+        for c in me.children(recursive=True):
             try:
-                if c.exe() != me.exe():
-                    return c.pid
+                if c.exe() != mine:
+                    out.append(c.pid)
             except psutil.Error:
                 pass
-    except psutil.NoSuchProcess:
+    except psutil.Error:
         pass
-    return None
+    return out
 
 
 def _continue_all(strace_pid: int) -> None:
@@ -305,6 +314,8 @@ def _freeze(run: TracedRun, strace_pid: int, trace_file: str) -> None:
     delay = 0.002
     while True:
         pid = run.helper_pid or _helper_child(strace_pid)
+        if pid and not _all_stopped(pid):  # the one stopped may be another than the first seen (CI: a
+            pid = next((p for p in _traced(strace_pid) if _all_stopped(p)), pid)  # pid read gone at the end)
         run.helper_pid = pid
         if pid:
             try:
@@ -325,13 +336,13 @@ def _freeze(run: TracedRun, strace_pid: int, trace_file: str) -> None:
                 return
         if time.monotonic() > end:
             run.frozen_problem = (f"the helper (pid {pid}) was not stopped after a sendmsg within "
-                                  f"{FREEZE_DEADLINE_S} s: {_unfrozen(pid, trace_file)}")
+                                  f"{FREEZE_DEADLINE_S} s: {_unfrozen(pid, trace_file, strace_pid)}")
             return
         time.sleep(delay)  # poll interval, not a wait for an outcome
         delay = min(delay * 2, 0.05)
 
 
-def _unfrozen(pid: int | None, trace_file: str) -> str:
+def _unfrozen(pid: int | None, trace_file: str, strace_pid: int | None = None) -> str:
     """What was true at the freeze deadline: the trace's sendmsg calls and
     SIGSTOP lines, and the state of each helper thread."""
     try:
@@ -340,8 +351,10 @@ def _unfrozen(pid: int | None, trace_file: str) -> str:
     except OSError as e:
         text, said = b"", f"no trace ({e.strerror})"
     else:
-        said = (f"the trace ({len(text)} bytes) has {text.count(b'sendmsg(')} sendmsg call(s) and "
-                f"{text.count(b'--- stopped by SIGSTOP ---')} SIGSTOP stop(s)")
+        said = (f"the trace ({len(text)} bytes) has {text.count(b'sendmsg(')} sendmsg call(s), "
+                f"{text.count(b'--- stopped by SIGSTOP ---')} SIGSTOP stop(s), "
+                f"{text.count(b'--- SIGCONT')} SIGCONT(s), {text.count(b'+++ exited')} exit(s) and "
+                f"{text.count(b'+++ killed')} death(s) by a signal")
     states = "none"
     if pid:
         try:
@@ -349,7 +362,16 @@ def _unfrozen(pid: int | None, trace_file: str) -> str:
                                for tid in proc.threads(pid)) or "none"
         except (OSError, ValueError) as e:
             states = f"unreadable ({e})"
-    return f"{said}; helper threads (tid state): {states}"
+    traced = "none"
+    if strace_pid:
+        parts = []
+        for t in _traced(strace_pid):
+            try:
+                parts.append(f"{t} {proc.stat_field(proc.stat_line(t), 3).decode('ascii', 'replace')}")
+            except (OSError, ValueError):
+                parts.append(f"{t} gone")
+        traced = ", ".join(parts) or "none"
+    return f"{said}; helper threads (tid state): {states}; traced processes now (pid state): {traced}"
 
 
 def _read_to_end(sock: socket.socket, deadline_s: float) -> bytes:
