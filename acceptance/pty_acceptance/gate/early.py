@@ -313,15 +313,7 @@ def _judged(args: list[str], here: str | None) -> None:
                              f"which checkout this pytest runs cannot be told; refused before pytest started "
                              f"(MARK-4: {removal.text()})"), sys.stderr)
         os._exit(REFUSED_EXIT)
-    try:
-        args = expanded(args, here)
-    except RecursionError as e:  # what the run could name cannot all be read: the default marker goes
-        removal = marker_paths.Removal()
-        removal.add(marker_paths.named(args, here, readiness_marker.DEFAULT_PATH))
-        _say(terminal.escape(f"ERROR: NOT READY: SUITE-3: {e}: the arguments cannot all be read, so "
-                             f"neither can the markers they name; refused before pytest started "
-                             f"(MARK-4: {removal.text()})"), sys.stderr)
-        os._exit(REFUSED_EXIT)
+    args = expanded(args, here)  # past its bounds it raises: _begin refuses the run
     found = checkout.early_run(args, here)
     if found is None:
         return
