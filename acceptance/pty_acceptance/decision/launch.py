@@ -265,11 +265,12 @@ def option_problems(args: Iterable[str], option: object) -> list[str]:
 
 
 def interpreter_problems() -> list[str]:
-    """The interpreter's own warning options (`python -W`, or PYTHONWARNINGS,
-    which environment_problems names): their categories were imported by module
-    name before the site module, so before any of the suite's code (a documented
-    limit, as `python -S` is: docs/operator.md); what ran cannot be undone, but
-    the run is refused, never judged."""
+    """The interpreter's own options the environment did not set (its
+    variables are environment_problems'): `-i` (an interactive prompt after
+    pytest, exit 0), `-X pycache_prefix` (bytecode from another tree) and `-W`
+    (categories imported by module name before the site module, so before any
+    of the suite's code: a documented limit, as `python -S` is, docs/operator.md;
+    what ran cannot be undone, but the run is refused, never judged)."""
     out = []
     if sys.flags.inspect and not os.environ.get("PYTHONINSPECT"):  # PYTHONINSPECT: environment_problems
         out.append("the interpreter runs with -i: after pytest it enters an interactive prompt, root's, which "

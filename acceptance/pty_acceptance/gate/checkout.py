@@ -18,6 +18,7 @@ start directory and the rootdir too, nothing imported.
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import shlex
@@ -163,15 +164,22 @@ def run_dir_of(root: Path) -> str:
     return value if isinstance(value, str) and value else rundir.DEFAULT_DIR
 
 
+@functools.cache
+def _pytest_parser():
+    """pytest's own option parser, made once (a Config of its own: about 30 ms)
+    for every first parse the early guard reads."""
+    from _pytest.config import get_config
+
+    return get_config()._parser
+
+
 def _first_parse(line: list[str]) -> tuple[list[str], bool]:
     """What pytest's first parse of `line` takes for paths to collect (the
     plugins' options are not known yet: their separate values among them),
     and --pyargs; where that parse fails (pytest's will too), every argument
     that is no option."""
-    from _pytest.config import get_config
-
     try:
-        ns = get_config()._parser.parse_known_args(line)
+        ns = _pytest_parser().parse_known_args(line)
         return [str(f) for f in (getattr(ns, "file_or_dir", None) or [])], bool(getattr(ns, "pyargs", False))
     except (pytest.UsageError, ValueError, TypeError, SystemExit):
         return [a for a in line if not a.startswith("-")], "--pyargs" in line
