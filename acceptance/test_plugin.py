@@ -24,7 +24,11 @@ PLUGIN-1 `bun <plugin.harness> <plugin.args>` passes ten times in a row, then
          imports exactly the reviewed plugin bytes, no file beside them
          resolves, nothing changed after hashing runs. The copies must be the
          reviewed source (their manifest source_manifest_sha256) before any
-         run and are hashed again before each. A run passes only on exit 0
+         run and are hashed again before each. Each run is traced from its
+         first instruction (root's strace, attached behind the cell's gate
+         before bun is exec'd): a signal or a SIGKILL from outside the run, or
+         a process whose end came after bun's, fails it (host/killtrace.py).
+         A run passes only on exit 0
          together with the harness's own success report (plugin.success: its
          last line, one result file), nothing left running, nothing outside
          its unit holding its output, and no file bun would read as

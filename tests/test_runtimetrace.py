@@ -2,6 +2,7 @@
 helper hand-off (RUNTIME-2), without a host."""
 
 from pty_acceptance.candidate import runtimetrace
+from pty_acceptance.host import attached_trace
 
 TRACE = """\
 700 execve("/usr/local/libexec/opencode-pty-client", ["/u"..., "--"...], 0x7ff /* 2 vars */) = 0
@@ -72,7 +73,7 @@ def test_a_process_that_ended_and_waits_to_be_reaped_is_not_untraced():
         while open(f"/proc/{zombie.pid}/stat").read().split(") ", 1)[1][0] != "Z":
             assert time.monotonic() < deadline, "the child did not end"
             time.sleep(0.01)
-        t = runtimetrace.Tracer(Tracer(), "", "", "")
+        t = attached_trace.Tracer(Tracer(), "", "", "")
         assert t.untraced({zombie.pid}) == []
         assert t.untraced({live.pid}) == [f"pid {live.pid} thread {live.pid} (traced by nobody)"]
     finally:

@@ -12,7 +12,7 @@ import types
 import pytest
 
 from pty_acceptance.candidate import smoke
-from pty_acceptance.host import hostfs, userunit
+from pty_acceptance.host import hostfs, killtrace, userunit
 from pty_acceptance.spec.inventory import LIMIT_DEFAULTS
 
 NOBODY = pwd.getpwnam("nobody")
@@ -134,7 +134,8 @@ def test_the_cell_holds_root_owned_copies_of_the_pinned_bytes(files):
         assert (d.st_uid, d.st_mode & 0o7777) == (0, 0o755)
         modes = {n: (st.st_uid, st.st_gid, st.st_mode & 0o7777, st.st_nlink)
                  for n in os.listdir(cell.path) for st in [os.lstat(os.path.join(cell.path, n))]}
-        assert modes == {"bun": (0, 0, 0o711, 1), files[1].name: (0, 0, 0o444, 1), "bunfig.toml": (0, 0, 0o444, 1)}
+        assert modes == {"bun": (0, 0, 0o711, 1), files[1].name: (0, 0, 0o444, 1), "bunfig.toml": (0, 0, 0o444, 1),
+                     smoke.GATE_NAME: (0, 0, 0o711, 1)}
         assert open(os.path.join(cell.path, "bun"), "rb").read() == open(files[0], "rb").read()
         assert open(os.path.join(cell.path, files[1].name), "rb").read() == PINNED
         assert open(os.path.join(cell.path, "bunfig.toml"), "rb").read() == b""
@@ -192,7 +193,7 @@ SUCCESS = types.SimpleNamespace(last_line=r"^PASS \d+/\d+ checks ", result_file=
 
 def _run(output=b"ok  a\nPASS 9/9 checks (smoke-result-001.json)\n", files=None, home=None, **ended):
     e = userunit.Ended("pty-acceptance-plugin-smoke-0.service", ("bun",), 60.0,
-                       **{"exit_status": 0, "duration_s": 2.5, **ended})
+                       **{"exit_status": 0, "duration_s": 2.5, "traced": killtrace.Verdict(), **ended})
     e.output, e.output_bytes = output, len(output)
     return smoke.Run("1/10", e, files if files is not None else {"smoke-result-001.json": b"{}"}, home or {})
 
@@ -225,6 +226,12 @@ def test_a_run_fails_on_how_it_ended_and_on_what_it_left():
     why = smoke.judge(_run(left_behind=["pid 8 sleep"]), SUCCESS)
     assert why == ["left processes running after it exited (killed with its cgroup): pid 8 sleep"]
     assert "held open by a process outside its unit" in smoke.judge(_run(held_open=True), SUCCESS)[0]
+    # the trace (host/killtrace.py): a run not traced, or one its trace finds a fault in, fails
+    assert smoke.judge(_run(traced=None), SUCCESS) == ["it was not traced"]
+    outside = killtrace.Verdict(from_outside=["pid 9 (/bin/sleep) was killed by SIGKILL, which no process of "
+                                              "the run sent"])
+    assert smoke.judge(_run(traced=outside), SUCCESS) == [
+        "from outside the run: pid 9 (/bin/sleep) was killed by SIGKILL, which no process of the run sent"]
     planted = smoke.judge(_run(files={"smoke-result-001.json": b"{}", "bunfig.toml": b"", "p.ts": b""},
                                home={".bunfig.toml": b"", ".env.local": b""}), SUCCESS)
     assert planted == ["files bun would read as configuration were there after the run: HOME/.bunfig.toml, "

@@ -720,6 +720,14 @@ FAULTS += [
           "behind, holding the run's output open: the run ends in time, naming it",
           f"printf 'leave-process\\n' > {PLUGIN_FAULTS}", modules=_m("plugin"),
           says="left processes running after it exited (killed with its cgroup): pid ", deadline_s=600),
+    # a blind red team's round seven (issue 37): the leftover killed before the suite looks at the
+    # run's cgroup made 31 % of such runs read as clean; the run's trace sees who killed it
+    Fault("plugin-harness-leftover-killed-by-the-user", ("PLUGIN-1",), "every harness run leaves a "
+          "setsid'd sleep 600 behind, and a watcher of the service user's kills it the moment it appears, "
+          "so that the run's cgroup is empty when the suite looks",
+          f"printf 'leave-process\\n' > {PLUGIN_FAULTS}; PTY_FAULT_KILL='/bin/sleep 600'",
+          script_file="user-kills-extra-child.sh", modules=_m("plugin"),
+          says="was killed by SIGKILL, which no process of the run sent", deadline_s=600, after=WATCHER_KILLED),
     # -- RUNTIME-2: the runtime it runs is the one RUNTIME-1 hashed (issue 21 item 4)
     Fault("runtime-swapped-before-handoff", ("RUNTIME-2",), "the service user renames a working "
           "runtime one byte longer into runtime.binary's place right after RUNTIME-1 read it, and puts "

@@ -47,8 +47,18 @@ caller) are kept. What it left in its working directory and HOME is listed
 and read by descriptor once the unit is gone (regular files with one link
 only, size-bounded), then removed.
 
+Each run is traced from its first instruction (host/userunit.py's gate: the
+unit starts an execute-only copy of the host's Python, GATE_NAME in the
+cell, which exec's bun only once root's strace follows it): the service
+user's other processes can signal the run's (they are the user's), and a
+watcher that kills what the harness left running before the suite looks
+made a run that left a process behind read as clean (issue 37, red team
+round seven). The trace says what happened (host/killtrace.py): a signal or
+a SIGKILL from outside the run, a process whose end came after bun's, a
+trace that cannot say, each fails the run.
+
 A run passes only on evidence (judge): exit 0, nothing left running and
-nothing outside the unit holding its output, the harness's own success report
+nothing outside the unit holding its output, its trace clean, the harness's own success report
 in the form the inventory states (``plugin.success``: its last line, and the
 result files one run writes), and no file bun would read as configuration in
 its working directory or HOME afterwards.
@@ -82,6 +92,7 @@ HARNESS_LIMIT = hostfs.Limit(32 << 20, "limits.file_bytes")
 COPY_MODE, COPY_DIR_MODE = 0o444, 0o755
 BUN_MODE = 0o711  # execute-only for the user: bun runs non-dumpable
 BUN_NAME, CONFIG_NAME = "bun", "bunfig.toml"
+GATE_NAME = "gate-python3"  # the cell's execute-only copy of the host's Python (userunit.copy_interpreter)
 # where the run sees its cell, working directory, HOME and a staged helper:
 # inside its own /tmp (PrivateTmp=), every directory above them the unit's or root's
 CELL_INSIDE = "/tmp/pty-acceptance-cell"
@@ -258,8 +269,8 @@ def read_harness(path: str, pin: str, limit: hostfs.Limit = HARNESS_LIMIT) -> tu
 @dataclass(frozen=True)
 class Cell:
     """The suite's root-owned directory a run sees read-only at CELL_INSIDE:
-    bun (0711) and the harness (0444), copies of the pinned bytes, and an
-    empty bunfig.toml (0444)."""
+    bun (0711) and the harness (0444), copies of the pinned bytes, an empty
+    bunfig.toml (0444) and the gate (GATE_NAME, 0711)."""
     path: str
     harness_name: str
     bun_pin: str
@@ -331,6 +342,7 @@ def stage(checked: Checked, p: Plugin, bun_limit: hostfs.Limit = BUN_LIMIT) -> C
             _copy_pinned(p.bun, dfd, BUN_NAME, BUN_MODE, p.bun_sha256, "bun_sha256", bun_limit)
             hostfs.create_at(dfd, name, checked.harness_bytes, COPY_MODE, owner=(0, 0))
             hostfs.create_at(dfd, CONFIG_NAME, b"", COPY_MODE, owner=(0, 0))
+            userunit.copy_interpreter(dfd, GATE_NAME)
         finally:
             os.close(dfd)
     except BaseException:
@@ -450,7 +462,7 @@ def run(cell: Cell, seen: View, label: str, args: list[str], acct: pwd.struct_pa
             env={"PATH": PATH, "HOME": HOME_INSIDE, "LANG": "C.UTF-8", "TERM": TERM}, umask=0o077,
             private_tmp=True, binds=((os.path.join(d, "work"), WORK_INSIDE), (os.path.join(d, "home"), HOME_INSIDE)),
             read_only=((cell.path, CELL_INSIDE), *seen.source.binds(), *read_only), protect_home=True,
-            hide=seen.hide, output_kept=OUTPUT_KEPT)
+            hide=seen.hide, output_kept=OUTPUT_KEPT, gate=cell.inside(GATE_NAME))
         ended = userunit.run(job, deadline_s, "plugin-smoke")
         return Run(label, ended, read_results(os.path.join(d, "work")), read_results(os.path.join(d, "home")))
     finally:
@@ -474,6 +486,10 @@ def judge(r: Run, success: PluginSuccess) -> list[str]:
         why.append("its output was still held open by a process outside its unit once the unit was gone")
     if e.not_gone:
         why.append(f"its unit could not be seen gone: {e.not_gone}")
+    if e.traced is None:
+        why.append("it was not traced")
+    else:
+        why += e.traced.problems()
     if e.exit_status == 0:
         why += _report_problems(r, success)
     planted = sorted(f"{where}/{n}" for where, names in (("working directory", r.files), ("HOME", r.home))

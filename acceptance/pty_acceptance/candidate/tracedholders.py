@@ -398,7 +398,7 @@ def judge(text: str, *, main: int, tids: dict[int, int], socket_path: str, works
     found; sockets connect()ed to `socket_path` in the trace count too.
     `sampled` is what the live sample saw processes of the runtime's tree hold
     (`tree_at_sample`: those processes): each must be in the trace. `problems`
-    are the tracer's own reasons it cannot say (runtimetrace.Tracer.end)."""
+    are the tracer's own reasons it cannot say (attached_trace.Tracer.end)."""
     calls, ended, other = strace.events(text)
     conns = set(connections)
     for c in calls:

@@ -12,6 +12,17 @@ running is seen and named before the suite kills the cgroup and waits until
 the unit is gone. Only then is the run judged: nothing it started outlives it,
 and nothing it started can still write into its output.
 
+A job with a `gate` (PLUGIN-1's harness runs) is traced from its first
+instruction: its unit runs an execute-only copy of the host's Python (not
+dumpable, so no process of the user's can attach to it) that waits for one
+line on its standard input, a pipe only the suite writes; the suite attaches
+root's strace to it, following every child (host/attached_trace.py), and
+only then writes the line; the gate puts /dev/null on its standard input and
+exec's the job's program. When the main process has exited, the trace is
+taken (before the suite kills anything) and judged (host/killtrace.py):
+a signal or a SIGKILL from outside the run, a process left running after
+the main process, a trace that cannot say, each makes the run not clean.
+
 The output is read from the raw descriptor with a bounded wait (poll), never
 through a buffered reader another thread could block; only its last
 `output_kept` bytes are kept (and counted). Once the unit is gone, a pipe that
@@ -37,8 +48,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pty_acceptance.errors import Unreadable
-from pty_acceptance.host import cgroups, proc
+from pty_acceptance.host import attached_trace, cgroups, hostfs, killtrace, proc
 from pty_acceptance.host.bus import SERVICE_IFACE, BusError, Systemd
+from pty_acceptance.host.polling import poll
 
 DISPOSABLE = "pty-acceptance disposable"  # every unit the suite makes: Description's first words
 OUTPUT_KEPT = 64 * 1024
@@ -50,6 +62,24 @@ MS_REC = 16384  # BindPaths=' flag for a recursive bind (what systemd-run's -p B
 CLD_EXITED, CLD_KILLED, CLD_DUMPED = 1, 2, 3
 NOT_COUNTED = (1 << 64) - 1  # systemd's "no value" for a counter
 SIGNALS = tuple(int(s) for s in signal.valid_signals() if 0 < int(s) < 32)
+INTERPRETER = "/usr/bin/python3"  # the host's, run by absolute path
+INTERPRETER_LIMIT = hostfs.Limit(64 << 20, "the suite's bound on the Python interpreter it copies")
+# the gate (Job.gate): one line on stdin, then /dev/null there and the job's program exec'd
+GATE_PY = ("import os, sys\n"
+           "if os.read(0, 1) != b'\\n':\n    os._exit(125)\n"
+           "fd = os.open('/dev/null', os.O_RDONLY)\nos.dup2(fd, 0)\nos.close(fd)\n"
+           "os.execv(sys.argv[1], sys.argv[1:])\n")
+
+
+def copy_interpreter(dfd: int, name: str) -> None:
+    """A root-owned, execute-only (0711) copy of the host's Python as `name` in
+    the directory `dfd`: the kernel makes a process not dumpable at its exec
+    when its user cannot read what it runs, so no other process of the
+    service user can attach to it while it starts (a blind red team's round
+    seven: a host without Yama lets a process of the user attach to any
+    dumpable process of the user's)."""
+    real = os.path.realpath(INTERPRETER)
+    hostfs.create_at(dfd, name, hostfs.read_file(real, INTERPRETER_LIMIT.value), 0o711)
 
 
 class UnitError(Unreadable):
@@ -74,8 +104,17 @@ class Job:
     protect_home: bool = False
     hide: tuple[str, ...] = ()
     output_kept: int = OUTPUT_KEPT
+    # the path, as the program sees it, of a copy_interpreter() copy: the run starts behind
+    # it and is traced from its first instruction (module docstring)
+    gate: str = ""
 
-    def properties(self, unit: str, out_fd: int) -> list:
+    def command(self) -> list[str]:
+        """What the unit exec's: the argv, behind the gate when there is one."""
+        if not self.gate:
+            return list(self.argv)
+        return [self.gate, "-I", "-S", "-c", GATE_PY, *self.argv]
+
+    def properties(self, unit: str, out_fd: int, in_fd: int = -1) -> list:
         props = [
             ("Description", ("s", f"{DISPOSABLE} {unit[:-len('.service')]}: {self.purpose}")),
             ("Type", ("s", "exec")),
@@ -87,8 +126,8 @@ class Job:
             ("Environment", ("as", [f"{k}={v}" for k, v in self.env.items()])),
             ("UMask", ("u", self.umask)),
             # no-env-expand: systemd would replace $NAME in the arguments with the environment's
-            ("ExecStartEx", ("a(sasas)", [(self.argv[0], list(self.argv), ["no-env-expand"])])),
-            ("StandardInput", ("s", "null")),
+            ("ExecStartEx", ("a(sasas)", [(self.command()[0], self.command(), ["no-env-expand"])])),
+            ("StandardInput", ("s", "null")) if in_fd < 0 else ("StandardInputFileDescriptor", ("h", in_fd)),
             ("StandardOutputFileDescriptor", ("h", out_fd)),
             ("StandardErrorFileDescriptor", ("h", out_fd)),
             ("RemainAfterExit", ("b", True)),
@@ -129,6 +168,7 @@ class Ended:
     held_open: bool = False  # a process outside the unit still held its output open once it was gone
     not_gone: str = ""  # why the unit or its cgroup could not be seen gone (empty: gone)
     cpu_s: float = 0.0  # the unit's CPU time when its main process ended, as systemd counted it (0: not)
+    traced: killtrace.Verdict | None = None  # a gated job's trace, judged (None: not gated)
 
     @property
     def timed_out(self) -> bool:
@@ -138,7 +178,7 @@ class Ended:
     def clean(self) -> bool:
         """Exited with 0, left nothing running, nothing outside wrote into its output, gone."""
         return (self.exit_status == 0 and not self.still_running and not self.left_behind
-                and not self.held_open and not self.not_gone)
+                and not self.held_open and not self.not_gone and (self.traced is None or self.traced.passed))
 
     def ending(self) -> str:
         if self.timed_out:
@@ -164,19 +204,55 @@ class _Run:
         self.t0 = time.monotonic()
         self.main_done = False
         self.started = False
+        self.tracer: attached_trace.Tracer | None = None
+        self.main_pid = 0
 
     def start(self) -> None:
         r, w = os.pipe2(os.O_CLOEXEC)
+        gate_r, gate_w = os.pipe2(os.O_CLOEXEC) if self.job.gate else (-1, -1)
         self.fd = r
         try:
-            self.started = True  # from here on, the name may exist: stop() may touch it
-            self.bus.start_transient(self.unit, self.job.properties(self.unit, w))
-        except BusError as e:
-            raise UnitError(f"{self.job.purpose}: the unit {self.unit} did not start: {e}") from None
+            try:
+                self.started = True  # from here on, the name may exist: stop() may touch it
+                self.bus.start_transient(self.unit, self.job.properties(self.unit, w, gate_r))
+            except BusError as e:
+                raise UnitError(f"{self.job.purpose}: the unit {self.unit} did not start: {e}") from None
+            finally:
+                os.close(w)  # systemd holds its own copy: end of file comes when the unit's last writer goes
+                if gate_r >= 0:
+                    os.close(gate_r)
+            os.set_blocking(r, False)
+            if gate_w >= 0:
+                self._trace()
+                os.write(gate_w, b"\n")  # traced from here on: the gate exec's the program
         finally:
-            os.close(w)  # systemd holds its own copy: end of file comes when the unit's last writer goes
-        os.set_blocking(r, False)
+            if gate_w >= 0:
+                os.close(gate_w)
         self.t0 = time.monotonic()
+
+    def _trace(self) -> None:
+        """strace on the gated main process, every thread of it seen traced."""
+        try:
+            pid = poll(lambda: self.service().get("MainPID", 0), START_DEADLINE_S,
+                       f"{self.unit}'s main process behind its gate")
+        except TimeoutError as e:
+            raise UnitError(f"{self.job.purpose}: {e}") from None
+        self.main_pid = pid
+        self.tracer = attached_trace.attach(pid, killtrace.OPTIONS, lambda why: UnitError(
+            f"{self.job.purpose}: the run cannot be traced: {why}"), "the run's gate", killtrace.TOLERATED)
+
+    def end_trace(self) -> None:
+        """Take the trace (strace detached, nothing killed yet) and judge it."""
+        if self.tracer is None:
+            return
+        tracer, self.tracer = self.tracer, None
+        # strace -f ends by itself, status 0, once every process it traced has ended: the run
+        # left nothing (the trace must still show the main process's end, killtrace.judge)
+        done = tracer.proc.poll() == 0
+        text = tracer.stop() if done else tracer.end(self.pids)
+        verdict = killtrace.judge(text, self.main_pid, tracer.tids)
+        verdict.cannot_say += tracer.problems
+        self.ended.traced = verdict
 
     def read(self) -> None:
         """Whatever the pipe holds now (never blocks)."""
@@ -224,6 +300,12 @@ class _Run:
         e.cpu_s = cpu / 1e9 if cpu != NOT_COUNTED else 0.0
         self.main_done = True
         return True
+
+    def pids(self) -> set[int]:
+        """The processes in the unit's cgroup now."""
+        cg = self.service().get("ControlGroup") or ""
+        path = cgroups.cgroup_dir(cg)
+        return set(cgroups.cgroup_pids(path)) if path else set()
 
     def left(self) -> list[str]:
         """The processes in the unit's cgroup now, as 'pid N comm' (comm is the
@@ -331,11 +413,14 @@ def run_all(jobs: Sequence[Job], deadline_s: float, word: str = "run") -> list[E
             else:
                 r.ended.still_running = names
                 r.ended.duration_s = time.monotonic() - r.t0
+            r.end_trace()
             r.stop()
         return [r.ended for r in runs]
     finally:
         for r in runs:  # an interrupt or an error half way: nothing of it stays (SUITE-5)
             try:
+                if r.tracer is not None:
+                    r.tracer.stop()
                 r.stop()
             except Exception:  # noqa: BLE001 - best effort on the way out; the first error stands
                 pass

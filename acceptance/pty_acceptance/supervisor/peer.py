@@ -23,7 +23,7 @@ from pty_acceptance.errors import Unreadable
 from pty_acceptance.host import hostfs, scratch
 from pty_acceptance.supervisor import protocol
 from pty_acceptance.host.bus import BusError, Systemd
-from pty_acceptance.host.userunit import DISPOSABLE
+from pty_acceptance.host.userunit import DISPOSABLE, copy_interpreter
 
 TAG_PREFIX = DISPOSABLE  # every unit the suite makes (userunit.py)
 PACKAGE = Path(__file__).resolve().parents[1]
@@ -46,9 +46,7 @@ def run_tag() -> str:
     return secrets.token_hex(4)
 
 
-INTERPRETER = "/usr/bin/python3"  # the host's, run by absolute path
 STAGED_PYTHON = "python3"  # its execute-only copy's name in a stage (stage(..., interpreter=True))
-INTERPRETER_LIMIT = hostfs.Limit(64 << 20, "the suite's bound on the Python interpreter it copies")
 
 
 def stage(files, prefix: str = "pty-acceptance-agent-", interpreter: bool = False) -> str:
@@ -68,8 +66,7 @@ def stage(files, prefix: str = "pty-acceptance-agent-", interpreter: bool = Fals
             for path in files:
                 hostfs.create_at(dfd, path.name, path.read_bytes(), 0o644)
             if interpreter:
-                real = os.path.realpath(INTERPRETER)
-                hostfs.create_at(dfd, STAGED_PYTHON, hostfs.read_file(real, INTERPRETER_LIMIT.value), 0o711)
+                copy_interpreter(dfd, STAGED_PYTHON)
         finally:
             os.close(dfd)
     except BaseException:

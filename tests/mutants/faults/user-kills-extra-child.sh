@@ -1,9 +1,11 @@
-# A watcher of the service user's, for the whole run: every /bin/sleep 3600 of
-# its own (the extra child the reference candidate's switches
-# connection-to-extra-child and directory-to-extra-child spawn, holding the
-# session's connection or directory) is killed the moment it appears, long
-# before RUNTIME-2's live sample reads /proc: only the trace of the runtime's
-# tree can still see that it held them. It polls /proc every millisecond
+# A watcher of the service user's, for the whole run: every process of its own
+# whose command line is PTY_FAULT_KILL (words; by default /bin/sleep 3600, the
+# extra child the reference candidate's switches connection-to-extra-child and
+# directory-to-extra-child spawn, holding the session's connection or
+# directory) is killed the moment it appears, long before RUNTIME-2's live
+# sample reads /proc: only the trace of the runtime's tree can still see that
+# it held them. With /bin/sleep 600, the process the plugin harness's
+# leave-process switch leaves behind: only the trace of the run can see it. It polls /proc every millisecond
 # (the command line of each process of its own user, every time); every kill
 # is logged, and the after-suite check (catalogue.py) requires one.
 set -eu
@@ -13,7 +15,7 @@ cat > /usr/local/lib/pty-fault/watcher.py <<'PY'
 import os, signal, sys, time
 
 LOG, ME = sys.argv[1], os.getuid()
-WANT = b"/bin/sleep\0" + b"3600\0"
+WANT = b"".join(w.encode() + b"\0" for w in sys.argv[2:])
 
 
 def log(line):
@@ -38,7 +40,7 @@ while True:
         if argv == WANT:
             try:
                 os.kill(int(n), signal.SIGKILL)
-                log(f"KILLED pid {n} /bin/sleep 3600")
+                log(f"KILLED pid {n} {' '.join(sys.argv[2:])}")
             except OSError as e:
                 log(f"MISSED pid {n}: {e.strerror}")
     time.sleep(0.001)
@@ -46,6 +48,6 @@ PY
 mkdir -p -m 0755 /var/lib/pty-fault
 install -o byk -g byk -m 0644 /dev/null /var/lib/pty-fault/watcher.log
 systemd-run --unit=pty-fault-watcher --uid=byk --gid=byk -p WorkingDirectory=/ \
-	/usr/bin/python3 -I /usr/local/lib/pty-fault/watcher.py /var/lib/pty-fault/watcher.log
+	/usr/bin/python3 -I /usr/local/lib/pty-fault/watcher.py /var/lib/pty-fault/watcher.log ${PTY_FAULT_KILL:-/bin/sleep 3600}
 i=0; until grep -q '^STARTED' /var/lib/pty-fault/watcher.log; do i=$((i+1)); [ $i -lt 200 ] || exit 1; sleep 0.05; done
-echo "FAULT: byk kills every /bin/sleep 3600 of its own the moment it appears" >&2
+echo "FAULT: byk kills every ${PTY_FAULT_KILL:-/bin/sleep 3600} of its own the moment it appears" >&2
