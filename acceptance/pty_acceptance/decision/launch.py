@@ -44,6 +44,20 @@ Refused, and why:
   opens the system bus at its fixed path whatever they say; a library that
   honoured them would talk to whoever listens there).
 
+The clean start: a run on the suite judges only in the form it starts
+itself in, `python -I -m pytest ARGS` (the virtualenv's interpreter,
+isolated: no PYTHON* variable read, no user site, nothing put first on
+sys.path) with the suite's environment (clean_environment: the names in
+KEPT as the operator had them, PATH, LANG and HOME the suite's, nothing
+else). `pytest ARGS` and `python [options] -m pytest ARGS` on the suite
+start again in it (the early guard's execve, gate/early.py, once its
+refusals have found nothing); a run in any other form (pytest.main called by
+a program, `python -m runpy pytest`, ...) is refused at start-up
+(clean_form_problems). So whatever the operator's environment or the
+interpreter's options hold beyond what is refused by name below never
+reaches the process that judges: an allow-list, where the refusals are a
+list of what was found (blind red teams' rounds four to seven, issue 38).
+
 Options: `-p NAME` (a plugin loaded by name; `-p no:NAME` is reporting.py's),
 `--pdbcls` (a debugger class imported by name), `--pdb` and `--trace` (a
 debugger that stops the run and lets it be changed while it runs), and
@@ -55,6 +69,7 @@ is refused should it be).
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterable, Mapping
 
@@ -118,6 +133,18 @@ PYTEST_ALLOWED = frozenset({"PYTEST_VERSION", "PYTEST_CURRENT_TEST", "PYTEST_DEB
                             "PYTEST_THEME_MODE"})
 SHOWN = 200  # characters of a refused value shown
 
+# The clean start (module docstring): the interpreter's options, and the environment.
+CLEAN_START = ("-I", "-m", "pytest")
+RESTARTED = "PTY_ACCEPTANCE_RESTARTED"  # set by the early guard's start again: never twice
+CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+CLEAN_LANG = "C.UTF-8"
+# Kept as the operator had them: they name the terminal and how output looks, who ran the
+# run, and the unit it runs in; none names code, a file or a directory to load from.
+KEPT = frozenset({"TERM", "COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR", "PY_COLORS", "USER", "LOGNAME",
+                  "SUDO_USER", "SUDO_UID", "SUDO_GID", "SUDO_COMMAND", "INVOCATION_ID", "SYSTEMD_EXEC_PID",
+                  "JOURNAL_STREAM"})
+_TERM = re.compile(r"[A-Za-z0-9.+_-]{1,64}")  # a terminal's name (terminfo looks it up by name)
+
 
 def why_refused(name: str) -> str | None:
     """Why variable `name` is refused (None: it is not)."""
@@ -166,6 +193,47 @@ def environment_problems(sources: Iterable[Mapping[str, str]]) -> list[str]:
         out.append(f"the environment sets {name}={shown!r}: {why_refused(name)}; refused before anything "
                    "ran (unset it)")
     return out
+
+
+def _home() -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_dir or "/"
+    except KeyError:
+        return "/"
+
+
+def clean_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """The environment of the clean start, from the operator's `env`."""
+    out = {k: v for k, v in env.items() if k in KEPT and (k != "TERM" or _TERM.fullmatch(v))}
+    out.update(PATH=CLEAN_PATH, LANG=CLEAN_LANG, HOME=_home())
+    return out
+
+
+def clean_form_problems(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> list[str]:
+    """How this process differs from the clean start (empty: it is in it):
+    `argv` is sys.orig_argv, `env` the environment it was started with."""
+    argv = list(getattr(sys, "orig_argv", [])) if argv is None else argv
+    env = exec_environment() if env is None else env
+    out = []
+    if tuple(argv[1:4]) != CLEAN_START or not sys.flags.isolated:
+        shown = " ".join(argv[1:4])[:SHOWN]
+        out.append(f"the interpreter was started with {shown!r}, not {' '.join(CLEAN_START)!r}")
+    clean = dict(clean_environment(env), **({RESTARTED: env[RESTARTED]} if RESTARTED in env else {}))
+    if env != clean:
+        names = sorted(set(env) ^ set(clean) | {k for k in env if k in clean and env[k] != clean[k]})
+        more = f" and {len(names) - 12} more" if len(names) > 12 else ""
+        out.append(f"its environment is not the suite's (it differs in {', '.join(names[:12])}{more})")
+    return out
+
+
+def clean_start(args: list[str], carried: str) -> tuple[list[str], dict[str, str]]:
+    """(argv, environment) of the clean start of a pytest run with `args`;
+    `carried`: what the markers' removal said (marker_paths.Removal.carried),
+    words for the report."""
+    env = dict(clean_environment(os.environ), **{RESTARTED: carried})
+    return [sys.executable, *CLEAN_START, *args], env
 
 
 # pytest's options that write a file where they are told (as root)
@@ -321,7 +389,11 @@ def first_path_problems(argv: list[str] | None = None) -> list[str]:
 
 def refused(args: Iterable[str], option: object) -> list[str]:
     """Everything this process was started with that it may not be (the
-    environment, the interpreter's warning options, then the options):
-    startup.py refuses the run on any."""
-    return (environment_problems(environments()) + interpreter_problems() + first_path_problems()
-            + option_problems(args, option))
+    environment, the interpreter's warning options, then the options, and any
+    difference from the clean start): startup.py refuses the run on any."""
+    out = (environment_problems(environments()) + interpreter_problems() + first_path_problems()
+           + option_problems(args, option))
+    return out + [f"{'; '.join(clean)}: a run on the suite judges only in the clean start `python -I -m pytest` "
+                  "with the suite's environment, which `pytest` and `python -m pytest` start again in themselves "
+                  "(a program calling pytest.main, `python -m runpy pytest` and the like are not)"
+                  for clean in [clean_form_problems()] if clean]

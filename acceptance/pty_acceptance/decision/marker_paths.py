@@ -173,12 +173,18 @@ def named(args: list[str], start_dir: str, default_inventory: str) -> list[str]:
     return list(dict.fromkeys(paths + [readiness_marker.DEFAULT_PATH]))
 
 
+CARRIED_PATHS, CARRIED_SAID = 32, 600  # what one start carries to the clean start: sentences, characters
+
+
 @dataclass
 class Removal:
     """What the start of a run did at each marker path."""
     looked_at: list[str] = field(default_factory=list)
     said: list[str] = field(default_factory=list)  # one sentence per path, for the report
     kept: list[str] = field(default_factory=list)  # MARK-4: what stands and why (the run is refused)
+    # what the start before the clean start (launch.py) did, as it said it: words for the
+    # report only; every path is looked at again here
+    earlier: list[str] = field(default_factory=list)
 
     def add(self, paths: list[str]) -> None:
         """Remove the markers at `paths` not looked at yet."""
@@ -202,4 +208,27 @@ class Removal:
         """What happened at each path; without `kept`, what stands is left to
         the refusal that names it."""
         said = [s for s in self.said if kept or s not in self.kept]
+        if self.earlier:
+            said = [f"{s} (before the clean start)" for s in self.earlier] + said
         return "; ".join(said) if said else ("no marker path looked at" if kept else "no other marker path")
+
+    def carried(self) -> str:
+        """What this start said, for the clean start's environment (launch.RESTARTED)."""
+        import json
+
+        return json.dumps([s[:CARRIED_SAID] for s in self.said[:CARRIED_PATHS]])
+
+    @classmethod
+    def after(cls, carried: str | None) -> Removal:
+        """A removal that starts with what the start before the clean start said
+        (`carried`: its carried(); anything else is no words)."""
+        import json
+
+        r = cls()
+        try:
+            said = json.loads(carried) if carried else []
+        except ValueError:
+            said = []
+        if isinstance(said, list):
+            r.earlier = [s[:CARRIED_SAID] for s in said[:CARRIED_PATHS] if isinstance(s, str)]
+        return r

@@ -39,7 +39,15 @@ pytest starts:
 3. an exit handler is registered (first, so it runs last) that, when the run
    guard never armed in this process (runguard.arm tells this module),
    says `ERROR: NOT READY: MARK-4: the run guard never ran ...` as the last
-   line and ends the process with exit status 4, whatever pytest returned.
+   line and ends the process with exit status 4, whatever pytest returned;
+4. a run started from the command line (`pytest`, `python -m pytest`) that
+   is not in the clean start (decision/launch.py: `python -I -m pytest` with
+   the suite's environment) starts again in it: the process is replaced
+   (execve), its arguments, working directory and descriptors kept, what
+   step 1 said carried in the environment for the report
+   (marker_paths.Removal.carried); a clean start that is still not clean is
+   refused. Every other way to pytest is refused by the run guard
+   (launch.refused).
 
 The run guard takes over what was removed (`taken_over`): it does not look at
 those paths again, and its report says what happened at each. Nothing here
@@ -147,7 +155,7 @@ def _start() -> None:
     if args is None:  # not started as pytest: it may yet run pytest in the process
         sys.meta_path.insert(0, _PytestConfigFinder)
         return
-    _begin(args, None)
+    _begin(args, None, command_line=True)
 
 
 class _PytestConfigFinder:
@@ -258,7 +266,7 @@ def _guard_config(module) -> None:
     config.__init__ = __init__
 
 
-def _begin(args: list[str], here: str | None) -> None:
+def _begin(args: list[str], here: str | None, command_line: bool = False) -> None:
     """A pytest run with arguments `args`, started in `here` (None: the working
     directory): when it is on the suite, its markers go and its options are
     judged before pytest reads anything (_judged). Whatever that raises
@@ -267,7 +275,7 @@ def _begin(args: list[str], here: str | None) -> None:
     import os
 
     try:
-        _judged(args, here)
+        _judged(args, here, command_line)
     except Exception as e:  # noqa: BLE001  # what cannot be judged is refused
         said = "the default marker could not be looked at"
         try:
@@ -294,8 +302,13 @@ def _begin(args: list[str], here: str | None) -> None:
         os._exit(REFUSED_EXIT)
 
 
-def _judged(args: list[str], here: str | None) -> None:
-    """_begin's work: whatever it raises refuses the run."""
+def _judged(args: list[str], here: str | None, command_line: bool = False) -> None:
+    """_begin's work: whatever it raises refuses the run. A run on the suite
+    started from the command line (`pytest`, `python -m pytest`) that is
+    not in the clean start (decision/launch.py) starts again in it, its
+    refusals found nothing first: the process is replaced (execve), nothing
+    of it carries over but its arguments, its working directory, its
+    descriptors and the environment's names launch.KEPT."""
     global _run
     import atexit
     import os
@@ -313,12 +326,14 @@ def _judged(args: list[str], here: str | None) -> None:
                              f"which checkout this pytest runs cannot be told; refused before pytest started "
                              f"(MARK-4: {removal.text()})"), sys.stderr)
         os._exit(REFUSED_EXIT)
+    given = list(args)
     args = expanded(args, here)  # past its bounds it raises: _begin refuses the run
     found = checkout.early_run(args, here)
     if found is None:
         return
     root, raw = found
-    removal = marker_paths.Removal()
+    restarted = launch.exec_environment().get(launch.RESTARTED) if command_line else None
+    removal = marker_paths.Removal.after(restarted)
     busy = rundir.held_by_another(checkout.run_dir_of(root))
     if not busy:
         removal.add(marker_paths.named(raw, here, str(root / "inventories" / "target.yml")))
@@ -342,10 +357,18 @@ def _judged(args: list[str], here: str | None) -> None:
                        "option's value given apart from it, `--inventory FILE`, is one to pytest's first parse) "
                        "have it load a conftest.py or a configuration file there before any of the suite's code; "
                        "give a value as --inventory=FILE, or keep it in a directory root's alone")
+    unclean = launch.clean_form_problems() if command_line and not refused else []
+    if unclean and restarted is not None:  # started again once, and still not clean
+        refused.append(f"{'; '.join(unclean)}: started again in the clean start, it is still not in it")
     if refused:
         _say(terminal.escape(f"ERROR: NOT READY: SUITE-3: {'; '.join(refused)}; refused before pytest "
                              f"started{said}"), sys.stderr)
         os._exit(REFUSED_EXIT)
+    if unclean:
+        argv, env = launch.clean_start(given, removal.carried())
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execve(argv[0], argv, env)  # an OSError: _begin refuses the run
 
 
 def _say(line: str, stream) -> None:
