@@ -9,6 +9,7 @@ MainPID, unless a test says otherwise (PTY_STANDIN_UNITS)."""
 import base64
 import json
 import os
+import pathlib
 import pwd
 import subprocess
 import sys
@@ -40,11 +41,14 @@ from pty_acceptance.host.bus import SERVICE_IFACE as _SERVICE
 
 class _StandInBus:
     """Every unit active, its MainPID the process serving the stand-ins (the suite's
-    parent), unless PTY_STANDIN_UNITS ({unit: {ActiveState, MainPID, InvocationID}
-    or null: not loaded}) says otherwise."""
+    parent), unless the copy's UNITS_FILE ({unit: {ActiveState, MainPID, InvocationID}
+    or null: not loaded}, beside the copy: the clean start keeps no variable of the
+    test's) says otherwise."""
 
     def properties(self, name, iface=None, load=False):
-        units = _json.loads(_os.environ.get("PTY_STANDIN_UNITS", "{}"))
+        copy = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+        with open(_os.path.join(_os.path.dirname(copy), "standin-units.json")) as f:
+            units = _json.load(f)
         state = units.get(name, {})
         if state is None:
             return None
@@ -119,12 +123,12 @@ def _run(tmp_path, prod_port, cand_port, env_file, extra=(), runtime=RUNTIME, un
     inv = tmp_path / "inv.yml"
     inv.write_text(yaml.safe_dump({"all": {"hosts": {"standin": vars_}}}))
     reports = tmp_path / "reports"
+    (pathlib.Path(COPY["path"]).parent / "standin-units.json").write_text(json.dumps(units))  # _StandInBus
     done = subprocess.run([sys.executable, "-m", "pytest", "acceptance/test_cutover.py",
                            f"--inventory={inv}", "--no-marker", f"--report-dir={reports}",
                            "-p", "no:cacheprovider", "-rA", *extra],
                           cwd=COPY["path"], capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL,
-                          env={**os.environ, "PTY_STANDIN_UNITS": json.dumps(units or {})})
+                          stdin=subprocess.DEVNULL)
     (xml,) = reports.glob("acceptance-standin-*.xml")
     text = xml.read_text()
     cases = {c.get("name"): (c.find("failure") is None and c.find("error") is None, c)

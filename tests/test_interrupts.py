@@ -97,7 +97,7 @@ import os, threading, pytest
 @pytest.fixture
 def held():
     yield
-    open(os.environ["TORN_DOWN"], "w").write("yes\\n")
+    open(TORN_DOWN, "w").write("yes\\n")
 
 @pytest.mark.requirement("OWN-2")
 def test_waits(held, capsys):
@@ -128,14 +128,14 @@ def inherited_sigint(request):
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signalled_run_tears_down_and_writes_no_marker(project, target, safe_dir, sig, tmp_path,
                                                          inherited_sigint):
-    (project.path / "acceptance/test_wait.py").write_text(SIGTERM_MODULE)
-    torn = tmp_path / "torn-down"
+    torn = tmp_path / "torn-down"  # named in the module: the clean start keeps no variable of the test's
+    (project.path / "acceptance/test_wait.py").write_text(f"TORN_DOWN = {str(torn)!r}\n" + SIGTERM_MODULE)
     tmp = safe_dir / "tmp"  # the run's temporary directory: its scratch area goes with the teardown
     tmp.mkdir(mode=0o1777)
     p = popen([sys.executable, "-m", "pytest", "acceptance/", "--inventory",
                str(target.inventory)], cwd=project.path, stdout=subprocess.PIPE,
               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-              env=dict(os.environ, TORN_DOWN=str(torn), PYTHONUNBUFFERED="1", TMPDIR=str(tmp)))
+              env=dict(os.environ, PYTHONUNBUFFERED="1", TMPDIR=str(tmp)))
     try:
         seen = wait_line(p, b"STARTED")
         p.send_signal(sig)

@@ -355,7 +355,7 @@ def test_the_operators_virtualenv_in_the_checkout_judges_as_the_lab_one(pinned_t
 
 def test_a_changed_console_script_in_the_checkouts_virtualenv_never_runs(pinned_template, failing, target):
     """The same, its bin/pytest changed after pip wrote its RECORD: the early
-    guard starts the run again as `python -I -m pytest` (launch.py's clean
+    guard starts the run again as `python -I -u -m pytest` (launch.py's clean
     start) before the script's own code runs, so what was added never runs
     and the verdict is the project's (before the clean start, the RECORD's
     judgement of __main__ was what caught it)."""

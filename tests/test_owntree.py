@@ -154,7 +154,10 @@ class FakeBus:
         return cls()
 
     def properties(self, name, iface=None):
-        return {"MainPID": int(os.environ["PTY_TEST_SUPERVISOR_PID"])}
+        # beside the project (the clean start keeps no variable of the test's): _run writes it
+        base = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        with open(os.path.join(base, "supervisor.pid")) as f:
+            return {"MainPID": int(f.read())}
 
     def close(self):
         pass
@@ -178,10 +181,10 @@ stopguard.connect = NoUnits
 def _run(project: Path, target) -> subprocess.CompletedProcess:
     supervisor = subprocess.Popen([str(target.binaries[0]), "300"])
     try:
-        env = {**os.environ, "PTY_TEST_SUPERVISOR_PID": str(supervisor.pid)}
+        (project.parent / "supervisor.pid").write_text(str(supervisor.pid))  # the fake bus's MainPID
         return subprocess.run([str(project.parent / "venv/bin/python"), "-m", "pytest", "acceptance/",
                                "--inventory", str(target.inventory)], cwd=project, capture_output=True,
-                              text=True, timeout=300, stdin=subprocess.DEVNULL, env=env)
+                              text=True, timeout=300, stdin=subprocess.DEVNULL)
     finally:
         supervisor.kill()
         supervisor.wait()

@@ -2,7 +2,9 @@
 of the bench's snapshot, bench.CLOCK_LINE: `-p` would be a SUITE-3 blocker):
 it only observes. Every phase report's wall-clock start and stop (pytest's own
 TestReport.start/.stop, time.time()) is written, at the end of the session, as
-JSON to the file named by $PTY_BENCH_CLOCK:
+JSON to the file named by $PTY_BENCH_CLOCK or, where it is not set (the
+suite's clean start keeps no such variable: docs/operator.md), to CLOCK_NAME in
+the run's --report-dir:
 
     {"session": [start, stop], "phases": [[nodeid, when, start, stop], ...]}
 
@@ -18,6 +20,7 @@ import os
 import time
 
 ENV = "PTY_BENCH_CLOCK"
+CLOCK_NAME = "bench-clock.json"
 _phases: list[list] = []
 _session: list[float] = []
 
@@ -33,7 +36,8 @@ def pytest_runtest_logreport(report) -> None:
 
 
 def pytest_unconfigure(config) -> None:
-    path = os.environ.get(ENV)
+    reports = getattr(config.option, "report_dir", None)
+    path = os.environ.get(ENV) or (os.path.join(reports, CLOCK_NAME) if reports else "")
     if not path:
         return
     with open(path, "w", encoding="utf-8") as f:

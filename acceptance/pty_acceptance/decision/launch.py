@@ -45,8 +45,8 @@ Refused, and why:
   honoured them would talk to whoever listens there).
 
 The clean start: a run on the suite judges only in the form it starts
-itself in, `python -I -m pytest ARGS` (the virtualenv's interpreter,
-isolated: no PYTHON* variable read, no user site, nothing put first on
+itself in, `python -I -u -m pytest ARGS` (the virtualenv's interpreter,
+isolated, unbuffered: no PYTHON* variable read, no user site, nothing put first on
 sys.path) with the suite's environment (clean_environment: the names in
 KEPT as the operator had them, PATH, LANG and HOME the suite's, nothing
 else). `pytest ARGS` and `python [options] -m pytest ARGS` on the suite
@@ -134,7 +134,7 @@ PYTEST_ALLOWED = frozenset({"PYTEST_VERSION", "PYTEST_CURRENT_TEST", "PYTEST_DEB
 SHOWN = 200  # characters of a refused value shown
 
 # The clean start (module docstring): the interpreter's options, and the environment.
-CLEAN_START = ("-I", "-m", "pytest")
+CLEAN_START = ("-I", "-u", "-m", "pytest")  # -u: its output reaches a pipe or a file as it is written
 RESTARTED = "PTY_ACCEPTANCE_RESTARTED"  # set by the early guard's start again: never twice
 CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 CLEAN_LANG = "C.UTF-8"
@@ -144,6 +144,11 @@ KEPT = frozenset({"TERM", "COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR", "PY_COL
                   "SUDO_USER", "SUDO_UID", "SUDO_GID", "SUDO_COMMAND", "INVOCATION_ID", "SYSTEMD_EXEC_PID",
                   "JOURNAL_STREAM"})
 _TERM = re.compile(r"[A-Za-z0-9.+_-]{1,64}")  # a terminal's name (terminfo looks it up by name)
+# Set by the clean start whatever the operator had: OpenSSL (Python's hashlib and ssl) reads
+# no configuration file, so none names a provider or engine module for it to load (a blind red
+# team's eighth pass: /etc/ssl/openssl.cnf naming a module whose constructor patched the run).
+PINNED = {"OPENSSL_CONF": "/dev/null"}
+PRELOAD = "/etc/ld.so.preload"  # the dynamic loader loads what it names into every process
 
 
 def why_refused(name: str) -> str | None:
@@ -184,7 +189,7 @@ def environment_problems(sources: Iterable[Mapping[str, str]]) -> list[str]:
     seen: dict[str, str] = {}
     for env in sources:
         for name, value in env.items():
-            if value and name not in seen and why_refused(name):
+            if value and name not in seen and why_refused(name) and PINNED.get(name) != value:
                 seen[name] = value
     out = []
     for name in sorted(seen):
@@ -207,7 +212,7 @@ def _home() -> str:
 def clean_environment(env: Mapping[str, str]) -> dict[str, str]:
     """The environment of the clean start, from the operator's `env`."""
     out = {k: v for k, v in env.items() if k in KEPT and (k != "TERM" or _TERM.fullmatch(v))}
-    out.update(PATH=CLEAN_PATH, LANG=CLEAN_LANG, HOME=_home())
+    out.update(PATH=CLEAN_PATH, LANG=CLEAN_LANG, HOME=_home(), **PINNED)
     return out
 
 
@@ -217,8 +222,8 @@ def clean_form_problems(argv: list[str] | None = None, env: Mapping[str, str] | 
     argv = list(getattr(sys, "orig_argv", [])) if argv is None else argv
     env = exec_environment() if env is None else env
     out = []
-    if tuple(argv[1:4]) != CLEAN_START or not sys.flags.isolated:
-        shown = " ".join(argv[1:4])[:SHOWN]
+    if tuple(argv[1:1 + len(CLEAN_START)]) != CLEAN_START or not sys.flags.isolated:
+        shown = " ".join(argv[1:1 + len(CLEAN_START)])[:SHOWN]
         out.append(f"the interpreter was started with {shown!r}, not {' '.join(CLEAN_START)!r}")
     clean = dict(clean_environment(env), **({RESTARTED: env[RESTARTED]} if RESTARTED in env else {}))
     if env != clean:
@@ -387,13 +392,30 @@ def first_path_problems(argv: list[str] | None = None) -> list[str]:
             "standard library's; start pytest from a directory root's alone, or with python -P"]
 
 
+def preload_problems(path: str = PRELOAD) -> list[str]:
+    """A dynamic loader preload file that names anything: the loader loads it
+    into every process, this one too, before any of its code (a blind red
+    team's eighth pass named the class beside OpenSSL's configuration)."""
+    try:
+        data = hostfs.read_file(path, LIMIT)
+    except FileNotFoundError:
+        return []
+    except OSError as e:
+        return [f"{path} cannot be read ({e.strerror}): what the dynamic loader loads into this process "
+                "cannot be told"]
+    if not data.split():
+        return []
+    return [f"{path} names {len(data.split())} libraries the dynamic loader loads into every process, this "
+            "one too, before any of its code: code the suite does not judge; refused (empty it for the run)"]
+
+
 def refused(args: Iterable[str], option: object) -> list[str]:
     """Everything this process was started with that it may not be (the
     environment, the interpreter's warning options, then the options, and any
     difference from the clean start): startup.py refuses the run on any."""
     out = (environment_problems(environments()) + interpreter_problems() + first_path_problems()
-           + option_problems(args, option))
-    return out + [f"{'; '.join(clean)}: a run on the suite judges only in the clean start `python -I -m pytest` "
+           + preload_problems() + option_problems(args, option))
+    return out + [f"{'; '.join(clean)}: a run on the suite judges only in the clean start `python -I -u -m pytest` "
                   "with the suite's environment, which `pytest` and `python -m pytest` start again in themselves "
                   "(a program calling pytest.main, `python -m runpy pytest` and the like are not)"
                   for clean in [clean_form_problems()] if clean]

@@ -248,23 +248,60 @@ def early_run(args: list[str], here: str) -> tuple[Path, list[str]] | None:
 LINKS_LOOKED_AT = 100_000  # entries of the directories a run is given, walked for a link into a checkout
 
 
+class TooLarge(ValueError):
+    """A directory a run is given is too large to be looked through: the
+    early guard refuses the run (what it cannot judge, it refuses)."""
+
+
 def linked_checkout(paths: list[Path]) -> Path | None:
     """The checkout a link inside one of the directories `paths` leads into
     (pytest follows a link to a directory as it collects): a blind red team's
     seventh pass gave pytest a directory outside the checkout holding
     `linked -> <checkout>/acceptance` and a conftest.py that disarmed the run
-    guard before the suite's own conftest loaded. Walked without following a
-    link, at most LINKS_LOOKED_AT entries."""
+    guard before the suite's own conftest loaded. The eighth pass bind-mounted
+    `acceptance/` there instead, and hid the link behind 100,001 entries: a
+    mount inside a directory the run is given (or a given directory that is
+    itself a bind mount of part of a filesystem) may show any checkout under
+    another path, so it raises TooLarge, and so does a walk past
+    LINKS_LOOKED_AT entries; the package's own checkout and its acceptance/
+    are known by device and inode too. Walked without following a link."""
+    from pty_acceptance.host import mountinfo
+
+    mounts = {m.mountpoint: m for m in mountinfo.read("self")}
+    for top in paths:
+        m = mounts.get(os.path.realpath(top))
+        if top.is_dir() and m is not None and m.root != "/":
+            raise TooLarge(f"{top} is a mount of {m.root} of another filesystem's tree: whether it shows a "
+                           "checkout of the suite cannot be told")
+    own = package_checkout()
+    known: dict[tuple[int, int], Path] = {}
+    for d in ((own, own / "acceptance") if own is not None else ()):
+        try:
+            st = os.stat(d)
+        except OSError:
+            continue
+        known[(st.st_dev, st.st_ino)] = own
     seen = 0
     for top in paths:
         if not top.is_dir():
             continue
-        for dirpath, dirs, names in os.walk(top):  # never follows a link
+        for dirpath, dirs, names in os.walk(os.path.realpath(top)):  # never follows a link
+            for d in dirs:
+                if os.path.join(dirpath, d) in mounts:
+                    raise TooLarge(f"{os.path.join(dirpath, d)} inside {top} is a mount: whether it shows a "
+                                   "checkout of the suite cannot be told")
             for n in dirs + names:
                 seen += 1
                 if seen > LINKS_LOOKED_AT:
-                    return None
+                    raise TooLarge(f"{top} holds over {LINKS_LOOKED_AT} entries: whether a link or a mount "
+                                   "in it reaches a checkout of the suite cannot be told")
                 at = Path(dirpath) / n
+                try:
+                    st = os.lstat(at)
+                except OSError:
+                    continue
+                if (st.st_dev, st.st_ino) in known:  # the checkout itself, bound here
+                    return known[(st.st_dev, st.st_ino)]
                 if at.is_symlink():
                     target = Path(os.path.realpath(at))
                     found = checkout_reached([target])

@@ -41,7 +41,7 @@ pytest starts:
    says `ERROR: NOT READY: MARK-4: the run guard never ran ...` as the last
    line and ends the process with exit status 4, whatever pytest returned;
 4. a run started from the command line (`pytest`, `python -m pytest`) that
-   is not in the clean start (decision/launch.py: `python -I -m pytest` with
+   is not in the clean start (decision/launch.py: `python -I -u -m pytest` with
    the suite's environment) starts again in it: the process is replaced
    (execve), its arguments, working directory and descriptors kept, what
    step 1 said carried in the environment for the report
@@ -346,7 +346,7 @@ def _judged(args: list[str], here: str | None, command_line: bool = False) -> No
     # anything of pytest's or the environment's runs (a sitecustomize on PYTHONPATH runs
     # after this start-up file, and could end the process before the run guard loads)
     refused = (launch.option_problems(raw, None) + launch.environment_problems(launch.environments())
-               + launch.interpreter_problems() + launch.first_path_problems())
+               + launch.interpreter_problems() + launch.first_path_problems() + launch.preload_problems())
     ini, _, _ = checkout.discovered(raw, here)  # as the run guard judges it: a file of the checkout's own
     if ini is not None and os.path.realpath(ini.parent) != os.path.realpath(root):  # none: the run guard says
         refused.append(f"pytest would take {ini} for its configuration, not one of the checkout {root}: its "

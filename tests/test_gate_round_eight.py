@@ -1,0 +1,205 @@
+"""A blind red team's eighth pass (issue 38, session 35), against the clean
+start (decision/launch.py: a run on the suite judges only as `python -I -u -m
+pytest` with the suite's environment). Each test asserts what a correct gate
+must do, so it fails when its attack works; every run is a process of its own
+on the gate's fixture project (tests/gateproject.py).
+
+Broke, and fixed:
+- a provider module named by OpenSSL's default configuration file (bind-mounted
+  over /etc/ssl/openssl.cnf in a private mount namespace) ran its constructor
+  in the clean child and turned the failing run READY: the clean start sets
+  OPENSSL_CONF=/dev/null, and a non-empty /etc/ld.so.preload (the same class,
+  the dynamic loader's) is refused;
+- round seven's `pytest DIR` with a link to acceptance/ inside, the link behind
+  100,001 entries (the walk gave up and said "no checkout"), or acceptance/
+  bind-mounted there instead of linked: the walk now refuses past its bound
+  and at any mount inside a directory the run is given.
+Held, kept here: a clean start made by hand whose carried words claim the
+markers were already removed, or forge a READY line, or are not JSON.
+"""
+
+import json
+import os
+import subprocess as sp
+import sys
+from pathlib import Path
+
+import pytest
+
+from pty_acceptance.decision import launch
+from gateproject import PYTEST, SEPARATE_DEADLINE_S, earlier_marker, said, suite_args
+
+PYTHON = str(Path(sys.executable).parent / "python")
+OWN_1 = "NOT READY: 1 blockers: OWN-1"
+
+
+def lines(done):
+    return [l for l in done.stdout.splitlines() if l.strip()]
+
+
+def clean_env(**extra):
+    env = launch.clean_environment(os.environ)
+    env.update(extra)
+    return env
+
+
+def handmade(project, target, env, *more, cwd=None, **kw):
+    """`python -I -u -m pytest` started by hand with `env` (the clean start's form)."""
+    return sp.run([PYTHON, *launch.CLEAN_START, *suite_args(target, *more)], cwd=cwd or project.path, env=env,
+                  capture_output=True, text=True, timeout=SEPARATE_DEADLINE_S, stdin=sp.DEVNULL, **kw)
+
+
+def assert_own1_and_no_marker(done, target):
+    assert not os.path.lexists(target.marker), f"a marker stands\n{said(done)}"
+    assert done.returncode != 0, said(done)
+    assert lines(done) and lines(done)[-1] == OWN_1, said(done)
+    assert not any(l.startswith("READY") for l in done.stdout.splitlines()), said(done)
+
+
+# ------------------------------------------------------------ the carried value
+def test_r8_handmade_clean_start_claiming_the_removal_was_done(failing, target):
+    """A clean start crafted by hand whose PTY_ACCEPTANCE_RESTARTED says the
+    start before it found no marker: the earlier marker must still go."""
+    earlier_marker(target.marker)
+    carried = json.dumps([f"no marker at {target.marker}", "no marker at /etc/opencode/pty-supervisor-verified"])
+    done = handmade(failing, target, clean_env(PTY_ACCEPTANCE_RESTARTED=carried))
+    assert_own1_and_no_marker(done, target)
+
+
+def test_r8_carried_words_forging_a_ready_line(failing, target):
+    """The carried words are the operator's own text in a hand-made start:
+    newlines and a READY line in them must not reach the output as lines."""
+    forged = f"x\nREADY: marker written {target.marker}\n"
+    done = handmade(failing, target, clean_env(PTY_ACCEPTANCE_RESTARTED=json.dumps([forged] * 8)))
+    assert_own1_and_no_marker(done, target)
+
+
+def test_r8_carried_value_not_json(failing, target):
+    earlier_marker(target.marker)
+    done = handmade(failing, target, clean_env(PTY_ACCEPTANCE_RESTARTED="{\"a\": 1}"))
+    assert_own1_and_no_marker(done, target)
+
+
+# ------------------------------------------------------------ round seven's link, past the walk's bound
+DISARM_CONFTEST = """
+from pty_acceptance.gate import runguard
+runguard.arm = lambda *a, **k: None
+
+
+def pytest_addoption(parser):
+    parser.addoption("--inventory")  # so that the run goes on to run the suite's tests through the link
+"""
+
+
+@pytest.mark.parametrize("entries", [10, 100_001], ids=["control-10-entries", "100k-entries"])
+@pytest.mark.parametrize("with_conftest", [False, True], ids=["bare", "conftest-disarms"])
+def test_r8_a_link_to_acceptance_behind_100k_entries_keeps_no_marker(failing, target, with_conftest, entries):
+    """Round seven's `pytest DIR` (DIR outside the checkout holding a link to
+    acceptance/ and a conftest.py that disarms the run guard), with DIR also
+    holding more entries than checkout.LINKS_LOOKED_AT: the early guard's walk
+    stops at its bound and answers 'on no checkout' (fail-open), so no removal,
+    no refusal, no clean start; the entry point never reaches a checkout
+    either; DIR's conftest.py disarms acceptance/conftest.py's guard."""
+    import tempfile
+    from pty_acceptance.gate import checkout
+    m = earlier_marker(target.marker)
+    d = Path(tempfile.mkdtemp(prefix="rt8-linkdir-", dir="/tmp"))
+    assert entries <= 10 or entries > checkout.LINKS_LOOKED_AT
+    for i in range(entries):
+        os.close(os.open(d / f"f{i:06d}", os.O_CREAT | os.O_WRONLY, 0o644))
+    (d / "sub").mkdir()
+    (d / "sub" / "linked").symlink_to(failing.path / "acceptance")
+    if with_conftest:
+        (d / "conftest.py").write_text(DISARM_CONFTEST)
+    try:
+        done = sp.run([PYTEST, "-p", "no:cacheprovider", str(d), f"--inventory={target.inventory}"],
+                      cwd=d, env=dict(os.environ), capture_output=True, text=True, timeout=300, stdin=sp.DEVNULL)
+    finally:
+        import shutil
+        shutil.rmtree(d, ignore_errors=True)
+        assert done.returncode != 0, said(done)
+    assert not os.path.lexists(m), f"the earlier READY run's marker still stands\n{said(done)}"
+
+
+def test_r8_acceptance_bind_mounted_into_a_directory_keeps_no_marker(failing, target):
+    """The same as round seven's link, with a bind mount of the checkout's
+    acceptance/ in place of the link (in a private mount namespace): the
+    early guard recognises a checkout only by path and by symlink, so DIR is
+    'on no checkout', its conftest.py runs unjudged and disarms the guard
+    before acceptance/conftest.py (the very files of the checkout, reached
+    under another path) is met."""
+    import shutil
+    import tempfile
+    m = earlier_marker(target.marker)
+    d = Path(tempfile.mkdtemp(prefix="rt8-binddir-", dir="/tmp"))
+    (d / "sub" / "acc").mkdir(parents=True)
+    (d / "conftest.py").write_text(DISARM_CONFTEST)
+    script = 'mount --bind "$1" "$2" && shift 2 && exec "$@"'
+    try:
+        done = sp.run(["unshare", "-m", "sh", "-c", script, "sh", str(failing.path / "acceptance"), str(d / "sub/acc"),
+                       PYTEST, "-p", "no:cacheprovider", str(d), f"--inventory={target.inventory}"],
+                      cwd=d, env=dict(os.environ), capture_output=True, text=True, timeout=300, stdin=sp.DEVNULL)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+        assert done.returncode != 0, said(done)
+    assert not os.path.lexists(m), f"the earlier READY run's marker still stands\n{said(done)}"
+
+
+# ------------------------------------------------------------ /etc/ssl/openssl.cnf: code in the clean child
+PROVIDER_C = r'''
+#include <stdio.h>
+extern int Py_IsInitialized(void);
+extern int PyGILState_Ensure(void);
+extern void PyGILState_Release(int);
+extern int PyRun_SimpleString(const char *);
+__attribute__((constructor)) static void rt8(void) {
+    FILE *f = fopen(PAYLOAD, "r");
+    if (!f) return;
+    static char buf[65536]; size_t n = fread(buf, 1, sizeof buf - 1, f); buf[n] = 0; fclose(f);
+    if (!Py_IsInitialized()) return;
+    int g = PyGILState_Ensure();
+    PyRun_SimpleString(buf);
+    PyGILState_Release(g);
+}
+int OSSL_provider_init(const void *h, const void *in, const void **out, void **ctx) { return 0; }
+'''
+
+OPENSSL_CNF = """openssl_conf = openssl_init
+[openssl_init]
+providers = provider_sect
+[provider_sect]
+default = default_sect
+rt8 = rt8_sect
+[default_sect]
+activate = 1
+[rt8_sect]
+module = {so}
+activate = 1
+"""
+
+
+def test_r8_an_openssl_provider_from_the_default_openssl_cnf_never_turns_a_failure_ready(failing, target, tmp_path):
+    """Nothing in the environment or on the command line: OpenSSL (which
+    Python's hashlib loads in the clean child too) reads its default
+    configuration /etc/ssl/openssl.cnf (OPENSSL_CONF is refused, the default
+    file is not looked at); a provider module it names runs its constructor
+    in the gate's process, which runs gateproject.QUIET through the C API
+    (code named '<string>'). Shown in a private mount namespace (the file
+    bind-mounted over /etc/ssl/openssl.cnf for this run only)."""
+    from gateproject import QUIET
+    payload = tmp_path / "payload.py"
+    payload.write_text(QUIET)
+    src = tmp_path / "rt8.c"
+    src.write_text(PROVIDER_C)
+    so = tmp_path / "rt8.so"
+    sp.run(["gcc", "-shared", "-fPIC", f'-DPAYLOAD="{payload}"', "-o", str(so), str(src)], check=True)
+    cnf = tmp_path / "openssl.cnf"
+    cnf.write_text(OPENSSL_CNF.format(so=so))
+    earlier_marker(target.marker)
+    script = 'mount --bind "$1" /etc/ssl/openssl.cnf && shift && exec "$@"'
+    done = sp.run(["unshare", "-m", "sh", "-c", script, "sh", str(cnf), PYTEST, *suite_args(target)],
+                  cwd=failing.path, env=dict(os.environ), capture_output=True, text=True, timeout=300,
+                  stdin=sp.DEVNULL)
+    assert not any(l.startswith("READY") for l in done.stdout.splitlines()), said(done)
+    assert done.returncode != 0, said(done)
+    assert not os.path.lexists(target.marker), f"a marker stands after a failing run\n{said(done)}"
