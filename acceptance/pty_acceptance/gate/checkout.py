@@ -275,20 +275,20 @@ def linked_checkout(paths: list[Path]) -> Path | None:
                            "checkout of the suite cannot be told")
     own = package_checkout()
     known: dict[tuple[int, int], Path] = {}
-    for d in ((own, own / "acceptance") if own is not None else ()):
+    for place in ((own, own / "acceptance") if own is not None else ()):
         try:
-            st = os.stat(d)
+            st = os.stat(place)
         except OSError:
             continue
-        known[(st.st_dev, st.st_ino)] = own
+        known[(st.st_dev, st.st_ino)] = place.parent if place.name == "acceptance" else place
     seen = 0
     for top in paths:
         if not top.is_dir():
             continue
         for dirpath, dirs, names in os.walk(os.path.realpath(top)):  # never follows a link
-            for d in dirs:
-                if os.path.join(dirpath, d) in mounts:
-                    raise TooLarge(f"{os.path.join(dirpath, d)} inside {top} is a mount: whether it shows a "
+            for sub in dirs:
+                if os.path.join(dirpath, sub) in mounts:
+                    raise TooLarge(f"{os.path.join(dirpath, sub)} inside {top} is a mount: whether it shows a "
                                    "checkout of the suite cannot be told")
             for n in dirs + names:
                 seen += 1
