@@ -366,9 +366,28 @@ def _judged(args: list[str], here: str | None, command_line: bool = False) -> No
         os._exit(REFUSED_EXIT)
     if unclean:
         argv, env = launch.clean_start(given, removal.carried())
+        _uncaptured()
         sys.stdout.flush()
         sys.stderr.flush()
         os.execve(argv[0], argv, env)  # an OSError: _begin refuses the run
+
+
+def _uncaptured() -> None:
+    """pytest's capture of descriptors 0, 1 and 2 stopped, what it held written
+    out: where the suite is not installed in the virtualenv (the reference
+    host's pinned one), this module is imported late, by the run guard while
+    pytest loads the conftests, with its capture already started; the clean
+    start must get the descriptors the run was given, not pytest's temporary
+    files (the reference host's first run after the clean start printed
+    nothing at all)."""
+    capture = sys.modules.get("_pytest.capture")
+    if capture is None:
+        return
+    import gc
+
+    for obj in gc.get_objects():
+        if isinstance(obj, capture.CaptureManager):
+            obj.stop_global_capturing()
 
 
 def _say(line: str, stream) -> None:
