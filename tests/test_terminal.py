@@ -70,6 +70,22 @@ def test_systemd_analyze_runs_by_absolute_path_with_a_fixed_environment_in_a_uni
         assert job.argv[0] in ("/usr/bin/systemd-analyze", "/bin/systemd-analyze"), job.argv
         assert job.account.pw_name == "nobody" and not job.binds
         assert job.env["PATH"] == "/usr/bin:/bin" and "/tmp" not in "".join(job.env.values())
+        assert job.gate.endswith(f"/{analyze.GATE}")  # traced from its first instruction
+
+
+def test_systemd_analyze_that_another_process_interfered_with_is_no_answer(monkeypatch):
+    """A blind red team's eighth pass made `verify` exit 0 by ptrace: a run the
+    trace shows interfered with is no answer (CUT-4 fails on it)."""
+    from pty_acceptance.host import killtrace
+
+    def fake_run_all(jobs, deadline_s, word="run"):
+        return [userunit.Ended("u.service", j.argv, deadline_s, exit_status=0,
+                               traced=killtrace.Verdict(from_outside=["pid 9 got SIGSTOP from pid 7, not a "
+                                                                      "process of the run"])) for j in jobs]
+
+    monkeypatch.setattr(userunit, "run_all", fake_run_all)
+    res = analyze.verify("nobody", "/etc/systemd/system/x.service")
+    assert res.returncode == 125 and "got SIGSTOP from pid 7" in res.output
 
 
 def test_program_lookup_ignores_path(monkeypatch, safe_dir):
@@ -108,3 +124,13 @@ def test_a_report_shows_no_server_env_password_wherever_a_test_put_it():
     assert ("requirement", "RUNTIME-1") in report.user_properties
     from pty_acceptance.host.terminal import redactor
     assert redactor(("abc",))("abc abcd") == "abc abcd"  # shorter than 4: never redacted (ordinary words stay)
+
+
+def test_a_secret_is_redacted_in_every_form_the_suite_writes_it():
+    """A blind red team's eighth pass: a password holding U+200B, listed escaped."""
+    from pty_acceptance.host.terminal import REDACTED, escape, redactor
+    secret = "zw\u200bleak-ed9970c5765d"
+    redact = redactor([secret])
+    for shown in (secret, escape(secret), repr(secret), repr([secret]), __import__("json").dumps(secret)):
+        assert "leak-ed9970c5765d" not in redact(f"names: a, {shown}, b"), shown
+    assert redact(f"x {escape(secret)} y") == f"x {REDACTED} y"

@@ -42,10 +42,23 @@ def escape(text: str, keep_newlines: bool = False) -> str:
 REDACTED = "<redacted>"
 
 
+def _written(secret: str) -> set[str]:
+    """`secret` as the suite may write it: itself, escaped (escape(), with and
+    without newlines kept), and as repr(), JSON and Python's backslash escapes
+    write it (a blind red team's eighth pass: a password holding U+200B was
+    shown as `\\u200b` in an escaped listing, past a redaction of the raw text)."""
+    import json
+
+    return {secret, escape(secret), escape(secret, keep_newlines=True), repr(secret)[1:-1],
+            json.dumps(secret)[1:-1], secret.encode("ascii", "backslashreplace").decode("ascii"),
+            secret.encode("unicode_escape").decode("ascii")}
+
+
 def redactor(secrets) -> Callable[[str], str]:
     """text -> text with every one of `secrets` (none shorter than 4 characters:
-    a shorter one would blank ordinary words) written as <redacted>."""
-    kept = tuple(sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True))
+    a shorter one would blank ordinary words), in each form the suite may
+    write it (_written), written as <redacted>."""
+    kept = tuple(sorted({w for s in secrets if s and len(s) >= 4 for w in _written(s)}, key=len, reverse=True))
 
     def redact(text: str) -> str:
         for s in kept:
