@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from pty_acceptance.decision import marker_paths
+from pty_acceptance.errors import Unreadable
 from pty_acceptance.decision.nodeids import FILE as NODE_IDS
 from pty_acceptance.host import rundir
 
@@ -248,9 +249,10 @@ def early_run(args: list[str], here: str) -> tuple[Path, list[str]] | None:
 LINKS_LOOKED_AT = 100_000  # entries of the directories a run is given, walked for a link into a checkout
 
 
-class TooLarge(ValueError):
-    """A directory a run is given is too large to be looked through: the
-    early guard refuses the run (what it cannot judge, it refuses)."""
+class TooLarge(Unreadable):
+    """A directory a run is given cannot be looked through (too many entries,
+    a mount inside): the early guard refuses the run (what it cannot judge,
+    it refuses)."""
 
 
 def linked_checkout(paths: list[Path]) -> Path | None:
