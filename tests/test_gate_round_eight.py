@@ -16,6 +16,11 @@ Broke, and fixed:
   and at any mount inside a directory the run is given.
 Held, kept here: a clean start made by hand whose carried words claim the
 markers were already removed, or forge a READY line, or are not JSON.
+
+The ninth pass (broke, fixed): an NSS module /etc/nsswitch.conf names, found
+through /etc/ld.so.cache, loaded into the clean start at its first user
+lookup; the gate now judges every file the process maps executable
+(decision/native_code.py).
 """
 
 import json
@@ -203,3 +208,70 @@ def test_r8_an_openssl_provider_from_the_default_openssl_cnf_never_turns_a_failu
     assert not any(l.startswith("READY") for l in done.stdout.splitlines()), said(done)
     assert done.returncode != 0, said(done)
     assert not os.path.lexists(target.marker), f"a marker stands after a failing run\n{said(done)}"
+
+
+# ------------------------------------------------------------ round nine: an NSS module from /etc/nsswitch.conf
+NSS_SOURCE = Path(__file__).resolve().parent / "fixtures/nss/nss_quiet.c"
+
+
+@pytest.fixture
+def nss_module(safe_dir):
+    """/etc/nsswitch.conf naming an NSS module `quiet` for passwd before `files`,
+    and /etc/ld.so.cache finding the root-owned directory it is in: what a
+    host could hold. In a private mount namespace (unshare -m, bind mounts
+    over the two files): this machine's /etc is untouched, the run sees what
+    such a host would show."""
+    d = safe_dir / "nss"
+    (d / "lib").mkdir(parents=True)
+    log = d / "log"
+    sp.run(["gcc", "-shared", "-fPIC", "-O1", f'-DLOGPATH="\\"{log}\\""', "-o", str(d / "lib/libnss_quiet.so.2"),
+            str(NSS_SOURCE)], check=True)
+    text = "".join(("passwd:         quiet files\n" if l.startswith("passwd:") else l)
+                   for l in Path("/etc/nsswitch.conf").read_text().splitlines(keepends=True))
+    (d / "nsswitch.conf").write_text(text)
+    (d / "ld.so.conf").write_text(f"include /etc/ld.so.conf.d/*.conf\n{d / 'lib'}\n")
+    sp.run(["ldconfig", "-C", str(d / "ld.so.cache"), "-f", str(d / "ld.so.conf")], check=True)
+    wrap = ["unshare", "-m", "sh", "-c",
+            f"mount --bind {d}/nsswitch.conf /etc/nsswitch.conf && mount --bind {d}/ld.so.cache /etc/ld.so.cache"
+            ' && exec "$@"', "sh"]
+    return wrap, log
+
+
+def test_an_nss_module_named_in_nsswitch_conf_never_turns_a_failure_ready(failing, target, nss_module):
+    """Round nine (broke): glibc loads the module into the clean start at its
+    first user lookup, and its constructor patched pytest's report with code
+    compiled from a string; glibc never unloads it, so when the marker is
+    decided the process still maps it (decision/native_code.py)."""
+    wrap, log = nss_module
+    earlier_marker(target.marker)
+    done = sp.run([*wrap, PYTEST, *suite_args(target)], cwd=failing.path, env=dict(os.environ),
+                  capture_output=True, text=True, timeout=SEPARATE_DEADLINE_S, stdin=sp.DEVNULL)
+    assert log.exists(), f"the module never loaded: the attack did not happen\n{said(done)}"
+    assert not any(l.startswith("READY") for l in done.stdout.splitlines()), said(done)
+    assert done.returncode != 0 and not os.path.lexists(target.marker), said(done)
+    assert any("the process runs native code from" in l and "libnss_quiet.so.2" in l for l in done.stdout.splitlines()), \
+        said(done)
+
+
+def test_executable_mappings_are_read_and_a_library_no_package_lists_is_named(tmp_path):
+    from pty_acceptance.decision import native_code
+    maps = ("55d0-55d1 r--p 0 08:01 1 /usr/bin/python3.11\n"
+            "55d1-55d2 r-xp 0 08:01 1 /usr/bin/python3.11\n"
+            "7f00-7f01 r-xp 0 08:01 2 /opt/nss/libnss_quiet.so.2\n"
+            "7f01-7f02 r-xp 0 08:01 3 /tmp/gone.so (deleted)\n"
+            "7f02-7f03 r-xp 0 00:00 0 [vdso]\n"
+            "7f03-7f04 rw-p 0 00:00 0 \n"
+            "7f04-7f05 r-xp 0 08:01 1 /usr/bin/python3.11\n")
+    paths = native_code.executable_files(maps)
+    assert paths == ["/usr/bin/python3.11", "/opt/nss/libnss_quiet.so.2", "/tmp/gone.so (deleted)"]
+    lib = tmp_path / "libx.so"
+    lib.write_bytes(b"\x7fELF one")
+    import hashlib
+    listed = {str(lib).lstrip("/"): hashlib.md5(b"\x7fELF one").hexdigest()}
+    said = native_code.problems([str(lib), "/opt/nss/libnss_quiet.so.2", "/tmp/gone.so (deleted)"],
+                                lambda p: False, lambda p: None, md5sums=lambda: listed)
+    assert len(said) == 2 and "libnss_quiet.so.2: no installed Debian package lists it" in said[0]
+    assert "gone.so (deleted): its file was deleted after it was mapped" in said[1]
+    lib.write_bytes(b"\x7fELF two")
+    (bad,) = native_code.problems([str(lib)], lambda p: False, lambda p: None, md5sums=lambda: listed)
+    assert "its bytes are not the package's" in bad

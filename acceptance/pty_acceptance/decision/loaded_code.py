@@ -75,7 +75,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pty_acceptance.decision import launch
+from pty_acceptance.decision import launch, native_code
 from pty_acceptance.host import hostfs
 from pty_acceptance.provenance import distributions
 from pty_acceptance.provenance.distributions import Distribution
@@ -506,6 +506,7 @@ class Process:
     path: tuple[str, ...]
     environments: tuple[Mapping[str, str], ...]
     rewriter: Rewriter | None = None
+    native: tuple[str, ...] = ()  # the files it has mapped executable (native_code.py)
 
 
 def this_process(plugins: Iterable[tuple[str, object]] = (), rewriter: Rewriter | None = None,
@@ -527,7 +528,8 @@ def this_process(plugins: Iterable[tuple[str, object]] = (), rewriter: Rewriter 
                 real = os.path.realpath(f)
                 seen[f] = f.endswith(".py") and (any(within(real, d) for d in dirs) or real == conftest)
             return seen[f]
-    return Process(tuple(held(plugins, compared)), tuple(sys.path), tuple(launch.environments()), rewriter)
+    return Process(tuple(held(plugins, compared)), tuple(sys.path), tuple(launch.environments()), rewriter,
+                   tuple(native_code.this_process()))
 
 
 def process_problems(judge: Judge, path: Iterable[str]) -> list[str]:
@@ -605,4 +607,6 @@ def problems(checkout: Path, process: Process) -> list[str]:
     out += process_problems(judge, process.path)
     for code in process.code:
         out += [f"not the suite's code: {bad}" for bad in judge.code_problems(code)]
+    out += native_code.problems(process.native, lambda f: p.kind(os.path.realpath(f)) == "site",
+                                judge.recorded_problem)
     return list(dict.fromkeys(out))

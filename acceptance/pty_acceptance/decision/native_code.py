@@ -1,0 +1,138 @@
+"""The native code mapped into the gate's own process (SUITE-3).
+
+decision/loaded_code.py judges the Python code of the process; a shared
+library runs below it, and can patch it through the C API. The clean start
+(launch.py) keeps every variable that names one out of the process, yet a
+host's own files still make libc and its libraries load code by name: a blind
+red team's eighth pass named a provider module in OpenSSL's configuration
+(now never read: OPENSSL_CONF=/dev/null), and its ninth an NSS module in
+/etc/nsswitch.conf, found through /etc/ld.so.cache in a directory of its own,
+whose constructor turned a failing run READY; glibc never unloads an NSS
+module, so it is still mapped when the marker is decided.
+
+So every file the process has mapped executable (/proc/self/maps, read when
+the marker is decided) must be a file of an installed Debian package whose
+bytes are the ones its md5sums list (dpkg's record of what it installed: the
+interpreter, libc, its NSS modules, OpenSSL, ...), a file of the
+virtualenv that a distribution's RECORD lists, as loaded_code judges those
+(a C extension of a pinned distribution), or the running interpreter's own
+(its executable, its libpython, its lib-dynload: as loaded_code trusts its
+standard library; on a target that is the Debian package's). A mapping of a deleted file, or of
+anything else, is named: `the process runs native code from <path>: ...`.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import sysconfig
+from collections.abc import Callable, Iterable
+
+from pty_acceptance.host import hostfs
+
+MAPS_LIMIT = 4 << 20  # bytes of /proc/self/maps read
+DPKG_INFO = "/var/lib/dpkg/info"
+MD5SUMS_LIMIT = 16 << 20  # bytes of one package's md5sums
+LIBRARY_LIMIT = 512 << 20  # bytes of one mapped file hashed
+
+
+def executable_files(maps: str) -> list[str]:
+    """The files (absolute paths) that `maps` (a /proc/<pid>/maps text) shows
+    mapped with execute permission, each once, in order; a deleted one keeps
+    its " (deleted)" tail."""
+    out: dict[str, None] = {}
+    for line in maps.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) < 6 or "x" not in parts[1]:
+            continue
+        path = parts[5]
+        if path.startswith("/"):
+            out[path] = None
+    return list(out)
+
+
+def _candidates(path: str) -> list[str]:
+    """`path` as dpkg may list it (without the leading /): where / and /usr are
+    merged, a library under /usr/lib may be listed under /lib, and back."""
+    rel = path.lstrip("/")
+    alt = rel[len("usr/"):] if rel.startswith("usr/") else "usr/" + rel
+    return [rel, alt]
+
+
+def dpkg_md5sums(info_dir: str = DPKG_INFO) -> dict[str, str]:
+    """path (as listed, no leading /) -> md5 of every installed package's files."""
+    out: dict[str, str] = {}
+    for f in sorted(glob.glob(os.path.join(info_dir, "*.md5sums"))):
+        try:
+            text = hostfs.read_file(f, MD5SUMS_LIMIT).decode("utf-8", "surrogateescape")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            digest, _, rel = line.partition("  ")
+            if rel:
+                out.setdefault(rel, digest)
+    return out
+
+
+def _md5(path: str) -> str:
+    h = hashlib.md5(usedforsecurity=False)
+    fd = hostfs.open_file(path)
+    try:
+        hostfs.check_size(fd, LIBRARY_LIMIT, path)
+        while chunk := os.read(fd, 1 << 20):
+            h.update(chunk)
+    finally:
+        os.close(fd)
+    return h.hexdigest()
+
+
+def interpreters_own(path: str) -> bool:
+    """`path` is the running interpreter's executable, its shared library or in
+    its lib-dynload directory (its build's own configuration says where)."""
+    real = os.path.realpath(path)
+    if real == os.path.realpath(f"/proc/{os.getpid()}/exe"):
+        return True
+    dynload = sysconfig.get_config_var("DESTSHARED")
+    if dynload and os.path.dirname(real) == os.path.realpath(dynload):
+        return True
+    libdir, library = sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("INSTSONAME")
+    return bool(libdir and library) and real == os.path.realpath(os.path.join(libdir, library))
+
+
+def problems(paths: Iterable[str], in_venv: Callable[[str], bool], venv_problem: Callable[[str], str | None],
+             md5sums: Callable[[], dict[str, str]] = dpkg_md5sums) -> list[str]:
+    """Why each of `paths` (executable_files) is not code the suite accepts:
+    `in_venv(path)` says the virtualenv holds it, `venv_problem(path)` judges
+    it by its RECORD (None: listed, and its bytes are the recorded ones)."""
+    out = []
+    sums: dict[str, str] | None = None
+    for path in paths:
+        why = "its file was deleted after it was mapped" if path.endswith(" (deleted)") else None
+        if why is None and interpreters_own(path):
+            continue
+        if why is None and in_venv(path):
+            why = venv_problem(path)
+        elif why is None:
+            sums = md5sums() if sums is None else sums
+            listed = next((sums[c] for c in _candidates(path) if c in sums), None)
+            if listed is None:
+                why = "no installed Debian package lists it (dpkg's md5sums)"
+            else:
+                try:
+                    got = _md5(path)
+                except OSError as e:
+                    got, why = "", f"it cannot be read ({e.strerror or e})"
+                if why is None and got != listed:
+                    why = f"its bytes are not the package's (md5 {got}, dpkg lists {listed})"
+        if why:
+            out.append(f"the process runs native code from {path}: {why} (a library an NSS module, a "
+                       "configuration file or /etc/ld.so.cache had the process load: code the suite does not "
+                       "judge)")
+    return out
+
+
+def this_process() -> list[str]:
+    """The files this process has mapped executable now."""
+    data = hostfs.read_file(f"/proc/{os.getpid()}/maps", MAPS_LIMIT)  # /proc/self is a link
+    return executable_files(data.decode("utf-8", "surrogateescape"))
