@@ -136,6 +136,13 @@ def _run(tmp_path, prod_port, cand_port, env_file, extra=(), runtime=RUNTIME, un
     return done.stdout + done.stderr, text, cases
 
 
+def _said(out: str) -> str:
+    """The inner run's CUT lines and failures first, then its tail: a failure
+    here under load showed only the tail (session 35)."""
+    said = [l for l in out.splitlines() if "CUT-" in l and ("FAILED" in l or ":" in l[:12]) or "Error" in l]
+    return "\n".join(said[:40]) + "\n...\n" + out[-2000:]
+
+
 def _env(tmp_path, mode=0o600, value=PW):
     p = tmp_path / "server.env"
     p.write_text(f"# stand-in\nOPENCODE_PASSWORD={value}\n")
@@ -162,7 +169,7 @@ def test_cutover_passes_against_conforming_standins(tmp_path):
     env = _env(tmp_path)  # written before the candidate starts: CUT-2 judges its age
     with StandIn(cand, forked=True) as c, StandIn(prod) as p:  # forked before production listens
         out, xml, cases = _run(tmp_path, p.port, c.port, env, candidate=c)
-    assert cases and all(ok for ok, _ in cases.values()), out[-3000:]
+    assert cases and all(ok for ok, _ in cases.values()), _said(out)
     assert PW not in out and PW not in xml and TOKEN not in out and TOKEN not in xml
     assert all(auth is None for _, _, auth in prod.seen) and {m for m, _, _ in prod.seen} == {"GET"}
     assert cand.seen and all(auth and auth.startswith("Basic ") for _, _, auth in cand.seen)
@@ -185,7 +192,7 @@ def test_cutover_findings_name_what_is_wrong_and_never_the_password(tmp_path):
     assert PW not in out and PW not in xml and TOKEN not in out and TOKEN not in xml
     assert not cases["test_production_is_healthy"][0] and "status 503" in out
     assert not cases["test_candidate_is_healthy"][0]
-    assert "got status 200 and healthy=false" in out
+    assert "got status 200 and healthy=false" in out, _said(out)
     assert not cases["test_candidate_ui_answers"][0] and "<redacted>" in out
     assert not cases["test_plugins_are_active_after_activation"][0]
     assert "followup: status 'failed'; local-pty: absent" in out
@@ -201,7 +208,7 @@ def test_cutover_names_a_plugin_list_in_another_shape(tmp_path):
     with StandIn(cand, forked=True) as c, StandIn(prod) as p:  # forked before production listens
         out, xml, cases = _run(tmp_path, p.port, c.port, env, candidate=c)
     assert not cases["test_plugins_are_active_after_activation"][0]
-    assert "entry 0 is" in out and '{id: str, state: {status: str}}' not in out
+    assert "entry 0 is" in out and '{id: str, state: {status: str}}' not in out, _said(out)
     assert '{"id": str, "state": {"status": str}} or {"id": str, "status": str}' in out
 
 
