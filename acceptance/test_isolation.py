@@ -46,7 +46,14 @@ ISO-2  The PTY is not a general sandbox: from inside a live session started
        (isolation.session_workspace_writable, isolation.session_network).
        The report comes through the session's terminal, which the service
        user may write into: it counts only as the one report of a probe
-       session that ended with status 0.
+       session that ended with status 0. The probe is an ordinary process of
+       the user's, which another process of the user may attach to and make
+       say anything (a blind red team's round eight made its connect()
+       return 0): the network is also read from outside, by root, while the
+       probe waits for its go line: the session's network namespace
+       (/proc/<MainPID>/ns/net of its unit, named by systemd) is the host's
+       or one of its own; one of its own fails a declared
+       session_network: true whatever the probe said.
 
 The probe never harms the target: SEIZE never stops it and a tracer that
 exits detaches, signal 0 only, only the lengths of what it read are reported.
@@ -72,7 +79,9 @@ from pty_acceptance.host import cgroups, proc, unitowner
 from pty_acceptance.provenance import node_runtime
 from pty_acceptance.supervisor import isolation
 from pty_acceptance.supervisor import session_inspect as live
-from pty_acceptance.host.bus import BusError
+from pty_acceptance.host.bus import SERVICE_IFACE, BusError
+from pty_acceptance.host.polling import poll
+from pty_acceptance.host.unitwatch import UnitWatch
 from pty_acceptance.gate.checks import expect, finding, reading
 from pty_acceptance.supervisor.peer import PeerError, workspace
 from pty_acceptance.supervisor.session_clients import HelperSession, SessionError
@@ -354,6 +363,7 @@ def test_only_the_helper_holds_supervisor_connections(inv, bus, module_peer, evi
 REACH = r'''
 import errno, json, os, socket, sys
 name, port = sys.argv[1], int(sys.argv[2])
+sys.stdin.readline()  # the go line: the suite has read the session's network namespace from outside
 def why(e):
     return errno.errorcode.get(e.errno, str(e.errno)) if e.errno else type(e).__name__
 try:
@@ -391,6 +401,16 @@ def _connect(port: int) -> str:
         return errno.errorcode.get(e.errno, str(e.errno)) if e.errno else type(e).__name__
 
 
+def _network_namespace(bus, unit: str) -> str:
+    """Whether the session unit's main process shares the suite's (the host's)
+    network namespace, read by root from /proc (systemd names the process)."""
+    pid = (bus.properties(unit, SERVICE_IFACE) or {}).get("MainPID") or 0
+    if not pid:
+        raise live.LiveError(f"{unit} has no main process")
+    theirs, ours = os.readlink(f"/proc/{pid}/ns/net"), os.readlink(f"/proc/{os.getpid()}/ns/net")
+    return "the host's" if theirs == ours else f"its own ({theirs}; the host's {ours})"
+
+
 @pytest.fixture(scope="module")
 def reach(inv, bus, module_peer):
     """What a live session could do: {"workspace", "network", "outside", "cwd", ...}."""
@@ -403,9 +423,13 @@ def reach(inv, bus, module_peer):
         h = HelperSession(peer, inv.socket, inv.binaries.client.path,
                           ["python3", "-I", "-c", REACH, name, str(port)], cwd=cwd)
         stack.callback(h.close)
+        watch = stack.enter_context(UnitWatch())
         with reading("ISO-2", "the session through the fixed helper did not report",
                      SessionError, PeerError, TimeoutError, BusError, live.LiveError, OSError):
             h.open()
+            units = poll(watch.new_units, SESSION_DEADLINE_S, "the probe's session unit")
+            netns = _network_namespace(bus, units[0])
+            h.write(b"go\n")
             output, status = h.run(None, SESSION_DEADLINE_S)
             report = live.parse_probe(output)
         expect(isinstance(report, dict) and all(isinstance(report.get(k), str)
@@ -419,7 +443,7 @@ def reach(inv, bus, module_peer):
                                      "a report the probe did not finish may be another process's")
         left = os.path.join(cwd, name)
         report.update(cwd_host=cwd, outside=outside, status=status,
-                      leftover=os.path.lexists(left))
+                      leftover=os.path.lexists(left), netns=netns, unit=units[0])
         yield report
 
 
@@ -453,8 +477,14 @@ def test_session_network_access_is_as_declared(inv, reach, evidence, concern):
     expect(reach["outside"] == "connected", "ISO-2",
            f"127.0.0.1:{port} does not accept connections even from outside "
            f"({reach['outside']}): what the session reached proves nothing")
+    evidence(f"network namespace of {reach['unit']} (read by root from outside)", reach["netns"])
     expect((got == "connected") == want, "ISO-2",
            f"a session {'could not' if want else 'could'} connect to 127.0.0.1:{port} "
            f"({got}); the inventory declares session_network: {str(want).lower()}")
+    # a namespace of its own has a loopback of its own: declared network access cannot be; the
+    # host's namespace proves nothing the other way (IPAddressDeny= may still refuse)
+    expect(not want or reach["netns"] == "the host's", "ISO-2",
+           f"the session's network namespace is {reach['netns']} (its probe said {got}): its 127.0.0.1 is not "
+           f"the host's, yet the inventory declares session_network: true")
     concern("ISO-2", f"TCP 127.0.0.1:{port} from inside a live session: {got} "
                      "(as declared: pilot behaviour, not a sandbox)")

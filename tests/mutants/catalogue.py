@@ -90,6 +90,9 @@ FORGER_REPLACED = ("systemctl stop pty-fault-watcher.service || true; cat /var/l
 WATCHER_EXCHANGED = ("systemctl stop pty-fault-watcher.service || true; cat /var/lib/pty-fault/watcher.log "
                      "/var/lib/pty-fault/preloaded; grep -q '^EXCHANGED' /var/lib/pty-fault/watcher.log && "
                      "grep -q '^PRELOADED' /var/lib/pty-fault/preloaded")
+# the watcher of faults/user-forges-iso2-connect.sh made a probe's connect() return 0
+WATCHER_FORGED = ("systemctl stop pty-fault-watcher.service || true; cat /var/lib/pty-fault/watcher.log; "
+                  "grep -q '^FORGED' /var/lib/pty-fault/watcher.log")
 # a password the service user gives the candidate through a continued server.env line
 CONTINUED_SECRET = "Zq7-wV3k-continued-password-tail"
 
@@ -633,6 +636,12 @@ FAULTS += [
           "(a red team's round seven)", supervisor=("session-private-network",),
           script_file="user-forges-iso2-report.sh", modules=_m("isolation"), says="ended with status",
           after=FORGER_REPLACED),
+    # a blind red team's round eight (issue 37): the probe forged by ptrace, not through the terminal
+    Fault("session-private-network-connect-forged", ("ISO-2",), "sessions get a private network, unlike "
+          "the declaration, and a watcher of the service user's attaches to ISO-2's probe (an ordinary python3 "
+          "of the user's) and makes its connect() to 127.0.0.1 return 0", supervisor=("session-private-network",),
+          script_file="user-forges-iso2-connect.sh", modules=_m("isolation"), says="is not the host's",
+          after=WATCHER_FORGED),
     Fault("runtime-bin-exchanged-for-a-wrapper-then-restored", ("ISO-1",), "the candidate is unhealthy and "
           "its plugin fails (candidate switches); the service user exchanges the runtime's bin/ (its own "
           "directory) for one holding a wrapper, kills the candidate so that systemd restarts it through the "

@@ -63,3 +63,13 @@ plain_node() { # VERSION: the runtime path holds plain node VERSION, which runs 
 		/usr/local/lib/opencode-reference/candidate.js
 	preview_runs "$RUNTIME" /usr/local/lib/opencode-reference/candidate.js --port 14102
 }
+
+user_watcher() { # UNIT LOG SCRIPT ARGS...: python3 SCRIPT ARGS runs as byk in the unit UNIT, its log
+	# LOG made byk's first; returns once the script wrote its STARTED line (10 s at most)
+	unit=$1 log=$2
+	shift 2
+	mkdir -p -m 0755 "$(dirname "$log")"
+	install -o byk -g byk -m 0644 /dev/null "$log"
+	systemd-run --unit="$unit" --uid=byk --gid=byk -p WorkingDirectory=/ /usr/bin/python3 -I "$@"
+	i=0; until grep -q '^STARTED' "$log"; do i=$((i+1)); [ $i -lt 200 ] || return 1; sleep 0.05; done
+}

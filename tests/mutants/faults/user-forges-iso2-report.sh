@@ -6,6 +6,7 @@
 # holds exactly one report. The watcher logs every report it wrote; the
 # after-suite check (catalogue.py) requires one.
 set -eu
+. /opt/dev-script-0/common.sh  # user_watcher
 mkdir -p -m 0755 /usr/local/lib/pty-fault /var/lib/pty-fault
 cat > /usr/local/lib/pty-fault/ptswatch.py <<'PY'
 import ctypes, json, os, signal, sys, time
@@ -44,8 +45,6 @@ while True:
                 log(f"MISSED probe {pid}: {e}")
     time.sleep(0.001)
 PY
-install -o byk -g byk -m 0644 /dev/null /var/lib/pty-fault/watcher.log
-systemd-run --unit=pty-fault-watcher --uid=byk --gid=byk -p WorkingDirectory=/ \
-	/usr/bin/python3 -I /usr/local/lib/pty-fault/ptswatch.py /var/lib/pty-fault/watcher.log
-i=0; until grep -q '^STARTED' /var/lib/pty-fault/watcher.log; do i=$((i+1)); [ $i -lt 200 ] || exit 1; sleep 0.05; done
+user_watcher pty-fault-watcher /var/lib/pty-fault/watcher.log /usr/local/lib/pty-fault/ptswatch.py \
+	/var/lib/pty-fault/watcher.log
 echo "FAULT: byk replaces ISO-2's probe report in its session's terminal" >&2

@@ -45,9 +45,5 @@ while True:
                 log(f"MISSED pid {n}: {e.strerror}")
     time.sleep(0.001)
 PY
-mkdir -p -m 0755 /var/lib/pty-fault
-install -o byk -g byk -m 0644 /dev/null /var/lib/pty-fault/watcher.log
-systemd-run --unit=pty-fault-watcher --uid=byk --gid=byk -p WorkingDirectory=/ \
-	/usr/bin/python3 -I /usr/local/lib/pty-fault/watcher.py /var/lib/pty-fault/watcher.log ${PTY_FAULT_KILL:-/bin/sleep 3600}
-i=0; until grep -q '^STARTED' /var/lib/pty-fault/watcher.log; do i=$((i+1)); [ $i -lt 200 ] || exit 1; sleep 0.05; done
+user_watcher pty-fault-watcher /var/lib/pty-fault/watcher.log /usr/local/lib/pty-fault/watcher.py /var/lib/pty-fault/watcher.log ${PTY_FAULT_KILL:-/bin/sleep 3600}
 echo "FAULT: byk kills every ${PTY_FAULT_KILL:-/bin/sleep 3600} of its own the moment it appears" >&2

@@ -8,6 +8,7 @@
 # the sessions is UNIT-7's own finding). Every stop is logged; the after-suite
 # check reads the log.
 set -eu
+. /opt/dev-script-0/common.sh  # user_watcher
 mkdir -p -m 0755 /usr/local/lib/pty-fault
 cat > /usr/local/lib/pty-fault/stopper.py <<'PY'
 import ctypes, os, signal, sys, time
@@ -46,9 +47,6 @@ while True:
                 f.write(f"STOPPED {pid}\n")
     time.sleep(0.005)
 PY
-mkdir -p -m 0755 /var/lib/pty-fault
-install -o byk -g byk -m 0644 /dev/null /var/lib/pty-fault/stopper.log
-systemd-run --unit=pty-fault-stopper --uid=byk --gid=byk -p WorkingDirectory=/ \
-	/usr/bin/python3 -I /usr/local/lib/pty-fault/stopper.py /var/lib/pty-fault/stopper.log
-i=0; until grep -q '^STARTED' /var/lib/pty-fault/stopper.log; do i=$((i+1)); [ $i -lt 200 ] || exit 1; sleep 0.05; done
+user_watcher pty-fault-stopper /var/lib/pty-fault/stopper.log /usr/local/lib/pty-fault/stopper.py \
+	/var/lib/pty-fault/stopper.log
 echo "FAULT: byk stops every new process of its own for the whole run" >&2

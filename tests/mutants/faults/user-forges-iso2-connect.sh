@@ -1,0 +1,70 @@
+# A watcher of the service user's (a blind red team's round eight, issue 37): ISO-2's
+# probe is an ordinary python3 of the user's in a live session, so the watcher attaches
+# to it with ptrace and makes its connect() to 127.0.0.1 return 0 ("connected") while the
+# session has a network of its own (the supervisor switch session-private-network). Only
+# the session's network namespace, read by root from outside, still says so. Every forged
+# call is logged (FORGED); the after-suite check requires one.
+set -eu
+. /opt/dev-script-0/common.sh  # user_watcher
+mkdir -p -m 0755 /usr/local/lib/pty-fault
+cat > /usr/local/lib/pty-fault/watcher.py <<'PY'
+# as the service user: ISO-2's probe (python3 -c ...PROBE-BEGIN... in a live session, dumpable)
+# is traced; its connect() to 127.0.0.1 is made to return 0 ("connected")
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.restype = ctypes.c_long
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+SEIZE, INTERRUPT, SYSCALL, GETREGS, SETREGS, DETACH = 0x4206, 0x4207, 24, 12, 13, 17
+WALL = 0x40000000
+ENOSYS = (1 << 64) - 38
+class Regs(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_ulonglong) for n in (
+        "r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi orig_rax rip cs eflags rsp ss "
+        "fs_base gs_base ds es fs gs").split()]
+import sys
+log = open(sys.argv[1], 'a', buffering=1)
+log.write(f"STARTED uid {os.getuid()}\n")
+me = os.getuid()
+def forge(pid):
+    if libc.ptrace(SEIZE, pid, None, ctypes.c_void_p(1)) != 0:
+        log.write(f"{pid}: seize failed errno {ctypes.get_errno()}\n"); return
+    libc.ptrace(INTERRUPT, pid, None, None)
+    for _ in range(100000):
+        try:
+            _, st = os.waitpid(pid, WALL)
+        except ChildProcessError:
+            log.write(f"{pid}: gone\n"); return
+        if os.WIFEXITED(st) or os.WIFSIGNALED(st):
+            log.write(f"{pid}: ended {st:#x}\n"); return
+        sig, deliver = os.WSTOPSIG(st), 0
+        if sig == 0x85:
+            r = Regs(); libc.ptrace(GETREGS, pid, None, ctypes.byref(r))
+            if r.orig_rax == 42 and r.rax != ENOSYS:  # connect, at its exit
+                log.write(f"FORGED {pid}: connect returned {ctypes.c_longlong(r.rax).value}, made 0\n")
+                r.rax = 0
+                libc.ptrace(SETREGS, pid, None, ctypes.byref(r))
+                libc.ptrace(DETACH, pid, None, None)
+                return
+        elif (st >> 16) == 0:
+            deliver = sig
+        libc.ptrace(SYSCALL, pid, None, ctypes.c_void_p(deliver))
+done = set()
+while True:
+    for d in os.listdir('/proc'):
+        if not d.isdigit() or d in done:
+            continue
+        try:
+            if os.stat('/proc/' + d).st_uid != me:
+                continue
+            cmd = open('/proc/' + d + '/cmdline', 'rb').read()
+        except OSError:
+            continue
+        if b'PROBE-BEGIN' in cmd and b'create_connection' in cmd and \
+                os.path.basename(cmd.split(b'\0')[0]).startswith(b'python3'):
+            done.add(d)
+            log.write(f"{d}: {cmd[:60]!r}\n")
+            forge(int(d))
+    time.sleep(0.001)
+PY
+user_watcher pty-fault-watcher /var/lib/pty-fault/watcher.log /usr/local/lib/pty-fault/watcher.py /var/lib/pty-fault/watcher.log
+echo "FAULT: byk makes ISO-2's probe's connect() return 0 by ptrace" >&2
