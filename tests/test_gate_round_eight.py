@@ -25,6 +25,7 @@ lookup; the gate now judges every file the process maps executable
 
 import json
 import os
+import shutil
 import subprocess as sp
 import sys
 from pathlib import Path
@@ -32,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from pty_acceptance.decision import launch
-from gateproject import PYTEST, SEPARATE_DEADLINE_S, earlier_marker, said, suite_args
+from gateproject import PYTEST, QUIET, SEPARATE_DEADLINE_S, earlier_marker, said, suite_args
 
 PYTHON = str(Path(sys.executable).parent / "python")
 OWN_1 = "NOT READY: 1 blockers: OWN-1"
@@ -253,7 +254,7 @@ def test_an_nss_module_named_in_nsswitch_conf_never_turns_a_failure_ready(failin
     assert any("libnss_quiet.so.2" in l for l in named), said(done)
 
 
-def test_executable_mappings_are_read_and_a_library_no_package_lists_is_named(tmp_path):
+def test_executable_mappings_are_read_and_a_library_no_package_lists_is_named():
     from pty_acceptance.decision import native_code
     maps = ("55d0-55d1 r--p 0 08:01 1 /usr/bin/python3.11\n"
             "55d1-55d2 r-xp 0 08:01 1 /usr/bin/python3.11\n"
@@ -262,16 +263,90 @@ def test_executable_mappings_are_read_and_a_library_no_package_lists_is_named(tm
             "7f02-7f03 r-xp 0 00:00 0 [vdso]\n"
             "7f03-7f04 rw-p 0 00:00 0 \n"
             "7f04-7f05 r-xp 0 08:01 1 /usr/bin/python3.11\n")
-    paths = native_code.executable_files(maps)
-    assert paths == ["/usr/bin/python3.11", "/opt/nss/libnss_quiet.so.2", "/tmp/gone.so (deleted)"]
-    lib = tmp_path / "libx.so"
-    lib.write_bytes(b"\x7fELF one")
-    import hashlib
-    listed = {str(lib).lstrip("/"): hashlib.md5(b"\x7fELF one").hexdigest()}
-    said = native_code.problems([str(lib), "/opt/nss/libnss_quiet.so.2", "/tmp/gone.so (deleted)"],
-                                lambda p: False, lambda p: None, md5sums=lambda: listed)
+    found = native_code.executable_mappings(maps)
+    assert [m.path for m in found] == ["/usr/bin/python3.11", "/opt/nss/libnss_quiet.so.2", "/tmp/gone.so (deleted)"]
+    assert found[1] == native_code.Mapping("7f00-7f01", (8, 1), 2, "/opt/nss/libnss_quiet.so.2")
+    listed = {"usr/bin/python3.11": "aa", "usr/lib/libx.so": "bb"}
+    lib = native_code.Mapping("1-2", (8, 1), 9, "/usr/lib/libx.so")
+    said = native_code.problems([lib, *found[1:]], lambda p: False, lambda p: None, md5sums=lambda: listed,
+                                md5=lambda m: "bb")
     assert len(said) == 2 and "libnss_quiet.so.2: no installed Debian package lists it" in said[0]
     assert "gone.so (deleted): its file was deleted after it was mapped" in said[1]
-    lib.write_bytes(b"\x7fELF two")
-    (bad,) = native_code.problems([str(lib)], lambda p: False, lambda p: None, md5sums=lambda: listed)
+    (bad,) = native_code.problems([lib], lambda p: False, lambda p: None, md5sums=lambda: listed,
+                                  md5=lambda m: "cc")
     assert "its bytes are not the package's" in bad
+
+
+def _moved(m):
+    raise OSError(0, "the mapped file is not 08:01 inode 9 as the maps line says")
+
+
+def test_a_mapped_file_that_is_not_the_one_at_its_path_is_named():
+    """A blind red team's tenth pass: the module bind-mounted the package's file
+    over its own path; the mapped file (map_files) is another inode."""
+    from pty_acceptance.decision import native_code
+    lib = native_code.Mapping("1-2", (8, 1), 9, "/usr/lib/libx.so")
+    (bad,) = native_code.problems([lib], lambda p: False, lambda p: None, md5sums=lambda: {"usr/lib/libx.so": "bb"},
+                                  md5=_moved)
+    assert "cannot be read as mapped (the mapped file is not 08:01 inode 9" in bad
+
+
+def test_a_file_in_lib_dynload_is_judged_by_dpkg_where_the_interpreter_is_debians():
+    """A blind red team's tenth pass: lib-dynload was taken by its directory."""
+    import sysconfig
+
+    from pty_acceptance.decision import native_code
+    exe = os.path.realpath(f"/proc/{os.getpid()}/exe").lstrip("/")
+    foreign = native_code.Mapping("1-2", (8, 1), 9, os.path.join(sysconfig.get_config_var("DESTSHARED"),
+                                                                 "libnss_redteam.so.2"))
+    (bad,) = native_code.problems([foreign], lambda p: False, lambda p: None, md5sums=lambda: {exe: "aa"},
+                                  md5=lambda m: "bb")
+    assert "no installed Debian package lists it" in bad
+
+
+# ------------------------------------------------------------ round ten: an NSS module stacking the package's file
+HESIOD = "/usr/lib/x86_64-linux-gnu/libnss_hesiod.so.2"  # a file of libc6 (dpkg lists it)
+HIDING_SOURCE = Path(__file__).resolve().parent / "fixtures/nss/nss_hiding.c"
+
+
+@pytest.fixture
+def hiding_module(tmp_path):
+    """(directory, shell prefix): a private mount namespace in which HESIOD is
+    the module (bind mount) and /etc/nsswitch.conf says `passwd: hesiod files`."""
+    d = tmp_path / "red"
+    d.mkdir()
+    sp.run(["gcc", "-shared", "-fPIC", "-O1", f'-DRED_DIR="{d}"', f'-DHESIOD="{HESIOD}"',
+            "-o", str(d / "evil.so"), str(HIDING_SOURCE), "-ldl"], check=True, capture_output=True)
+    shutil.copy2(HESIOD, d / "genuine")
+    text = "".join(("passwd: hesiod files\n" if l.startswith("passwd:") else l)
+                   for l in Path("/etc/nsswitch.conf").read_text().splitlines(keepends=True))
+    (d / "nsswitch.conf").write_text(text)
+    prefix = (f"mount --make-rprivate / && mount --bind {d}/evil.so {HESIOD} && "
+              f"mount --bind {d}/nsswitch.conf /etc/nsswitch.conf && ")
+    return d, prefix
+
+
+def _in_namespace(project, target, prefix):
+    import shlex
+    cmd = prefix + "exec " + " ".join(shlex.quote(a) for a in [PYTEST, *suite_args(target)])
+    return sp.run(["unshare", "-m", "sh", "-c", cmd], cwd=project.path, env=dict(os.environ),
+                  capture_output=True, text=True, timeout=SEPARATE_DEADLINE_S, stdin=sp.DEVNULL)
+
+
+@pytest.mark.parametrize("hides", [False, True], ids=["control", "stacks-the-package-file"])
+def test_an_nss_module_at_a_package_path_never_turns_a_failure_ready(failing, target, hiding_module, hides):
+    """Round ten (broke): the module, at a path dpkg lists, runs QUIET in the
+    clean start and then bind-mounts the package's own file over its path:
+    the maps line still names the dpkg path, and the path hashed as dpkg's. The
+    mapped file itself is judged (map_files, its device and inode)."""
+    d, prefix = hiding_module
+    if hides:
+        (d / "overmount").touch()
+    (d / "payload.py").write_text(QUIET)
+    earlier_marker(target.marker)
+    done = _in_namespace(failing, target, prefix)
+    assert (d / "loaded").exists(), f"the module was not loaded in the clean start\n{said(done)}"
+    assert not (d / "mount-failed").exists(), said(done)
+    assert not any(l.startswith("READY") for l in done.stdout.splitlines()), said(done)
+    assert done.returncode != 0 and not os.path.lexists(target.marker), said(done)
+    assert "the process runs native code from " + HESIOD in done.stdout, said(done)

@@ -506,7 +506,7 @@ class Process:
     path: tuple[str, ...]
     environments: tuple[Mapping[str, str], ...]
     rewriter: Rewriter | None = None
-    native: tuple[str, ...] = ()  # the files it has mapped executable (native_code.py)
+    native: tuple[native_code.Mapping, ...] = ()  # the files it has mapped executable
 
 
 def this_process(plugins: Iterable[tuple[str, object]] = (), rewriter: Rewriter | None = None,

@@ -19,6 +19,17 @@ virtualenv that a distribution's RECORD lists, as loaded_code judges those
 (its executable, its libpython, its lib-dynload: as loaded_code trusts its
 standard library; on a target that is the Debian package's). A mapping of a deleted file, or of
 anything else, is named: `the process runs native code from <path>: ...`.
+
+What is judged is the file the process maps, not the one at its path now:
+each mapping is opened through /proc/self/map_files/<start>-<end> (the
+mapped file itself), its device and inode must be the ones the maps line
+names, and its bytes are hashed from there (a blind red team's tenth pass:
+an NSS module bind-mounted the package's real file over its own path once it
+was loaded, and the path hashed as the package's). The interpreter's own
+files are taken as its own only where the interpreter is no Debian
+package's (a build of its own, as on a lab machine); on a target they are
+judged by dpkg's md5sums like every other file. Executable memory no file
+backs is not judged (documented: docs/operator.md).
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ import hashlib
 import os
 import sysconfig
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from pty_acceptance.host import hostfs
 
@@ -37,19 +49,37 @@ MD5SUMS_LIMIT = 16 << 20  # bytes of one package's md5sums
 LIBRARY_LIMIT = 512 << 20  # bytes of one mapped file hashed
 
 
-def executable_files(maps: str) -> list[str]:
-    """The files (absolute paths) that `maps` (a /proc/<pid>/maps text) shows
-    mapped with execute permission, each once, in order; a deleted one keeps
-    its " (deleted)" tail."""
-    out: dict[str, None] = {}
+@dataclass(frozen=True)
+class Mapping:
+    """One executable mapping of a file: its address range as map_files names
+    it, the file's device (major, minor) and inode, and its path."""
+    span: str
+    dev: tuple[int, int]
+    inode: int
+    path: str
+
+
+def executable_mappings(maps: str) -> list[Mapping]:
+    """The mappings of files (absolute paths) that `maps` (a /proc/<pid>/maps
+    text) shows with execute permission, one per file (device and inode); a
+    deleted one keeps its " (deleted)" tail."""
+    out: dict[tuple[tuple[int, int], int, str], Mapping] = {}
     for line in maps.splitlines():
         parts = line.split(None, 5)
-        if len(parts) < 6 or "x" not in parts[1]:
+        if len(parts) < 6 or "x" not in parts[1] or not parts[5].startswith("/"):
             continue
-        path = parts[5]
-        if path.startswith("/"):
-            out[path] = None
-    return list(out)
+        try:
+            major, minor = (int(x, 16) for x in parts[3].split(":"))
+            m = Mapping(parts[0], (major, minor), int(parts[4]), parts[5])
+        except ValueError:
+            m = Mapping(parts[0], (-1, -1), -1, parts[5])
+        out.setdefault((m.dev, m.inode, m.path), m)
+    return list(out.values())
+
+
+def executable_files(maps: str) -> list[str]:
+    """The paths of executable_mappings, each once, in order."""
+    return list(dict.fromkeys(m.path for m in executable_mappings(maps)))
 
 
 def _candidates(path: str) -> list[str]:
@@ -75,11 +105,19 @@ def dpkg_md5sums(info_dir: str = DPKG_INFO) -> dict[str, str]:
     return out
 
 
-def _md5(path: str) -> str:
-    h = hashlib.md5(usedforsecurity=False)
-    fd = hostfs.open_file(path)
+def mapped_md5(m: Mapping, pid: int | None = None) -> str:
+    """The md5 of the file mapping `m` maps, read through map_files (the
+    mapped file itself, whatever is at its path now); OSError when that file
+    is not the device and inode the maps line named."""
+    where = f"/proc/{pid or os.getpid()}/map_files/{m.span}"
+    fd = os.open(where, os.O_RDONLY | os.O_CLOEXEC)  # a magic link: it opens the mapped file
     try:
-        hostfs.check_size(fd, LIBRARY_LIMIT, path)
+        st = os.fstat(fd)
+        if (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino) != (*m.dev, m.inode):
+            raise OSError(0, f"the mapped file is not {m.dev[0]:02x}:{m.dev[1]:02x} inode {m.inode} as "
+                             "the maps line says")
+        hostfs.check_size(fd, LIBRARY_LIMIT, m.path)
+        h = hashlib.md5(usedforsecurity=False)
         while chunk := os.read(fd, 1 << 20):
             h.update(chunk)
     finally:
@@ -89,7 +127,8 @@ def _md5(path: str) -> str:
 
 def interpreters_own(path: str) -> bool:
     """`path` is the running interpreter's executable, its shared library or in
-    its lib-dynload directory (its build's own configuration says where)."""
+    its lib-dynload directory (its build's own configuration says where):
+    asked only where the interpreter is no Debian package's."""
     real = os.path.realpath(path)
     if real == os.path.realpath(f"/proc/{os.getpid()}/exe"):
         return True
@@ -100,29 +139,37 @@ def interpreters_own(path: str) -> bool:
     return bool(libdir and library) and real == os.path.realpath(os.path.join(libdir, library))
 
 
-def problems(paths: Iterable[str], in_venv: Callable[[str], bool], venv_problem: Callable[[str], str | None],
-             md5sums: Callable[[], dict[str, str]] = dpkg_md5sums) -> list[str]:
-    """Why each of `paths` (executable_files) is not code the suite accepts:
-    `in_venv(path)` says the virtualenv holds it, `venv_problem(path)` judges
-    it by its RECORD (None: listed, and its bytes are the recorded ones)."""
+def problems(mappings: Iterable[Mapping], in_venv: Callable[[str], bool],
+             venv_problem: Callable[[str], str | None], md5sums: Callable[[], dict[str, str]] = dpkg_md5sums,
+             md5: Callable[[Mapping], str] = mapped_md5) -> list[str]:
+    """Why each of `mappings` (executable_mappings) is not code the suite
+    accepts: `in_venv(path)` says the virtualenv holds it, `venv_problem(path)`
+    judges it by its RECORD (None: listed, and its bytes are the recorded
+    ones)."""
     out = []
-    sums: dict[str, str] | None = None
-    for path in paths:
+    sums = md5sums()
+    debian_python = any(c in sums for c in _candidates(os.path.realpath(f"/proc/{os.getpid()}/exe")))
+    for m in mappings:
+        path = m.path
         why = "its file was deleted after it was mapped" if path.endswith(" (deleted)") else None
-        if why is None and interpreters_own(path):
+        listed = next((sums[c] for c in _candidates(path) if c in sums), None)
+        if why is None and listed is None and not debian_python and interpreters_own(path):
             continue
         if why is None and in_venv(path):
             why = venv_problem(path)
+            if why is None:
+                try:
+                    md5(m)  # the mapped file is the one at its path (its device and inode)
+                except OSError as e:
+                    why = f"it cannot be read as mapped ({e.strerror or e})"
         elif why is None:
-            sums = md5sums() if sums is None else sums
-            listed = next((sums[c] for c in _candidates(path) if c in sums), None)
             if listed is None:
                 why = "no installed Debian package lists it (dpkg's md5sums)"
             else:
                 try:
-                    got = _md5(path)
+                    got = md5(m)
                 except OSError as e:
-                    got, why = "", f"it cannot be read ({e.strerror or e})"
+                    got, why = "", f"it cannot be read as mapped ({e.strerror or e})"
                 if why is None and got != listed:
                     why = f"its bytes are not the package's (md5 {got}, dpkg lists {listed})"
         if why:
@@ -132,7 +179,7 @@ def problems(paths: Iterable[str], in_venv: Callable[[str], bool], venv_problem:
     return out
 
 
-def this_process() -> list[str]:
+def this_process() -> list[Mapping]:
     """The files this process has mapped executable now."""
     data = hostfs.read_file(f"/proc/{os.getpid()}/maps", MAPS_LIMIT)  # /proc/self is a link
-    return executable_files(data.decode("utf-8", "surrogateescape"))
+    return executable_mappings(data.decode("utf-8", "surrogateescape"))
