@@ -22,8 +22,7 @@ anything else, is named: `the process runs native code from <path>: ...`.
 
 What is judged is the file the process maps, not the one at its path now:
 each mapping is opened through /proc/self/map_files/<start>-<end> (the
-mapped file itself), its device and inode must be the ones the maps line
-names, and its bytes are hashed from there (a blind red team's tenth pass:
+mapped file itself) and its bytes are hashed from there (a blind red team's tenth pass:
 an NSS module bind-mounted the package's real file over its own path once it
 was loaded, and the path hashed as the package's). The interpreter's own
 files are taken as its own only where the interpreter is no Debian
@@ -107,17 +106,28 @@ def dpkg_md5sums(info_dir: str = DPKG_INFO) -> dict[str, str]:
 
 def mapped_md5(m: Mapping, pid: int | None = None) -> str:
     """The md5 of the file mapping `m` maps, read through map_files (the
-    mapped file itself, whatever is at its path now); OSError when that file
-    is not the device and inode the maps line named."""
-    where = f"/proc/{pid or os.getpid()}/map_files/{m.span}"
+    mapped file itself, whatever is at its path now). map_files names a
+    mapping by its addresses without the leading zeros maps pads them with;
+    its device is not compared with the maps line's (on overlayfs, as on the
+    reference host, maps names the lower file's device, fstat the overlay's)."""
+    start, _, end = m.span.partition("-")
+    where = f"/proc/{pid or os.getpid()}/map_files/{int(start, 16):x}-{int(end, 16):x}"
     fd = os.open(where, os.O_RDONLY | os.O_CLOEXEC)  # a magic link: it opens the mapped file
     try:
-        st = os.fstat(fd)
-        if (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino) != (*m.dev, m.inode):
-            raise OSError(0, f"the mapped file is not {m.dev[0]:02x}:{m.dev[1]:02x} inode {m.inode} as "
-                             "the maps line says")
         hostfs.check_size(fd, LIBRARY_LIMIT, m.path)
         h = hashlib.md5(usedforsecurity=False)
+        while chunk := os.read(fd, 1 << 20):
+            h.update(chunk)
+    finally:
+        os.close(fd)
+    return h.hexdigest()
+
+
+def _md5_at(path: str) -> str:
+    h = hashlib.md5(usedforsecurity=False)
+    fd = hostfs.open_file(path)
+    try:
+        hostfs.check_size(fd, LIBRARY_LIMIT, path)
         while chunk := os.read(fd, 1 << 20):
             h.update(chunk)
     finally:
@@ -159,9 +169,11 @@ def problems(mappings: Iterable[Mapping], in_venv: Callable[[str], bool],
             why = venv_problem(path)
             if why is None:
                 try:
-                    md5(m)  # the mapped file is the one at its path (its device and inode)
+                    got = md5(m)  # the mapped file, as RECORD's hash of the file at its path says
                 except OSError as e:
-                    why = f"it cannot be read as mapped ({e.strerror or e})"
+                    got, why = "", f"it cannot be read as mapped ({e.strerror or e})"
+                if why is None and got != _md5_at(path):
+                    why = "the mapped file is not the one at its path (RECORD judged that one)"
         elif why is None:
             if listed is None:
                 why = "no installed Debian package lists it (dpkg's md5sums)"
