@@ -36,6 +36,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
+import sys
 import sysconfig
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -44,6 +45,8 @@ from pty_acceptance.host import hostfs
 
 MAPS_LIMIT = 4 << 20  # bytes of /proc/self/maps read
 DPKG_INFO = "/var/lib/dpkg/info"
+DPKG_STATUS = "/var/lib/dpkg/status"
+STATUS_LIMIT = 64 << 20
 MD5SUMS_LIMIT = 16 << 20  # bytes of one package's md5sums
 LIBRARY_LIMIT = 512 << 20  # bytes of one mapped file hashed
 
@@ -58,14 +61,18 @@ class Mapping:
     path: str
 
 
-def executable_mappings(maps: str) -> list[Mapping]:
+def executable_mappings(maps: str, is_elf: Callable[[str], bool] = lambda span: False) -> list[Mapping]:
     """The mappings of files (absolute paths) that `maps` (a /proc/<pid>/maps
-    text) shows with execute permission, one per file (device and inode); a
-    deleted one keeps its " (deleted)" tail."""
+    text) shows with execute permission, or of an ELF file whatever their
+    permissions (`is_elf(span)`: a blind red team's eleventh pass had its
+    module make its own code read-only once it had run), one per file
+    (device and inode); a deleted one keeps its " (deleted)" tail."""
     out: dict[tuple[tuple[int, int], int, str], Mapping] = {}
     for line in maps.splitlines():
         parts = line.split(None, 5)
-        if len(parts) < 6 or "x" not in parts[1] or not parts[5].startswith("/"):
+        if len(parts) < 6 or not parts[5].startswith("/"):
+            continue
+        if "x" not in parts[1] and not is_elf(parts[0]):
             continue
         try:
             major, minor = (int(x, 16) for x in parts[3].split(":"))
@@ -89,10 +96,32 @@ def _candidates(path: str) -> list[str]:
     return [rel, alt]
 
 
-def dpkg_md5sums(info_dir: str = DPKG_INFO) -> dict[str, str]:
-    """path (as listed, no leading /) -> md5 of every installed package's files."""
+def installed_packages(status: str = DPKG_STATUS) -> set[str]:
+    """The packages dpkg's status says are installed ("install ok installed"),
+    as their md5sums files are named: NAME, and NAME:ARCH where dpkg adds it."""
+    out: set[str] = set()
+    try:
+        text = hostfs.read_file(status, STATUS_LIMIT).decode("utf-8", "surrogateescape")
+    except OSError:
+        return out
+    for stanza in text.split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in stanza.splitlines() if ": " in line and line[:1] != " ")
+        if fields.get("Status") == "install ok installed" and fields.get("Package"):
+            out.add(fields["Package"])
+            if fields.get("Architecture"):
+                out.add(f"{fields['Package']}:{fields['Architecture']}")
+    return out
+
+
+def dpkg_md5sums(info_dir: str = DPKG_INFO, status: str = DPKG_STATUS) -> dict[str, str]:
+    """path (as listed, no leading /) -> md5 of every installed package's files:
+    only the md5sums of packages dpkg's status says are installed (a blind red
+    team's eleventh pass wrote one of no package's, sorting first)."""
     out: dict[str, str] = {}
+    installed = installed_packages(status)
     for f in sorted(glob.glob(os.path.join(info_dir, "*.md5sums"))):
+        if os.path.basename(f)[: -len(".md5sums")] not in installed:
+            continue
         try:
             text = hostfs.read_file(f, MD5SUMS_LIMIT).decode("utf-8", "surrogateescape")
         except OSError:
@@ -142,9 +171,9 @@ def interpreters_own(path: str) -> bool:
     real = os.path.realpath(path)
     if real == os.path.realpath(f"/proc/{os.getpid()}/exe"):
         return True
-    dynload = sysconfig.get_config_var("DESTSHARED")
-    if dynload and os.path.dirname(real) == os.path.realpath(dynload):
-        return True
+    dynload, suffix = sysconfig.get_config_var("DESTSHARED"), sysconfig.get_config_var("EXT_SUFFIX")
+    if dynload and suffix and os.path.dirname(real) == os.path.realpath(dynload) and real.endswith(suffix):
+        return True  # an extension module of its build (a library, libnss_*.so.2, is no such name)
     libdir, library = sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("INSTSONAME")
     return bool(libdir and library) and real == os.path.realpath(os.path.join(libdir, library))
 
@@ -158,7 +187,11 @@ def problems(mappings: Iterable[Mapping], in_venv: Callable[[str], bool],
     ones)."""
     out = []
     sums = md5sums()
-    debian_python = any(c in sums for c in _candidates(os.path.realpath(f"/proc/{os.getpid()}/exe")))
+    # the interpreter's own files are taken by their place only for a build of its own outside
+    # /usr (a lab's); a Debian interpreter, or a copy of one (a venv made with --copies), is
+    # judged file by file (a blind red team's eleventh pass placed its module in lib-dynload)
+    debian_python = any(c in sums for c in _candidates(os.path.realpath(f"/proc/{os.getpid()}/exe"))) \
+        or os.path.realpath(sys.base_prefix) == "/usr"
     for m in mappings:
         path = m.path
         why = "its file was deleted after it was mapped" if path.endswith(" (deleted)") else None
@@ -191,7 +224,30 @@ def problems(mappings: Iterable[Mapping], in_venv: Callable[[str], bool],
     return out
 
 
+def _is_elf(span: str, pid: int | None = None) -> bool:
+    """The file mapped at `span` begins as an ELF file does (read as mapped)."""
+    start, _, end = span.partition("-")
+    try:
+        fd = os.open(f"/proc/{pid or os.getpid()}/map_files/{int(start, 16):x}-{int(end, 16):x}",
+                     os.O_RDONLY | os.O_CLOEXEC)
+    except (OSError, ValueError):
+        return True  # what cannot be looked at is judged
+    try:
+        return os.pread(fd, 4, 0) == b"\x7fELF"
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+
+
 def this_process() -> list[Mapping]:
-    """The files this process has mapped executable now."""
+    """The files this process has mapped executable now, and every ELF file it
+    has mapped."""
     data = hostfs.read_file(f"/proc/{os.getpid()}/maps", MAPS_LIMIT)  # /proc/self is a link
-    return executable_mappings(data.decode("utf-8", "surrogateescape"))
+    seen: dict[str, bool] = {}
+
+    def is_elf(span: str) -> bool:
+        if span not in seen:
+            seen[span] = _is_elf(span)
+        return seen[span]
+    return executable_mappings(data.decode("utf-8", "surrogateescape"), is_elf)
