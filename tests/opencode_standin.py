@@ -174,6 +174,10 @@ class StandIn:
             finally:
                 os._exit(0)
         os.close(w)
+        # the listening socket is the child's alone: a copy left open here made this process a
+        # second holder, and the suite's listener identification named whichever pid it met first
+        # (once pids had wrapped past 32768 in a long session, this process: CUT-1 failed)
+        self.server.socket.close()
         self.pid, self._seen_r = pid, r
         return self
 

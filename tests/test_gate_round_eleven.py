@@ -192,3 +192,49 @@ def test_an_unreachable_working_directory_keeps_the_inventorys_marker(failing, t
     assert done.returncode != 0, said(done)
     assert not any(l.startswith("READY") for l in done.stdout.splitlines()), said(done)
     assert not os.path.lexists(target.marker), f"the earlier marker stands\n{said(done)}"
+
+
+# ------------------------------------------------------------ round twelve: a module in lib-dynload
+# under an extension module's name (bound over the unused xxlimited module: an operator would copy it
+# there), reached by a link libnss_evil.so.2 that /etc/ld.so.cache lists
+LIB_DYNLOAD_SCRIPT = r"""
+set -e
+D=$1; DYN=$2; S=$3; PLACE=$4; shift 4
+if [ "$PLACE" = lib-dynload ]; then
+    T=$DYN/xxlimited$S
+    mount --bind "$D/lib/libnss_red.so.2" "$T"
+else  # the control: the module in a directory of its own (round nine's place)
+    T=$D/lib/libnss_red.so.2
+fi
+mkdir -p "$D/links"; ln -sfn "$T" "$D/links/libnss_evil.so.2"
+printf '%s\ninclude /etc/ld.so.conf.d/*.conf\n' "$D/links" > "$D/ld.so.conf"
+ldconfig -X -C "$D/ld.so.cache" -f "$D/ld.so.conf"
+mount --bind "$D/ld.so.cache" /etc/ld.so.cache
+sed -e 's/^passwd:[[:space:]]*/passwd: evil /' /etc/nsswitch.conf > "$D/nsswitch.conf"
+mount --bind "$D/nsswitch.conf" /etc/nsswitch.conf
+exec "$@"
+"""
+
+
+@pytest.mark.parametrize("place", ["lib-dynload", "own-directory"])
+def test_a_module_under_an_extension_modules_name_in_lib_dynload_is_judged(failing, target, safe_dir, place):
+    """Round twelve (broke on an interpreter that is no Debian package's, as
+    this lab's): lib-dynload was taken by place and name; now only an extension
+    module Python imported is the interpreter's own there."""
+    import sysconfig
+
+    d = safe_dir / "red12"
+    d.mkdir()
+    lib = build_module(d)
+    (d / "payload.py").write_text(QUIET)
+    sp.run(["gcc", "-shared", "-fPIC", "-O1", "-nostartfiles", "-Wl,-soname,libnss_evil.so.2", f'-DRED_DIR="{d}"',
+            '-DHESIOD="/nonexistent"', "-o", str(lib), str(NSS_RED), "-ldl"], check=True, capture_output=True)
+    (d / "ns.sh").write_text(LIB_DYNLOAD_SCRIPT)
+    dyn, suffix = sysconfig.get_config_var("DESTSHARED"), sysconfig.get_config_var("EXT_SUFFIX")
+    assert os.path.exists(f"{dyn}/xxlimited{suffix}")
+    earlier_marker(target.marker)
+    done = sp.run(["unshare", "-m", "--propagation", "private", "sh", str(d / "ns.sh"), str(d), dyn, suffix, place,
+                   PYTEST, *suite_args(target)], cwd=failing.path, env=dict(os.environ), capture_output=True,
+                  text=True, timeout=SEPARATE_DEADLINE_S, stdin=sp.DEVNULL)
+    assert_not_ready(done, target, d)
+    assert "the process runs native code from" in done.stdout, said(done)

@@ -164,6 +164,16 @@ def _md5_at(path: str) -> str:
     return h.hexdigest()
 
 
+def _imported_extensions() -> set[str]:
+    """The real paths of the extension modules Python has imported."""
+    out = set()
+    for mod in list(sys.modules.values()):
+        f = getattr(mod, "__file__", None)
+        if isinstance(f, str) and f.endswith(".so"):
+            out.add(os.path.realpath(f))
+    return out
+
+
 def interpreters_own(path: str) -> bool:
     """`path` is the running interpreter's executable, its shared library or in
     its lib-dynload directory (its build's own configuration says where):
@@ -171,9 +181,10 @@ def interpreters_own(path: str) -> bool:
     real = os.path.realpath(path)
     if real == os.path.realpath(f"/proc/{os.getpid()}/exe"):
         return True
-    dynload, suffix = sysconfig.get_config_var("DESTSHARED"), sysconfig.get_config_var("EXT_SUFFIX")
-    if dynload and suffix and os.path.dirname(real) == os.path.realpath(dynload) and real.endswith(suffix):
-        return True  # an extension module of its build (a library, libnss_*.so.2, is no such name)
+    dynload = sysconfig.get_config_var("DESTSHARED")
+    if dynload and os.path.dirname(real) == os.path.realpath(dynload) and real in _imported_extensions():
+        return True  # an extension module of its build that Python imported (a blind red team's twelfth
+        # pass named an NSS module like one, xxlimited.cpython-311-...so, and linked libnss_evil.so.2 to it)
     libdir, library = sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("INSTSONAME")
     return bool(libdir and library) and real == os.path.realpath(os.path.join(libdir, library))
 
