@@ -263,3 +263,29 @@ def test_a_stop_read_inside_the_window_and_taken_back_before_the_clock_is_not_co
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_stop_by_a_tracer_gone_and_its_tracee_released_is_not_counted(own_group, monkeypatch):
+    """The reference host's false SUITE-5 (session 35): RUNTIME-2's strace,
+    detaching at its end, stopped the runtime to let go of it and was reaped
+    before the guard could read its parent. A tracer that is gone and a tracee
+    released is not a stop from outside; a tracee still held by a pid that is
+    gone past RELEASE_S is."""
+    child = _child_stopped()
+    try:
+        group = own_group(child.pid)
+        gone = subprocess.Popen(["/bin/true"])
+        gone.wait()  # a pid that no longer exists
+        reads = iter([gone.pid, 0])
+        guard = stopguard.Guard("opencode-pty-supervisor.service")
+        monkeypatch.setattr(guard, "_tracer", lambda pid: next(reads, 0))
+        guard._judge("pty-acceptance-probe-00.service", group, child.pid)
+        assert guard.tripped is None, guard.said()
+        held = stopguard.Guard("opencode-pty-supervisor.service")
+        monkeypatch.setattr(held, "_tracer", lambda pid: gone.pid)
+        monkeypatch.setattr(stopguard, "RELEASE_S", 0.05)
+        held._judge("pty-acceptance-probe-00.service", group, child.pid)
+        assert held.tripped is not None and f"traced by pid {gone.pid}" in held.said()[0]
+    finally:
+        child.kill()
+        child.wait()
