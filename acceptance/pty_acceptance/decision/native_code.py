@@ -33,6 +33,7 @@ backs is not judged (documented: docs/operator.md).
 
 from __future__ import annotations
 
+import functools
 import glob
 import hashlib
 import os
@@ -83,11 +84,6 @@ def executable_mappings(maps: str, is_elf: Callable[[str], bool] = lambda span: 
     return list(out.values())
 
 
-def executable_files(maps: str) -> list[str]:
-    """The paths of executable_mappings, each once, in order."""
-    return list(dict.fromkeys(m.path for m in executable_mappings(maps)))
-
-
 def _candidates(path: str) -> list[str]:
     """`path` as dpkg may list it (without the leading /): where / and /usr are
     merged, a library under /usr/lib may be listed under /lib, and back."""
@@ -135,28 +131,31 @@ def dpkg_md5sums(info_dir: str = DPKG_INFO, status: str = DPKG_STATUS) -> dict[s
 
 def mapped_md5(m: Mapping, pid: int | None = None) -> str:
     """The md5 of the file mapping `m` maps, read through map_files (the
-    mapped file itself, whatever is at its path now). map_files names a
-    mapping by its addresses without the leading zeros maps pads them with;
-    its device is not compared with the maps line's (on overlayfs, as on the
+    mapped file itself, whatever is at its path now: _open_mapped). Its
+    device is not compared with the maps line's (on overlayfs, as on the
     reference host, maps names the lower file's device, fstat the overlay's)."""
-    start, _, end = m.span.partition("-")
-    where = f"/proc/{pid or os.getpid()}/map_files/{int(start, 16):x}-{int(end, 16):x}"
-    fd = os.open(where, os.O_RDONLY | os.O_CLOEXEC)  # a magic link: it opens the mapped file
-    try:
-        hostfs.check_size(fd, LIBRARY_LIMIT, m.path)
-        h = hashlib.md5(usedforsecurity=False)
-        while chunk := os.read(fd, 1 << 20):
-            h.update(chunk)
-    finally:
-        os.close(fd)
-    return h.hexdigest()
+    return _md5_fd(_open_mapped(m.span, pid), m.path)
 
 
 def _md5_at(path: str) -> str:
-    h = hashlib.md5(usedforsecurity=False)
-    fd = hostfs.open_file(path)
+    """The md5 of the file at `path` now (the one RECORD judged)."""
+    return _md5_fd(hostfs.open_file(path), path)
+
+
+def _open_mapped(span: str, pid: int | None = None) -> int:
+    """A descriptor of the file mapped at `span` (a maps line's addresses):
+    map_files is a magic link that opens the mapped file itself, and names a
+    mapping by its addresses without the zeros maps pads them with."""
+    start, _, end = span.partition("-")
+    where = f"/proc/{pid or os.getpid()}/map_files/{int(start, 16):x}-{int(end, 16):x}"
+    return os.open(where, os.O_RDONLY | os.O_CLOEXEC)
+
+
+def _md5_fd(fd: int, where: str) -> str:
+    """The md5 of what `fd` holds, bounded by LIBRARY_LIMIT; `fd` is closed."""
     try:
-        hostfs.check_size(fd, LIBRARY_LIMIT, path)
+        hostfs.check_size(fd, LIBRARY_LIMIT, where)
+        h = hashlib.md5(usedforsecurity=False)
         while chunk := os.read(fd, 1 << 20):
             h.update(chunk)
     finally:
@@ -174,15 +173,16 @@ def _imported_extensions() -> set[str]:
     return out
 
 
-def interpreters_own(path: str) -> bool:
+def interpreters_own(path: str, imported: set[str]) -> bool:
     """`path` is the running interpreter's executable, its shared library or in
-    its lib-dynload directory (its build's own configuration says where):
-    asked only where the interpreter is no Debian package's."""
+    its lib-dynload directory (its build's own configuration says where) one
+    of `imported` (_imported_extensions): asked only where the interpreter is
+    no Debian package's."""
     real = os.path.realpath(path)
     if real == os.path.realpath(f"/proc/{os.getpid()}/exe"):
         return True
     dynload = sysconfig.get_config_var("DESTSHARED")
-    if dynload and os.path.dirname(real) == os.path.realpath(dynload) and real in _imported_extensions():
+    if dynload and os.path.dirname(real) == os.path.realpath(dynload) and real in imported:
         return True  # an extension module of its build that Python imported (a blind red team's twelfth
         # pass named an NSS module like one, xxlimited.cpython-311-...so, and linked libnss_evil.so.2 to it)
     libdir, library = sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("INSTSONAME")
@@ -203,31 +203,23 @@ def problems(mappings: Iterable[Mapping], in_venv: Callable[[str], bool],
     # judged file by file (a blind red team's eleventh pass placed its module in lib-dynload)
     debian_python = any(c in sums for c in _candidates(os.path.realpath(f"/proc/{os.getpid()}/exe"))) \
         or os.path.realpath(sys.base_prefix) == "/usr"
+    imported = _imported_extensions() if not debian_python else set()
     for m in mappings:
         path = m.path
-        why = "its file was deleted after it was mapped" if path.endswith(" (deleted)") else None
         listed = next((sums[c] for c in _candidates(path) if c in sums), None)
-        if why is None and listed is None and not debian_python and interpreters_own(path):
+        if path.endswith(" (deleted)"):
+            why: str | None = "its file was deleted after it was mapped"
+        elif listed is None and not debian_python and interpreters_own(path, imported):
             continue
-        if why is None and in_venv(path):
-            why = venv_problem(path)
-            if why is None:
-                try:
-                    got = md5(m)  # the mapped file, as RECORD's hash of the file at its path says
-                except OSError as e:
-                    got, why = "", f"it cannot be read as mapped ({e.strerror or e})"
-                if why is None and got != _md5_at(path):
-                    why = "the mapped file is not the one at its path (RECORD judged that one)"
-        elif why is None:
-            if listed is None:
-                why = "no installed Debian package lists it (dpkg's md5sums)"
-            else:
-                try:
-                    got = md5(m)
-                except OSError as e:
-                    got, why = "", f"it cannot be read as mapped ({e.strerror or e})"
-                if why is None and got != listed:
-                    why = f"its bytes are not the package's (md5 {got}, dpkg lists {listed})"
+        elif in_venv(path):  # RECORD judges the file at its path: the mapped file must be that one
+            why = venv_problem(path) or _as_mapped(m, md5, functools.partial(_md5_at, path), lambda got, want:
+                                                   "the mapped file is not the one at its path (RECORD "
+                                                   "judged that one)")
+        elif listed is None:
+            why = "no installed Debian package lists it (dpkg's md5sums)"
+        else:
+            why = _as_mapped(m, md5, functools.partial(str, listed), lambda got, want:
+                             f"its bytes are not the package's (md5 {got}, dpkg lists {want})")
         if why:
             out.append(f"the process runs native code from {path}: {why} (a library an NSS module, a "
                        "configuration file or /etc/ld.so.cache had the process load: code the suite does not "
@@ -235,12 +227,21 @@ def problems(mappings: Iterable[Mapping], in_venv: Callable[[str], bool],
     return out
 
 
+def _as_mapped(m: Mapping, md5: Callable[[Mapping], str], want: Callable[[], str],
+               differs: Callable[[str, str], str]) -> str | None:
+    """Why the mapped file's md5 is not want()'s (None: it is): differs(got,
+    wanted), or that one of the two cannot be read."""
+    try:
+        got, wanted = md5(m), want()
+    except OSError as e:
+        return f"it cannot be read as mapped ({e.strerror or e})"
+    return differs(got, wanted) if got != wanted else None
+
+
 def _is_elf(span: str, pid: int | None = None) -> bool:
     """The file mapped at `span` begins as an ELF file does (read as mapped)."""
-    start, _, end = span.partition("-")
     try:
-        fd = os.open(f"/proc/{pid or os.getpid()}/map_files/{int(start, 16):x}-{int(end, 16):x}",
-                     os.O_RDONLY | os.O_CLOEXEC)
+        fd = _open_mapped(span, pid)
     except (OSError, ValueError):
         return True  # what cannot be looked at is judged
     try:

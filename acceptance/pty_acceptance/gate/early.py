@@ -335,7 +335,8 @@ def _judged(args: list[str], here: str | None, command_line: bool = False) -> No
     if found is None:
         return
     root, raw = found
-    restarted = launch.exec_environment().get(launch.RESTARTED) if command_line else None
+    started_with = launch.exec_environment() if command_line else {}  # read once: judged twice below
+    restarted = started_with.get(launch.RESTARTED)
     removal = marker_paths.Removal.after(restarted)
     busy = rundir.held_by_another(checkout.run_dir_of(root))
     if not busy:
@@ -360,7 +361,7 @@ def _judged(args: list[str], here: str | None, command_line: bool = False) -> No
                        "option's value given apart from it, `--inventory FILE`, is one to pytest's first parse) "
                        "have it load a conftest.py or a configuration file there before any of the suite's code; "
                        "give a value as --inventory=FILE, or keep it in a directory root's alone")
-    unclean = launch.clean_form_problems() if command_line and not refused else []
+    unclean = launch.clean_form_problems(env=started_with) if command_line and not refused else []
     if unclean and restarted is not None:  # started again once, and still not clean
         refused.append(f"{'; '.join(unclean)}: started again in the clean start, it is still not in it")
     if refused:

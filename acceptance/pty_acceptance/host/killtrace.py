@@ -40,12 +40,13 @@ from dataclasses import dataclass, field
 from pty_acceptance.host import strace
 from pty_acceptance.host.terminal import escape
 
-CALLS = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_send_signal",
-         "clone", "clone3", "fork", "vfork", "execve", "execveat")
+KILLS = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_send_signal")
+FORKS = ("clone", "clone3", "fork", "vfork")
+EXECS = ("execve", "execveat")
+CALLS = KILLS + FORKS + EXECS
 PATH_SHOWN = 48  # bytes of an exec'd path strace prints (-s), and shows here, escaped
 OPTIONS = ("-s", str(PATH_SHOWN), "-e", "trace=" + ",".join(CALLS))
 FROM_USERS = ("SI_USER", "SI_QUEUE", "SI_TKILL")  # si_code of a signal a process sent
-FORKS = ("clone", "clone3", "fork", "vfork")
 # strace's own word when it meets the exec of a process whose clone it has not seen yet (bun's
 # posix_spawn, under load on the reference host: one run in ten); it adopts the process and goes
 # on, and what is judged here (signals, ends, kill calls) is still every line of it
@@ -98,7 +99,7 @@ def judge(text: str, main: int, tids: dict[int, int] | None = None) -> Verdict:
     (strace -f -q OPTIONS, attached from before its first fork); `tids`: the
     threads attached at the start -> their process."""
     v = Verdict()
-    tgid: dict[int, int] = dict(tids or {main: main})
+    tgid: dict[int, int] = dict(tids or {})
     tgid.setdefault(main, main)
     execs: dict[int, str] = {}
     kills: list[_Kill] = []
@@ -112,10 +113,9 @@ def judge(text: str, main: int, tids: dict[int, int] | None = None) -> Verdict:
         args, ret = done.group(1), int(done.group(2))
         if c.name in FORKS and ret > 0:
             tgid[ret] = p if "CLONE_THREAD" in args else ret
-        elif c.name in ("execve", "execveat") and ret == 0 and (m := _EXEC_PATH.match(args)):
+        elif c.name in EXECS and ret == 0 and (m := _EXEC_PATH.match(args)):
             execs[p] = m.group(1)
-        elif c.name in ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_send_signal") \
-                and ret == 0:
+        elif c.name in KILLS and ret == 0:
             head = args.split("SIG", 1)[0]
             kills.append(_Kill(c.done, p, c.name, [int(x) for x in _INTS.findall(head)], _signal_arg(args)))
     members = set(tgid.values())

@@ -115,6 +115,7 @@ class Job:
         return [self.gate, "-I", "-S", "-c", GATE_PY, *self.argv]
 
     def properties(self, unit: str, out_fd: int, in_fd: int = -1) -> list:
+        command = self.command()
         props = [
             ("Description", ("s", f"{DISPOSABLE} {unit[:-len('.service')]}: {self.purpose}")),
             ("Type", ("s", "exec")),
@@ -126,7 +127,7 @@ class Job:
             ("Environment", ("as", [f"{k}={v}" for k, v in self.env.items()])),
             ("UMask", ("u", self.umask)),
             # no-env-expand: systemd would replace $NAME in the arguments with the environment's
-            ("ExecStartEx", ("a(sasas)", [(self.command()[0], self.command(), ["no-env-expand"])])),
+            ("ExecStartEx", ("a(sasas)", [(command[0], command, ["no-env-expand"])])),
             ("StandardInput", ("s", "null")) if in_fd < 0 else ("StandardInputFileDescriptor", ("h", in_fd)),
             ("StandardOutputFileDescriptor", ("h", out_fd)),
             ("StandardErrorFileDescriptor", ("h", out_fd)),
@@ -249,7 +250,7 @@ class _Run:
         # strace -f ends by itself, status 0, once every process it traced has ended: the run
         # left nothing (the trace must still show the main process's end, killtrace.judge)
         done = tracer.proc.poll() == 0
-        text = tracer.stop() if done else tracer.end(self.pids)
+        text = tracer.stop() if done else tracer.end(lambda: set(self.pids()))
         verdict = killtrace.judge(text, self.main_pid, tracer.tids)
         verdict.cannot_say += tracer.problems
         self.ended.traced = verdict
@@ -301,22 +302,21 @@ class _Run:
         self.main_done = True
         return True
 
-    def pids(self) -> set[int]:
+    def pids(self) -> list[int]:
         """The processes in the unit's cgroup now."""
         cg = self.service().get("ControlGroup") or ""
         path = cgroups.cgroup_dir(cg)
-        return set(cgroups.cgroup_pids(path)) if path else set()
+        return list(cgroups.cgroup_pids(path)) if path else []
 
     def left(self) -> list[str]:
         """The processes in the unit's cgroup now, as 'pid N comm' (comm is the
         process's own: callers escape it)."""
         try:
-            cg = self.service().get("ControlGroup") or ""
+            pids = self.pids()
         except UnitError:
             return []
-        path = cgroups.cgroup_dir(cg)
         out = []
-        for pid in (cgroups.cgroup_pids(path) if path else []):
+        for pid in pids:
             try:
                 out.append(f"pid {pid} {proc.comm(pid)}")
             except OSError:
