@@ -346,7 +346,15 @@ class Judge:
         lexical = os.path.normpath(os.path.abspath(code.file))
         if self.places.kind(lexical) == "stdlib":
             # the interpreter's own place, as it loaded it (Debian's stdlib links its
-            # sitecustomize.py to /etc/python3.X/): the interpreter's, links and all
+            # sitecustomize.py to /etc/python3.X/): the interpreter's, links and all; a link that
+            # leads out of it leads to a configuration file of the package's, as the package
+            # installed it (a blind red team's thirteenth pass appended its patch to Debian's
+            # /etc/python3.11/sitecustomize.py, which `python -I` still imports)
+            real = os.path.realpath(lexical)
+            if self.places.kind(real) != "stdlib":
+                bad = _conffile_problem(real)
+                if bad:
+                    return [f"{code.what}: {lexical} leads to {real}: {bad}"]
             return self.cache_problems(code, lexical, follow=True)
         path = os.path.realpath(code.file)
         bad = self.file_problem(path)
@@ -415,6 +423,19 @@ class Judge:
             return [f"{code.what}: {bad}"] if bad else []
         bad = pyc_problem(source, cached, follow)
         return [f"{code.what}: {bad}"] if bad else []
+
+
+def _conffile_problem(path: str) -> str | None:
+    """Why `path` is not a configuration file of an installed package, as it installed it
+    (None: it is)."""
+    want = native_code.dpkg_conffiles().get(path)
+    if want is None:
+        return "no installed package lists it as its configuration file (dpkg's status)"
+    try:
+        got = native_code.file_md5(path)
+    except OSError as e:
+        return f"it cannot be read ({e.strerror or e})"
+    return None if got == want else f"it is not as its package installed it (md5 {got}, dpkg lists {want})"
 
 
 def pyc_problem(source: str, cached: str, follow: bool = False) -> str | None:

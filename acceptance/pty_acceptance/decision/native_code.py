@@ -92,21 +92,54 @@ def _candidates(path: str) -> list[str]:
     return [rel, alt]
 
 
-def installed_packages(status: str = DPKG_STATUS) -> set[str]:
-    """The packages dpkg's status says are installed ("install ok installed"),
-    as their md5sums files are named: NAME, and NAME:ARCH where dpkg adds it."""
-    out: set[str] = set()
+def _installed_stanzas(status: str) -> list[str]:
+    """dpkg's status entries of the packages it says are installed ("install ok installed")."""
     try:
         text = hostfs.read_file(status, STATUS_LIMIT).decode("utf-8", "surrogateescape")
     except OSError:
-        return out
-    for stanza in text.split("\n\n"):
-        fields = dict(line.split(": ", 1) for line in stanza.splitlines() if ": " in line and line[:1] != " ")
-        if fields.get("Status") == "install ok installed" and fields.get("Package"):
+        return []
+    return [stanza for stanza in text.split("\n\n")
+            if any(line == "Status: install ok installed" for line in stanza.splitlines())]
+
+
+def _fields(stanza: str) -> dict[str, str]:
+    return dict(line.split(": ", 1) for line in stanza.splitlines() if ": " in line and line[:1] != " ")
+
+
+def installed_packages(status: str = DPKG_STATUS) -> set[str]:
+    """The packages dpkg's status says are installed, as their md5sums files
+    are named: NAME, and NAME:ARCH where dpkg adds it."""
+    out: set[str] = set()
+    for stanza in _installed_stanzas(status):
+        fields = _fields(stanza)
+        if fields.get("Package"):
             out.add(fields["Package"])
             if fields.get("Architecture"):
                 out.add(f"{fields['Package']}:{fields['Architecture']}")
     return out
+
+
+def dpkg_conffiles(status: str = DPKG_STATUS) -> dict[str, str]:
+    """path -> md5 of every installed package's configuration files as dpkg
+    installed them (its status's Conffiles; obsolete ones left out)."""
+    out: dict[str, str] = {}
+    for stanza in _installed_stanzas(status):
+        lines = stanza.splitlines()
+        for i, line in enumerate(lines):
+            if line != "Conffiles:":
+                continue
+            for entry in lines[i + 1:]:
+                if not entry.startswith(" "):
+                    break
+                words = entry.split()
+                if len(words) >= 2 and words[0].startswith("/") and "obsolete" not in words[2:]:
+                    out.setdefault(words[0], words[1])
+    return out
+
+
+def file_md5(path: str) -> str:
+    """The md5 of the file at `path` (no link followed: hostfs.open_file)."""
+    return _md5_at(path)
 
 
 def dpkg_md5sums(info_dir: str = DPKG_INFO, status: str = DPKG_STATUS) -> dict[str, str]:
@@ -210,7 +243,11 @@ def problems(mappings: Iterable[Mapping], in_venv: Callable[[str], bool],
         if path.endswith(" (deleted)"):
             why: str | None = "its file was deleted after it was mapped"
         elif listed is None and not debian_python and interpreters_own(path, imported):
-            continue
+            # the file its name resolves to, by its bytes: a blind red team's thirteenth pass mounted
+            # a link of its module's name over its own directory, or named its module `lib\nevil.so`
+            # beside a link `lib\012evil.so` (as maps writes the newline) to the interpreter's files
+            why = _as_mapped(m, md5, functools.partial(_md5_at, os.path.realpath(path)), lambda got, want:
+                             "the mapped file is not the interpreter's file its name leads to")
         elif in_venv(path):  # RECORD judges the file at its path: the mapped file must be that one
             why = venv_problem(path) or _as_mapped(m, md5, functools.partial(_md5_at, path), lambda got, want:
                                                    "the mapped file is not the one at its path (RECORD "
