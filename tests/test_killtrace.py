@@ -92,3 +92,25 @@ def test_strace_recovering_from_a_stray_exec_is_no_problem_and_anything_else_it_
                               tolerated=killtrace.TOLERATED)
     t.stop()
     assert t.problems == ["strace said: /usr/bin/strace: ptrace(PTRACE_SEIZE, 7): Operation not permitted"]
+
+
+def test_a_thread_whose_own_threads_return_before_its_creators_clone_is_the_runs_thread():
+    """strace -f under load (a good reference host's PLUGIN-1 run 8/10, bun's first threads):
+    thread 4579's own clone3 calls complete before 4575's clone3 that made it returns. 4579
+    and its threads are all 4575's: nothing of it was left running."""
+    flags = "flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD|CLONE_SYSVSEM"
+    text = (
+        '4575  execve("/tmp/pty-acceptance-cell/bun", ["/tmp/pty-acceptance-cell/bun"], 0x7ffd /* 9 vars */) = 0\n'
+        f"4575  clone3({{{flags}, child_tid=0x7fc6705ff990}} <unfinished ...>\n"
+        f"4579  clone3({{{flags}, child_tid=0x7fc6701fe990}} => {{parent_tid=[4580]}}, 88) = 4580\n"
+        f"4579  clone3({{{flags}, child_tid=0x7fc66f9fd990}} => {{parent_tid=[4581]}}, 88) = 4581\n"
+        "4575  <... clone3 resumed> => {parent_tid=[4579]}, 88) = 4579\n"
+        "4580  +++ exited with 0 +++\n4581  +++ exited with 0 +++\n4579  +++ exited with 0 +++\n"
+        "4575  +++ exited with 0 +++\n")
+    v = killtrace.judge(text, 4575)
+    assert v.passed, v.problems()
+    # the same run with the thread's process really left behind: still named
+    left = text.replace("4575  +++ exited with 0 +++\n", "") + \
+        "4575  clone(child_stack=NULL, flags=CLONE_CHILD_CLEARTID|SIGCHLD, child_tidptr=0x7f) = 4590\n" \
+        "4575  +++ exited with 0 +++\n"
+    assert killtrace.judge(left, 4575).left_running == ["pid 4590"]

@@ -35,7 +35,7 @@ escaped, cut path of an exec are ever shown.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pty_acceptance.host import strace
 from pty_acceptance.host.terminal import escape
@@ -105,19 +105,26 @@ def judge(text: str, main: int, tids: dict[int, int] | None = None) -> Verdict:
     kills: list[_Kill] = []
     calls, ended, unread = strace.events(text)
     by_line = sorted(calls, key=lambda c: c.done if c.done >= 0 else c.entered)
-    for c in by_line:  # who is whose, in the order the calls completed
-        p = tgid.setdefault(c.tid, c.tid)
+    for c in by_line:  # who is whose: each thread's creator (threads resolved below)
+        t = c.tid
+        tgid.setdefault(t, t)
         done = _RETURNED.fullmatch(c.body) if c.done >= 0 else None
         if not done:
             continue
         args, ret = done.group(1), int(done.group(2))
         if c.name in FORKS and ret > 0:
-            tgid[ret] = p if "CLONE_THREAD" in args else ret
+            tgid[ret] = t if "CLONE_THREAD" in args else ret
         elif c.name in EXECS and ret == 0 and (m := _EXEC_PATH.match(args)):
-            execs[p] = m.group(1)
+            execs[t] = m.group(1)
         elif c.name in KILLS and ret == 0:
             head = args.split("SIG", 1)[0]
-            kills.append(_Kill(c.done, p, c.name, [int(x) for x in _INTS.findall(head)], _signal_arg(args)))
+            kills.append(_Kill(c.done, t, c.name, [int(x) for x in _INTS.findall(head)], _signal_arg(args)))
+    # a thread's process, through its creators: a new thread's own clones may complete before
+    # its creator's clone returns (strace -f under load: a good host's PLUGIN-1 run named bun's
+    # thread "left running", its own threads taken for a process's)
+    tgid = {t: _leader(t, tgid) for t in tgid}
+    execs = {tgid.get(t, t): path for t, path in execs.items()}
+    kills = [replace(k, sender=tgid.get(k.sender, k.sender)) for k in kills]
     members = set(tgid.values())
 
     def named(pid: int) -> str:
@@ -161,6 +168,16 @@ def judge(text: str, main: int, tids: dict[int, int] | None = None) -> Verdict:
                 v.left_running.append(named(pid))
     v.cannot_say += [f"a line it cannot read ({escape(line[:80])})" for line in unread]
     return v
+
+
+def _leader(tid: int, creator: dict[int, int]) -> int:
+    """The process of `tid`: its creators followed to one that is its own (a cycle,
+    which no trace holds, ends where it closes)."""
+    seen = {tid}
+    while (up := creator.get(tid, tid)) != tid and up not in seen:
+        seen.add(up)
+        tid = up
+    return tid
 
 
 def _sent_to(kill: _Kill, pid: int, tgid: dict[int, int]) -> bool:
