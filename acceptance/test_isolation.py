@@ -44,16 +44,17 @@ ISO-2  The PTY is not a general sandbox: from inside a live session started
        127.0.0.1 on ports.production. Both are recorded; a test fails only
        where the host differs from what the inventory declares
        (isolation.session_workspace_writable, isolation.session_network).
-       The report comes through the session's terminal, which the service
-       user may write into: it counts only as the one report of a probe
-       session that ended with status 0. The probe is an ordinary process of
-       the user's, which another process of the user may attach to and make
-       say anything (a blind red team's round eight made its connect()
-       return 0): the network is also read from outside, by root, while the
-       probe waits for its go line: the session's network namespace
-       (/proc/<MainPID>/ns/net of its unit, named by systemd) is the host's
-       or one of its own; one of its own fails a declared
-       session_network: true whatever the probe said.
+       The terminal, script(1) and the launcher before its exec are the
+       user's, which another process of the user may write into or attach to
+       (a blind red team's round eight made the probe's connect() return 0):
+       the probe's answer comes only on a channel of its own
+       (session_probe.py: the suite's execute-only Python, judged by root
+       from /proc before it may act: the session's cgroup, not dumpable,
+       untraced, its command line the probe's), and the probe session must
+       end with status 0. The network is also read from outside, by root,
+       while the probe waits: its network namespace is the host's or one of
+       its own; one of its own fails a declared session_network: true
+       whatever the probe said.
 
 The probe never harms the target: SEIZE never stops it and a tracer that
 exits detaches, signal 0 only, only the lengths of what it read are reported.
@@ -77,7 +78,7 @@ import pytest
 
 from pty_acceptance.host import cgroups, proc, unitowner
 from pty_acceptance.provenance import node_runtime
-from pty_acceptance.supervisor import isolation
+from pty_acceptance.supervisor import isolation, session_probe
 from pty_acceptance.supervisor import session_inspect as live
 from pty_acceptance.host.bus import SERVICE_IFACE, BusError
 from pty_acceptance.host.polling import poll
@@ -361,9 +362,8 @@ def test_only_the_helper_holds_supervisor_connections(inv, bus, module_peer, evi
 
 # ------------------------------------------------------------------ ISO-2
 REACH = r'''
-import errno, json, os, socket, sys
+import errno, os, socket, sys
 name, port = sys.argv[1], int(sys.argv[2])
-sys.stdin.readline()  # the go line: the suite has read the session's network namespace from outside
 def why(e):
     return errno.errorcode.get(e.errno, str(e.errno)) if e.errno else type(e).__name__
 try:
@@ -388,8 +388,7 @@ try:
     out["network"] = "connected"
 except OSError as e:
     out["network"] = why(e)
-sys.stdout.write("PROBE-BEGIN" + json.dumps(out) + "PROBE-END\n")
-sys.stdout.flush()
+answer(out)  # on the probe's own channel (session_probe.py), never through the terminal
 '''
 
 
@@ -401,12 +400,8 @@ def _connect(port: int) -> str:
         return errno.errorcode.get(e.errno, str(e.errno)) if e.errno else type(e).__name__
 
 
-def _network_namespace(bus, unit: str) -> str:
-    """Whether the session unit's main process shares the suite's (the host's)
-    network namespace, read by root from /proc (systemd names the process)."""
-    pid = (bus.properties(unit, SERVICE_IFACE) or {}).get("MainPID") or 0
-    if not pid:
-        raise live.LiveError(f"{unit} has no main process")
+def _network_namespace(pid: int) -> str:
+    """Whether the probe shares the suite's (the host's) network namespace, read by root from /proc."""
     theirs, ours = os.readlink(f"/proc/{pid}/ns/net"), os.readlink(f"/proc/{os.getpid()}/ns/net")
     return "the host's" if theirs == ours else f"its own ({theirs}; the host's {ours})"
 
@@ -420,30 +415,32 @@ def reach(inv, bus, module_peer):
         cwd, _ = stack.enter_context(workspace(inv.service_user, "pty-acceptance-ws-"))
         name = f"iso2-{secrets.token_hex(8)}"
         outside = _connect(port)
-        h = HelperSession(peer, inv.socket, inv.binaries.client.path,
-                          ["python3", "-I", "-c", REACH, name, str(port)], cwd=cwd)
+        with reading("ISO-2", "the probe's channel cannot be set up", session_probe.ProbeError, OSError):
+            channel = session_probe.Channel(cwd)
+        stack.callback(channel.close)
+        argv = channel.argv(REACH, name, str(port))
+        h = HelperSession(peer, inv.socket, inv.binaries.client.path, argv, cwd=cwd)
         stack.callback(h.close)
         watch = stack.enter_context(UnitWatch())
         with reading("ISO-2", "the session through the fixed helper did not report",
-                     SessionError, PeerError, TimeoutError, BusError, live.LiveError, OSError):
+                     SessionError, PeerError, TimeoutError, BusError, live.LiveError, OSError,
+                     session_probe.ProbeError):
             h.open()
             units = poll(watch.new_units, SESSION_DEADLINE_S, "the probe's session unit")
-            netns = _network_namespace(bus, units[0])
-            h.write(b"go\n")
-            output, status = h.run(None, SESSION_DEADLINE_S)
-            report = live.parse_probe(output)
-        expect(isinstance(report, dict) and all(isinstance(report.get(k), str)
-                                                for k in ("workspace", "network", "cwd")), "ISO-2",
+            group = (bus.properties(units[0], SERVICE_IFACE) or {}).get("ControlGroup", "")
+            pid = channel.admit(group, argv, SESSION_DEADLINE_S)
+            # the probe is held (not dumpable, untraced) and has not acted yet: its network
+            # namespace, read by root, is the one its connect() will use
+            netns = _network_namespace(pid)
+            channel.go()
+            report = channel.answer(SESSION_DEADLINE_S)
+            _output, status = h.run(None, SESSION_DEADLINE_S)
+        expect(all(isinstance(report.get(k), str) for k in ("workspace", "network", "cwd")), "ISO-2",
                f"the session's report has the wrong shape: {str(report)[:200]!r}")
-        # the report came through the session's terminal, which the service user may write
-        # into: it stands only when the probe ended by itself, its exit 0 after its one report
-        # (a blind red team's round seven stopped the probe, wrote a report of its own into the
-        # terminal and killed the probe before it could print the real one)
-        expect(status == 0, "ISO-2", f"the probe session ended with status {status}, not 0 after its report: "
-                                     "a report the probe did not finish may be another process's")
+        expect(status == 0, "ISO-2", f"the probe session ended with status {status}, not 0 after its answer")
         left = os.path.join(cwd, name)
         report.update(cwd_host=cwd, outside=outside, status=status,
-                      leftover=os.path.lexists(left), netns=netns, unit=units[0])
+                      leftover=os.path.lexists(left), netns=netns, unit=units[0], probe_pid=pid)
         yield report
 
 

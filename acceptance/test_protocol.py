@@ -39,7 +39,8 @@ PROTO-3 each malformed message is ERROR PROTOCOL, then the connection is
         STARTED: a second START, an oversized DATA, a wrong-direction and an
         unknown frame (these also stop the unit: they run side by side).
 PROTO-4 the installed launcher, run directly as the service user with fd 2 a
-        directory, refuses arguments that are not canonical `a` +
+        directory (in a unit of its own, traced by root from its first
+        instruction: a run another process interfered with is no answer), refuses arguments that are not canonical `a` +
         unpadded base64url (no `a`, padding, `+`/`/`, non-zero trailing bits,
         other characters) without exec'ing anything, and runs canonical ones
         in the directory of fd 2 with the caller's environment gone; a live
@@ -56,10 +57,11 @@ the descriptors the supervisor kept.
 from __future__ import annotations
 
 import base64
+import grp
 import os
+import pwd
 import re
 import secrets
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -67,7 +69,7 @@ import pytest
 from pty_acceptance.supervisor import helpertrace as ht
 from pty_acceptance.host import observe, proc
 from pty_acceptance.supervisor import protocol as p
-from pty_acceptance.host import scratch
+from pty_acceptance.host import scratch, userunit
 from pty_acceptance.host.bus import SERVICE_IFACE
 from pty_acceptance.supervisor.session_clients import RawSession, SessionError
 from pty_acceptance.host.systemd import ANY_SESSION
@@ -432,16 +434,26 @@ NON_CANONICAL = {
 
 
 def _launch(inv, args: list[str], workdir: str, env: dict) -> tuple[int, bytes]:
-    """The installed launcher as the service user: stdin /dev/null, stdout a pipe, fd 2 a directory."""
-    dirfd = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY)
+    """The installed launcher as the service user, in a unit of its own behind the gate and
+    traced by root from its first instruction (userunit.run_gated): stdin /dev/null, stdout a
+    pipe, fd 2 a directory. The launcher is an ordinary dumpable program of the user's: a
+    process of the user's could attach to it and make it exit as it likes; a run the trace
+    shows interfered with is no answer."""
     try:
-        done = subprocess.run([inv.binaries.launcher.path, *args], stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=dirfd, env=env, cwd="/",
-                              user=inv.service_user, group=inv.service_group, extra_groups=[],
-                              timeout=READ_DEADLINE_S, check=False)
-    finally:
-        os.close(dirfd)
-    return done.returncode, done.stdout[:65536]
+        acct = pwd.getpwnam(inv.service_user)
+        group = grp.getgrnam(inv.service_group)
+    except KeyError as e:
+        raise finding("PROTO-4", f"the service account does not exist: {e}") from None
+    job = userunit.Job(purpose="PROTO-4 launcher", argv=(inv.binaries.launcher.path, *args),
+                       account=pwd.struct_passwd((*acct[:3], group.gr_gid, *acct[4:])), cwd="/", env=env,
+                       stderr_dir=workdir)
+    with reading("PROTO-4", "the launcher could not be run", userunit.UnitError):
+        ended = userunit.run_gated(job, READ_DEADLINE_S, "launch")
+    if ended.traced is not None and not ended.traced.passed:
+        raise finding("PROTO-4", "the launcher's run cannot be taken for an answer: "
+                                 + "; ".join(ended.traced.problems()))
+    expect(not ended.timed_out, "PROTO-4", f"the launcher {ended.ending()}")
+    return (ended.exit_status if ended.exit_status is not None else 128 + (ended.signal or 0)), ended.output[:65536]
 
 
 @pytest.fixture(scope="module")

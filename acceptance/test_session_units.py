@@ -1,8 +1,11 @@
 """What a live session unit is allowed to be (TARGET-CONTRACT section 1).
 
 One session, shared by the module, runs PROBE (session_inspect.py) as its
-command: a python3 program that reports what the session sees and can do,
-then waits for end of input, so the suite can read the unit (`systemctl show
+command: a program of the suite's, run by the suite's execute-only Python and
+judged by root before it may act (session_probe.py: the terminal, script(1)
+and the launcher are the user's, which another process of the user may
+attach to), that answers what the session sees and can do on a channel of
+its own, then waits for end of input, so the suite can read the unit (`systemctl show
 --all`, once per test) and /proc of every process in its cgroup while the
 command is running (the sandbox is then in place; Type=exec alone does not
 say the command has exec'd).
@@ -66,7 +69,7 @@ from dataclasses import dataclass
 import pytest
 
 from pty_acceptance.host import analyze, cgroups, mountinfo, proc, seccomp
-from pty_acceptance.supervisor import session_inspect as live
+from pty_acceptance.supervisor import session_inspect as live, session_probe
 from pty_acceptance.host import hostfs, scratch, standin_listener as standin, terminal
 from pty_acceptance.host.bus import SERVICE_IFACE, BusError
 from pty_acceptance.gate.checks import collect, expect, expect_none, finding, reading
@@ -193,22 +196,27 @@ def session(inv, host, bus, module_peer):
         raw = RawSession(peer, inv.socket)
         stack.callback(raw.close)
         try:
+            channel = session_probe.Channel(cwd)
+            stack.callback(channel.close)
             before = _loaded_units(bus)
             raw.open()
-            raw.start(live.probe_argv("token", paths, sorted({t.place.dev for t in targets})),
-                      runtime_s=RUNTIME_S, cwd=cwd)
+            argv = live.probe_argv(channel, "token", paths, sorted({t.place.dev for t in targets}))
+            raw.start(argv, runtime_s=RUNTIME_S, cwd=cwd)
             started = raw.wait_started(START_DEADLINE_S)
             after = _loaded_units(bus)
-            out = raw.read(lambda o: live.PROBE_END in o.output or o.exit or o.error or o.closed,
-                           START_DEADLINE_S)
-            report = live.parse_probe(out.output)
             svc = bus.properties(started.unit, SERVICE_IFACE) or {}
-        except (SessionError, PeerError, TimeoutError, BusError, live.LiveError, OSError) as e:
-            fail(f"{UNIT_IDS}: the probe session did not come up: {e}")
+            # the answer is believed only from the probe root judged (session_probe.py)
+            pid = channel.admit(svc.get("ControlGroup", ""), argv, START_DEADLINE_S)
+            channel.go()
+            report = channel.answer(START_DEADLINE_S)
+            report["environ"] = session_probe.environ(pid)  # UNIT-6: read by root
+        except (SessionError, PeerError, TimeoutError, BusError, live.LiveError, OSError,
+                session_probe.ProbeError) as e:
+            fail(f"{UNIT_IDS}: the probe session did not come up: {terminal.escape(str(e))}")
         stack.callback(live.end_by_eof, raw, END_DEADLINE_S)
         yield Live(unit=started.unit, main_pid=svc.get("MainPID", 0),
                    control_group=svc.get("ControlGroup", ""), probe=report,
-                   probe_pid=report.get("pid", 0), cwd=cwd, token=token, sockets=outside, targets=targets,
+                   probe_pid=pid, cwd=cwd, token=token, sockets=outside, targets=targets,
                    new_units=sorted(after - before), uid=uid, gid=gid)
 
 
@@ -406,7 +414,7 @@ def test_environment_is_exactly_the_fixed_list(inv, session, evidence):
     unit = show_or_fail(session.unit, "UNIT-6")
     env = session.probe.get("environ", [])
     want = inv.session_environment.as_dict()
-    evidence("the command's /proc/self/environ", env)
+    evidence("the command's /proc/<pid>/environ (read by root)", env)
     evidence("Environment=", unit.get("Environment"))
     evidence("declared session_environment", want)
     expect_none(live.environment_problems(env, want), "UNIT-6", session.unit)

@@ -1,5 +1,4 @@
 """UNIT-6's judgement of a session command's environment (session_inspect.environment_problems)."""
-import pytest
 
 from pty_acceptance.supervisor import session_inspect as live
 
@@ -31,27 +30,3 @@ def test_a_malformed_report_fails():
     assert live.environment_problems("PATH=/bin", WANT)
     assert live.environment_problems([1, 2], WANT)
 
-
-# -- the probe's report in a session's output (the user can write into the session's terminal)
-GENUINE = b'PROBE-BEGIN{"pid": 7, "uid": 1000}PROBE-END\r\n'
-
-
-def test_one_report_is_read():
-    assert live.parse_probe(b"noise\r\n" + GENUINE + b"more\r\n") == {"pid": 7, "uid": 1000}
-
-
-@pytest.mark.parametrize("forged", [
-    b'PROBE-BEGIN{"pid": 7, "uid": 0}PROBE-END\r\n' + GENUINE,   # a forged report first
-    GENUINE + b'PROBE-BEGIN{"pid": 7, "uid": 0}PROBE-END\r\n',   # ... or after
-    b"PROBE-BEGIN\r\n" + GENUINE,                                 # a stray begin
-    GENUINE + b"PROBE-END\r\n",                                   # a stray end
-])
-def test_more_than_one_report_fails_and_is_not_shown(forged):
-    with pytest.raises(live.LiveError) as e:
-        live.parse_probe(forged)
-    assert "expected exactly one report" in str(e.value) and "uid" not in str(e.value)
-
-
-def test_no_report_fails():
-    with pytest.raises(live.LiveError):
-        live.parse_probe(b"nothing here\r\n")

@@ -70,7 +70,7 @@ def test_systemd_analyze_runs_by_absolute_path_with_a_fixed_environment_in_a_uni
         assert job.argv[0] in ("/usr/bin/systemd-analyze", "/bin/systemd-analyze"), job.argv
         assert job.account.pw_name == "nobody" and not job.binds
         assert job.env["PATH"] == "/usr/bin:/bin" and "/tmp" not in "".join(job.env.values())
-        assert job.gate.endswith(f"/{analyze.GATE}")  # traced from its first instruction
+        assert job.gate.endswith(f"/{userunit.GATE_NAME}")  # traced from its first instruction
 
 
 def test_systemd_analyze_that_another_process_interfered_with_is_no_answer(monkeypatch):

@@ -90,9 +90,10 @@ FORGER_REPLACED = ("systemctl stop pty-fault-watcher.service || true; cat /var/l
 WATCHER_EXCHANGED = ("systemctl stop pty-fault-watcher.service || true; cat /var/lib/pty-fault/watcher.log "
                      "/var/lib/pty-fault/preloaded; grep -q '^EXCHANGED' /var/lib/pty-fault/watcher.log && "
                      "grep -q '^PRELOADED' /var/lib/pty-fault/preloaded")
-# the watcher of faults/user-forges-iso2-connect.sh made a probe's connect() return 0
+# the watcher of faults/user-forges-iso2-connect.sh tried to attach to a probe (TRIED: refused,
+# the probe is not dumpable) or made its connect() return 0 (FORGED)
 WATCHER_FORGED = ("systemctl stop pty-fault-watcher.service || true; cat /var/lib/pty-fault/watcher.log; "
-                  "grep -q '^FORGED' /var/lib/pty-fault/watcher.log")
+                  "grep -q '^FORGED\\|^TRIED' /var/lib/pty-fault/watcher.log")
 # a password the service user gives the candidate through a continued server.env line
 CONTINUED_SECRET = "Zq7-wV3k-continued-password-tail"
 

@@ -92,7 +92,7 @@ HARNESS_LIMIT = hostfs.Limit(32 << 20, "limits.file_bytes")
 COPY_MODE, COPY_DIR_MODE = 0o444, 0o755
 BUN_MODE = 0o711  # execute-only for the user: bun runs non-dumpable
 BUN_NAME, CONFIG_NAME = "bun", "bunfig.toml"
-GATE_NAME = "gate-python3"  # the cell's execute-only copy of the host's Python (userunit.copy_interpreter)
+GATE_NAME = userunit.GATE_NAME  # the cell's execute-only copy of the host's Python (userunit.copy_interpreter)
 # where the run sees its cell, working directory, HOME and a staged helper:
 # inside its own /tmp (PrivateTmp=), every directory above them the unit's or root's
 CELL_INSIDE = "/tmp/pty-acceptance-cell"

@@ -1,8 +1,8 @@
 """`systemd-analyze verify`, `security` and `syscall-filter`, run as the
 unprivileged build user in a unit of its own (userunit.py, SUITE-4):
 reading unit definitions needs no root. The run is behind userunit's gate
-(an execute-only copy of the host's Python, GATE, staged for the run) and
-traced by root from its first instruction: systemd-analyze is an ordinary
+(userunit.run_gated: an execute-only copy of the host's Python, staged for
+the run) and traced by root from its first instruction: systemd-analyze is an ordinary
 dumpable program of the user's, and a blind red team's eighth pass attached
 to it with ptrace and made `verify` exit 0 on a defective drop-in (CUT-4);
 a run another process interfered with (host/killtrace.py) is no answer."""
@@ -13,13 +13,10 @@ import pwd
 import re
 from dataclasses import dataclass
 
-import os
-
-from pty_acceptance.host import hostfs, programs, scratch, userunit
+from pty_acceptance.host import programs, userunit
 
 EXPOSURE = re.compile(r"Overall exposure level for (\S+): ([0-9.]+) (\S+)")
 DEADLINE_S = 60.0
-GATE = "gate-python3"
 
 
 @dataclass(frozen=True)
@@ -34,21 +31,12 @@ def _run(user: str, argv: list[str], deadline_s: float = DEADLINE_S) -> Result:
         acct = pwd.getpwnam(user)
     except KeyError:
         return Result(argv, 1, f"user {user!r} does not exist on this host")
-    stage = scratch.make("pty-acceptance-analyze-", mode=0o755)  # root's: the user may enter, not change
+    job = userunit.Job(purpose=f"systemd-analyze {argv[1]}", argv=tuple(argv), account=acct, cwd="/",
+                       env={**programs.ROOT_ENV, "HOME": "/"}, umask=0o077, output_kept=1 << 20)
     try:
-        dfd = hostfs.open_dir(stage)
-        try:
-            userunit.copy_interpreter(dfd, GATE)
-        finally:
-            os.close(dfd)
-        job = userunit.Job(purpose=f"systemd-analyze {argv[1]}", argv=tuple(argv), account=acct, cwd="/",
-                           env={**programs.ROOT_ENV, "HOME": "/"}, umask=0o077, output_kept=1 << 20,
-                           gate=os.path.join(stage, GATE))
-        ended = userunit.run(job, deadline_s, "analyze")
+        ended = userunit.run_gated(job, deadline_s, "analyze")
     except userunit.UnitError as e:
         return Result(argv, 125, f"could not be run: {e}")
-    finally:
-        scratch.remove(stage)
     if ended.traced is not None and not ended.traced.passed:
         return Result(argv, 125, "its run cannot be taken for an answer: " + "; ".join(ended.traced.problems()))
     text = ended.output.decode("utf-8", "replace")

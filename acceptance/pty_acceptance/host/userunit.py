@@ -45,10 +45,10 @@ import select
 import signal
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pty_acceptance.errors import Unreadable
-from pty_acceptance.host import attached_trace, cgroups, hostfs, killtrace, proc
+from pty_acceptance.host import attached_trace, cgroups, hostfs, killtrace, proc, scratch
 from pty_acceptance.host.bus import SERVICE_IFACE, BusError, Systemd
 from pty_acceptance.host.polling import poll
 
@@ -64,11 +64,15 @@ NOT_COUNTED = (1 << 64) - 1  # systemd's "no value" for a counter
 SIGNALS = tuple(int(s) for s in signal.valid_signals() if 0 < int(s) < 32)
 INTERPRETER = "/usr/bin/python3"  # the host's, run by absolute path
 INTERPRETER_LIMIT = hostfs.Limit(64 << 20, "the suite's bound on the Python interpreter it copies")
-# the gate (Job.gate): one line on stdin, then /dev/null there and the job's program exec'd
+# the gate (Job.gate): one line on stdin, then /dev/null there (and Job.stderr_dir on fd 2: Python
+# itself cannot start with a directory there) and the job's program exec'd
 GATE_PY = ("import os, sys\n"
            "if os.read(0, 1) != b'\\n':\n    os._exit(125)\n"
            "fd = os.open('/dev/null', os.O_RDONLY)\nos.dup2(fd, 0)\nos.close(fd)\n"
-           "os.execv(sys.argv[1], sys.argv[1:])\n")
+           "if sys.argv[1]:\n"
+           "    fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)\n"
+           "    os.dup2(fd, 2)\n    os.close(fd)\n"
+           "os.execv(sys.argv[2], sys.argv[2:])\n")
 
 
 def copy_interpreter(dfd: int, name: str) -> None:
@@ -107,14 +111,18 @@ class Job:
     # the path, as the program sees it, of a copy_interpreter() copy: the run starts behind
     # it and is traced from its first instruction (module docstring)
     gate: str = ""
+    # a directory (root's: nothing else may be at that name) as the program's fd 2 instead of
+    # the output pipe (the launcher's contract: fd 2 is the session's working directory,
+    # TARGET-CONTRACT 5); the gate opens it, or root when there is no gate
+    stderr_dir: str = ""
 
     def command(self) -> list[str]:
         """What the unit exec's: the argv, behind the gate when there is one."""
         if not self.gate:
             return list(self.argv)
-        return [self.gate, "-I", "-S", "-c", GATE_PY, *self.argv]
+        return [self.gate, "-I", "-S", "-c", GATE_PY, self.stderr_dir, *self.argv]
 
-    def properties(self, unit: str, out_fd: int, in_fd: int = -1) -> list:
+    def properties(self, unit: str, out_fd: int, in_fd: int = -1, err_fd: int = -1) -> list:
         command = self.command()
         props = [
             ("Description", ("s", f"{DISPOSABLE} {unit[:-len('.service')]}: {self.purpose}")),
@@ -130,7 +138,7 @@ class Job:
             ("ExecStartEx", ("a(sasas)", [(command[0], command, ["no-env-expand"])])),
             ("StandardInput", ("s", "null")) if in_fd < 0 else ("StandardInputFileDescriptor", ("h", in_fd)),
             ("StandardOutputFileDescriptor", ("h", out_fd)),
-            ("StandardErrorFileDescriptor", ("h", out_fd)),
+            ("StandardErrorFileDescriptor", ("h", out_fd if err_fd < 0 else err_fd)),
             ("RemainAfterExit", ("b", True)),
             # every exit counts as success to systemd, so that the unit stays (RemainAfterExit)
             # whatever the status: the suite reads it and names what is left before it kills
@@ -212,16 +220,20 @@ class _Run:
         r, w = os.pipe2(os.O_CLOEXEC)
         gate_r, gate_w = os.pipe2(os.O_CLOEXEC) if self.job.gate else (-1, -1)
         self.fd = r
+        err = -1
         try:
             try:
+                if self.job.stderr_dir and not self.job.gate:  # else the gate opens it (GATE_PY)
+                    err = os.open(self.job.stderr_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
                 self.started = True  # from here on, the name may exist: stop() may touch it
-                self.bus.start_transient(self.unit, self.job.properties(self.unit, w, gate_r))
-            except BusError as e:
+                self.bus.start_transient(self.unit, self.job.properties(self.unit, w, gate_r, err))
+            except (BusError, OSError) as e:
                 raise UnitError(f"{self.job.purpose}: the unit {self.unit} did not start: {e}") from None
             finally:
                 os.close(w)  # systemd holds its own copy: end of file comes when the unit's last writer goes
-                if gate_r >= 0:
-                    os.close(gate_r)
+                for fd in (gate_r, err):
+                    if fd >= 0:
+                        os.close(fd)
             os.set_blocking(r, False)
             if gate_w >= 0:
                 self._trace()
@@ -430,6 +442,26 @@ def run_all(jobs: Sequence[Job], deadline_s: float, word: str = "run") -> list[E
 
 def run(job: Job, deadline_s: float, word: str = "run") -> Ended:
     return run_all([job], deadline_s, word)[0]
+
+
+GATE_NAME = "gate-python3"  # the execute-only interpreter's name in a gated run's stage
+
+
+def run_gated(job: Job, deadline_s: float, word: str = "run") -> Ended:
+    """`job` behind a gate of its own (a stage in the run's scratch area holding
+    the execute-only interpreter, removed afterwards): traced by root from its
+    first instruction. The caller judges `Ended.traced`: a run another process
+    interfered with is no answer."""
+    stage = scratch.make(f"pty-acceptance-{word}-", mode=0o755)  # root's: the user may enter, not change
+    try:
+        dfd = hostfs.open_dir(stage)
+        try:
+            copy_interpreter(dfd, GATE_NAME)
+        finally:
+            os.close(dfd)
+        return run(replace(job, gate=os.path.join(stage, GATE_NAME)), deadline_s, word)
+    finally:
+        scratch.remove(stage)
 
 
 # ------------------------------------------------------------------ a scope

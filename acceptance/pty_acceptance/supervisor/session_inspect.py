@@ -3,9 +3,10 @@
 Host side: the processes of a session unit's cgroup, their /proc status and
 command lines, polled until the session's command has exec'd (a Type=exec
 unit's MainPID is the launcher, then script(1); only the command proves the
-sandbox is in place). Inside: PROBE, a python3 program run as a session's
-command that reports what the session can see and do as one JSON line, then
-waits for end of input so the host can read /proc while it lives.
+sandbox is in place). Inside: PROBE, a program run as a session's command
+(by the suite's execute-only Python, session_probe.py) that answers what the
+session can see and do on its own channel, then waits for end of input so
+the host can read /proc while it lives.
 
 Not Testinfra's `host.process`: a session's processes are its cgroup's
 (cgroups.py), each judged by pid while the session lives. A peer for a whole
@@ -21,10 +22,9 @@ import time
 
 from pty_acceptance.errors import Unreadable
 from pty_acceptance.host import proc
-from pty_acceptance.supervisor import protocol as p
+from pty_acceptance.supervisor import protocol as p, session_probe
 from pty_acceptance.host.cgroups import cgroup_dir, cgroup_pids
 
-PROBE_BEGIN, PROBE_END = b"PROBE-BEGIN", b"PROBE-END"
 POLL_S = 0.01
 SEARCH_ENTRIES = 100_000  # names the probe looks at in the sockets' filesystems (UNIT-7)
 
@@ -167,8 +167,8 @@ def list_procs():
 PROBE = PROC_LISTING + r'''
 import ctypes, errno, json, os, re, socket, stat, sys
 out = {"pid": os.getpid()}
-out["environ"] = [e.decode("utf-8", "replace") for e in
-                  open("/proc/self/environ", "rb").read().split(b"\0") if e]
+# /proc/self/environ is root's (the probe is not dumpable): root reads it (session_probe.environ)
+out["environ"] = [f"{k}={v}" for k, v in os.environ.items()]
 out["getcwd"] = os.getcwd()
 out["proc_cwd"] = os.readlink("/proc/self/cwd")
 st = os.stat(".")
@@ -273,41 +273,17 @@ for pid, seen_pid in procs.items():
 out["sockets"] = {"mounts": sorted(tops), "found": found[:1000], "found_count": len(found), "entries": n,
                   "complete": not todo, "unreadable": unreadable[:50], "unreadable_count": len(unreadable),
                   "via_proc_root": via[:1000], "via_count": len(via), "via_errors": via_errors}
-sys.stdout.write("PROBE-BEGIN" + json.dumps(out) + "PROBE-END\n")
-sys.stdout.flush()
+answer(out)  # on the probe's own channel (session_probe.py), never through the terminal
 sys.stdin.read()
 '''
 
 
-def probe_argv(token_file: str, sockets: list[str], devices: list[tuple[int, int]],
-               entries: int = SEARCH_ENTRIES) -> list[str]:
+def probe_argv(channel: session_probe.Channel, token_file: str, sockets: list[str],
+               devices: list[tuple[int, int]], entries: int = SEARCH_ENTRIES) -> list[str]:
     """The probe's command line: it connects to each of `sockets` and searches every
     mount of the filesystems `devices` for sockets, at most `entries` names."""
     spec = {"connect": sockets, "devices": [f"{a}:{b}" for a, b in devices], "entries": entries}
-    return ["python3", "-I", "-c", PROBE, token_file, json.dumps(spec)]
-
-
-def parse_probe(output: bytes) -> dict:
-    """The probe's JSON from a session's (hostile, bounded) output. Exactly one
-    PROBE-BEGIN..PROBE-END block: the session's terminal is the service user's
-    (/dev/pts on the host, its owner may write into it), so the user can add
-    text to the output but not take the genuine block away; a second block
-    is itself the failure, never a choice between the two (SUITE-4)."""
-    begins, ends = output.count(PROBE_BEGIN), output.count(PROBE_END)
-    if begins == 0 or ends == 0:
-        raise LiveError(f"no probe report in the session output: {output[-400:]!r}")
-    if begins != 1 or ends != 1:
-        raise LiveError(f"{begins} PROBE-BEGIN and {ends} PROBE-END markers in the session output, "
-                        "expected exactly one report: something else wrote into the session's "
-                        f"terminal ({len(output)} bytes of output, not shown)")
-    start = output.find(PROBE_BEGIN)
-    end = output.find(PROBE_END, start + 1)
-    if end < 0:
-        raise LiveError(f"the probe report ends before it begins: {output[-400:]!r}")
-    try:
-        return json.loads(output[start + len(PROBE_BEGIN):end])
-    except ValueError as e:
-        raise LiveError(f"probe report is not JSON ({e}): {output[start:start + 400]!r}") from None
+    return channel.argv(PROBE, token_file, json.dumps(spec))
 
 
 # ------------------------------------------------------------------ sockets

@@ -1,9 +1,10 @@
 # A watcher of the service user's (a blind red team's round eight, issue 37): ISO-2's
-# probe is an ordinary python3 of the user's in a live session, so the watcher attaches
-# to it with ptrace and makes its connect() to 127.0.0.1 return 0 ("connected") while the
-# session has a network of its own (the supervisor switch session-private-network). Only
-# the session's network namespace, read by root from outside, still says so. Every forged
-# call is logged (FORGED); the after-suite check requires one.
+# probe was an ordinary python3 of the user's in a live session, so the watcher attached
+# to it with ptrace and made its connect() to 127.0.0.1 return 0 ("connected") while the
+# session has a network of its own (the supervisor switch session-private-network). The
+# probe now runs the suite's execute-only Python (not dumpable: the attach is refused,
+# logged TRIED) and the session's network namespace is read by root from outside. Every
+# forged call is logged (FORGED); the after-suite check requires an attempt (TRIED or FORGED).
 set -eu
 . /opt/dev-script-0/common.sh  # user_watcher
 mkdir -p -m 0755 /usr/local/lib/pty-fault
@@ -27,7 +28,7 @@ log.write(f"STARTED uid {os.getuid()}\n")
 me = os.getuid()
 def forge(pid):
     if libc.ptrace(SEIZE, pid, None, ctypes.c_void_p(1)) != 0:
-        log.write(f"{pid}: seize failed errno {ctypes.get_errno()}\n"); return
+        log.write(f"TRIED {pid}: seize failed errno {ctypes.get_errno()}\n"); return
     libc.ptrace(INTERRUPT, pid, None, None)
     for _ in range(100000):
         try:
@@ -59,7 +60,7 @@ while True:
             cmd = open('/proc/' + d + '/cmdline', 'rb').read()
         except OSError:
             continue
-        if b'PROBE-BEGIN' in cmd and b'create_connection' in cmd and \
+        if b'create_connection' in cmd and b'answer(out)' in cmd and \
                 os.path.basename(cmd.split(b'\0')[0]).startswith(b'python3'):
             done.add(d)
             log.write(f"{d}: {cmd[:60]!r}\n")
