@@ -90,10 +90,14 @@ FORGER_REPLACED = ("systemctl stop pty-fault-watcher.service || true; cat /var/l
 WATCHER_EXCHANGED = ("systemctl stop pty-fault-watcher.service || true; cat /var/lib/pty-fault/watcher.log "
                      "/var/lib/pty-fault/preloaded; grep -q '^EXCHANGED' /var/lib/pty-fault/watcher.log && "
                      "grep -q '^PRELOADED' /var/lib/pty-fault/preloaded")
-# the watcher of faults/user-forges-iso2-connect.sh tried to attach to a probe (TRIED: refused,
-# the probe is not dumpable) or made its connect() return 0 (FORGED)
+# the watcher of faults/user-forges-iso2-connect.sh (or -launcher-exit.sh) tried to attach to a
+# probe or the launcher (TRIED: refused) or changed what it did (FORGED)
 WATCHER_FORGED = ("systemctl stop pty-fault-watcher.service || true; cat /var/lib/pty-fault/watcher.log; "
                   "grep -q '^FORGED\\|^TRIED' /var/lib/pty-fault/watcher.log")
+# the watcher of faults/user-forges-unit5-unshare.sh held a process through its exec into a
+# session probe's interpreter (the attack happened)
+WATCHER_HELD = ("systemctl stop pty-fault-watcher.service || true; cat /var/lib/pty-fault/watcher.log; "
+                "grep -q '^HELD' /var/lib/pty-fault/watcher.log")
 # a password the service user gives the candidate through a continued server.env line
 CONTINUED_SECRET = "Zq7-wV3k-continued-password-tail"
 
@@ -375,6 +379,10 @@ FAULTS += [
                       "the suite's wire format (TARGET-CONTRACT section 4)"),
     Fault("lenient-launcher", ("PROTO-4",), "the launcher accepts padded, non-canonical base64",
           script_file="launcher-lenient.sh", modules=_m("protocol")),
+    # issue 37, the audit of what the suite believes: the launcher's direct runs attached to
+    Fault("lenient-launcher-exit-forged", ("PROTO-4",), "the launcher accepts padded, non-canonical base64, "
+          "and a watcher of the service user's attaches to every direct run of it and makes it exit 1",
+          script_file="user-forges-launcher-exit.sh", modules=_m("protocol"), after=WATCHER_FORGED),
     Fault("launcher-drops-script-f", ("PROTO-4",), "the launcher runs script(1) without -f",
           script_file="launcher-no-f.sh", modules=_m("protocol")),
     Fault("client-16k-frames", ("PROTO-2",), "the client splits writes into 16 KiB frames",
@@ -401,6 +409,16 @@ FAULTS += [
           supervisor=("omit-prop:RestrictNamespaces",), modules=_m("session_units")),
     Fault("session-sees-proc", ("UNIT-5",), "session units see every process in /proc",
           supervisor=("omit-prop:ProtectProc",), modules=_m("session_units")),
+    # issue 37, the audit of what the suite believes: UNIT-5's probe held by a tracer of the
+    # user's from before its exec (its answer would be the tracer's): refused as traced
+    Fault("session-may-unshare-forged-before-exec", ("UNIT-5",), "session units may create namespaces, and a "
+          "watcher of the service user's attaches to each session's launcher before it exec's the command, "
+          "follows it through the exec into the probe and makes unshare() return EPERM",
+          supervisor=("omit-prop:RestrictNamespaces",), script_file="user-forges-unit5-unshare.sh",
+          modules=_m("session_units"), after=WATCHER_HELD,
+          # the module's one probe session fails its first test (UNIT-1) with the channel's refusal;
+          # the stop guard then ends the run (SUITE-5: the tracer held a session process stopped)
+          expect=("UNIT-1",), says="is not the probe the suite started: it is traced by pid"),
     Fault("session-any-syscall", ("UNIT-5",), "session units have no system call filter",
           supervisor=("omit-prop:SystemCallFilter",), modules=_m("session_units")),
     Fault("session-has-devices", ("UNIT-4",), "session units see the host's devices",
