@@ -481,6 +481,14 @@ FAULTS += [
     Fault("session-killmode-process", ("CGROUP-1",), "session units use KillMode=process",
           supervisor=("session-killmode-process",), modules=_m("cgroups", "concurrency"),
           expect=("CGROUP-1", "CONC-2")),
+    # a blind red team's round eight (issue 37): the escaped descendants reaped by the user before
+    # CGROUP-1 looks at the cgroup; the unit's KillMode still tells (test_session_units)
+    Fault("session-killmode-process-reaped", ("CGROUP-1",), "session units use KillMode=process, and a "
+          "watcher of the service user's kills a session's leftover processes the moment its main process is "
+          "gone", supervisor=("session-killmode-process",), script_file="user-reaps-escaped-processes.sh",
+          modules=_m("cgroups", "session_units"), says="KillMode",
+          after=("systemctl stop pty-fault-watcher.service || true; cat /var/lib/pty-fault/watcher.log; "
+                 "grep -q '^REAPED' /var/lib/pty-fault/watcher.log")),
     Fault("no-orphan-cleanup", ("ORPHAN-1",), "the supervisor leaves old session units at start",
           supervisor=("no-orphan-cleanup",), modules=_m("orphans")),
     Fault("forged-signals-end-sessions", ("CONC-2",), "the supervisor takes systemd's signals from any "
