@@ -81,7 +81,6 @@ from pty_acceptance.provenance import node_runtime
 from pty_acceptance.supervisor import isolation, session_probe
 from pty_acceptance.supervisor import session_inspect as live
 from pty_acceptance.host.bus import SERVICE_IFACE, BusError
-from pty_acceptance.host.polling import poll
 from pty_acceptance.host.unitwatch import UnitWatch
 from pty_acceptance.gate.checks import expect, finding, reading
 from pty_acceptance.supervisor.peer import PeerError, workspace
@@ -426,9 +425,15 @@ def reach(inv, bus, module_peer):
                      SessionError, PeerError, TimeoutError, BusError, live.LiveError, OSError,
                      session_probe.ProbeError):
             h.open()
-            units = poll(watch.new_units, SESSION_DEADLINE_S, "the probe's session unit")
-            group = (bus.properties(units[0], SERVICE_IFACE) or {}).get("ControlGroup", "")
-            pid = channel.admit(group, argv, SESSION_DEADLINE_S)
+            started: dict[str, str] = {}  # every session unit started since the watch began -> ControlGroup
+
+            def sessions():
+                for unit in watch.new_units():
+                    started[unit] = (bus.properties(unit, SERVICE_IFACE) or {}).get("ControlGroup", "")
+                return started.values()
+
+            pid = channel.admit(sessions, argv, SESSION_DEADLINE_S)
+            unit = next(u for u, g in started.items() if g == channel.group)
             # the probe is held (not dumpable, untraced) and has not acted yet: its network
             # namespace, read by root, is the one its connect() will use
             netns = _network_namespace(pid)
@@ -440,7 +445,7 @@ def reach(inv, bus, module_peer):
         expect(status == 0, "ISO-2", f"the probe session ended with status {status}, not 0 after its answer")
         left = os.path.join(cwd, name)
         report.update(cwd_host=cwd, outside=outside, status=status,
-                      leftover=os.path.lexists(left), netns=netns, unit=units[0], probe_pid=pid)
+                      leftover=os.path.lexists(left), netns=netns, unit=unit, probe_pid=pid)
         yield report
 
 

@@ -206,7 +206,7 @@ def session(inv, host, bus, module_peer):
             after = _loaded_units(bus)
             svc = bus.properties(started.unit, SERVICE_IFACE) or {}
             # the answer is believed only from the probe root judged (session_probe.py)
-            pid = channel.admit(svc.get("ControlGroup", ""), argv, START_DEADLINE_S)
+            pid = channel.admit(lambda: [svc.get("ControlGroup", "")], argv, START_DEADLINE_S)
             channel.go()
             report = channel.answer(START_DEADLINE_S)
             report["environ"] = session_probe.environ(pid)  # UNIT-6: read by root

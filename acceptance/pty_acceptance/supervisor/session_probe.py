@@ -36,9 +36,11 @@ import select
 import socket
 import struct
 import time
+from collections.abc import Callable, Iterable
 
 from pty_acceptance.errors import Unreadable
 from pty_acceptance.host import proc, scratch
+from pty_acceptance.host.polling import poll
 from pty_acceptance.supervisor import peer
 
 SOCKET = "channel"
@@ -81,12 +83,23 @@ def environ(pid: int) -> list[str]:
     return [e.decode("utf-8", "replace") for e in raw.split(b"\0") if e]
 
 
-def admission_problems(pid: int, control_group: str, ident: tuple[int, int], argv: list[str]) -> list[str]:
-    """Why the process `pid` is not the probe the suite started (empty: it is)."""
+def session_of(pid: int, sessions: Callable[[], Iterable[str]], deadline_s: float) -> tuple[str | None, list[str]]:
+    """(the one of `sessions`' ControlGroups the process `pid` is in, or None at the deadline;
+    the cgroups it is in): `sessions` is asked again until the deadline (systemd may name the
+    session's unit only after its command has started)."""
+    def found() -> list[str]:
+        wanted = set(sessions())
+        return [g for g in proc.cgroups(pid) if g in wanted]
+    try:
+        return poll(found, deadline_s, "the probe's session")[0], []
+    except TimeoutError:
+        return None, proc.cgroups(pid)
+
+
+def admission_problems(pid: int, ident: tuple[int, int], argv: list[str]) -> list[str]:
+    """Why the process `pid` (in the session's cgroup) is not the probe the suite started
+    (empty: it is)."""
     problems = []
-    groups = proc.cgroups(pid)
-    if control_group not in groups:
-        problems.append(f"it is in cgroup {groups}, not the session's {control_group}")
     link, got = proc.exe_identity(pid)
     if got != ident:
         problems.append(f"it executes {link} {got}, not the suite's execute-only interpreter {ident}")
@@ -115,6 +128,7 @@ class Channel:
         self.conn: socket.socket | None = None
         self.pidfd = -1
         self.pid = 0
+        self.group = ""
         try:
             python = os.path.join(self.stage, peer.STAGED_PYTHON)
             st = os.lstat(python)
@@ -134,9 +148,11 @@ class Channel:
     def argv(self, code: str, *args: str) -> list[str]:
         return [self.python_arg, "-I", "-c", PREAMBLE + code, self.socket_arg, *args]
 
-    def admit(self, control_group: str, argv: list[str], deadline_s: float) -> int:
+    def admit(self, sessions: Callable[[], Iterable[str]], argv: list[str], deadline_s: float) -> int:
         """The probe's hello taken and its process judged (ProbeError otherwise); its pid.
-        Any other process that connects first is itself the failure."""
+        `sessions`: the ControlGroups of the sessions started for the probe (asked until the
+        deadline; the one it is in is `self.group`). Any other process that connects first is
+        itself the failure."""
         assert self.listener is not None
         end = time.monotonic() + deadline_s
         self.listener.settimeout(deadline_s)
@@ -149,7 +165,9 @@ class Channel:
                                                               struct.calcsize("3i")))
         try:
             self.pidfd = os.pidfd_open(pid)
-            problems = admission_problems(pid, control_group, self.ident, argv)
+            group, groups = session_of(pid, sessions, max(0.0, end - time.monotonic()))
+            problems = ([f"it is in cgroup {groups}, in none of the sessions started for the probe"]
+                        if group is None else []) + admission_problems(pid, self.ident, argv)
         except OSError as e:
             raise ProbeError(f"the process that connected to the probe's channel (pid {pid}) cannot be "
                              f"read: {e}") from None
@@ -159,7 +177,7 @@ class Channel:
         hello = self._read(len(HELLO), end)
         if hello != HELLO or select.select([self.pidfd], [], [], 0)[0]:
             raise ProbeError(f"the probe (pid {pid}) did not say hello ({hello[:16]!r}) or has ended")
-        self.pid = pid
+        self.pid, self.group = pid, group or ""
         return pid
 
     def go(self) -> None:
