@@ -153,7 +153,8 @@ class Channel:
         `sessions`: the ControlGroups of the sessions started for the probe (asked until the
         deadline; the one it is in is `self.group`). Any other process that connects first is
         itself the failure."""
-        assert self.listener is not None
+        if self.listener is None:
+            raise ProbeError("the probe's channel is closed")
         end = time.monotonic() + deadline_s
         self.listener.settimeout(deadline_s)
         try:
@@ -181,7 +182,8 @@ class Channel:
         return pid
 
     def go(self) -> None:
-        assert self.conn is not None and self.pid
+        if self.conn is None or not self.pid:
+            raise ProbeError("no probe was admitted: nothing to say go to")
         self.conn.sendall(GO)
 
     def answer(self, deadline_s: float) -> dict:
@@ -198,7 +200,8 @@ class Channel:
         return out
 
     def _read(self, limit: int, end: float, to_end: bool = False) -> bytes:
-        assert self.conn is not None
+        if self.conn is None:
+            raise ProbeError("no probe is connected")
         data = b""
         while len(data) < limit:
             left = end - time.monotonic()
