@@ -61,6 +61,7 @@ const PYTHON = "/usr/bin/python3"
 const FAULTS_FILE = "/etc/opencode-reference/plugin-faults"
 const COUNTER = "/run/opencode-reference/fault-count.sock" // root's run counter: RUN <n> for this run's unit
 const STOP_BOUND_MS = 6000
+const SATURATE_MS = 10000 // the pre-listener buffer full of a `yes`'s output
 
 function faults(): Set<string> {
   try {
@@ -279,8 +280,11 @@ await check("pre-listener output bounds", async () => {
 
 await check("saturated STOP bounds", async () => {
   const s = plugin.open(work, ["/usr/bin/yes", "saturated"])
-  await Bun.sleep(300) // let the output saturate the pre-listener buffer
-  assert(s.dropped > 0, "the output did not saturate the buffer")
+  // until the output saturates the pre-listener buffer (polled: under load, 300 ms once did not
+  // see a byte dropped)
+  const until = performance.now() + SATURATE_MS
+  while (s.dropped === 0 && performance.now() < until) await Bun.sleep(20)
+  assert(s.dropped > 0, `the output did not saturate the buffer within ${SATURATE_MS} ms (${s.buffered} bytes kept)`)
   const r = await within(s.stop(), STOP_BOUND_MS, "STOP while saturated")
   assert(r.ms < STOP_BOUND_MS, `stop took ${Math.round(r.ms)} ms`)
   assert(r.exitCode === 143 || r.escalated, `helper ended ${r.exitCode}/${r.signal}, not EXIT signal 15`)
