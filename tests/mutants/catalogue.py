@@ -299,6 +299,17 @@ FAULTS: list[Fault] = [
     Fault("supervisor-new-privileges", ("CUT-4",), "a drop-in lets the supervisor gain privileges",
           f"mkdir -p {SUPERVISOR_UNIT}.d && printf '[Service]\\nNoNewPrivileges=no\\n' > {SUPERVISOR_UNIT}.d/nnp.conf"
           " && systemctl daemon-reload", modules=_m("hardening")),
+    # a blind red team's round eight (issue 37): the candidate's verify forged by the service user
+    # (it once ended READY with the marker); the drop-in alone is its control
+    Fault("candidate-reload-missing", ("CUT-4",), "a drop-in gives the candidate's unit an ExecReload= that "
+          "is no executable", "mkdir -p /etc/systemd/system/opencode-v2.service.d && printf "
+          "'[Service]\\nExecReload=/usr/local/bin/opencode-reload-missing\\n' > "
+          "/etc/systemd/system/opencode-v2.service.d/reload.conf && systemctl daemon-reload",
+          modules=_m("hardening"), says="systemd-analyze verify"),
+    Fault("candidate-reload-missing-verify-forged", ("CUT-4",), "a drop-in gives the candidate's unit an "
+          "ExecReload= that is no executable, and a watcher of the service user's attaches to every "
+          "systemd-analyze verify the suite runs and makes it exit 0", script_file="user-forges-analyze-verify.sh",
+          modules=_m("hardening"), says="systemd-analyze verify", after=WATCHER_FORGED),
     # systemd 257's PrivateTmp=disconnected: `systemctl show` still says PrivateTmp=yes
     # (the pin), only PrivateTmpEx tells; systemd 252 cannot parse the value
     Fault("supervisor-private-tmp-disconnected", ("CUT-4",),
