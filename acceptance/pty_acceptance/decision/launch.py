@@ -420,12 +420,38 @@ def preload_problems(path: str = PRELOAD) -> list[str]:
             "one too, before any of its code: code the suite does not judge; refused (empty it for the run)"]
 
 
+def process_problems() -> list[str]:
+    """What makes this process's own records or its own calls not its own (a blind red
+    team's fourteenth pass): a /proc of another pid namespace (reads of /proc/<getpid()> then
+    judge another process: the native code of a decoy), or a tracer (one that changes what its
+    system calls do and return: strace's inject made the marker's unlink a no-op)."""
+    pid = os.getpid()
+    try:
+        seen = os.readlink("/proc/self")
+    except OSError as e:
+        return [f"/proc/self cannot be read ({e.strerror}): this process's own records cannot be told apart "
+                "from another's; refused"]
+    if seen != str(pid):
+        return [f"/proc calls this process {seen}, not {pid}: it is another pid namespace's /proc, whose "
+                f"/proc/{pid} is another process; refused (start the run where /proc is its own namespace's)"]
+    try:
+        status = hostfs.read_file(f"/proc/{pid}/status", LIMIT).decode("utf-8", "replace")
+    except OSError as e:
+        return [f"/proc/{pid}/status cannot be read ({e.strerror}); refused"]
+    tracer = next((line.split(":", 1)[1].strip() for line in status.splitlines()
+                   if line.startswith("TracerPid:")), "?")
+    if tracer != "0":
+        return [f"this process is traced by pid {tracer}: a tracer may change what its system calls do and "
+                "return (the marker's removal among them); refused"]
+    return []
+
+
 def refused(args: Iterable[str], option: object) -> list[str]:
     """Everything this process was started with that it may not be (the
     environment, the interpreter's warning options, then the options, and any
     difference from the clean start): startup.py refuses the run on any."""
-    out = (environment_problems(environments()) + interpreter_problems() + first_path_problems()
-           + preload_problems() + option_problems(args, option))
+    out = (process_problems() + environment_problems(environments()) + interpreter_problems()
+           + first_path_problems() + preload_problems() + option_problems(args, option))
     return out + [f"{'; '.join(clean)}: a run on the suite judges only in the clean start `python -I -u -m pytest` "
                   "with the suite's environment, which `pytest` and `python -m pytest` start again in themselves "
                   "(a program calling pytest.main, `python -m runpy pytest` and the like are not)"

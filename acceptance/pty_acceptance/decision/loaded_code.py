@@ -623,6 +623,7 @@ def problems(checkout: Path, process: Process) -> list[str]:
     dists = distributions.installed(places(checkout, []).site_dirs)
     p = places(checkout, dists)
     out = [pins_error] if pins_error else []
+    out += launch.process_problems()  # at the decision too: a tracer may attach after start-up
     out += launch.environment_problems(process.environments)
     judge = Judge(p, dists, pinned, process.rewriter)
     out += process_problems(judge, process.path)

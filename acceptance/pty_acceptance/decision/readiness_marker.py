@@ -226,7 +226,13 @@ def remove(path: str) -> str:
         _removable(dfd, name, path)
         os.unlink(name, dir_fd=dfd)
         os.fsync(dfd)
-        return f"removed an existing marker at {path}"
+        try:  # gone, not only said to be (a blind red team's fourteenth pass: a seccomp filter of
+            # the run's starter made unlink() return 0 and do nothing)
+            os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            return f"removed an existing marker at {path}"
+        raise NotRemoved(f"the marker at {path} is still there after it was unlinked (unlink() said it "
+                         "succeeded): not removed")
     finally:
         os.close(dfd)
 

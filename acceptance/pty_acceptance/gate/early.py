@@ -349,7 +349,8 @@ def _judged(args: list[str], here: str | None, command_line: bool = False) -> No
     # what the run guard would refuse of the options and the environment, refused before
     # anything of pytest's or the environment's runs (a sitecustomize on PYTHONPATH runs
     # after this start-up file, and could end the process before the run guard loads)
-    refused = (launch.option_problems(raw, None) + launch.environment_problems(launch.environments())
+    refused = (launch.process_problems() + launch.option_problems(raw, None)
+               + launch.environment_problems(launch.environments())
                + launch.interpreter_problems() + launch.first_path_problems() + launch.preload_problems())
     ini, _, _ = checkout.discovered(raw, here)  # as the run guard judges it: a file of the checkout's own
     if ini is not None and os.path.realpath(ini.parent) != os.path.realpath(root):  # none: the run guard says
