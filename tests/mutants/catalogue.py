@@ -672,13 +672,17 @@ FAULTS += [
           "the declaration, and a watcher of the service user's stops ISO-2's probe, writes a report of its own "
           "(network connected) into the session's terminal and kills the probe before it prints the real one "
           "(a red team's round seven)", supervisor=("session-private-network",),
-          script_file="user-forges-iso2-report.sh", modules=_m("isolation"), says="ended with status",
+          script_file="user-forges-iso2-report.sh", modules=_m("isolation"),
+          # the probe answers on its own channel: killed, it did not report (ISO-2); stopped long enough
+          # for the stop guard to see it, the run ends there (SUITE-5), whichever comes first
+          expect=("ISO-2", "SUITE-5"),
           after=FORGER_REPLACED),
     # a blind red team's round eight (issue 37): the probe forged by ptrace, not through the terminal
     Fault("session-private-network-connect-forged", ("ISO-2",), "sessions get a private network, unlike "
           "the declaration, and a watcher of the service user's attaches to ISO-2's probe (an ordinary python3 "
           "of the user's) and makes its connect() to 127.0.0.1 return 0", supervisor=("session-private-network",),
-          script_file="user-forges-iso2-connect.sh", modules=_m("isolation"), says="is not the host's",
+          script_file="user-forges-iso2-connect.sh", modules=_m("isolation"),
+          says="the inventory declares session_network: true",
           after=WATCHER_FORGED),
     Fault("runtime-bin-exchanged-for-a-wrapper-then-restored", ("ISO-1",), "the candidate is unhealthy and "
           "its plugin fails (candidate switches); the service user exchanges the runtime's bin/ (its own "

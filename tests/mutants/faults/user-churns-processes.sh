@@ -1,7 +1,7 @@
 # The service user, for the whole run, keeps a crowd of 1,000 idle processes
 # of its own, lets one exit and makes another all the time; when it sees the
 # session probe of UNIT-5 start (a process of a session whose command line
-# carries PROBE-BEGIN: the suite's text is public) it lets 300 of them exit
+# carries its code, out["proc_gone"] among it: the suite's text is public) it lets 300 of them exit
 # over the next 30 to 400 ms. All are dumpable, so a session lists them in /proc; the crowd makes
 # the probe's pass over /proc long, so some exit between its listing and its
 # read. UNIT-5 counted such a one as another user's process (NOT READY on a
@@ -48,7 +48,7 @@ def reap():
 for _ in range(CROWD):
     idle()
 log(f"STARTED uid {os.getuid()} with {len(mine)} idle processes")
-seen, bursts, tick = set(), 0, 0
+seen, bursts, tick, waiting = set(), 0, 0, set()
 while True:
     tick += 1
     if tick % 2 == 0:
@@ -60,16 +60,19 @@ while True:
     for pid in sorted(pids - seen - mine - {os.getpid()}):
         try:  # the probe itself, in its session (the helper's argv carries its text too, much earlier)
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                probe = b"PROBE-BEGIN" in f.read(1 << 16)
+                probe = b'out["proc_gone"]' in f.read(1 << 16)
             with open(f"/proc/{pid}/cgroup", "rb") as f:
-                probe = probe and b"/opencode-pty.slice/" in f.read(1 << 16)
+                session = b"/opencode-pty.slice/" in f.read(1 << 16)
         except OSError:
             continue
+        if session and not probe:
+            waiting.add(pid)  # a session's process before its exec into the probe: looked at again
+        probe = probe and session
         if probe:
             bursts += 1
             os.write(wake_w, b"x" * 300)
             log(f"BURST {bursts} for the probe pid {pid}")
-    seen = pids
+    seen, waiting = pids - waiting, set()
     time.sleep(0.005)
 PY
 mkdir -p -m 0755 /var/lib/pty-fault

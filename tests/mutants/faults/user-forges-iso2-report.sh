@@ -1,10 +1,11 @@
-# ISO-2's probe reports through its session's terminal, a /dev/pts of the
+# ISO-2's probe reported through its session's terminal, a /dev/pts of the
 # service user's (a blind red team's round seven): a watcher of byk's stops
 # the probe the moment it appears, writes a report of its own into that
 # terminal (workspace writable, network connected: what the inventory
-# declares) and kills the probe before it prints the real one, so the output
-# holds exactly one report. The watcher logs every report it wrote; the
-# after-suite check (catalogue.py) requires one.
+# declares) and kills the probe before it prints the real one. The probe now
+# answers only on a channel of its own (session_probe.py): a probe killed
+# before it answered is no report. The watcher logs every report it wrote;
+# the after-suite check (catalogue.py) requires one.
 set -eu
 . /opt/dev-script-0/common.sh  # user_watcher
 mkdir -p -m 0755 /usr/local/lib/pty-fault /var/lib/pty-fault
@@ -29,13 +30,16 @@ while True:
                 cmd = f.read(65536)
         except OSError:
             continue
-        if b"PROBE-BEGIN" in cmd and cmd.startswith(b"python3") and b"iso2-" in cmd:
+        if b"create_connection" in cmd and b"iso2-" in cmd and b"python3" in cmd.split(b"\0")[0]:
             pid = int(p)
             done.add(p)
             try:
                 os.kill(pid, signal.SIGSTOP)
-                tty = os.readlink(f"/proc/{pid}/fd/1")
-                rep = {"cwd": os.readlink(f"/proc/{pid}/cwd"), "workspace": "writable", "network": "connected"}
+                # its terminal from its stat's tty_nr (the probe is not dumpable: its fd/ is root's)
+                nr = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[4])
+                major, minor = (nr >> 8) & 0xfff, (nr & 0xff) | ((nr >> 12) & 0xfff00)
+                tty = f"/dev/pts/{minor + (major - 136) * 256}"
+                rep = {"cwd": "/", "workspace": "writable", "network": "connected"}
                 t = os.open(tty, os.O_WRONLY | os.O_NOCTTY)
                 os.write(t, ("PROBE-BEGIN" + json.dumps(rep) + "PROBE-END\r\n").encode())
                 os.close(t)
