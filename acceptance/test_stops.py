@@ -14,6 +14,7 @@ CONC-3 (and CGROUP-1) two sessions whose command catches SIGTERM (noting it
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import cast
 
@@ -21,7 +22,9 @@ import pytest
 
 from pty_acceptance.gate.checks import expect_none
 from pty_acceptance.supervisor import protocol as p
-from pty_acceptance.supervisor import termgrace
+from pty_acceptance.host import scratch
+from pty_acceptance.supervisor import session_probe, termgrace
+from pty_acceptance.supervisor.session_clients import DEFAULT_CWD as SESSION_CWD
 from pty_acceptance.supervisor.session_endings import Ending, run_endings
 from pty_acceptance.supervisor.session_footprint import Footprint
 
@@ -29,11 +32,12 @@ from pty_acceptance.supervisor.session_footprint import Footprint
 @dataclass
 class Watched(Ending):
     """An ending whose command is held (termgrace.hold) before the end is caused."""
+    python: tuple[str, tuple[int, int]] = ("", (0, 0))  # the staged interpreter as the session names it
     held: termgrace.Held | None = None
 
 
 def _hold(e: Watched) -> None:
-    e.held = termgrace.hold(cast(Footprint, e.fp), e.token)
+    e.held = termgrace.hold(cast(Footprint, e.fp), e.token, e.python)
 
 
 def _judge(e: Watched) -> None:
@@ -63,12 +67,15 @@ def disconnect(e: Watched):
 
 @pytest.mark.requirement("CONC-3", "CGROUP-1")
 def test_a_stopped_command_sees_sigterm_and_its_grace_before_sigkill(sessions, evidence):
-    endings = [Watched("STOP frame", termgrace.command(), stop_frame),
-               Watched("disconnect", termgrace.command(), disconnect)]
+    path, ident = session_probe.staged_interpreter("pty-acceptance-term-")
+    python = (os.path.relpath(path, SESSION_CWD), ident)  # as the session's sh reaches it
+    endings = [Watched("STOP frame", termgrace.command(python[0]), stop_frame, python=python),
+               Watched("disconnect", termgrace.command(python[0]), disconnect, python=python)]
     try:
         problems = run_endings(sessions, endings, evidence, prepare=_hold)
     finally:
         for e in endings:  # a watch that never ran leaves its pidfd open
             if e.held is not None:
                 e.held.close()
+        scratch.remove(os.path.dirname(path))
     expect_none(problems, "CONC-3", sep=" | ")

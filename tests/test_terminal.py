@@ -118,12 +118,52 @@ def test_a_report_shows_no_server_env_password_wherever_a_test_put_it():
                                sections=[("Captured stdout call", f"argv ['--leak', '{pw}']\n")],
                                user_properties=[("evidence", f"ExecStart: opencode2-node --leak {pw}"),
                                                 ("requirement", "RUNTIME-1")])
-    HostText((pw, "c2hvcnQ=", "abc")).pytest_runtest_logreport(report)
+    HostText(lambda: (pw, "c2hvcnQ=", "abc")).pytest_runtest_logreport(report)
     text = str(report.longrepr) + repr(report.sections) + repr(report.user_properties)
     assert pw not in text and "<redacted>" in text and "\\x1b" in str(report.longrepr)
     assert ("requirement", "RUNTIME-1") in report.user_properties
     from pty_acceptance.host.terminal import redactor
-    assert redactor(("abc",))("abc abcd") == "abc abcd"  # shorter than 4: never redacted (ordinary words stay)
+    # shorter than 4: redacted only standing apart (ordinary words stay; a blind red team's ninth
+    # pass gave the candidate a 3-character password, --note abc)
+    assert redactor(("abc",))("abc abcd --note=abc") == "<redacted> abcd --note=<redacted>"
+
+
+def test_a_password_changed_during_the_run_is_redacted_too():
+    """A blind red team's ninth pass: the secrets are read again for every report, and
+    every one ever read stays redacted."""
+    import pytest
+    from pty_acceptance.gate.report_escaping import HostText
+    now = ["first-password-1234"]
+    text = HostText(lambda: tuple(now))
+    now[:] = ["second-password-5678"]
+    report = pytest.TestReport("t::x", ("t", 1, "x"), {}, "passed", None, "call",
+                               user_properties=[("evidence", "first-password-1234 second-password-5678")])
+    report = _made(text, report)
+    assert "password" not in repr(report.user_properties), report.user_properties
+
+
+def _made(host_text, report):
+    """The makereport wrapper (a generator) given `report` as pytest's own would be."""
+    gen = host_text.pytest_runtest_makereport(None, None)
+    next(gen)
+    try:
+        gen.send(report)
+    except StopIteration as e:
+        return e.value
+    raise AssertionError("the hook wrapper did not end")
+
+
+def test_every_password_value_server_env_gives_is_a_secret(tmp_path):
+    """A blind red team's ninth pass: a hard-linked server.env (read() refuses it) left
+    nothing to redact; a decoy `OPENCODE_PASSWORD=` line before `OPENCODE_PASSWORD =`."""
+    import os
+    from pty_acceptance.candidate import serverenv
+    env = tmp_path / "server.env"
+    env.write_text("OPENCODE_PASSWORD=decoy-value\nOPENCODE_PASSWORD = 'real-value-42' \nOTHER=x\n")
+    os.link(env, tmp_path / "second-name")
+    got = serverenv.secrets(str(env))
+    assert "decoy-value" in got and "real-value-42" in got and "x" not in got, got
+    assert serverenv.read(str(env)).password is None  # read() still refuses the hard link
 
 
 def test_a_secret_is_redacted_in_every_form_the_suite_writes_it():

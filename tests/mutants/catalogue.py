@@ -804,6 +804,14 @@ FAULTS += [
           f"runuser -u byk -- sh -c 'sed -i \"s|^\\(ExecStart=.*\\)\\$|\\1 --leak {REFERENCE_PASSWORD}|\" "
           f"{PILOT}/opencode-v2.service' && grep -q -- '--leak {REFERENCE_PASSWORD}' {PILOT}/opencode-v2.service",
           modules=_m("builds", "runtime", "runtime_handoff"), expect=("SCOPE-1",), secret=REFERENCE_PASSWORD),
+    # a blind red team's round nine (issue 37): a hard-linked server.env left nothing to redact
+    Fault("user-writes-its-password-into-the-candidate-unit-server-env-linked", ("SCOPE-1", "SUITE-4"),
+          "the service user links server.env to a second name of its own (the suite reads no password from a "
+          "hard link) and appends the password as an argument of the candidate unit's ExecStart=",
+          f"runuser -u byk -- sh -c 'ln {PILOT}/server.env {PILOT}/.server.env.link && "
+          f"sed -i \"s|^\\(ExecStart=.*\\)\\$|\\1 --note {REFERENCE_PASSWORD}|\" {PILOT}/opencode-v2.service' "
+          f"&& grep -q -- '--note {REFERENCE_PASSWORD}' {PILOT}/opencode-v2.service",
+          modules=_m("builds", "runtime", "runtime_handoff"), expect=("SCOPE-1",), secret=REFERENCE_PASSWORD),
     Fault("server-env-password-continued-on-the-next-line", ("CUT-3",), "the service user rewrites its "
           "server.env as `OPENCODE_PASSWORD=\\` and, on the next line, a password of its own followed by `=`, "
           "and kills the candidate: systemd joins the lines, a line-by-line reading takes the password for a "

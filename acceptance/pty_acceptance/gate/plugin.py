@@ -14,6 +14,7 @@ import contextlib
 import os
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -144,20 +145,22 @@ def pytest_configure(config: pytest.Config) -> None:
             config, f"the marker gate could not be registered: {reason}")) from None
 
 
-def _secrets(state: Setup) -> tuple[str, ...]:
-    """server.env's password and the Basic credential made of it, as the run
-    starts: what no report shows (report_escaping.py)."""
-    if state.inventory is None:
-        return ()
-    from pty_acceptance.candidate import serverenv
+def _secrets(state: Setup) -> Callable[[], tuple[str, ...]]:
+    """server.env's passwords and the Basic credentials made of them, read again whenever
+    asked (a password changed during the run is kept out too): what no report shows
+    (report_escaping.py)."""
+    def read() -> tuple[str, ...]:
+        if state.inventory is None:
+            return ()
+        import base64
 
-    env = serverenv.read(state.inventory.cutover.server_env)
-    if env.password is None:
-        return ()
-    import base64
+        from pty_acceptance.candidate import serverenv
 
-    pw = env.password.reveal()
-    return pw, base64.b64encode(f"opencode:{pw}".encode()).decode()
+        out = []
+        for pw in serverenv.secrets(state.inventory.cutover.server_env):
+            out += [pw, base64.b64encode(f"opencode:{pw}".encode()).decode()]
+        return tuple(out)
+    return read
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,8 @@ ExecStart=, which RUNTIME-1 and RUNTIME-2 record)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 import pytest
 
 from pty_acceptance.host.terminal import escape_report, redactor
@@ -17,12 +19,24 @@ class HostText:
     """Registered for an acceptance session next to the gate, with the secrets
     no report may show."""
 
-    def __init__(self, secrets=()) -> None:
-        self.redact = redactor(secrets)
+    def __init__(self, secrets: Callable[[], Iterable[str]] = tuple) -> None:
+        self.read_secrets = secrets
+        self.secrets: set[str] = set()
+        self.redact = redactor(())
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Every secret ever read, this time's added (a password changed during the run: a
+        blind red team's ninth pass wrote the new one into the candidate's ExecStart=)."""
+        now = set(self.read_secrets())
+        if not now <= self.secrets:
+            self.secrets |= now
+            self.redact = redactor(self.secrets)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item, call):
         report = yield
+        self.refresh()
         escape_report(report, self.redact)
         return report
 

@@ -24,6 +24,7 @@ from pty_acceptance.errors import Unreadable
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.supervisor.peer import Agent, DisposableUnit, open_cwd
 
+DEFAULT_CWD = "/tmp"  # a session's working directory unless a test gives one (the host's, passed by descriptor)
 MAX_OUTPUT = 8 << 20  # what the suite keeps of one session's output
 MAX_FRAMES = 1024  # OUTPUT frames kept as frames (their bytes are in Outcome.output)
 
@@ -82,7 +83,7 @@ class RawSession:
     def send(self, frame: bytes, fds: list[int] | tuple[int, ...] = ()) -> None:
         p.send_frame(cast(socket.socket, self.sock), frame, list(fds))
 
-    def start(self, argv: list, runtime_s: int = 60, cwd: str = "/tmp", rows: int = 24,
+    def start(self, argv: list, runtime_s: int = 60, cwd: str = DEFAULT_CWD, rows: int = 24,
               cols: int = 80, fds: list[int] | None = None) -> None:
         """START with one descriptor (an O_DIRECTORY of `cwd`) unless `fds` is given."""
         own = fds is None

@@ -98,8 +98,12 @@ def session_of(pid: int, sessions: Callable[[], Iterable[str]], deadline_s: floa
 
 def admission_problems(pid: int, ident: tuple[int, int], argv: list[str]) -> list[str]:
     """Why the process `pid` (in the session's cgroup) is not the probe the suite started
-    (empty: it is)."""
+    (empty: it is): also one thread only (a tracer before the exec could have had it make
+    more, and park one past the main thread's end: a blind red team's ninth pass)."""
     problems = []
+    threads = proc.status(pid).get("Threads", "?")
+    if threads != "1":
+        problems.append(f"it runs {threads} threads, not the one the probe starts with")
     link, got = proc.exe_identity(pid)
     if got != ident:
         problems.append(f"it executes {link} {got}, not the suite's execute-only interpreter {ident}")
@@ -119,20 +123,27 @@ def admission_problems(pid: int, ident: tuple[int, int], argv: list[str]) -> lis
     return problems
 
 
+def staged_interpreter(prefix: str = "pty-acceptance-probe-") -> tuple[str, tuple[int, int]]:
+    """A stage in the run's scratch area holding the execute-only copy of the host's Python
+    (peer.stage): (its path, its (st_dev, st_ino)). scratch.remove() the stage."""
+    stage = peer.stage((), prefix=prefix, interpreter=True)
+    python = os.path.join(stage, peer.STAGED_PYTHON)
+    st = os.lstat(python)
+    return python, (st.st_dev, st.st_ino)
+
+
 class Channel:
     """The stage (the execute-only interpreter and the listening socket) for one probe."""
 
     def __init__(self, cwd: str):
-        self.stage = peer.stage((), prefix="pty-acceptance-probe-", interpreter=True)
+        python, self.ident = staged_interpreter()
+        self.stage = os.path.dirname(python)
         self.listener: socket.socket | None = None
         self.conn: socket.socket | None = None
         self.pidfd = -1
         self.pid = 0
         self.group = ""
         try:
-            python = os.path.join(self.stage, peer.STAGED_PYTHON)
-            st = os.lstat(python)
-            self.ident = (st.st_dev, st.st_ino)
             path = os.path.join(self.stage, SOCKET)
             self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
             self.listener.bind(path)

@@ -1,7 +1,8 @@
 """A stop as the stopped command sees it: SIGTERM first, then at least the
 inventory's grace before SIGKILL (CONC-3, CGROUP-1).
 
-The session's command (COMMAND, python3 carrying the session's token) catches
+The session's command (COMMAND, the suite's execute-only Python carrying the
+session's token, judged untraced, not dumpable and one thread once it runs) catches
 SIGTERM and keeps running, and ignores SIGHUP (the hangup of its PTY when
 script(1) goes, or a unit's SendSIGHUP=). On each SIGTERM it renames itself
 (/proc/self/comm) to NOTICE. The suite watches it from outside: it holds the
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from pty_acceptance.host import proc
 from pty_acceptance.host.polling import poll
 from pty_acceptance.host.processes import processes_in, token_processes
+from pty_acceptance.supervisor import session_probe
 from pty_acceptance.supervisor.session_footprint import Footprint
 from pty_acceptance.supervisor.stopbounds import StopBounds
 
@@ -49,10 +51,19 @@ while True:
 """
 
 
-def command(token_field: str = "{t}") -> str:
+def argv(python: str, token: str) -> list[str]:
+    """The command's argv once the session's sh exec'd it (`python`: as the sh names it)."""
+    return [python, "-I", "-c", PROGRAM, f"pty-acceptance-term-{token}"]
+
+
+def command(python: str, token_field: str = "{t}") -> str:
     """The sh script of a session whose command notes SIGTERM and ignores it
-    (an Ending's script: `{t}` becomes the session's token, in the argv)."""
-    return f"exec python3 -I -c '{PROGRAM}' pty-acceptance-term-{token_field}"
+    (an Ending's script: `{t}` becomes the session's token, in the argv): `python` is
+    the suite's execute-only interpreter as the session's working directory reaches it
+    (session_probe.staged_interpreter), so that no process of the service user's can
+    attach to the command after its exec (a blind red team's ninth pass attached to an
+    ordinary python3, named it NOTICE and parked an injected thread past the SIGKILL)."""
+    return f"exec {python} " + " ".join(f"'{a}'" for a in argv(python, token_field)[1:])
 
 
 def _mask(status: dict[str, str], key: str) -> int:
@@ -73,10 +84,12 @@ class Held:
             self.pidfd = -1
 
 
-def hold(fp: Footprint, token: str, deadline_s: float = READY_S) -> Held:
+def hold(fp: Footprint, token: str, python: tuple[str, tuple[int, int]], deadline_s: float = READY_S) -> Held:
     """The command in the session's cgroup that carries the token, once it
-    catches SIGTERM and ignores SIGHUP (/proc/<pid>/status SigCgt, SigIgn).
-    TimeoutError when it does not come to be."""
+    catches SIGTERM and ignores SIGHUP (/proc/<pid>/status SigCgt, SigIgn), and
+    is the suite's own (`python`: the interpreter as the sh names it, its
+    identity): not dumpable, untraced, one thread (session_probe.admission_problems).
+    TimeoutError when it does not come to be; NotHeld when it is not the suite's."""
     def ready():
         inside = processes_in(fp.path)
         for pid, (created, _) in token_processes(token).items():
@@ -96,12 +109,23 @@ def hold(fp: Footprint, token: str, deadline_s: float = READY_S) -> Held:
     if not proc.alive(pid, created):  # the pid named another process by the time it was held
         os.close(pidfd)
         raise TimeoutError(f"{fp.unit}: its command (pid {pid}) ended before the stop")
+    try:
+        wrong = session_probe.admission_problems(pid, python[1], argv(python[0], token))
+    except OSError as e:
+        wrong = [f"it cannot be read ({e.strerror or e})"]
+    if wrong:
+        os.close(pidfd)
+        raise NotHeld(f"{fp.unit}: its command (pid {pid}) is not the one the suite started: {'; '.join(wrong)}")
     fp.remember()
     try:
         comm = proc.comm(pid)
     except OSError:
         comm = "?"
     return Held(pid, created, pidfd, comm)
+
+
+class NotHeld(Exception):
+    """The session's command is not one whose comm the suite can believe."""
 
 
 @dataclass
