@@ -925,6 +925,13 @@ FAULTS += [
     Fault("session-stop-sigkill", ("CONC-3",), "session units are stopped by SIGKILL, never SIGTERM "
           "(KillSignal=SIGKILL; TimeoutStopSec unchanged)", supervisor=("session-stop-sigkill",),
           modules=_m("stops")),
+    # a blind red team's round nine (issue 37): the stopped command attached to by the user, named as
+    # if it had seen SIGTERM, a thread of it parked past the SIGKILL
+    Fault("session-stop-sigkill-grace-forged", ("CONC-3",), "session units are stopped by SIGKILL, never "
+          "SIGTERM, and a watcher of the service user's attaches to CONC-3's stop-test command, names it as if "
+          "it had seen SIGTERM and parks an injected thread of it in a ptrace stop for 3.6 s past the SIGKILL",
+          supervisor=("session-stop-sigkill",), script_file="user-parks-a-thread-in-the-stopped-command.sh",
+          modules=_m("stops"), after=WATCHER_FORGED),
 ]
 
 # Issue 37 item 3: a listener is judged only when it is its unit's own (host/unitowner.py)

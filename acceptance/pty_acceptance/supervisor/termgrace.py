@@ -5,7 +5,7 @@ The session's command (COMMAND, the suite's execute-only Python carrying the
 session's token, judged untraced, not dumpable and one thread once it runs) catches
 SIGTERM and keeps running, and ignores SIGHUP (the hangup of its PTY when
 script(1) goes, or a unit's SendSIGHUP=). On each SIGTERM it renames itself
-(/proc/self/comm) to NOTICE. The suite watches it from outside: it holds the
+(prctl PR_SET_NAME) to NOTICE. The suite watches it from outside: it holds the
 command by a pidfd (readable the moment it exits, whatever its pid becomes
 later) and reads its comm every TICK_S from the moment it caused the stop.
 So it knows when the TERM arrived (the comm changed), when the command was
@@ -40,10 +40,12 @@ NOTICE = "pty-acc-TERM"  # the command's comm once it has seen SIGTERM (at most 
 TICK_S = 0.005           # how often the comm is read while the stop runs
 READY_S = 10.0           # the command runs with its handlers in place by then
 SIGHUP, SIGTERM = 1, 15
-PROGRAM = f"""import signal, time
+# prctl(PR_SET_NAME), not a write of /proc/self/comm: the command is not dumpable, so its
+# /proc files are root's
+PROGRAM = f"""import ctypes, signal, time
+libc = ctypes.CDLL(None)
 def seen(signum, frame):
-    with open("/proc/self/comm", "w") as f:
-        f.write("{NOTICE}")
+    libc.prctl(15, b"{NOTICE}", 0, 0, 0)
 signal.signal(signal.SIGHUP, signal.SIG_IGN)
 signal.signal(signal.SIGTERM, seen)
 while True:
