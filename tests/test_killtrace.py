@@ -114,3 +114,20 @@ def test_a_thread_whose_own_threads_return_before_its_creators_clone_is_the_runs
         "4575  clone(child_stack=NULL, flags=CLONE_CHILD_CLEARTID|SIGCHLD, child_tidptr=0x7f) = 4590\n" \
         "4575  +++ exited with 0 +++\n"
     assert killtrace.judge(left, 4575).left_running == ["pid 4590"]
+
+
+def test_an_exec_by_a_thread_whose_unfinished_line_came_before_strace_knew_its_pid_would_change():
+    """The Go launcher's execve runs on a thread of its own (PROTO-4's traced runs, trixie, under
+    load): its line `<unfinished ...>` was printed plain, then the leader's `+++ superseded by
+    execve in pid T +++`, then `<... execve resumed>` under the leader's pid."""
+    text = (
+        '6150  execve("/usr/local/libexec/opencode-pty-launcher", ["/usr/local/libexec/opencode-pty-launcher"], '
+        '0x5 /* 9 vars */) = 0\n'
+        "6150  clone(child_stack=0xc000044000, flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD|"
+        "CLONE_SYSVSEM|CLONE_SETTLS, tls=0xc000034090) = 6160\n"
+        '6160  execve("/usr/bin/script", ["/usr/bin/script", "-q"], 0xc /* 1 var */ <unfinished ...>\n'
+        "6150  +++ superseded by execve in pid 6160 +++\n"
+        "6150  <... execve resumed>)             = 0\n"
+        "6150  +++ exited with 0 +++\n")
+    v = killtrace.judge(text, 6150)
+    assert v.passed, v.problems()

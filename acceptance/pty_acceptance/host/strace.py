@@ -134,6 +134,9 @@ class Ended:
     superseded_by: int | None = None
 
 
+EXEC_CALLS = ("execve", "execveat")
+
+
 def events(text: str) -> tuple[list[Call], list[Ended], list[str]]:
     """A -f trace read whole: its calls (joined, in the order they completed;
     unfinished at the end: done -1), its +++ lines, and the lines it could not
@@ -167,6 +170,14 @@ def events(text: str) -> tuple[list[Call], list[Ended], list[str]]:
             s = _SUPERSEDED.match(e.group(1))
             ended.append(Ended(n, tid, e.group(1), int(s.group(1)) if s else None))
             unread.pop(tid, None)  # gone at that entry: the call never ran
+            if s and pending.get(int(s.group(1)), ("",))[0] in EXEC_CALLS:
+                # the exec of thread T (its unfinished line printed before strace knew its pid would
+                # change: the Go launcher under load) resumes as the leader's, this tid: the leader's
+                # own unfinished call never completes
+                if tid in pending:
+                    name, head, entered = pending.pop(tid)
+                    calls.append(Call(tid, name, head, head, entered, -1))
+                pending[tid] = pending.pop(int(s.group(1)))
             continue
         if tid in unread:  # the thread went on after a call strace could not read
             other.append(unread.pop(tid))
