@@ -33,7 +33,7 @@ from pty_acceptance.host import proc
 from pty_acceptance.host.polling import poll
 from pty_acceptance.host.processes import processes_in, token_processes
 from pty_acceptance.supervisor import session_probe
-from pty_acceptance.supervisor.session_footprint import Footprint
+from pty_acceptance.supervisor.session_footprint import Footprint, HostReadError
 from pty_acceptance.supervisor.stopbounds import StopBounds
 
 NOTICE = "pty-acc-TERM"  # the command's comm once it has seen SIGTERM (at most 15 bytes)
@@ -126,7 +126,7 @@ def hold(fp: Footprint, token: str, python: tuple[str, tuple[int, int]], deadlin
     return Held(pid, created, pidfd, comm)
 
 
-class NotHeld(Exception):
+class NotHeld(HostReadError):  # run_endings takes it as the ending's problem
     """The session's command is not one whose comm the suite can believe."""
 
 
