@@ -356,6 +356,15 @@ def interpreter_problems() -> list[str]:
     of the suite's code: a documented limit, as `python -S` is, docs/operator.md;
     what ran cannot be undone, but the run is refused, never judged)."""
     out = []
+    try:  # the program the clean start exec's (sys.executable, which CPython takes from argv[0])
+        named, running = os.stat(sys.executable), os.stat(f"/proc/{os.getpid()}/exe")
+        same = (named.st_dev, named.st_ino) == (running.st_dev, running.st_ino)
+    except (OSError, ValueError):
+        same = False
+    if not same:
+        out.append(f"the interpreter's name {sys.executable!r} (argv[0]) is not the program this process runs: "
+                   "the clean start would exec what that name leads to (a blind red team's fifteenth pass named "
+                   "a script of its own, `exec -a`); refused (start the virtualenv's python or pytest by its path)")
     if sys.flags.inspect and not os.environ.get("PYTHONINSPECT"):  # PYTHONINSPECT: environment_problems
         out.append("the interpreter runs with -i: after pytest it enters an interactive prompt, root's, which "
                    "exits 0 at the end of its input whatever the verdict (a blind red team's fifth pass); "
@@ -423,8 +432,9 @@ def preload_problems(path: str = PRELOAD) -> list[str]:
 def process_problems() -> list[str]:
     """What makes this process's own records or its own calls not its own (a blind red
     team's fourteenth pass): a /proc of another pid namespace (reads of /proc/<getpid()> then
-    judge another process: the native code of a decoy), or a tracer (one that changes what its
-    system calls do and return: strace's inject made the marker's unlink a no-op)."""
+    judge another process: the native code of a decoy), a tracer (one that changes what its
+    system calls do and return: strace's inject made the marker's unlink a no-op), or more
+    seccomp filters than PID 1 carries (the fifteenth pass: a filter of the starter's)."""
     pid = os.getpid()
     try:
         seen = os.readlink("/proc/self")
@@ -443,7 +453,26 @@ def process_problems() -> list[str]:
     if tracer != "0":
         return [f"this process is traced by pid {tracer}: a tracer may change what its system calls do and "
                 "return (the marker's removal among them); refused"]
+    try:
+        init = hostfs.read_file("/proc/1/status", LIMIT).decode("utf-8", "replace")
+    except OSError as e:
+        return [f"/proc/1/status cannot be read ({e.strerror}): whether a filter was put on this process's "
+                "system calls cannot be told; refused"]
+    ours, pid1 = _field(status, "Seccomp_filters"), _field(init, "Seccomp_filters")
+    if ours is None or pid1 is None or ours > pid1:
+        return [f"this process carries {ours} seccomp filters, PID 1 {pid1}: a filter its starter put on it "
+                "may make system calls say what they did not do (a blind red team's fifteenth pass answered "
+                "the marker's lookups ENOENT); refused (start the run without one)"]
     return []
+
+
+def _field(status: str, name: str) -> int | None:
+    """A number field of a /proc status text (None: missing or not a number)."""
+    for line in status.splitlines():
+        key, _, value = line.partition(":")
+        if key == name:
+            return int(value.strip()) if value.strip().isdigit() else None
+    return None
 
 
 def refused(args: Iterable[str], option: object) -> list[str]:
