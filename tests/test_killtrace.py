@@ -131,3 +131,15 @@ def test_an_exec_by_a_thread_whose_unfinished_line_came_before_strace_knew_its_p
         "6150  +++ exited with 0 +++\n")
     v = killtrace.judge(text, 6150)
     assert v.passed, v.problems()
+
+
+def test_a_call_strace_could_not_read_of_a_thread_that_then_ended_is_no_call():
+    """A good trixie host, PLUGIN-1 run 8/10 under load: `TID ???() = ?`, then the thread's end."""
+    text = START + "102   ???()                             = ?\n102   +++ exited with 0 +++\n" \
+        "100   kill(103, SIGKILL)              = 0\n103   +++ killed by SIGKILL +++\n100   +++ exited with 0 +++\n"
+    v = killtrace.judge(text, 100)
+    assert v.passed, v.problems()
+    # a thread that went on after it: that line is one the trace cannot read
+    going = START + "102   ???()                             = ?\n102   kill(103, SIGKILL) = 0\n" \
+        "103   +++ killed by SIGKILL +++\n102   +++ exited with 0 +++\n100   +++ exited with 0 +++\n"
+    assert killtrace.judge(going, 100).cannot_say

@@ -24,6 +24,9 @@ _LINE = re.compile(r"^(\d+)\s+(.*)$")
 _CALL = re.compile(r"^([a-z_0-9]+)\((.*)$")
 _RESUMED = re.compile(r"^<\.\.\. ([a-z_0-9]+) resumed>(.*)$")
 UNREAD_ENTRY = "???( <unfinished ...>"  # strace could not read the thread's registers at a call's entry
+# ... or at a call it then printed whole, no call and no result (a good trixie host's bun thread, ended
+# by its process's exit_group under load): taken as UNREAD_ENTRY is
+_UNREAD_WHOLE = re.compile(r"\?\?\?\(\)\s+= \?")
 _RET = re.compile(r"\)\s+=\s+(-?\d+|0x[0-9a-f]+|\?)(?:\s+(E[A-Z0-9]+))?[^)]*(?:\))?\s*$")
 
 
@@ -142,7 +145,7 @@ def events(text: str) -> tuple[list[Call], list[Ended], list[str]]:
     unfinished at the end: done -1), its +++ lines, and the lines it could not
     read (neither a call nor a +++ nor a --- signal line).
 
-    `TID ???( <unfinished ...>` is strace failing to read a thread's registers
+    `TID ???( <unfinished ...>` (or `TID ???() = ?`) is strace failing to read a thread's registers
     at a system call's entry: the thread was already gone (a process killed
     while its threads are in the kernel; seen on the reference host under
     load, the fixed helper's Go threads at its SIGTERM). It is no call when
@@ -161,7 +164,7 @@ def events(text: str) -> tuple[list[Call], list[Ended], list[str]]:
         tid, rest = int(m.group(1)), m.group(2)
         if rest.startswith("---"):
             continue
-        if rest == UNREAD_ENTRY:
+        if rest == UNREAD_ENTRY or _UNREAD_WHOLE.fullmatch(rest):
             if tid in unread:
                 other.append(unread[tid])
             unread[tid] = raw
