@@ -126,6 +126,14 @@ def last_line(res) -> str:
     return lines[-1]
 
 
+def earlier_ready(project, target) -> Path:
+    """The marker of a READY run of the project (in process): the marker a later run must not
+    leave standing unless it wrote it (MARK-4)."""
+    res = run(project, target)
+    assert last_line(res) == f"READY: marker written {target.marker}", "\n".join(res.outlines[-20:])
+    return Path(target.marker)
+
+
 def earlier_marker(path) -> Path:
     """A marker in MARK-2's shape, root:root 0644, at `path`, as an earlier
     READY run leaves one: a run's start removes it (MARK-4)."""

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gateproject import ONE_FAILING, PYTEST, SEPARATE_DEADLINE_S, for_separate_processes, said
-from test_run_guard import earlier_ready
+from gateproject import ONE_FAILING, PYTEST, SEPARATE_DEADLINE_S, earlier_ready, for_separate_processes, said
 
 
 # A starter of the operator's: a seccomp user-notification filter installed in the

@@ -16,7 +16,7 @@ import pytest
 
 from pty_acceptance.decision import readiness_marker as marker
 
-from gateproject import ONE_FAILING, PYTEST, QUIET, expectation, last_line, run, said
+from gateproject import ONE_FAILING, PYTEST, QUIET, earlier_ready, expectation, run, said
 
 
 
@@ -55,12 +55,6 @@ def test_log_file_at_the_marker_path_leaves_no_valid_marker(failing, target):
 
 
 # ------------------------------------------------------------- A2: the suite reached through a link inside a directory
-def earlier_ready(project, target) -> Path:
-    res = run(project, target)
-    assert last_line(res) == f"READY: marker written {target.marker}", "\n".join(res.outlines[-20:])
-    return Path(target.marker)
-
-
 def _env():
     return {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
 

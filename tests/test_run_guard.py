@@ -23,18 +23,11 @@ import pytest
 from pty_acceptance.host import rundir
 
 from conftest import REPO
-from gateproject import (GUARD_HOOK, PYTEST, SEPARATE_DEADLINE_S as DEADLINE_S, env_without_pytest_vars, last_line,
-                         run, said, start, suite_args)
+from gateproject import (GUARD_HOOK, PYTEST, SEPARATE_DEADLINE_S as DEADLINE_S, earlier_ready, env_without_pytest_vars,
+                         last_line, run, said, start, suite_args)
 
 EARLY_EXIT = 4  # gate/early.py: the run stopped before the run guard armed
 ENV_COPY = "pty-acceptance-0123abcd-runtime.env"  # what a SIGKILLed run leaves in the run directory
-
-
-def earlier_ready(project, target) -> Path:
-    """The marker of a READY run of the project (in process)."""
-    res = run(project, target)
-    assert last_line(res) == f"READY: marker written {target.marker}", "\n".join(res.outlines[-20:])
-    return Path(target.marker)
 
 
 def pytest_process(project, *args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
