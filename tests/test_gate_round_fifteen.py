@@ -130,16 +130,17 @@ def _gone_or_refused(done, marker, text) -> None:
         assert "seccomp filters" in text or "cannot be read" in text, text
 
 
-def test_seccomp_user_notification_keeps_the_earlier_marker(project, target, tmp_path):
-    """HOLD expected: a failing run started under an operator's seccomp user-notification
-    filter (it survives the clean start's execve) must not leave the earlier READY marker."""
+def _failing_run_under_a_starter(project, target, tmp_path, code: str, leading) -> None:
+    """The failing project's run started by `code` (a starter of the operator's, which puts its
+    filter on itself and execs `leading(marker) + pytest ...`), after an earlier READY run: the
+    earlier marker gone, or the run refused at start-up for the filter."""
     marker = earlier_ready(project, target)
     (project.path / "acceptance/test_all.py").write_text(ONE_FAILING)
     for_separate_processes(project)
     starter = tmp_path / "starter.py"
-    starter.write_text(SECCOMP_STARTER)
+    starter.write_text(code)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    done = subprocess.run(["/usr/bin/python3", str(starter), marker.name, PYTEST, "-p", "no:cacheprovider",
+    done = subprocess.run(["/usr/bin/python3", str(starter), *leading(marker), PYTEST, "-p", "no:cacheprovider",
                            "acceptance/", "--inventory", str(target.inventory)],
                           cwd=project.path, env=env, capture_output=True, text=True,
                           timeout=SEPARATE_DEADLINE_S * 3, stdin=subprocess.DEVNULL)
@@ -147,6 +148,12 @@ def test_seccomp_user_notification_keeps_the_earlier_marker(project, target, tmp
     assert "seccomp failed" not in done.stderr, text
     assert done.returncode != 0, text
     _gone_or_refused(done, marker, text)
+
+
+def test_seccomp_user_notification_keeps_the_earlier_marker(project, target, tmp_path):
+    """HOLD expected: a failing run started under an operator's seccomp user-notification
+    filter (it survives the clean start's execve) must not leave the earlier READY marker."""
+    _failing_run_under_a_starter(project, target, tmp_path, SECCOMP_STARTER, lambda marker: [marker.name])
 
 
 # ------------------------------------------------------------------ argv[0]
@@ -228,20 +235,7 @@ os.execv(sys.argv[1], sys.argv[1:])
 
 def test_plain_seccomp_filter_hides_the_marker_from_the_first_look(project, target, tmp_path):
     """HOLD expected: a failing run under the starter's seccomp filter must not keep the marker."""
-    marker = earlier_ready(project, target)
-    (project.path / "acceptance/test_all.py").write_text(ONE_FAILING)
-    for_separate_processes(project)
-    starter = tmp_path / "starter.py"
-    starter.write_text(PLAIN_FILTER)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    done = subprocess.run(["/usr/bin/python3", str(starter), PYTEST, "-p", "no:cacheprovider",
-                           "acceptance/", "--inventory", str(target.inventory)],
-                          cwd=project.path, env=env, capture_output=True, text=True,
-                          timeout=SEPARATE_DEADLINE_S * 3, stdin=subprocess.DEVNULL)
-    text = said(done)
-    assert "seccomp failed" not in done.stderr, text
-    assert done.returncode != 0, text
-    _gone_or_refused(done, marker, text)
+    _failing_run_under_a_starter(project, target, tmp_path, PLAIN_FILTER, lambda marker: [])
 
 
 # ---------------------------------------- what else survives the execve (expected to hold)

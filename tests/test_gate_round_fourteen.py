@@ -156,6 +156,19 @@ if os.environ.get("PTY_ACCEPTANCE_RESTARTED") is not None:  # the clean start: r
 '''
 
 
+def _nss_mounts(tmp_path, libdir) -> str:
+    """An ld.so.cache finding libnss_rt14.so.2 in `libdir` and an nsswitch.conf naming rt14
+    first for users, written in `tmp_path`; the shell commands that build the cache and bind
+    both over /etc's (in a private mount namespace)."""
+    (tmp_path / "ld.so.conf").write_text(f"include /etc/ld.so.conf.d/*.conf\n{libdir}\n")
+    nss = tmp_path / "nsswitch.conf"
+    nss.write_text("".join(("passwd: rt14 files\n" if l.startswith("passwd:") else l + "\n")
+                           for l in Path("/etc/nsswitch.conf").read_text().splitlines()))
+    cache = tmp_path / "ld.so.cache"
+    return (f"ldconfig -X -C '{cache}' -f '{tmp_path}/ld.so.conf' && "
+            f"mount --bind '{cache}' /etc/ld.so.cache && mount --bind '{nss}' /etc/nsswitch.conf")
+
+
 @pytest.mark.xfail(strict=True, reason="a stated limit (issue 38): the installation of an interpreter no "
                    "package manages (this lab's pyenv) is trusted by place for the extension modules Python "
                    "imported; root that writes a module there and fakes its import from C is root writing the "
@@ -182,14 +195,8 @@ def test_nss_module_in_lib_dynload_that_fakes_its_import(failing, target, tmp_pa
     d = tmp_path / "libs"
     d.mkdir()
     (d / "libnss_rt14.so.2").symlink_to(os.path.join(DYNLOAD, COVER))
-    (tmp_path / "ld.so.conf").write_text(f"include /etc/ld.so.conf.d/*.conf\n{d}\n")
-    nss = tmp_path / "nsswitch.conf"
-    nss.write_text("".join(("passwd: rt14 files\n" if l.startswith("passwd:") else l + "\n")
-                           for l in Path("/etc/nsswitch.conf").read_text().splitlines()))
-    cache = tmp_path / "ld.so.cache"
     script = (f"mount --make-rprivate / && mount --bind '{evil}' '{DYNLOAD}/{COVER}' && "
-              f"ldconfig -X -C '{cache}' -f '{tmp_path}/ld.so.conf' && "
-              f"mount --bind '{cache}' /etc/ld.so.cache && mount --bind '{nss}' /etc/nsswitch.conf && "
+              f"{_nss_mounts(tmp_path, d)} && "
               "exec \"$@\"")
     done = sp.run(["unshare", "-m", "sh", "-c", script, "sh", PYTEST, *suite_args(target)],
                   cwd=failing.path, env=env_without_pytest_vars(), capture_output=True, text=True,
@@ -243,13 +250,7 @@ def _nss_module(tmp_path, fake_import: bool):
     d.mkdir()
     sp.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libnss_rt14.so.2", "-o", str(d / "libnss_rt14.so.2"),
             str(src)], check=True)
-    (tmp_path / "ld.so.conf").write_text(f"include /etc/ld.so.conf.d/*.conf\n{d}\n")
-    nss = tmp_path / "nsswitch.conf"
-    nss.write_text("".join(("passwd: rt14 files\n" if l.startswith("passwd:") else l + "\n")
-                           for l in Path("/etc/nsswitch.conf").read_text().splitlines()))
-    cache = tmp_path / "ld.so.cache"
-    mounts = (f"mount --make-rprivate / && ldconfig -X -C '{cache}' -f '{tmp_path}/ld.so.conf' && "
-              f"mount --bind '{cache}' /etc/ld.so.cache && mount --bind '{nss}' /etc/nsswitch.conf")
+    mounts = f"mount --make-rprivate / && {_nss_mounts(tmp_path, d)}"
     return log, mounts
 
 
