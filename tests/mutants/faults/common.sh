@@ -74,24 +74,36 @@ user_watcher() { # UNIT LOG SCRIPT ARGS...: python3 SCRIPT ARGS runs as byk in t
 	i=0; until grep -q '^STARTED' "$log"; do i=$((i+1)); [ $i -lt 200 ] || return 1; sleep 0.05; done
 }
 
-exit_forger() { # MATCH STATUS: a watcher of byk's attaches with ptrace to every process of byk's
-	# outside a session unit whose command line (its arguments joined by spaces) holds MATCH,
-	# and turns its next system call into exit_group(STATUS); logs TRIED
-	# when the attach is refused, FORGED when it forged (the after-suite check: WATCHER_FORGED)
+ptrace_lib() { # /usr/local/lib/pty-fault/ptracelib.py: what every ptrace watcher of a fault needs
+	# (libc's ptrace, its requests, the x86-64 registers, its log named by argv[1], STARTED written);
+	# a watcher puts the directory on sys.path (python3 -I leaves its own out) and imports it
 	mkdir -p -m 0755 /usr/local/lib/pty-fault
-	cat > /usr/local/lib/pty-fault/exit-forger.py <<'PY'
-import ctypes, os, sys, time
+	cat > /usr/local/lib/pty-fault/ptracelib.py <<'PY'
+import ctypes, os, sys
 libc = ctypes.CDLL(None, use_errno=True)
 libc.ptrace.restype = ctypes.c_long
 libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
 SEIZE, INTERRUPT, SYSCALL, GETREGS, SETREGS, DETACH = 0x4206, 0x4207, 24, 12, 13, 17
-WALL = 0x40000000
+WALL, WNOHANG = 0x40000000, 1
+ENOSYS = (1 << 64) - 38  # rax at a system call's entry stop
 class Regs(ctypes.Structure):
     _fields_ = [(n, ctypes.c_ulonglong) for n in (
         "r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi orig_rax rip cs eflags rsp ss "
         "fs_base gs_base ds es fs gs").split()]
 log = open(sys.argv[1], 'a', buffering=1)
 log.write(f"STARTED uid {os.getuid()}\n")
+PY
+}
+
+exit_forger() { # MATCH STATUS: a watcher of byk's attaches with ptrace to every process of byk's
+	# outside a session unit whose command line (its arguments joined by spaces) holds MATCH,
+	# and turns its next system call into exit_group(STATUS); logs TRIED
+	# when the attach is refused, FORGED when it forged (the after-suite check: WATCHER_FORGED)
+	ptrace_lib
+	cat > /usr/local/lib/pty-fault/exit-forger.py <<'PY'
+import ctypes, os, sys, time
+sys.path.insert(0, "/usr/local/lib/pty-fault")
+from ptracelib import DETACH, ENOSYS, GETREGS, INTERRUPT, SEIZE, SETREGS, SYSCALL, WALL, WNOHANG, Regs, libc, log  # noqa
 me, done = os.getuid(), set()
 match, status = sys.argv[2].encode(), int(sys.argv[3])
 def forge(pid):

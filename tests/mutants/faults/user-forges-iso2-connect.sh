@@ -6,25 +6,14 @@
 # logged TRIED) and the session's network namespace is read by root from outside. Every
 # forged call is logged (FORGED); the after-suite check requires an attempt (TRIED or FORGED).
 set -eu
-. /opt/dev-script-0/common.sh  # user_watcher
-mkdir -p -m 0755 /usr/local/lib/pty-fault
+. /opt/dev-script-0/common.sh  # user_watcher, ptrace_lib
+ptrace_lib
 cat > /usr/local/lib/pty-fault/watcher.py <<'PY'
-# as the service user: ISO-2's probe (python3 -c ...PROBE-BEGIN... in a live session, dumpable)
+# as the service user: ISO-2's probe (its code, create_connection and answer(out), in its command line)
 # is traced; its connect() to 127.0.0.1 is made to return 0 ("connected")
-import ctypes, os, time
-libc = ctypes.CDLL(None, use_errno=True)
-libc.ptrace.restype = ctypes.c_long
-libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
-SEIZE, INTERRUPT, SYSCALL, GETREGS, SETREGS, DETACH = 0x4206, 0x4207, 24, 12, 13, 17
-WALL = 0x40000000
-ENOSYS = (1 << 64) - 38
-class Regs(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_ulonglong) for n in (
-        "r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi orig_rax rip cs eflags rsp ss "
-        "fs_base gs_base ds es fs gs").split()]
-import sys
-log = open(sys.argv[1], 'a', buffering=1)
-log.write(f"STARTED uid {os.getuid()}\n")
+import ctypes, os, sys, time
+sys.path.insert(0, "/usr/local/lib/pty-fault")
+from ptracelib import DETACH, ENOSYS, GETREGS, INTERRUPT, SEIZE, SETREGS, SYSCALL, WALL, WNOHANG, Regs, libc, log  # noqa
 me = os.getuid()
 def forge(pid):
     if libc.ptrace(SEIZE, pid, None, ctypes.c_void_p(1)) != 0:

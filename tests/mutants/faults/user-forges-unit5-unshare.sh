@@ -8,25 +8,16 @@
 # hold on it is the failure. HELD is logged once a process it holds exec's the probe's
 # interpreter; FORGED for each changed unshare(); the after-suite check requires HELD.
 set -eu
-. /opt/dev-script-0/common.sh  # user_watcher
-mkdir -p -m 0755 /usr/local/lib/pty-fault
+. /opt/dev-script-0/common.sh  # user_watcher, ptrace_lib
+ptrace_lib
 cat > /usr/local/lib/pty-fault/watcher.py <<'PY'
 import ctypes, os, sys, time
-libc = ctypes.CDLL(None, use_errno=True)
-libc.ptrace.restype = ctypes.c_long
-libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
-SEIZE, SYSCALL, GETREGS, SETREGS = 0x4206, 24, 12, 13
+sys.path.insert(0, "/usr/local/lib/pty-fault")
+from ptracelib import DETACH, ENOSYS, GETREGS, INTERRUPT, SEIZE, SETREGS, SYSCALL, WALL, WNOHANG, Regs, libc, log  # noqa
 # TRACESYSGOOD | TRACEFORK | TRACEVFORK | TRACECLONE | TRACEEXEC
 OPTIONS = 0x1 | 0x2 | 0x4 | 0x8 | 0x10
-WALL, WNOHANG = 0x40000000, 1
-ENOSYS, EPERM = (1 << 64) - 38, (1 << 64) - 1
+EPERM = (1 << 64) - 1
 EVENT_EXEC = 4
-class Regs(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_ulonglong) for n in (
-        "r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi orig_rax rip cs eflags rsp ss "
-        "fs_base gs_base ds es fs gs").split()]
-log = open(sys.argv[1], 'a', buffering=1)
-log.write(f"STARTED uid {os.getuid()}\n")
 me, done, held = os.getuid(), set(), set()
 
 def session_launcher(d):
