@@ -24,7 +24,7 @@ import pytest
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.host.polling import poll
 from pty_acceptance.host.processes import token_processes
-from pty_acceptance.supervisor.session_endings import Ending, run_endings
+from pty_acceptance.supervisor.session_endings import Ending, asks_stop, run_endings
 from pty_acceptance.gate.checks import expect_none
 
 DESCENDANTS = {  # tag digit -> how it escapes
@@ -69,12 +69,14 @@ def wait_descendants(e: Ending) -> None:
         e.facts.append(f"pid {pid} ppid {ppid} pgrp {pgrp} sid {sid}: {line}")
 
 
+@asks_stop
 def stop_frame(e: Ending):
     e.caused()
     e.s.send(p.encode(p.T.STOP))
     e.want_exit(e.stream_end(deadline_s=e.fp.stop_bound_s()))
 
 
+@asks_stop
 def disconnect(e: Ending):
     e.caused()
     e.s.close()

@@ -42,7 +42,7 @@ from pty_acceptance.host.cgroups import cgroup_dir
 from pty_acceptance.host.backpressure import wait_stalled
 from pty_acceptance.host.polling import poll
 from pty_acceptance.host.processes import token_processes
-from pty_acceptance.supervisor.session_endings import Ending, run_endings
+from pty_acceptance.supervisor.session_endings import Ending, asks_stop, run_endings
 from pty_acceptance.supervisor.session_gone import wait_gone
 from pty_acceptance.supervisor.supervisor_up import wait_supervisor_ready
 from pty_acceptance.supervisor.session_inspect import wait_for_command
@@ -132,6 +132,7 @@ def _stalled(e: Ending, writer: str) -> int:
     return n
 
 
+@asks_stop
 def slow_reader_then_stop(e: Ending):
     _stalled(e, "yes")
     e.caused()
@@ -140,12 +141,14 @@ def slow_reader_then_stop(e: Ending):
     e.want_exit(e.stream_end())
 
 
+@asks_stop
 def gone_reader(e: Ending):
     Drain(e.s).until(lambda d: d.output_bytes >= 65536, 10)
     e.caused()
     e.s.close()
 
 
+@asks_stop
 def blocked_input_then_disconnect(e: Ending):
     sent = fill_input(e.s, INPUT_LIMIT)
     e.facts.append(f"the session reads no input: {sent} bytes of input were taken "
@@ -154,6 +157,7 @@ def blocked_input_then_disconnect(e: Ending):
     e.s.close()
 
 
+@asks_stop
 def end_of_input_then_disconnect(e: Ending):
     e.s.send(p.encode(p.T.EOF))  # the helper's stdin ended; the command does not read it
     e.caused()
@@ -224,6 +228,7 @@ def output_held_past_the_end(e: Ending, late_s: float = 0.0):
         e.problems.append(f"frames after {'EXIT' if out.exit else 'ERROR'}: {got.after_end}")
 
 
+@asks_stop
 def saturated_stop(e: Ending):
     drain = Drain(e.s)
     drain.until(lambda d: d.output_bytes >= 1 << 20, 10)
@@ -239,6 +244,7 @@ def runtime_expiry(e: Ending):
     e.expect_gone(e.runtime_s + e.fp.stop_bound_s())
 
 
+@asks_stop
 def term_ignored(e: Ending):
     e.caused()
     e.s.send(p.encode(p.T.STOP))

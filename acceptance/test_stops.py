@@ -25,7 +25,7 @@ from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.host import scratch
 from pty_acceptance.supervisor import session_probe, termgrace
 from pty_acceptance.supervisor.session_clients import DEFAULT_CWD as SESSION_CWD
-from pty_acceptance.supervisor.session_endings import Ending, run_endings
+from pty_acceptance.supervisor.session_endings import Ending, asks_stop, run_endings
 from pty_acceptance.supervisor.session_footprint import Footprint
 
 
@@ -52,6 +52,7 @@ def _judge(e: Watched) -> None:
     e.problems.extend(seen.problems(fp.bounds))
 
 
+@asks_stop
 def stop_frame(e: Watched):
     e.caused()
     e.s.send(p.encode(p.T.STOP))
@@ -59,6 +60,7 @@ def stop_frame(e: Watched):
     e.want_exit(e.stream_end(deadline_s=e.fp.stop_bound_s()))
 
 
+@asks_stop
 def disconnect(e: Watched):
     e.caused()
     e.s.close()

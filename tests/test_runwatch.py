@@ -6,6 +6,7 @@ import os
 import secrets
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -278,14 +279,60 @@ def test_a_stop_by_a_tracer_gone_and_its_tracee_released_is_not_counted(own_grou
         gone.wait()  # a pid that no longer exists
         reads = iter([gone.pid, 0])
         guard = stopguard.Guard("opencode-pty-supervisor.service")
-        monkeypatch.setattr(guard, "_tracer", lambda pid: next(reads, 0))
+        monkeypatch.setattr(guard, "_tracer", lambda pid, tid: next(reads, 0))
         guard._judge("pty-acceptance-probe-00.service", group, child.pid)
         assert guard.tripped is None, guard.said()
         held = stopguard.Guard("opencode-pty-supervisor.service")
-        monkeypatch.setattr(held, "_tracer", lambda pid: gone.pid)
+        monkeypatch.setattr(held, "_tracer", lambda pid, tid: gone.pid)
         monkeypatch.setattr(stopguard, "RELEASE_S", 0.05)
         held._judge("pty-acceptance-probe-00.service", group, child.pid)
         assert held.tripped is not None and f"traced by pid {gone.pid}" in held.said()[0]
+    finally:
+        child.kill()
+        child.wait()
+
+
+ZOMBIE_LEADER = """import ctypes, os, sys, threading, time
+libc = ctypes.CDLL(None)
+def lives():
+    while True:
+        time.sleep(60)
+t = threading.Thread(target=lives, daemon=False)
+t.start()
+print(t.native_id, flush=True)
+sys.stdin.readline()  # go: once the test has moved it into its cgroup (a zombie leader moves no more)
+libc.syscall(60, 0)  # SYS_exit: the leader thread alone ends, a zombie while its thread lives
+"""
+
+
+def test_a_stopped_thread_behind_a_zombie_leader_is_a_stop(own_group, monkeypatch):
+    """A blind red team's ninth pass: a thread of the suite's process kept in a
+    stop after its leader exited (the leader a zombie, never in state T); the
+    process, and a session unit with it, outlives every bound. Each thread is read."""
+    child = subprocess.Popen([sys.executable, "-c", ZOMBIE_LEADER], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        tid = int(child.stdout.readline())
+        group = own_group(child.pid)
+        child.stdin.write(b"go\n")
+        child.stdin.flush()
+        for _ in range(500):
+            if proc.stat_field(proc.stat_line(child.pid), 3) == b"Z":
+                break
+            time.sleep(0.01)  # poll interval while the leader ends
+        os.kill(child.pid, signal.SIGSTOP)
+        for _ in range(500):
+            if proc.stat_field(proc.stat_line(child.pid, tid), 3) == b"T":
+                break
+            time.sleep(0.01)  # poll interval while the thread stops
+        assert proc.stat_field(proc.stat_line(child.pid), 3) == b"Z"
+        guard = stopguard.Guard("opencode-pty-supervisor.service")
+        guard._judge("pty-acceptance-probe-00.service", group, child.pid)
+        assert guard.tripped is None  # the leader alone: a zombie, no stop
+        monkeypatch.setattr(guard, "own_units", lambda bus: {"pty-acceptance-probe-00.service": group})
+        monkeypatch.setattr(stopguard.cgroups, "cgroup_dir", lambda g: f"/sys/fs/cgroup/unified{g}")
+        guard.look(None)
+        said = guard.said()
+        assert len(said) == 1 and f"its thread {tid}; the process's own state Z" in said[0], said
     finally:
         child.kill()
         child.wait()

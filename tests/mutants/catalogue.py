@@ -932,6 +932,24 @@ FAULTS += [
           "it had seen SIGTERM and parks an injected thread of it in a ptrace stop for 3.6 s past the SIGKILL",
           supervisor=("session-stop-sigkill",), script_file="user-parks-a-thread-in-the-stopped-command.sh",
           modules=_m("stops"), after=WATCHER_FORGED),
+    # the same round's attacks 6 and 7: a defect the user hides by holding a session's script(1)
+    # past its exit, and one it hides by ending a session itself the way a stop would
+    Fault("exit-without-flush-script-exit-parked", ("SUITE-5",), "once the unit has ended, EXIT is "
+          "sent at once and the output not yet written is dropped; a watcher of the service user's parks an "
+          "injected thread of each counted-lines session's script(1) in a ptrace stop for 15 s past its exit "
+          "(a zombie leader, never in state T): the unit outlives the suite's bound, which reads every byte "
+          "first", supervisor=("exit-without-flush",), script_file="user-parks-the-session-exit.sh",
+          modules=FULL, first_cause="a process of the suite's own was stopped from outside",
+          after=("systemctl stop pty-fault-parker.service || true; cat /var/lib/pty-fault/parker.log; "
+                 "grep -q '^PARKED' /var/lib/pty-fault/parker.log")),
+    Fault("no-stop-on-disconnect-stop-played", ("CONC-3",), "a closed connection leaves its unit running; a "
+          "watcher of the service user's holds a copy of each session's end of the supervisor's socketpair "
+          "(pidfd_getfd on its script(1)) and, when the supervisor's end closes, ends the session itself: "
+          "SIGTERM to each process, 5.5 s, SIGKILL", supervisor=("no-stop-on-disconnect",),
+          script_file="user-plays-the-stop-on-disconnect.sh", modules=_m("stops", "cgroups", "concurrency"),
+          says="systemd queued no job for the unit",
+          after=("systemctl stop pty-fault-stopplayer.service || true; cat /var/lib/pty-fault/stopplayer.log; "
+                 "grep -q '^STOPPED' /var/lib/pty-fault/stopplayer.log")),
 ]
 
 # Issue 37 item 3: a listener is judged only when it is its unit's own (host/unitowner.py)

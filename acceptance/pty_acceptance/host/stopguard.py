@@ -12,9 +12,13 @@ suite's own is named, never waited for:
 A thread of its own (its own bus connection) looks every INTERVAL_S at the
 suite's own units: every unit whose Description starts with the suite's tag
 (userunit.DISPOSABLE), and every strict-name session unit whose BindsTo= is
-the supervisor; in each unit's cgroup every process's /proc/<pid>/stat
-state. A process in state T or t (stopped, or stopped under a tracer) is judged by its tracer
-(TracerPid): traced by the suite's own process, one of its descendants or a
+the supervisor; in each unit's cgroup every thread of every process, its
+/proc/<pid>/task/<tid>/stat state (a thread of its own, not only the leader: a
+blind red team's ninth pass parked an injected thread in a ptrace stop behind a
+leader that had exited, a zombie whose own state is never T, and held the whole
+process, and with it the session's unit, past every bound). A thread in state T
+or t (stopped, or stopped under a tracer) is judged by its tracer (TracerPid):
+traced by the suite's own process, one of its descendants or a
 process of its own units (the strace the suite runs, which stops its
 tracees on purpose: helpertrace.py), the stop is the suite's; traced by any
 other process, it is recorded (a tracer holds it: it cannot be continued);
@@ -218,31 +222,38 @@ class Guard:
                     continue
                 raise
             for pid in pids:
-                self._judge(unit, group, pid)
+                try:
+                    tids = proc.threads(pid)
+                except OSError:
+                    continue  # gone between the cgroup's listing and its tasks: gone is gone
+                for tid in tids:
+                    self._judge(unit, group, pid, tid)
 
-    def _judge(self, unit: str, group: str, pid: int) -> None:
+    def _judge(self, unit: str, group: str, pid: int, tid: int | None = None) -> None:
+        """Thread `tid` of process `pid` (the leader when None), in `unit`'s cgroup."""
+        tid = pid if tid is None else tid
         # the time is taken before the read: a reading taken after the read could
         # fall past a declared window's end although the state was read inside it
         # (the GIL passed to the test, which continued the process and closed the
         # window, between the read and the clock)
         read_at = time.monotonic()
         try:
-            data = proc.stat_line(pid)
+            data = proc.stat_line(pid, tid)
             state = proc.stat_field(data, 3)
             if state not in (b"T", b"t"):
                 return
-            created = proc.create_time(pid)
+            created = proc.create_time(tid)
         except (OSError, ValueError, psutil.Error):
             return  # gone between the cgroup's listing and its stat: gone is gone
         with self._lock:
-            if self._declared(pid, read_at) or (pid, created) in self._seen:
+            if self._declared(pid, read_at) or (tid, created) in self._seen:
                 return
-        tracer = self._tracer(pid)
+        tracer = self._tracer(pid, tid)
         if tracer is None:
             return  # gone meanwhile, or no longer stopped: a stop judged needs state and tracer read together
         if tracer and self._suites(tracer):
             return  # traced by the suite's own strace: its stops are the tracer's (helpertrace.py)
-        if tracer and self._let_go(pid, tracer):
+        if tracer and self._let_go(pid, tid, tracer):
             return  # a tracer gone, its tracee released: the suite's strace detaching at its end
         if tracer:
             how, continued = f"in a stop while traced by pid {tracer}, not a process of the suite's", \
@@ -251,19 +262,29 @@ class Guard:
             how = "stopped (state T: SIGSTOP or another stop signal, not the suite's)"
             why = cgroupkill.signal_inside(pid, created, group, signal.SIGCONT)
             continued = "continued (SIGCONT), never waited for" if why is None else f"not continued: {why}"
+        if tid != pid:
+            how = f"{how} (its thread {tid}; the process's own state {self._leader_state(pid)})"
         try:
             comm = terminal.escape(proc.comm(pid))
         except OSError:
             comm = "?"
         stop = Stop(unit, pid, comm, how, time.monotonic() - self._t0, self.during, continued)
         with self._lock:
-            self._seen.add((pid, created))
+            self._seen.add((tid, created))
             if len(self.stops) < STOPS_KEPT:
                 self.stops.append(stop)
             else:
                 self.uncounted += 1
 
-    def _let_go(self, pid: int, tracer: int) -> bool:
+    @staticmethod
+    def _leader_state(pid: int) -> str:
+        """The state letter of the process (its leader thread), for the record."""
+        try:
+            return proc.stat_field(proc.stat_line(pid), 3).decode("ascii", "replace")
+        except (OSError, ValueError):
+            return "unread"
+
+    def _let_go(self, pid: int, tid: int, tracer: int) -> bool:
         """The tracer is gone and `pid`, stopped by it, is released within
         RELEASE_S: the suite's own strace detaching (SIGTERM) stops each tracee
         to let go of it, and was reaped before its parent could be read (seen on
@@ -273,19 +294,19 @@ class Guard:
             return False
         end = time.monotonic() + RELEASE_S
         while True:
-            if self._tracer(pid) != tracer:
+            if self._tracer(pid, tid) != tracer:
                 return True
             if time.monotonic() > end:
                 return False
             time.sleep(POLL_RELEASE_S)  # poll interval while the kernel releases the tracee
 
-    def _tracer(self, pid: int) -> int | None:
-        """The TracerPid of `pid` while it is still stopped (0: none; None: gone,
-        unreadable or running again). State and TracerPid come from one read of
+    def _tracer(self, pid: int, tid: int) -> int | None:
+        """The TracerPid of thread `tid` of `pid` while it is still stopped (0: none;
+        None: gone, unreadable or running again). State and TracerPid come from one read of
         /proc/<pid>/status: a tracee of the suite's own strace, read in its
         tracing stop just before strace let it go, is never judged untraced."""
         try:
-            status = proc.status(pid)
+            status = proc.status(pid, tid)
             if status.get("State", "")[:1] not in ("T", "t"):
                 return None
             return int(status.get("TracerPid", "0"))

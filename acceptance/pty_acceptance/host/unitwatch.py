@@ -1,6 +1,8 @@
-"""The one watch on systemd's UnitNew signals: which session units were
+"""Watches on systemd's Manager signals. UnitWatch: which session units were
 created while it was open, so "a rejected START created no unit" is seen
-even for a unit that existed only for a moment.
+even for a unit that existed only for a moment. JobWatch: which units had a
+job queued while it was open, so "the supervisor stopped the unit" (a stop
+job ran) is told apart from "its processes ended" (none did).
 
 It has a bus connection of its own (signals never mix with another caller's
 replies). Every read is ordered after the signals systemd sent before it by a
@@ -14,7 +16,7 @@ import time
 from collections import deque
 from typing import cast
 
-from jeepney import MatchRule
+from jeepney import HeaderFields, MatchRule
 from jeepney.bus_messages import message_bus
 
 from pty_acceptance.host.bus import Systemd, _unwrap
@@ -23,32 +25,77 @@ from pty_acceptance.host.systemd import SESSION_GLOB, STRICT_SESSION
 POLL_MAX_S = 0.1
 
 
-class UnitWatch:
-    """Use as a context manager. `pattern` chooses the names counted (strict
-    session names by default); `exclude` names never counted (the supervisor)."""
+class ManagerSignals:
+    """One of systemd's Manager signals (`MEMBER`), watched on a bus connection of
+    its own from __enter__ on. Only what systemd's own connection sent counts: a
+    signal may also be sent to this connection directly by anyone on the bus (a
+    unicast signal needs no match rule), so each is checked against the unique
+    name that owns org.freedesktop.systemd1."""
 
-    RULE = dict(type="signal", interface="org.freedesktop.systemd1.Manager",
-                member="UnitNew", path="/org/freedesktop/systemd1")
+    MEMBER = ""
 
-    def __init__(self, pattern: re.Pattern = STRICT_SESSION, exclude=()):
-        self.pattern, self.exclude = pattern, frozenset(exclude)
+    def __init__(self) -> None:
         self.queue: deque = deque()
         self.sd: Systemd | None = None
         self.handle = None
-        self.seen: list[str] = []   # every counted name since open, in order, once
-        self.taken = 0              # how many of them new_units() has returned
+        self.owner = ""
 
-    def __enter__(self) -> "UnitWatch":
+    @property
+    def rule(self) -> dict:
+        return dict(type="signal", interface="org.freedesktop.systemd1.Manager",
+                    member=self.MEMBER, path="/org/freedesktop/systemd1")
+
+    def open(self) -> None:
         self.sd = Systemd.connect()
         try:
             conn = self.sd.conn
-            self.handle = conn.filter(MatchRule(**self.RULE), queue=self.queue)
-            rule = MatchRule(sender="org.freedesktop.systemd1", **self.RULE)
+            self.handle = conn.filter(MatchRule(**self.rule), queue=self.queue)
+            rule = MatchRule(sender="org.freedesktop.systemd1", **self.rule)
             _unwrap("AddMatch", conn.send_and_get_reply(message_bus.AddMatch(rule), timeout=5))
+            (self.owner,) = _unwrap("GetNameOwner", conn.send_and_get_reply(
+                message_bus.GetNameOwner("org.freedesktop.systemd1"), timeout=5))
             self.sd.call("Subscribe")
         except BaseException:
             self.close()
             raise
+
+    def taken(self) -> list[tuple]:
+        """The bodies of the signals systemd sent that arrived since the last call."""
+        out = []
+        while self.queue:
+            msg = self.queue.popleft()
+            if msg.header.fields.get(HeaderFields.sender) == self.owner:
+                out.append(msg.body)
+        return out
+
+    def round_trip(self):
+        """ListUnitsByPatterns of the session units: its reply comes after every
+        signal systemd sent before it, so they have all arrived."""
+        return cast(Systemd, self.sd).call("ListUnitsByPatterns", "asas", ([], [SESSION_GLOB]))[0]
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.handle.close()
+            self.handle = None
+        if self.sd is not None:
+            self.sd.close()
+            self.sd = None
+
+
+class UnitWatch(ManagerSignals):
+    """Use as a context manager. `pattern` chooses the names counted (strict
+    session names by default); `exclude` names never counted (the supervisor)."""
+
+    MEMBER = "UnitNew"
+
+    def __init__(self, pattern: re.Pattern = STRICT_SESSION, exclude=()):
+        super().__init__()
+        self.pattern, self.exclude = pattern, frozenset(exclude)
+        self.seen: list[str] = []   # every counted name since open, in order, once
+        self.taken_n = 0            # how many of them new_units() has returned
+
+    def __enter__(self) -> "UnitWatch":
+        self.open()
         return self
 
     def counted(self, name: str) -> bool:
@@ -56,9 +103,9 @@ class UnitWatch:
 
     def _sync(self) -> set[str]:
         """Take every UnitNew that arrived; return the counted units loaded now."""
-        rows = cast(Systemd, self.sd).call("ListUnitsByPatterns", "asas", ([], [SESSION_GLOB]))[0]
-        while self.queue:
-            name = self.queue.popleft().body[0]
+        rows = self.round_trip()
+        for body in self.taken():
+            name = body[0]
             if self.counted(name) and name not in self.seen:
                 self.seen.append(name)
         return {r[0] for r in rows if self.counted(r[0])}
@@ -66,7 +113,7 @@ class UnitWatch:
     def new_units(self) -> list[str]:
         """Names created since the last call (since open, the first time)."""
         self._sync()
-        new, self.taken = self.seen[self.taken:], len(self.seen)
+        new, self.taken_n = self.seen[self.taken_n:], len(self.seen)
         return new
 
     def sync(self) -> tuple[set[str], set[str]]:
@@ -85,13 +132,32 @@ class UnitWatch:
             time.sleep(delay)  # poll interval, not a wait for an outcome
             delay = min(delay * 2, POLL_MAX_S)
 
-    def close(self) -> None:
-        if self.handle is not None:
-            self.handle.close()
-            self.handle = None
-        if self.sd is not None:
-            self.sd.close()
-            self.sd = None
+    def __exit__(self, *exc):
+        self.close()
+
+
+class JobWatch(ManagerSignals):
+    """Use as a context manager: every unit a job was queued for (JobNew) from
+    __enter__ on. Opened once the sessions are STARTED, so their start jobs are
+    behind it: a job for a running session unit is a stop (only root may queue
+    one; StopUnit is how the supervisor ends a session, CONC-3). The service
+    user, who may end the processes of a session itself, never makes one."""
+
+    MEMBER = "JobNew"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.units: set[str] = set()
+
+    def __enter__(self) -> "JobWatch":
+        self.open()
+        return self
+
+    def jobs_for(self) -> set[str]:
+        """Every unit a job was queued for since open (a round trip first)."""
+        self.round_trip()
+        self.units.update(str(body[2]) for body in self.taken())
+        return set(self.units)
 
     def __exit__(self, *exc):
         self.close()

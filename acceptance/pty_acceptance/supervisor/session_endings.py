@@ -8,9 +8,19 @@ unit, cgroup and processes must be gone within the stop's bound, counted
 from that moment. run_endings starts them all, drives them side by side and
 returns the problems, each naming its case and unit; an interrupt is never
 held up by the threads (SUITE-5).
+
+An end the suite asks of the supervisor (a STOP frame, a disconnect: the
+drive is marked `asks_stop`) is the supervisor's StopUnit (CONC-3): systemd
+must have queued a job for the unit after the sessions were STARTED
+(unitwatch.JobWatch). Without one, the unit ended because its processes
+did: the service user, whose processes they are, can end them the way a
+stop would (a blind red team's ninth pass played the stop itself, SIGTERM,
+a grace, SIGKILL, when the supervisor left the unit running on a
+disconnect), and what the suite watched was not the supervisor's stop.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -18,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from pty_acceptance.host.bus import Systemd
+from pty_acceptance.host.unitwatch import JobWatch
 from pty_acceptance.supervisor.session_footprint import Footprint, HostReadError, bounded_stop_problem
 from pty_acceptance.supervisor.session_gone import wait_gone
 from pty_acceptance.supervisor.session_clients import RawSession
@@ -28,6 +39,13 @@ from pty_acceptance.supervisor.tokens import new_token, tagged_sh
 
 ENDINGS_DEADLINE_S = 120.0  # run_endings: every case driven side by side ends within this
 JOIN_SLICE_S = 0.1  # run_endings: how late an interrupt that lands mid-join may be acted on
+
+
+def asks_stop(drive: Callable) -> Callable:
+    """Marks a drive whose end is asked of the supervisor (a STOP frame, a
+    disconnect): a stop job for the unit must follow (run_endings)."""
+    drive.asks_stop = True  # type: ignore[attr-defined]
+    return drive
 
 
 @dataclass
@@ -51,6 +69,10 @@ class Ending:
 
     def caused(self) -> None:
         self.t0 = time.monotonic()
+
+    @property
+    def asks_stop(self) -> bool:
+        return bool(getattr(self.drive, "asks_stop", False))
 
     def expect_gone(self, bound_s: float | None = None) -> None:
         """Unit, cgroup and processes gone within the bound, counted from caused()."""
@@ -105,6 +127,25 @@ def run_endings(sessions: Sessions, endings: list[Ending], evidence, prepare=Non
                 prepare(e)
             except (TimeoutError, HostReadError) as ex:
                 e.problems.append(str(ex))
+    with contextlib.ExitStack() as stack:
+        jobs = stack.enter_context(JobWatch()) if any(e.asks_stop for e in endings) else None
+        _drive_side_by_side(endings)
+        if jobs is not None:
+            stopped = jobs.jobs_for()
+            for e in endings:
+                if e.asks_stop and e.t0 is not None and cast(Footprint, e.fp).unit not in stopped:
+                    e.problems.append("CONC-3: systemd queued no job for the unit after the end was asked of "
+                                      "the supervisor: no StopUnit ended it (whatever ended its processes, "
+                                      "their end was not the supervisor's stop)")
+    problems = []
+    for e in endings:
+        fp = cast(Footprint, e.fp)  # every ending's session STARTED above
+        evidence(e.name, f"{fp.describe()}; " + "; ".join(e.facts))
+        problems += [f"{e.name} ({fp.unit}): {x}" for x in e.problems]
+    return problems
+
+
+def _drive_side_by_side(endings: list[Ending]) -> None:
     # Daemon threads, joined against one deadline: an interrupt (SIGINT, SIGTERM)
     # unwinds the main thread at once and the process never waits for them (SUITE-5).
     # Joined in short slices: a signal landing between CPython's pending-signal
@@ -120,9 +161,3 @@ def run_endings(sessions: Sessions, endings: list[Ending], evidence, prepare=Non
     for e, t in zip(endings, threads, strict=False):
         if t.is_alive():
             e.problems.append(f"still being driven {ENDINGS_DEADLINE_S:g} s after the cases began")
-    problems = []
-    for e in endings:
-        fp = cast(Footprint, e.fp)  # every ending's session STARTED above
-        evidence(e.name, f"{fp.describe()}; " + "; ".join(e.facts))
-        problems += [f"{e.name} ({fp.unit}): {x}" for x in e.problems]
-    return problems
