@@ -9,7 +9,9 @@ CONC-3 (and CGROUP-1) two sessions whose command catches SIGTERM (noting it
        cgroup and its processes are gone within the suite's bound
        (session_stop.timeout_s + script(1)'s 2 s + slack), never a bound read
        from the host. A supervisor that SIGKILLs a few ms after SIGTERM, or
-       never sends SIGTERM, fails.
+       never sends SIGTERM, fails; so does one whose units end with no stop
+       job of systemd's (session_endings: the service user may play the stop
+       on its own processes).
 """
 
 from __future__ import annotations

@@ -168,6 +168,11 @@ EXACTLY = {
     "ProtectKernelLogs": ("UNIT-5", "yes"),
     "BindPaths": ("UNIT-7", ""),
     "KillMode": ("CGROUP-1", "control-group"),
+    # a stop is TERM, then KILL (a blind red team's ninth pass: only the stop test saw a stop
+    # that was SIGKILL alone, and a watcher of the user's could make that test see a grace)
+    "KillSignal": ("CONC-3", "15"),
+    "FinalKillSignal": ("CONC-3", "9"),
+    "SendSIGKILL": ("CONC-3", "yes"),
     "CollectMode": ("CONC-3", "inactive-or-failed"),
 }
 AT_LEAST = {  # the contract's value first, then the stricter ones systemd has

@@ -262,6 +262,9 @@ class SessionUnitProperties:
     BindPaths: Annotated[str, Judged("UNIT-7", WORDS)]
     BindReadOnlyPaths: Annotated[str, Judged("UNIT-7", WORDS)]
     KillMode: Annotated[str, Judged("CGROUP-1")]
+    KillSignal: Annotated[str, Judged("CONC-3")]
+    FinalKillSignal: Annotated[str, Judged("CONC-3")]
+    SendSIGKILL: Annotated[str, Judged("CONC-3")]
     TimeoutStopUSec: Annotated[str, Judged("CONC-3")]
     CollectMode: Annotated[str, Judged("CONC-3")]
 

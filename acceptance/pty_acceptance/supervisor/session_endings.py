@@ -133,7 +133,11 @@ def run_endings(sessions: Sessions, endings: list[Ending], evidence, prepare=Non
         if jobs is not None:
             stopped = jobs.jobs_for()
             for e in endings:
-                if e.asks_stop and e.t0 is not None and cast(Footprint, e.fp).unit not in stopped:
+                if not e.asks_stop or e.t0 is None:
+                    continue
+                if cast(Footprint, e.fp).unit in stopped:
+                    e.facts.append("systemd queued a job for the unit after the end was asked (a stop)")
+                else:
                     e.problems.append("CONC-3: systemd queued no job for the unit after the end was asked of "
                                       "the supervisor: no StopUnit ended it (whatever ended its processes, "
                                       "their end was not the supervisor's stop)")
