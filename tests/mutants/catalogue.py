@@ -100,6 +100,8 @@ WATCHER_HELD = ("systemctl stop pty-fault-watcher.service || true; cat /var/lib/
                 "grep -q '^HELD' /var/lib/pty-fault/watcher.log")
 # a password the service user gives the candidate through a continued server.env line
 CONTINUED_SECRET = "Zq7-wV3k-continued-password-tail"
+SHORT_SECRET = "Qz!"  # a password of three characters (a blind red team's round nine)
+ROTATED_SECRET = "rotated-password-5e0c91d2"  # written into server.env mid-run
 
 # git as the service user, in the candidate checkout's terms (a HOME of its own: root's is unreadable)
 AS_BYK = "runuser -u byk -- env HOME=/home/byk"
@@ -812,6 +814,30 @@ FAULTS += [
           f"sed -i \"s|^\\(ExecStart=.*\\)\\$|\\1 --note {REFERENCE_PASSWORD}|\" {PILOT}/opencode-v2.service' "
           f"&& grep -q -- '--note {REFERENCE_PASSWORD}' {PILOT}/opencode-v2.service",
           modules=_m("builds", "runtime", "runtime_handoff"), expect=("SCOPE-1",), secret=REFERENCE_PASSWORD),
+    # the same round's attacks 4, 5 and 10: the password systemd gives the candidate is not the one a
+    # line-by-line reading takes, is too short to look like one, or changes after the suite read it
+    Fault("user-writes-its-password-behind-a-decoy-line", ("SCOPE-1", "SUITE-4"),
+          "the service user rewrites server.env as a decoy `OPENCODE_PASSWORD=` line followed by "
+          "`OPENCODE_PASSWORD =<password>` (systemd trims the blanks and keeps the last) and appends the "
+          "password as an argument of the candidate unit's ExecStart=",
+          f"runuser -u byk -- sh -c 'printf \"OPENCODE_PASSWORD=decoy-not-the-password\\nOPENCODE_PASSWORD ="
+          f"{REFERENCE_PASSWORD}\\n\" > {PILOT}/server.env && "
+          f"sed -i \"s|^\\(ExecStart=.*\\)\\$|\\1 --note {REFERENCE_PASSWORD}|\" {PILOT}/opencode-v2.service' "
+          f"&& grep -q '^OPENCODE_PASSWORD =' {PILOT}/server.env",
+          modules=_m("builds", "runtime", "runtime_handoff"), expect=("SCOPE-1",), secret=REFERENCE_PASSWORD),
+    Fault("user-writes-a-three-character-password", ("SCOPE-1", "SUITE-4"),
+          f"the service user gives server.env the password `{SHORT_SECRET}` (three characters) and appends it as "
+          "an argument of the candidate unit's ExecStart=",
+          f"runuser -u byk -- sh -c 'sed -i \"s|^OPENCODE_PASSWORD=.*|OPENCODE_PASSWORD={SHORT_SECRET}|\" "
+          f"{PILOT}/server.env && sed -i \"s|^\\(ExecStart=.*\\)\\$|\\1 --note {SHORT_SECRET}|\" "
+          f"{PILOT}/opencode-v2.service' && grep -q '^OPENCODE_PASSWORD=...$' {PILOT}/server.env",
+          modules=_m("builds", "runtime", "runtime_handoff"), expect=("SCOPE-1",), secret=SHORT_SECRET),
+    Fault("user-rotates-its-password-mid-run", ("SCOPE-1", "SUITE-4"),
+          "the service user appends a note to its candidate unit's ExecStart= and, 25 s into the run (after "
+          "the suite read server.env), writes a new password into server.env and into that note",
+          f"PTY_FAULT_SECRET={ROTATED_SECRET}", script_file="user-rotates-its-password-mid-run.sh",
+          modules=_m("builds", "runtime", "runtime_handoff"), expect=("SCOPE-1",), secret=ROTATED_SECRET,
+          after="test -e /home/byk/.pty-fault-rotated"),
     Fault("server-env-password-continued-on-the-next-line", ("CUT-3",), "the service user rewrites its "
           "server.env as `OPENCODE_PASSWORD=\\` and, on the next line, a password of its own followed by `=`, "
           "and kills the candidate: systemd joins the lines, a line-by-line reading takes the password for a "
@@ -941,6 +967,14 @@ FAULTS += [
           "first", supervisor=("exit-without-flush",), script_file="user-parks-the-session-exit.sh",
           modules=FULL, first_cause="a process of the suite's own was stopped from outside",
           after=("systemctl stop pty-fault-parker.service || true; cat /var/lib/pty-fault/parker.log; "
+                 "grep -q '^PARKED' /var/lib/pty-fault/parker.log")),
+    Fault("user-parks-every-session-exit", ("SUITE-5",), "for the whole run a watcher of the service user's "
+          "parks an injected thread of every session's script(1) in a ptrace stop and never lets it go (a "
+          "zombie leader, never in state T): every wait on a session's end would run to its bound, and the "
+          "units' own stops could not end (the same round's attack 8); the run must end in time, naming the stop",
+          "PTY_FAULT_HOLD=never PTY_FAULT_EVERY=1", script_file="user-parks-the-session-exit.sh", modules=FULL,
+          deadline_s=900, first_cause="a process of the suite's own was stopped from outside",
+          after=("systemctl stop pty-fault-parker.service || true; head -40 /var/lib/pty-fault/parker.log; "
                  "grep -q '^PARKED' /var/lib/pty-fault/parker.log")),
     Fault("no-stop-on-disconnect-stop-played", ("CONC-3",), "a closed connection leaves its unit running; a "
           "watcher of the service user's holds a copy of each session's end of the supervisor's socketpair "

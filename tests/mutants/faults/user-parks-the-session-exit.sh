@@ -8,7 +8,12 @@
 # the suite, finding the unit not gone in its bound, takes the supervisor for one that
 # throttles, and reads every byte before the watcher lets the thread go 15 s later. PARKED for
 # each script(1) held; the after-suite check requires one.
+# With PTY_FAULT_EVERY=1 every session's script(1) is held, and with PTY_FAULT_HOLD=never none is
+# let go (attack 8: every wait on a session's end runs to its bound, and the units' own stops
+# cannot end either).
 set -eu
+HOLD=${PTY_FAULT_HOLD:-15}
+EVERY=${PTY_FAULT_EVERY:-0}
 . /opt/dev-script-0/common.sh  # ptrace_lib, user_watcher
 ptrace_lib
 cat > /usr/local/lib/pty-fault/parker.py <<'PY'
@@ -17,7 +22,8 @@ sys.path.insert(0, "/usr/local/lib/pty-fault")
 from ptracelib import libc, log, Regs, SEIZE, INTERRUPT, SYSCALL, GETREGS, SETREGS, DETACH, WALL, WNOHANG, ENOSYS
 GETEVENTMSG, CONT = 0x4201, 7
 O_TRACECLONE, O_TRACEEXIT = 0x8, 0x40
-HOLD_S = 15.0
+HOLD_S = None if sys.argv[2] == "never" else float(sys.argv[2])  # how long an exiting script(1) is held
+EVERY = sys.argv[3] == "1"  # every session's script(1), not only the counted-lines ones
 libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: the suite's UNIT-7 does not reach our /proc/<pid>/root
 def say(s):
     log.write(f"{time.time():.3f} {s}\n")
@@ -85,7 +91,7 @@ def script_of(pid):
         except OSError:
             pass
     return None
-me, seen, held, release = os.getuid(), set(), set(), {}
+me, seen, held, release, held_scripts = os.getuid(), set(), set(), {}, set()
 while True:
     for d in os.listdir("/proc"):
         if not d.isdigit() or int(d) in seen:
@@ -93,14 +99,19 @@ while True:
         try:
             if os.stat(f"/proc/{d}").st_uid != me:
                 continue
-            if b"read go && seq" not in open(f"/proc/{d}/cmdline", "rb").read():
+            if EVERY and open(f"/proc/{d}/comm").read().strip() == "script":
+                seen.add(int(d))
+                script = int(d) if script_of(int(d)) is not None else None
+            elif b"read go && seq" in open(f"/proc/{d}/cmdline", "rb").read():
+                seen.add(int(d))
+                script = script_of(int(d))
+            else:
                 continue
-            seen.add(int(d))
-            script = script_of(int(d))
         except OSError:
             continue
-        if script is None or script in seen:
+        if script is None or script in held_scripts:
             continue
+        held_scripts.add(script)
         seen.add(script)
         try:
             tid = park_thread(script)
@@ -117,8 +128,8 @@ while True:
         if wpid == 0:
             break
         if os.WIFSTOPPED(st) and st >> 16 == 6:  # PTRACE_EVENT_EXIT: script(1) has exited
-            release[wpid] = time.monotonic() + HOLD_S
-            say(f"thread {wpid} at its exit stop: held {HOLD_S:g} s")
+            release[wpid] = float("inf") if HOLD_S is None else time.monotonic() + HOLD_S
+            say(f"thread {wpid} at its exit stop: held {HOLD_S} s")
         elif not os.WIFSTOPPED(st):
             held.discard(wpid)
             say(f"thread {wpid} gone")
@@ -132,5 +143,6 @@ while True:
             say(f"thread {tid} let go")
     time.sleep(0.002)
 PY
-user_watcher pty-fault-parker /var/lib/pty-fault/parker.log /usr/local/lib/pty-fault/parker.py /var/lib/pty-fault/parker.log
+user_watcher pty-fault-parker /var/lib/pty-fault/parker.log /usr/local/lib/pty-fault/parker.py /var/lib/pty-fault/parker.log \
+	"$HOLD" "$EVERY"
 echo "FAULT: byk parks a thread of each counted-lines session's script(1) past its exit" >&2

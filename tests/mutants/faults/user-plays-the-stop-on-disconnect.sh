@@ -1,10 +1,11 @@
 # A closed connection leaves its session's unit running (the supervisor switch
 # no-stop-on-disconnect, set by the catalogue); a watcher of the service user's (a blind red
-# team's round nine, issue 37, attack 7) plays the stop itself. It reads which socket each
-# session's script(1), a process of its own, has as its stdin (the session's end of the
-# supervisor's socketpair) and asks sock_diag (no privilege needed) for that socket's peer every
-# 10 ms; when the supervisor's end is closed (the client went, and the supervisor closed its
-# side without stopping the unit) it sends SIGTERM to every process of the session,
+# team's round nine, issue 37, attack 7) plays the stop itself. Every 10 ms it lists, through
+# sock_diag (no privilege needed), the connected unix sockets whose peer lives in another network
+# namespace (the clients' connections to the supervisor, whose end is in its private one), pairs
+# each new session (its script(1), a process of its own) with the newest connection not yet
+# paired (the suite starts sessions one at a time), and when that connection is gone while the
+# unit still runs (the supervisor did not stop it) it sends SIGTERM to every process of the session,
 # waits 5.5 s (the contract's grace) and SIGKILLs what is left: the unit ends as if the
 # supervisor had stopped it. STOPPED for each session it ended; the after-suite check requires one.
 set -eu
@@ -19,25 +20,39 @@ libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: the suite's UNIT-7 does not reac
 GRACE_S = 5.5
 def say(s):
     log.write(f"{time.time():.3f} {s}\n")
-def peer_ino(ino):
-    """The peer inode sock_diag reports for unix socket `ino` (0: its peer closed; None: gone)."""
-    s = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 4)  # NETLINK_SOCK_DIAG: no privilege needed
+def connections():
+    """{inode: peer inode} of every connected unix stream socket of this network namespace
+    whose peer is not in it: a client's connection to the supervisor, whose own end lives in
+    the supervisor's private network namespace (sock_diag, no privilege needed)."""
+    s = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 4)  # NETLINK_SOCK_DIAG
+    found = {}
     try:
-        req = struct.pack("=BBHIIIII", socket.AF_UNIX, 0, 0, 0xffffffff, ino, 0x4, 0xffffffff, 0xffffffff)
-        s.send(struct.pack("=IHHII", 16 + len(req), 20, 0x1, 1, 0) + req)  # SOCK_DIAG_BY_FAMILY, REQUEST
-        data = s.recv(65536)
+        req = struct.pack("=BBHIIIII", socket.AF_UNIX, 0, 0, 1 << 1, 0, 0x4, 0xffffffff, 0xffffffff)
+        s.send(struct.pack("=IHHII", 16 + len(req), 20, 0x301, 1, 0) + req)  # SOCK_DIAG_BY_FAMILY, DUMP
+        done = False
+        while not done:
+            data = s.recv(1 << 20)
+            off = 0
+            while off + 16 <= len(data):
+                length, kind = struct.unpack_from("=IH", data, off)
+                if kind in (2, 3) or length < 16:  # NLMSG_ERROR, NLMSG_DONE
+                    done = True
+                    break
+                ino = struct.unpack_from("=I", data, off + 20)[0]
+                stype = data[off + 17]
+                a = off + 32
+                peer = 0
+                while a + 4 <= off + length:
+                    alen, atype = struct.unpack_from("=HH", data, a)
+                    if atype == 2 and alen >= 8:  # UNIX_DIAG_PEER
+                        peer = struct.unpack_from("=I", data, a + 4)[0]
+                    a += (alen + 3) & ~3
+                if stype == socket.SOCK_STREAM and peer:
+                    found[ino] = peer
+                off += (length + 3) & ~3
     finally:
         s.close()
-    length, kind = struct.unpack_from("=IH", data)
-    if kind == 2:  # NLMSG_ERROR: no such socket
-        return None
-    off = 32  # nlmsghdr, unix_diag_msg
-    while off + 4 <= length:
-        alen, atype = struct.unpack_from("=HH", data, off)
-        if atype == 2:  # UNIX_DIAG_PEER
-            return struct.unpack_from("=I", data, off + 4)[0]
-        off += (alen + 3) & ~3
-    return 0
+    return {ino: peer for ino, peer in found.items() if peer not in found}
 def group_of(pid):
     line = open(f"/proc/{pid}/cgroup").read().strip().split("\n")[-1]
     group = line.split("::", 1)[1]
@@ -54,33 +69,42 @@ def signal_all(group, sig):
         except OSError:
             pass
 me, seen = os.getuid(), set()
-watched = {}   # script(1)'s pid -> (its group, the inode of its stdin: the session's socket)
-kills = {}     # group -> when to SIGKILL
+first_seen = {}  # connection inode -> when first seen (those present at start never count)
+for ino in connections():
+    first_seen[ino] = 0.0
+paired = {}      # connection inode -> the session group started on it
+kills = {}       # group -> when to SIGKILL
 while True:
+    now = time.monotonic()
+    live = connections()
+    for ino in live:
+        first_seen.setdefault(ino, now)
     for d in os.listdir("/proc"):
         if not d.isdigit() or int(d) in seen:
             continue
-        pid = int(d)
         try:
             if os.stat(f"/proc/{d}").st_uid != me or open(f"/proc/{d}/comm").read().strip() != "script":
                 continue
-            seen.add(pid)
-            group = group_of(pid)
-            link = os.readlink(f"/proc/{d}/fd/0")
-            if group is None or not link.startswith("socket:["):
-                continue
-            watched[pid] = (group, int(link[8:-1]))
-            say(f"watching script {pid} in {group}, its socket {link}")
+            seen.add(int(d))
+            group = group_of(int(d))
         except OSError:
             continue
-    for pid, (group, ino) in list(watched.items()):
-        peer = peer_ino(ino)
-        if peer == 0 and procs(group):  # the supervisor closed its end, the unit still runs: play the stop
+        if group is None or group in paired.values():
+            continue
+        # the session was started on the newest connection not yet paired (the suite starts one at a time)
+        free = [i for i in live if first_seen[i] > 0 and i not in paired]
+        if free:
+            ino = max(free, key=lambda i: first_seen[i])
+            paired[ino] = group
+            say(f"session {group} on connection {ino}")
+    for ino, group in list(paired.items()):
+        if ino in live:
+            continue
+        del paired[ino]  # the client's connection is gone
+        if procs(group):  # and the unit still runs: play the stop
             signal_all(group, signal.SIGTERM)
             kills[group] = time.monotonic() + GRACE_S
-            log.write(f"STOPPED {group} (script {pid}): SIGTERM, SIGKILL in {GRACE_S:g} s\n")
-        if peer == 0 or peer is None:  # played, or the session (and its socket) gone
-            del watched[pid]
+            log.write(f"STOPPED {group} (connection {ino} closed): SIGTERM, SIGKILL in {GRACE_S:g} s\n")
     for group, t in list(kills.items()):
         if time.monotonic() >= t:
             signal_all(group, signal.SIGKILL)
