@@ -1,8 +1,8 @@
 # A closed connection leaves its session's unit running (the supervisor switch
 # no-stop-on-disconnect, set by the catalogue); a watcher of the service user's (a blind red
 # team's round nine, issue 37, attack 7) plays the stop itself. Every 10 ms it lists, through
-# sock_diag (no privilege needed), the connected unix sockets whose peer lives in another network
-# namespace (the clients' connections to the supervisor, whose end is in its private one), pairs
+# sock_diag (no privilege needed), the supervisor's accepted connections (connected sockets named
+# as its listening socket: an accepted socket lives in its client's network namespace), pairs
 # each new session (its script(1), a process of its own) with the newest connection not yet
 # paired (the suite starts sessions one at a time), and when that connection is gone while the
 # unit still runs (the supervisor did not stop it) it sends SIGTERM to every process of the session,
@@ -20,14 +20,15 @@ libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: the suite's UNIT-7 does not reac
 GRACE_S = 5.5
 def say(s):
     log.write(f"{time.time():.3f} {s}\n")
+SOCKET = b"/run/opencode-pty/supervisor.sock"
 def connections():
-    """{inode: peer inode} of every connected unix stream socket of this network namespace
-    whose peer is not in it: a client's connection to the supervisor, whose own end lives in
-    the supervisor's private network namespace (sock_diag, no privilege needed)."""
+    """The inodes of the supervisor's accepted connections: connected unix stream sockets named
+    as its listening socket. An accepted socket lives in its client's network namespace, so it is
+    listed here even though the supervisor's own namespace is private (sock_diag, no privilege)."""
     s = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 4)  # NETLINK_SOCK_DIAG
-    found = {}
+    found = set()
     try:
-        req = struct.pack("=BBHIIIII", socket.AF_UNIX, 0, 0, 1 << 1, 0, 0x4, 0xffffffff, 0xffffffff)
+        req = struct.pack("=BBHIIIII", socket.AF_UNIX, 0, 0, 1 << 1, 0, 0x1 | 0x4, 0xffffffff, 0xffffffff)
         s.send(struct.pack("=IHHII", 16 + len(req), 20, 0x301, 1, 0) + req)  # SOCK_DIAG_BY_FAMILY, DUMP
         done = False
         while not done:
@@ -38,21 +39,21 @@ def connections():
                 if kind in (2, 3) or length < 16:  # NLMSG_ERROR, NLMSG_DONE
                     done = True
                     break
-                ino = struct.unpack_from("=I", data, off + 20)[0]
-                stype = data[off + 17]
-                a = off + 32
-                peer = 0
+                stype, ino = data[off + 17], struct.unpack_from("=I", data, off + 20)[0]
+                a, name, peer = off + 32, b"", 0
                 while a + 4 <= off + length:
                     alen, atype = struct.unpack_from("=HH", data, a)
-                    if atype == 2 and alen >= 8:  # UNIX_DIAG_PEER
+                    if atype == 0:  # UNIX_DIAG_NAME
+                        name = data[a + 4:a + alen].rstrip(b"\0")
+                    elif atype == 2 and alen >= 8:  # UNIX_DIAG_PEER
                         peer = struct.unpack_from("=I", data, a + 4)[0]
                     a += (alen + 3) & ~3
-                if stype == socket.SOCK_STREAM and peer:
-                    found[ino] = peer
+                if stype == socket.SOCK_STREAM and name == SOCKET:
+                    found.add(ino)
                 off += (length + 3) & ~3
     finally:
         s.close()
-    return {ino: peer for ino, peer in found.items() if peer not in found}
+    return found
 def group_of(pid):
     line = open(f"/proc/{pid}/cgroup").read().strip().split("\n")[-1]
     group = line.split("::", 1)[1]
