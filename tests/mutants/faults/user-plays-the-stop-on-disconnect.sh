@@ -3,8 +3,8 @@
 # team's round nine, issue 37, attack 7) plays the stop itself. Every 10 ms it lists, through
 # sock_diag (no privilege needed), the supervisor's accepted connections (connected sockets named
 # as its listening socket: an accepted socket lives in its client's network namespace), pairs
-# each new session (its script(1), a process of its own) with the newest connection not yet
-# paired (the suite starts sessions one at a time), and when that connection is gone while the
+# each new session (its script(1), a process of its own) with the oldest recent connection not yet
+# paired (the suite opens its sessions' connections in turn), and when that connection is gone while the
 # unit still runs (the supervisor did not stop it) it sends SIGTERM to every process of the session,
 # waits 5.5 s (the contract's grace) and SIGKILLs what is left: the unit ends as if the
 # supervisor had stopped it. STOPPED for each session it ended; the after-suite check requires one.
@@ -92,10 +92,11 @@ while True:
             continue
         if group is None or group in paired.values():
             continue
-        # the session was started on the newest connection not yet paired (the suite starts one at a time)
-        free = [i for i in live if first_seen[i] > 0 and i not in paired]
+        # the session was started on the oldest connection of the last 30 s not yet paired (the
+        # suite opens its sessions' connections in turn, the supervisor starts their units in turn)
+        free = [i for i in live if 0 < first_seen[i] and now - first_seen[i] < 30 and i not in paired]
         if free:
-            ino = max(free, key=lambda i: first_seen[i])
+            ino = min(free, key=lambda i: first_seen[i])
             paired[ino] = group
             say(f"session {group} on connection {ino}")
     for ino, group in list(paired.items()):
