@@ -976,6 +976,15 @@ FAULTS += [
           deadline_s=900, first_cause="a process of the suite's own was stopped from outside",
           after=("systemctl stop pty-fault-parker.service || true; head -40 /var/lib/pty-fault/parker.log; "
                  "grep -q '^PARKED' /var/lib/pty-fault/parker.log")),
+    # round ten (issue 37): the suite's staged Python found the user's library in /tmp, whose
+    # sitecustomize handed the suite a socketpair and relayed the real connection, mending defects
+    Fault("user-plants-a-stdlib-in-tmp", ("PROTO-1", "PROTO-3", "PEER-2", "ISO-3"), "the limits off by one, a "
+          "NUL checked from the second byte, the slice pin skipped and a stopped MainPID's identity lent; the "
+          "service user plants /tmp/lib/python3.X (the host's library linked, a sitecustomize of its own) "
+          "where the suite's staged Python would look for its library, and runs a relay that carries the "
+          "agents' connections, mending each defect on the way",
+          script_file="user-plants-a-stdlib-in-tmp.sh", modules=_m("protocol", "peer", "process_control"),
+          after="cat /tmp/red10-relay.log; test -S /tmp/red10-relayd.sock"),
     Fault("no-stop-on-disconnect-stop-played", ("CONC-3",), "a closed connection leaves its unit running; a "
           "watcher of the service user's holds a copy of each session's end of the supervisor's socketpair "
           "(pidfd_getfd on its script(1)) and, when the supervisor's end closes, ends the session itself: "

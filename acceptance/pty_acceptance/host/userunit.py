@@ -81,9 +81,26 @@ def copy_interpreter(dfd: int, name: str) -> None:
     when its user cannot read what it runs, so no other process of the
     service user can attach to it while it starts (a blind red team's round
     seven: a host without Yama lets a process of the user attach to any
-    dumpable process of the user's)."""
+    dumpable process of the user's).
+
+    Beside it, a root-owned PYVENV_CFG naming the host interpreter's directory as
+    its home: Python finds its standard library by walking up from its
+    executable's directory for lib/python3.X/os.py, and a copy staged under /tmp
+    would take /tmp itself, where the service user may plant a library of its own
+    with a sitecustomize that runs at every start, -I or not (a blind red team's
+    round ten). With the file there, the walk starts at the host's own Python."""
     real = os.path.realpath(INTERPRETER)
     hostfs.create_at(dfd, name, hostfs.read_file(real, INTERPRETER_LIMIT.value), 0o711)
+    hostfs.create_at(dfd, PYVENV_CFG, venv_config(real), 0o644)
+
+
+PYVENV_CFG = "pyvenv.cfg"  # Python reads it in its executable's directory before any search
+
+
+def venv_config(real: str) -> bytes:
+    """The pyvenv.cfg of a staged copy of the interpreter at `real`: home is its directory, the
+    site-packages of the system are not read."""
+    return (f"home = {os.path.dirname(real)}\ninclude-system-site-packages = false\n").encode()
 
 
 class UnitError(Unreadable):

@@ -21,6 +21,7 @@ from pty_acceptance.host import proc
 from pty_acceptance.host.bus import SERVICE_IFACE, Systemd
 from pty_acceptance.errors import Finding
 from pty_acceptance.supervisor.peer import Agent, ChildAgent, DisposableUnit, open_cwd
+from pty_acceptance.supervisor.session_clients import NotTheSupervisor, handed_connection
 from pty_acceptance.host.systemd import ANY_SESSION
 from pty_acceptance.host.unitwatch import UnitWatch
 
@@ -163,15 +164,14 @@ def take_connection(unit: DisposableUnit | ChildAgent, socket_path: str) -> sock
     hands the socket to the suite before saying anything."""
     cast(Agent, unit.agent)("connect", path=socket_path)  # a started unit's
     _, fds = cast(Agent, unit.agent).call("take")
-    if len(fds) != 1:
-        p.close_all(fds)
-        raise RuntimeError(f"agent of {unit.name} handed over {len(fds)} descriptors, expected 1")
-    return socket.socket(fileno=fds[0])
+    return handed_connection(fds, socket_path, f"the agent of {unit.name}")
 
 
 def attempt_as(unit: DisposableUnit | ChildAgent, socket_path: str, who: str) -> AuthAttempt:
     try:
         sock = take_connection(unit, socket_path)
+    except NotTheSupervisor:  # a descriptor that is no connection to it: nothing to observe
+        raise
     except Exception as e:  # an agent-side connect error is the observation
         return AuthAttempt(who, connect_error=str(e))
     with sock:

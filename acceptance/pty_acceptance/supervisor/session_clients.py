@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import select
 import socket
+import struct
 import time
 from dataclasses import dataclass, field
 from typing import cast
 
-from pty_acceptance.errors import Unreadable
+from pty_acceptance.errors import Refused, Unreadable
+from pty_acceptance.host import unixdiag
 from pty_acceptance.supervisor import protocol as p
 from pty_acceptance.supervisor.peer import Agent, DisposableUnit, open_cwd
 
@@ -31,6 +33,38 @@ MAX_FRAMES = 1024  # OUTPUT frames kept as frames (their bytes are in Outcome.ou
 
 class SessionError(Unreadable):
     pass
+
+
+class NotTheSupervisor(Refused):
+    """A descriptor an agent (a process of the service user's) handed over as its
+    connection to the supervisor that is no such connection: the suite judges
+    nothing it would say (a blind red team's round ten handed over one end of a
+    socketpair and relayed the real connection, mending the supervisor's defects)."""
+    requirements = ("SUITE-4",)
+
+
+def handed_connection(fds: list[int], socket_path: str, who: str) -> socket.socket:
+    """The one descriptor an agent handed over, once the kernel says it is a
+    connection accepted on the socket file at `socket_path` (sock_diag: its peer
+    carries that file's device and inode) whose other end root holds (SO_PEERCRED
+    uid 0, the listener's); NotTheSupervisor otherwise, the descriptors closed."""
+    if len(fds) != 1:
+        p.close_all(fds)
+        raise SessionError(f"{who} handed over {len(fds)} descriptors, expected 1")
+    sock = socket.socket(fileno=fds[0])
+    try:
+        why = unixdiag.connected_to(sock.fileno(), socket_path)
+        if why is None:
+            _pid, uid, _gid = struct.unpack("=iII", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+            if uid != 0:
+                why = f"its other end is held by uid {uid}, not root"
+    except OSError as e:
+        why = f"it cannot be read ({e.strerror or e})"
+    if why is not None:
+        sock.close()
+        raise NotTheSupervisor(f"SUITE-4: the descriptor {who} handed over is not a connection to "
+                               f"{socket_path}: {why}")
+    return sock
 
 
 @dataclass
@@ -74,10 +108,7 @@ class RawSession:
         if self.hello.get("name") != "HELLO_OK":
             raise SessionError(f"HELLO was answered with {self.hello}")
         _, fds = a.call("take")
-        if len(fds) != 1:
-            p.close_all(fds)
-            raise SessionError(f"agent handed over {len(fds)} descriptors, expected 1")
-        self.sock = socket.socket(fileno=fds[0])
+        self.sock = handed_connection(fds, self.path, f"the agent of {self.peer.name}")
         return self
 
     def send(self, frame: bytes, fds: list[int] | tuple[int, ...] = ()) -> None:
