@@ -227,7 +227,7 @@ def test_a_killed_mainpid_lends_its_identity_to_no_one_and_its_session_ends(
         took = mainpid.wait_state(lambda s: s == EXITED, f"MainPID {mainpid.pid} exited")
         evidence("MainPID exited", f"{took:.3f} s after SIGKILL")
         evidence(f"{peer.name} after the kill", unit_state(bus, peer.name))
-        with admission.watch_sessions() as watch:
+        with admission.watch_sessions(known=[fp.unit]) as watch:
             a = admission.attempt_as(attacker, inv.socket, f"{who}, after MainPID {mainpid.pid} was killed")
             evidence(f"{peer.name} when the supervisor had answered", unit_state(bus, peer.name))
             assert_refused(f"ISO-3 (MainPID killed, {kind})", a, watch.new_units, evidence)

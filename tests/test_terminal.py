@@ -174,3 +174,48 @@ def test_a_secret_is_redacted_in_every_form_the_suite_writes_it():
     for shown in (secret, escape(secret), repr(secret), repr([secret]), __import__("json").dumps(secret)):
         assert "leak-ed9970c5765d" not in redact(f"names: a, {shown}, b"), shown
     assert redact(f"x {escape(secret)} y") == f"x {REDACTED} y"
+
+
+def test_a_piece_of_a_secret_left_by_a_cut_is_redacted():
+    """A blind red team's round eleven: the password cut one character short by a
+    bounded excerpt, and the 15 bytes of a stopped process's comm."""
+    from pty_acceptance.host.terminal import redactor
+    redact = redactor(["reference-host-not-a-secret", "abcdefghij"])
+    assert redact("--note reference-host-not-a-secre'") == "--note <redacted>'"
+    assert redact("pid 9 (reference-host-) stopped") == "pid 9 (<redacted>) stopped"
+    assert redact("abcdefghi|bcdefghij") == "<redacted>|<redacted>"  # all but one character
+    assert redact("the reference host, inventories/reference.yml, abcdef") == \
+        "the reference host, inventories/reference.yml, abcdef"  # too short a piece to mean it
+
+
+def test_server_env_is_read_for_secrets_as_far_and_as_systemd_reads_it(tmp_path):
+    """A blind red team's round eleven: the password after 71 KiB of comments (past
+    read()'s bound), and escaped or quoted in parts that systemd joins."""
+    from pty_acceptance.candidate import serverenv
+    env = tmp_path / "server.env"
+    env.write_bytes(b"#" * 72000 + b"\nOPENCODE_PASSWORD=after-the-padding-77\n")
+    assert "after-the-padding-77" in serverenv.secrets(str(env))
+    env.write_bytes(b"OPENCODE_PASSWORD=pass\\word-81\n")
+    assert "password-81" in serverenv.secrets(str(env))
+    env.write_bytes(b"OPENCODE_PASSWORD=\"quoted-\\$part\"'-single' tail-82\n")
+    assert "quoted-$part-singletail-82" in serverenv.secrets(str(env))
+
+
+def test_the_password_a_unit_was_started_with_is_a_secret(monkeypatch, tmp_path):
+    """server.env made a link (never opened): the password systemd gave the candidate,
+    read from its environment."""
+    import os
+    import subprocess
+    import sys
+
+    from pty_acceptance.candidate import serverenv
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                             env={"OPENCODE_PASSWORD": "from-the-environ-93", "PATH": os.defpath})
+    try:
+        monkeypatch.setattr(serverenv.cgroups, "cgroup_dir",
+                            lambda g: "unit-dir" if g.endswith("/cand.service") else None)
+        monkeypatch.setattr(serverenv.cgroups, "cgroup_pids", lambda path: [child.pid])
+        assert serverenv.running_secrets(("cand.service", "prod.service")) == ("from-the-environ-93",)
+    finally:
+        child.kill()
+        child.wait()

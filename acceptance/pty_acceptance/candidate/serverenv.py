@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pty_acceptance.errors import Unreadable
-from pty_acceptance.host import hostfs, proc
+from pty_acceptance.host import cgroups, hostfs, proc
 from pty_acceptance.host.terminal import escape
 from pty_acceptance.spec import floor
 
@@ -205,14 +205,20 @@ def parse(data: bytes) -> tuple[int, Secret | None, str | None]:
 _ANY_KEY = re.compile(rb"^[ \t]*" + KEY.encode() + rb"[ \t]*=(.*)$")
 
 
+SECRETS_LIMIT = 64 << 20  # systemd reads an environment file whole up to 64 MiB (READ_FULL_BYTES_MAX)
+_secrets_seen: dict[tuple, tuple[str, ...]] = {}  # (dev, ino, size, mtime, ctime) -> what secrets() found
+
+
 def secrets(path: str) -> tuple[str, ...]:
     """Every value server.env gives OPENCODE_PASSWORD however systemd or a reader may take
-    it, for redaction only (never shown): each `KEY=`, `KEY =` line's value raw, with its
-    blanks taken off and unquoted (a blind red team's ninth pass put a decoy
-    `OPENCODE_PASSWORD=` line before the real `OPENCODE_PASSWORD =` one). Read as read()
-    reads it (no link followed, a regular file, bounded) but whatever its link count or its
-    escapes: what a hard link or a backslash keeps from read() must still be kept out of
-    the reports (the ninth pass linked server.env so that nothing was redacted)."""
+    it, for redaction only (never shown): each assignment's value as systemd's own parser
+    makes it (its escapes, its quotes joined: `systemd_values`), and each `KEY=`, `KEY =`
+    line's value raw, with its blanks taken off and unquoted (a blind red team's ninth pass
+    put a decoy `OPENCODE_PASSWORD=` line before the real `OPENCODE_PASSWORD =` one; the
+    eleventh a backslash inside the value). Read as read() reads it (no link followed, a
+    regular file) but whatever its link count, and as far as systemd reads one (the eleventh
+    put the password after 71 KiB of comments, past read()'s bound), again only when the file
+    changed (the same inode, size, mtime and ctime give the same answer)."""
     parent, name = os.path.split(path)
     try:
         dfd = hostfs.open_dir(parent or "/")
@@ -225,14 +231,21 @@ def secrets(path: str) -> tuple[str, ...]:
     finally:
         os.close(dfd)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             return ()
-        data = os.read(fd, MAX_SIZE)
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        if key in _secrets_seen:
+            return _secrets_seen[key]
+        buf = bytearray()
+        while len(buf) < SECRETS_LIMIT and (chunk := os.read(fd, min(1 << 20, SECRETS_LIMIT - len(buf)))):
+            buf += chunk
+        data = bytes(buf)
     except OSError:
         return ()
     finally:
         os.close(fd)
-    out: set[str] = set()
+    out: set[str] = set(_assigned(data, KEY.encode()))
     for raw in _LINE_END.split(data):
         m = _ANY_KEY.match(raw)
         if not m:
@@ -241,6 +254,133 @@ def secrets(path: str) -> tuple[str, ...]:
         for v in (value, value.strip(" \t"), _unquote(value.strip(" \t"))):
             if v:
                 out.add(v)
+    _secrets_seen.clear()  # one file's answer kept: the latest
+    _secrets_seen[key] = tuple(sorted(v for v in out if v))
+    return _secrets_seen[key]
+
+
+_NEWLINE, _BLANK, _COMMENT = b"\n\r", b" \t\n\r", b"#;"
+VALUE_LIMIT = 1 << 20  # of one assignment, what systemd_values is given from its line's start
+
+
+def _assigned(data: bytes, key: bytes) -> list[str]:
+    """systemd_values of `key` read from the start of each physical line where `key`
+    appears (the file may be 64 MiB; a value is looked for only where the key is): the
+    values systemd assigns, and, where a line only looks like an assignment (inside a
+    quoted value), one more to redact."""
+    out: list[str] = []
+    at = data.find(key)
+    while at >= 0:
+        start = max(data.rfind(b"\n", 0, at), data.rfind(b"\r", 0, at)) + 1
+        out += systemd_values(data[start:start + VALUE_LIMIT], key)[:1]
+        at = data.find(key, at + len(key))
+    return out
+
+
+def systemd_values(data: bytes, key: bytes) -> list[str]:
+    """The values systemd's EnvironmentFile= parser (parse_env_file_internal) assigns to
+    `key`, every assignment in order: blanks around the key and before the value dropped,
+    a value's trailing blanks chomped, a backslash escaping the next byte outside quotes
+    (a newline after it joins lines), single quotes literal, double quotes with \\, \\",
+    \\` and \\$ escaped, quoted and unquoted parts joined, `#` and `;` lines comments."""
+    values: list[str] = []
+    state, k, v, trail = "pre_key", bytearray(), bytearray(), None
+
+    def assign() -> None:
+        body = bytes(v[:trail] if trail is not None else v)
+        if bytes(k).rstrip(b" \t") == key:
+            values.append(body.decode("utf-8", "replace"))
+
+    for c in data:
+        b = bytes((c,))
+        if state == "pre_key":
+            if b in _COMMENT:
+                state = "comment"
+            elif b not in _BLANK:
+                state, k, v, trail = "key", bytearray(b), bytearray(), None
+        elif state == "key":
+            if b in _NEWLINE:
+                state = "pre_key"
+            elif b == b"=":
+                state = "pre_value"
+            else:
+                k += b
+        elif state == "pre_value":
+            if b in _NEWLINE:
+                assign()
+                state = "pre_key"
+            elif b == b"'":
+                state = "single"
+            elif b == b'"':
+                state = "double"
+            elif b == b"\\":
+                state = "escape"
+            elif b not in _BLANK:
+                state, trail = "value", None
+                v += b
+        elif state == "value":
+            if b in _NEWLINE:
+                assign()
+                state = "pre_key"
+            elif b == b"\\":
+                state, trail = "escape", None
+            else:
+                if b not in _BLANK:
+                    trail = None
+                elif trail is None:
+                    trail = len(v)
+                v += b
+        elif state == "escape":
+            state = "value"
+            if b not in _NEWLINE:
+                v += b
+        elif state == "single":
+            if b == b"'":
+                state = "pre_value"
+            else:
+                v += b
+        elif state == "double":
+            if b == b'"':
+                state = "pre_value"
+            elif b == b"\\":
+                state = "double_escape"
+            else:
+                v += b
+        elif state == "double_escape":
+            state = "double"
+            if b in b'"\\`$':
+                v += b
+            elif b != b"\n":
+                v += b"\\" + b
+        elif state == "comment":
+            if b in _NEWLINE:
+                state = "pre_key"
+    if state in ("pre_value", "value", "escape", "single", "double", "double_escape"):
+        assign()
+    return values
+
+
+def running_secrets(units: tuple[str, ...]) -> tuple[str, ...]:
+    """OPENCODE_PASSWORD as each process of `units` (system.slice units: the candidate,
+    production) was started with (/proc/<pid>/environ, bounded, read as root), for
+    redaction only: the password systemd gave them, however server.env is now (a blind red
+    team's round eleven made server.env a link, which secrets() never opens and systemd
+    follows). Nothing readable, nothing given."""
+    prefix = KEY.encode() + b"="
+    out: set[str] = set()
+    for unit in units:
+        path = cgroups.cgroup_dir(f"/system.slice/{unit}")
+        try:
+            pids = cgroups.cgroup_pids(path) if path else []
+        except OSError:
+            continue
+        for pid in pids:
+            try:
+                data = hostfs.read_nofollow(f"/proc/{pid}/environ", ENVIRON_LIMIT)
+            except OSError:
+                continue
+            out.update(e[len(prefix):].decode("utf-8", "replace") for e in data.split(b"\0")
+                       if e.startswith(prefix) and len(e) > len(prefix))
     return tuple(sorted(out))
 
 

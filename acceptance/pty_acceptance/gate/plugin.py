@@ -146,9 +146,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _secrets(state: Setup) -> Callable[[], tuple[str, ...]]:
-    """server.env's passwords and the Basic credentials made of them, read again whenever
-    asked (a password changed during the run is kept out too): what no report shows
-    (report_escaping.py)."""
+    """server.env's passwords, the ones the candidate and production were started with,
+    and the Basic credentials made of them, read again whenever asked (a password changed
+    during the run is kept out too): what no report shows (report_escaping.py)."""
     def read() -> tuple[str, ...]:
         if state.inventory is None:
             return ()
@@ -156,8 +156,9 @@ def _secrets(state: Setup) -> Callable[[], tuple[str, ...]]:
 
         from pty_acceptance.candidate import serverenv
 
+        units = (state.inventory.units.candidate, state.inventory.units.production)
         out = []
-        for pw in serverenv.secrets(state.inventory.cutover.server_env):
+        for pw in serverenv.secrets(state.inventory.cutover.server_env) + serverenv.running_secrets(units):
             out += [pw, base64.b64encode(f"opencode:{pw}".encode()).decode()]
         return tuple(out)
     return read
