@@ -838,6 +838,41 @@ FAULTS += [
           f"PTY_FAULT_SECRET={ROTATED_SECRET}", script_file="user-rotates-its-password-mid-run.sh",
           modules=_m("builds", "runtime", "runtime_handoff"), expect=("SCOPE-1",), secret=ROTATED_SECRET,
           after="test -e /home/byk/.pty-fault-rotated"),
+    # round eleven (issue 37): server.env read short of systemd, a link named after the password,
+    # the password cut one character short by an excerpt; a backslash in the value; server.env a link
+    Fault("user-pads-server-env-past-the-read", ("SCOPE-1", "SUITE-4"),
+          "the service user rewrites server.env as about 71 KiB of comment lines and then its password line "
+          "(systemd reads the whole file), and appends the password to the candidate unit's ExecStart=",
+          f"runuser -u byk -- sh -c 'pw=$(sed -n \"s/^OPENCODE_PASSWORD=//p\" {PILOT}/server.env | tail -n 1) && "
+          f"{{ for i in $(seq 1100); do printf \"# %064d\\n\" $i; done; printf \"OPENCODE_PASSWORD=%s\\n\" \"$pw\"; }} "
+          f"> {PILOT}/server.env.new && cat {PILOT}/server.env.new > {PILOT}/server.env && rm {PILOT}/server.env.new && "
+          f"sed -i \"s|^\\(ExecStart=.*\\)\\$|\\1 --note $pw|\" {PILOT}/opencode-v2.service' "
+          f"&& [ $(stat -c %s {PILOT}/server.env) -gt 70000 ]",
+          modules=_m("builds", "runtime", "runtime_handoff"), expect=("SCOPE-1",), secret=REFERENCE_PASSWORD),
+    Fault("user-names-a-link-after-its-password", ("SCOPE-1", "SUITE-4"),
+          "the service user makes a link named `<password>.go` in its supervisor source tree: the gate's "
+          "own blocker names it (the gate's text, not a test's)",
+          f"runuser -u byk -- sh -c 'ln -s /dev/null {PILOT}/supervisor/cmd/{REFERENCE_PASSWORD}.go'",
+          modules=_m("builds"), expect=("SCOPE-1",), secret=REFERENCE_PASSWORD),
+    Fault("user-cuts-its-password-at-the-excerpt", ("SCOPE-1", "SUITE-4"),
+          "the service user pads its candidate unit's ExecStart= so that the suite's 300-character excerpt of "
+          "it ends one character before the end of the password it appends",
+          f"PTY_FAULT_PILOT={PILOT}", script_file="user-cuts-its-password-at-the-excerpt.sh",
+          modules=_m("builds", "runtime", "runtime_handoff"), expect=("SCOPE-1",), secret=REFERENCE_PASSWORD[:-1]),
+    Fault("user-escapes-its-password-in-server-env", ("SCOPE-1", "SUITE-4"),
+          "the service user rewrites its password line with a backslash inside the value (systemd drops it: "
+          "the password is unchanged) and appends the password to the candidate unit's ExecStart=",
+          f"runuser -u byk -- sh -c 'printf \"%s\\n\" \"OPENCODE_PASSWORD=reference-host-not-a-se\\\\cret\" > {PILOT}/server.env && "
+          f"sed -i \"s|^\\(ExecStart=.*\\)\\$|\\1 --note {REFERENCE_PASSWORD}|\" {PILOT}/opencode-v2.service' "
+          f"&& grep -q 'se.cret' {PILOT}/server.env",
+          modules=_m("builds", "runtime", "runtime_handoff"), expect=("SCOPE-1",), secret=REFERENCE_PASSWORD),
+    Fault("user-links-server-env", ("SCOPE-1", "SUITE-4"),
+          "the service user moves server.env aside and makes server.env a link to it (never opened by the "
+          "suite; systemd follows it) and appends the password to the candidate unit's ExecStart=",
+          f"runuser -u byk -- sh -c 'mv {PILOT}/server.env {PILOT}/.real.env && ln -s .real.env {PILOT}/server.env && "
+          f"sed -i \"s|^\\(ExecStart=.*\\)\\$|\\1 --note {REFERENCE_PASSWORD}|\" {PILOT}/opencode-v2.service' "
+          f"&& [ -L {PILOT}/server.env ]",
+          modules=_m("builds", "runtime", "runtime_handoff"), expect=("SCOPE-1",), secret=REFERENCE_PASSWORD),
     Fault("server-env-password-continued-on-the-next-line", ("CUT-3",), "the service user rewrites its "
           "server.env as `OPENCODE_PASSWORD=\\` and, on the next line, a password of its own followed by `=`, "
           "and kills the candidate: systemd joins the lines, a line-by-line reading takes the password for a "
