@@ -83,3 +83,16 @@ def test_an_agent_trickling_its_reply_is_cut_at_the_calls_deadline(monkeypatch):
     stop.set()
     t.join(2)
     mine.close(), theirs.close()
+
+
+def test_a_connection_the_supervisor_already_closed_is_still_taken(listener):
+    """The Python reference supervisor refuses an impostor and closes before the suite
+    takes the descriptor: the credentials the connection carries still name the
+    listener's process, which holds the socket bound at the path."""
+    path, srv = listener
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    client.connect(path)
+    accepted, _ = srv.accept()
+    accepted.close()
+    sock = handed_connection([os.dup(client.fileno())], path, "the agent")
+    sock.close(), client.close()

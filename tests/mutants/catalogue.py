@@ -845,7 +845,8 @@ FAULTS += [
           "(systemd reads the whole file), and appends the password to the candidate unit's ExecStart=",
           f"runuser -u byk -- sh -c 'pw=$(sed -n \"s/^OPENCODE_PASSWORD=//p\" {PILOT}/server.env | tail -n 1) && "
           f"{{ for i in $(seq 1100); do printf \"# %064d\\n\" $i; done; printf \"OPENCODE_PASSWORD=%s\\n\" \"$pw\"; }} "
-          f"> {PILOT}/server.env.new && cat {PILOT}/server.env.new > {PILOT}/server.env && rm {PILOT}/server.env.new && "
+          f"> {PILOT}/server.env.new && cat {PILOT}/server.env.new > {PILOT}/server.env && "
+          f"rm {PILOT}/server.env.new && "
           f"sed -i \"s|^\\(ExecStart=.*\\)\\$|\\1 --note $pw|\" {PILOT}/opencode-v2.service' "
           f"&& [ $(stat -c %s {PILOT}/server.env) -gt 70000 ]",
           modules=_m("builds", "runtime", "runtime_handoff"), expect=("SCOPE-1",), secret=REFERENCE_PASSWORD),
@@ -862,7 +863,8 @@ FAULTS += [
     Fault("user-escapes-its-password-in-server-env", ("SCOPE-1", "SUITE-4"),
           "the service user rewrites its password line with a backslash inside the value (systemd drops it: "
           "the password is unchanged) and appends the password to the candidate unit's ExecStart=",
-          f"runuser -u byk -- sh -c 'printf \"%s\\n\" \"OPENCODE_PASSWORD=reference-host-not-a-se\\\\cret\" > {PILOT}/server.env && "
+          f"runuser -u byk -- sh -c 'printf \"%s\\n\" \"OPENCODE_PASSWORD=reference-host-not-a-se\\\\cret\" "
+          f"> {PILOT}/server.env && "
           f"sed -i \"s|^\\(ExecStart=.*\\)\\$|\\1 --note {REFERENCE_PASSWORD}|\" {PILOT}/opencode-v2.service' "
           f"&& grep -q 'se.cret' {PILOT}/server.env",
           modules=_m("builds", "runtime", "runtime_handoff"), expect=("SCOPE-1",), secret=REFERENCE_PASSWORD),

@@ -66,17 +66,55 @@ def bound_file(ino: int) -> tuple[int, int, int] | None:
     return dev >> 20, dev & 0xFFFFF, file_ino
 
 
+_listeners: dict[tuple[int, int], tuple[int, int, int]] = {}  # (pid, start) -> the socket file it was seen to hold
+
+
 def connected_to(fd: int, path: str) -> str | None:
-    """None when `fd` is a connection to the socket bound at `path` (its peer was
-    accepted on the socket file `path` names, lstat'ed here); else what it is."""
-    peer = peer_inode(fd)
-    if peer is None:
-        return "the kernel lists no peer for it in the suite's network namespace"
-    bound = bound_file(peer)
+    """None when `fd` is a connection to the socket bound at `path` (lstat'ed here);
+    else what it is. The kernel's word twice: while the other end is open, it was
+    accepted on that socket file (sock_diag); and whatever the other end did since
+    (the supervisor may already have refused and closed it), the credentials the
+    connection carries (SO_PEERCRED: the process that listened) are root's and name a
+    process that holds a socket bound to that file."""
     st = os.lstat(path)
     want = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
-    if bound != want:
+    pid, uid, _gid = _peercred(fd)
+    if uid != 0:
+        return f"its other end is uid {uid}'s (pid {pid}), not root's"
+    peer = peer_inode(fd)
+    if peer is not None and (bound := bound_file(peer)) != want:
         return (f"its peer (socket inode {peer}) is bound to "
                 f"{'no file' if bound is None else 'device %d:%d inode %d' % bound}, not to {path} "
                 f"(device {want[0]}:{want[1]} inode {want[2]})")
+    if not _holds(pid, want):
+        return f"its other end, pid {pid}, holds no socket bound to {path}"
     return None
+
+
+def _peercred(fd: int) -> tuple[int, int, int]:
+    with socket.socket(fileno=os.dup(fd)) as s:
+        pid, uid, gid = struct.unpack("=iII", s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+    return pid, uid, gid
+
+
+def _holds(pid: int, want: tuple[int, int, int]) -> bool:
+    """Process `pid` holds a socket bound to the file `want` names (checked once per process)."""
+    try:
+        start = int(open(f"/proc/{pid}/stat", "rb").read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return False
+    if _listeners.get((pid, start)) == want:
+        return True
+    try:
+        names = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for name in names:
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{name}")
+        except OSError:
+            continue
+        if link.startswith("socket:[") and bound_file(int(link[8:-1])) == want:
+            _listeners[(pid, start)] = want
+            return True
+    return False

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import select
 import socket
-import struct
 import time
 from dataclasses import dataclass, field
 from typing import cast
@@ -45,19 +44,15 @@ class NotTheSupervisor(Refused):
 
 def handed_connection(fds: list[int], socket_path: str, who: str) -> socket.socket:
     """The one descriptor an agent handed over, once the kernel says it is a
-    connection accepted on the socket file at `socket_path` (sock_diag: its peer
-    carries that file's device and inode) whose other end root holds (SO_PEERCRED
-    uid 0, the listener's); NotTheSupervisor otherwise, the descriptors closed."""
+    connection to the socket file at `socket_path` (unixdiag.connected_to: its other
+    end accepted there, and root's process that holds it); NotTheSupervisor
+    otherwise, the descriptors closed."""
     if len(fds) != 1:
         p.close_all(fds)
         raise SessionError(f"{who} handed over {len(fds)} descriptors, expected 1")
     sock = socket.socket(fileno=fds[0])
     try:
         why = unixdiag.connected_to(sock.fileno(), socket_path)
-        if why is None:
-            _pid, uid, _gid = struct.unpack("=iII", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
-            if uid != 0:
-                why = f"its other end is held by uid {uid}, not root"
     except OSError as e:
         why = f"it cannot be read ({e.strerror or e})"
     if why is not None:
