@@ -135,7 +135,7 @@ def test_the_cell_holds_root_owned_copies_of_the_pinned_bytes(files):
         modes = {n: (st.st_uid, st.st_gid, st.st_mode & 0o7777, st.st_nlink)
                  for n in os.listdir(cell.path) for st in [os.lstat(os.path.join(cell.path, n))]}
         assert modes == {"bun": (0, 0, 0o711, 1), files[1].name: (0, 0, 0o444, 1), "bunfig.toml": (0, 0, 0o444, 1),
-                     smoke.GATE_NAME: (0, 0, 0o711, 1)}
+                     smoke.GATE_NAME: (0, 0, 0o711, 1), userunit.PYVENV_CFG: (0, 0, 0o644, 1)}
         assert open(os.path.join(cell.path, "bun"), "rb").read() == open(files[0], "rb").read()
         assert open(os.path.join(cell.path, files[1].name), "rb").read() == PINNED
         assert open(os.path.join(cell.path, "bunfig.toml"), "rb").read() == b""
