@@ -1015,6 +1015,14 @@ FAULTS += [
                  "grep -q '^PARKED' /var/lib/pty-fault/parker.log")),
     # round ten (issue 37): the suite's staged Python found the user's library in /tmp, whose
     # sitecustomize handed the suite a socketpair and relayed the real connection, mending defects
+    # round eleven (issue 37), attack 4: the saturating writer's terminal stopped (TCOOFF), no signal
+    Fault("unbounded-output-terminal-stopped", ("FLOOD-4", "SUITE-4"), "the supervisor buffers a session's "
+          "output without bound; a watcher of the service user's stops the output of FLOOD-4's saturating "
+          "writer's terminal (TCXONC TCOOFF on its pts) once it has written, and again every 2 ms",
+          supervisor=("unbounded-output",), script_file="user-stops-the-flood-terminal.sh",
+          modules=_m("flood"), says="its terminal's output was stopped",
+          after=("systemctl stop pty-fault-flowstopper.service || true; cat /var/lib/pty-fault/flowstopper.log; "
+                 "grep -q '^STOPPED' /var/lib/pty-fault/flowstopper.log")),
     Fault("user-plants-a-stdlib-in-tmp", ("PROTO-1", "PROTO-3", "PEER-2", "ISO-3"), "the limits off by one, a "
           "NUL checked from the second byte, the slice pin skipped and a stopped MainPID's identity lent; the "
           "service user plants /tmp/lib/python3.X (the host's library linked, a sitecustomize of its own) "
