@@ -25,7 +25,10 @@ from pty_acceptance.host.cgroups import cgroup_pids
 from pty_acceptance.host.polling import poll
 
 RESTART_WATCH_S = 0.5  # how long a still writer is watched once its terminal's output is started again
-RESTART_SLACK = 4096   # bytes it may still write then and be held back all the same
+# bytes it may still write then and be held back all the same: none (a supervisor that holds the
+# writer back has left its terminal no room; a writer whose output was merely stopped writes at
+# once, and an attacker stopping it again at once, in a loop, still lets a write through first)
+RESTART_SLACK = 0
 
 
 class TerminalStopped(Refused):
