@@ -209,9 +209,11 @@ def test_the_password_a_unit_was_started_with_is_a_secret(monkeypatch, tmp_path)
     import sys
 
     from pty_acceptance.candidate import serverenv
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
-                             env={"OPENCODE_PASSWORD": "from-the-environ-93", "PATH": os.defpath})
+    child = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(30)"],
+                             env={"OPENCODE_PASSWORD": "from-the-environ-93", "PATH": os.defpath},
+                             stdout=subprocess.PIPE)
     try:
+        assert child.stdout.readline() == b"up\n"  # exec'd: its environ is the one given
         monkeypatch.setattr(serverenv.cgroups, "cgroup_dir",
                             lambda g: "unit-dir" if g.endswith("/cand.service") else None)
         monkeypatch.setattr(serverenv.cgroups, "cgroup_pids", lambda path: [child.pid])
