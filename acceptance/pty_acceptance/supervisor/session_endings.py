@@ -137,8 +137,8 @@ def run_endings(sessions: Sessions, endings: list[Ending], evidence, prepare=Non
                     continue
                 if cast(Footprint, e.fp).unit in stopped:
                     e.facts.append("systemd queued a job for the unit after the end was asked (a stop)")
-                else:
-                    e.problems.append("CONC-3: systemd queued no job for the unit after the end was asked of "
+                else:  # first: what else went wrong with this ending follows from it
+                    e.problems.insert(0, "CONC-3: systemd queued no job for the unit after the end was asked of "
                                       "the supervisor: no StopUnit ended it (whatever ended its processes, "
                                       "their end was not the supervisor's stop)")
     problems = []
