@@ -131,6 +131,15 @@ HARDLINK_SECRET = "pty-acceptance-hardlink-secret-3a7e52"
 # checked), and setting it would change the shared host. So root makes the
 # link the user could make with it at 0: what matters is what the suite reads.
 REFERENCE_PASSWORD = "reference-host-not-a-secret"  # deploy.sh's server.env: never in what the run writes
+
+
+def appended_to_execstart(words: str) -> str:
+    """Shell, for a script the service user runs (inside sh -c '...'): `words` appended to
+    the ExecStart= line of its own candidate unit file."""
+    return f"sed -i \"s|^\\(ExecStart=.*\\)\\$|\\1 {words}|\" {PILOT}/opencode-v2.service"
+
+
+NOTE_IN_UNIT = appended_to_execstart(f"--note {REFERENCE_PASSWORD}")  # the password as a note in ExecStart=
 ENV_SECRET = "PTY_ACC_ROOT_ONLY=pty-acceptance-env-vault-4be1d7"  # an EnvironmentFile= line
 RUNTIME = f"{CODE}/packages/cli/dist-v2-pilot-final/cli-node-linux-x64/bin/opencode2-node"
 # the runtime swap happened and was undone: the runtime is the deployed one again
@@ -803,15 +812,15 @@ FAULTS += [
     Fault("user-writes-its-password-into-the-candidate-unit", ("SCOPE-1", "SUITE-4"),
           "the service user appends server.env's password as an argument of the candidate unit's "
           "ExecStart= (its own file), which the suite records as evidence",
-          f"runuser -u byk -- sh -c 'sed -i \"s|^\\(ExecStart=.*\\)\\$|\\1 --leak {REFERENCE_PASSWORD}|\" "
-          f"{PILOT}/opencode-v2.service' && grep -q -- '--leak {REFERENCE_PASSWORD}' {PILOT}/opencode-v2.service",
+          f"runuser -u byk -- sh -c '{appended_to_execstart(f'--leak {REFERENCE_PASSWORD}')}' "
+          f"&& grep -q -- '--leak {REFERENCE_PASSWORD}' {PILOT}/opencode-v2.service",
           modules=_m("builds", "runtime", "runtime_handoff"), expect=("SCOPE-1",), secret=REFERENCE_PASSWORD),
     # a blind red team's round nine (issue 37): a hard-linked server.env left nothing to redact
     Fault("user-writes-its-password-into-the-candidate-unit-server-env-linked", ("SCOPE-1", "SUITE-4"),
           "the service user links server.env to a second name of its own (the suite reads no password from a "
           "hard link) and appends the password as an argument of the candidate unit's ExecStart=",
           f"runuser -u byk -- sh -c 'ln {PILOT}/server.env {PILOT}/.server.env.link && "
-          f"sed -i \"s|^\\(ExecStart=.*\\)\\$|\\1 --note {REFERENCE_PASSWORD}|\" {PILOT}/opencode-v2.service' "
+          f"{NOTE_IN_UNIT}' "
           f"&& grep -q -- '--note {REFERENCE_PASSWORD}' {PILOT}/opencode-v2.service",
           modules=_m("builds", "runtime", "runtime_handoff"), expect=("SCOPE-1",), secret=REFERENCE_PASSWORD),
     # the same round's attacks 4, 5 and 10: the password systemd gives the candidate is not the one a
@@ -822,15 +831,15 @@ FAULTS += [
           "password as an argument of the candidate unit's ExecStart=",
           f"runuser -u byk -- sh -c 'printf \"OPENCODE_PASSWORD=decoy-not-the-password\\nOPENCODE_PASSWORD ="
           f"{REFERENCE_PASSWORD}\\n\" > {PILOT}/server.env && "
-          f"sed -i \"s|^\\(ExecStart=.*\\)\\$|\\1 --note {REFERENCE_PASSWORD}|\" {PILOT}/opencode-v2.service' "
+          f"{NOTE_IN_UNIT}' "
           f"&& grep -q '^OPENCODE_PASSWORD =' {PILOT}/server.env",
           modules=_m("builds", "runtime", "runtime_handoff"), expect=("SCOPE-1",), secret=REFERENCE_PASSWORD),
     Fault("user-writes-a-three-character-password", ("SCOPE-1", "SUITE-4"),
           f"the service user gives server.env the password `{SHORT_SECRET}` (three characters) and appends it as "
           "an argument of the candidate unit's ExecStart=",
           f"runuser -u byk -- sh -c 'sed -i \"s|^OPENCODE_PASSWORD=.*|OPENCODE_PASSWORD={SHORT_SECRET}|\" "
-          f"{PILOT}/server.env && sed -i \"s|^\\(ExecStart=.*\\)\\$|\\1 --note {SHORT_SECRET}|\" "
-          f"{PILOT}/opencode-v2.service' && grep -q '^OPENCODE_PASSWORD=...$' {PILOT}/server.env",
+          f"{PILOT}/server.env && {appended_to_execstart(f'--note {SHORT_SECRET}')}' "
+          f"&& grep -q '^OPENCODE_PASSWORD=...$' {PILOT}/server.env",
           modules=_m("builds", "runtime", "runtime_handoff"), expect=("SCOPE-1",), secret=SHORT_SECRET),
     Fault("user-rotates-its-password-mid-run", ("SCOPE-1", "SUITE-4"),
           "the service user appends a note to its candidate unit's ExecStart= and, 25 s into the run (after "
@@ -847,7 +856,7 @@ FAULTS += [
           f"{{ for i in $(seq 1100); do printf \"# %064d\\n\" $i; done; printf \"OPENCODE_PASSWORD=%s\\n\" \"$pw\"; }} "
           f"> {PILOT}/server.env.new && cat {PILOT}/server.env.new > {PILOT}/server.env && "
           f"rm {PILOT}/server.env.new && "
-          f"sed -i \"s|^\\(ExecStart=.*\\)\\$|\\1 --note $pw|\" {PILOT}/opencode-v2.service' "
+          f"{appended_to_execstart('--note $pw')}' "
           f"&& [ $(stat -c %s {PILOT}/server.env) -gt 70000 ]",
           modules=_m("builds", "runtime", "runtime_handoff"), expect=("SCOPE-1",), secret=REFERENCE_PASSWORD),
     Fault("user-names-a-link-after-its-password", ("SCOPE-1", "SUITE-4"),
@@ -865,14 +874,14 @@ FAULTS += [
           "the password is unchanged) and appends the password to the candidate unit's ExecStart=",
           f"runuser -u byk -- sh -c 'printf \"%s\\n\" \"OPENCODE_PASSWORD=reference-host-not-a-se\\\\cret\" "
           f"> {PILOT}/server.env && "
-          f"sed -i \"s|^\\(ExecStart=.*\\)\\$|\\1 --note {REFERENCE_PASSWORD}|\" {PILOT}/opencode-v2.service' "
+          f"{NOTE_IN_UNIT}' "
           f"&& grep -q 'se.cret' {PILOT}/server.env",
           modules=_m("builds", "runtime", "runtime_handoff"), expect=("SCOPE-1",), secret=REFERENCE_PASSWORD),
     Fault("user-links-server-env", ("SCOPE-1", "SUITE-4"),
           "the service user moves server.env aside and makes server.env a link to it (never opened by the "
           "suite; systemd follows it) and appends the password to the candidate unit's ExecStart=",
           f"runuser -u byk -- sh -c 'mv {PILOT}/server.env {PILOT}/.real.env && ln -s .real.env {PILOT}/server.env && "
-          f"sed -i \"s|^\\(ExecStart=.*\\)\\$|\\1 --note {REFERENCE_PASSWORD}|\" {PILOT}/opencode-v2.service' "
+          f"{NOTE_IN_UNIT}' "
           f"&& [ -L {PILOT}/server.env ]",
           modules=_m("builds", "runtime", "runtime_handoff"), expect=("SCOPE-1",), secret=REFERENCE_PASSWORD),
     Fault("server-env-password-continued-on-the-next-line", ("CUT-3",), "the service user rewrites its "

@@ -206,7 +206,7 @@ _ANY_KEY = re.compile(rb"^[ \t]*" + KEY.encode() + rb"[ \t]*=(.*)$")
 
 
 SECRETS_LIMIT = 64 << 20  # systemd reads an environment file whole up to 64 MiB (READ_FULL_BYTES_MAX)
-_secrets_seen: dict[tuple, tuple[str, ...]] = {}  # (dev, ino, size, mtime, ctime) -> what secrets() found
+_secrets_last: list = [None, ()]  # secrets()'s latest file, (dev, ino, size, mtime, ctime), and its answer
 
 
 def secrets(path: str) -> tuple[str, ...]:
@@ -235,8 +235,8 @@ def secrets(path: str) -> tuple[str, ...]:
         if not stat.S_ISREG(st.st_mode):
             return ()
         key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-        if key in _secrets_seen:
-            return _secrets_seen[key]
+        if key == _secrets_last[0]:
+            return _secrets_last[1]
         buf = bytearray()
         while len(buf) < SECRETS_LIMIT and (chunk := os.read(fd, min(1 << 20, SECRETS_LIMIT - len(buf)))):
             buf += chunk
@@ -254,9 +254,8 @@ def secrets(path: str) -> tuple[str, ...]:
         for v in (value, value.strip(" \t"), _unquote(value.strip(" \t"))):
             if v:
                 out.add(v)
-    _secrets_seen.clear()  # one file's answer kept: the latest
-    _secrets_seen[key] = tuple(sorted(v for v in out if v))
-    return _secrets_seen[key]
+    _secrets_last[:] = [key, tuple(sorted(v for v in out if v))]
+    return _secrets_last[1]
 
 
 _NEWLINE, _BLANK, _COMMENT = b"\n\r", b" \t\n\r", b"#;"

@@ -53,12 +53,6 @@ def writer(path: str, name: str) -> tuple[int, int] | None:
     return None
 
 
-def write_chars(path: str, name: str) -> int | None:
-    """Bytes written so far by the process called `name` in a cgroup (None: none there)."""
-    found = writer(path, name)
-    return None if found is None else found[1]
-
-
 def wait_stalled(path: str, name: str, deadline_s: float, quiet_s: float = 0.3) -> int:
     """Until the writer `name` in the cgroup has written nothing for quiet_s (it is
     blocked by backpressure). Returns its byte count then. TerminalStopped when it

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import time
 from collections import deque
-from typing import cast
+from typing import Self, cast
 
 from jeepney import HeaderFields, MatchRule
 from jeepney.bus_messages import message_bus
@@ -81,6 +81,13 @@ class ManagerSignals:
             self.sd.close()
             self.sd = None
 
+    def __enter__(self) -> Self:
+        self.open()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
 
 class UnitWatch(ManagerSignals):
     """Use as a context manager. `pattern` chooses the names counted (strict
@@ -93,10 +100,6 @@ class UnitWatch(ManagerSignals):
         self.pattern, self.exclude = pattern, frozenset(exclude)
         self.seen: list[str] = []   # every counted name since open, in order, once
         self.taken_n = 0            # how many of them new_units() has returned
-
-    def __enter__(self) -> "UnitWatch":
-        self.open()
-        return self
 
     def counted(self, name: str) -> bool:
         return bool(self.pattern.match(name)) and name not in self.exclude
@@ -132,9 +135,6 @@ class UnitWatch(ManagerSignals):
             time.sleep(delay)  # poll interval, not a wait for an outcome
             delay = min(delay * 2, POLL_MAX_S)
 
-    def __exit__(self, *exc):
-        self.close()
-
 
 class JobWatch(ManagerSignals):
     """Use as a context manager: every unit a job was queued for (JobNew) from
@@ -149,18 +149,11 @@ class JobWatch(ManagerSignals):
         super().__init__()
         self.units: set[str] = set()
 
-    def __enter__(self) -> "JobWatch":
-        self.open()
-        return self
-
     def jobs_for(self) -> set[str]:
         """Every unit a job was queued for since open (a round trip first)."""
         self.round_trip()
         self.units.update(str(body[2]) for body in self.taken())
         return set(self.units)
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 def watch_problems(created: set[str], accepted: set[str]) -> list[str]:

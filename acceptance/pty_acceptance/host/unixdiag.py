@@ -12,6 +12,9 @@ import os
 import socket
 import struct
 
+from pty_acceptance.host import proc
+from pty_acceptance.host.observe import socket_inode
+
 NETLINK_SOCK_DIAG = 4
 SOCK_DIAG_BY_FAMILY = 20
 NLM_F_REQUEST = 0x1
@@ -100,9 +103,18 @@ def _peercred(fd: int) -> tuple[int, int, int]:
 def _holds(pid: int, want: tuple[int, int, int]) -> bool:
     """Process `pid` holds a socket bound to the file `want` names (checked once per process)."""
     try:
-        start = int(open(f"/proc/{pid}/stat", "rb").read().rsplit(b")", 1)[1].split()[19])
-    except (OSError, ValueError, IndexError):
+        start = proc.start_ticks(pid)
+        targets = proc.fds(pid).values()
+    except (OSError, ValueError):
         return False
+    if _listeners.get((pid, start)) == want:
+        return True
+    for target in targets:
+        ino = socket_inode(target)
+        if ino is not None and bound_file(ino) == want:
+            _listeners[(pid, start)] = want
+            return True
+    return False
     if _listeners.get((pid, start)) == want:
         return True
     try:

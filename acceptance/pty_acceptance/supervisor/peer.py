@@ -120,18 +120,20 @@ class Agent:
         protocol.send_frame(self.sock, json.dumps({"op": op, **kw}).encode() + b"\n", list(fds))
         got: list[int] = []
         end = time.monotonic() + CALL_DEADLINE_S
+
+        def late() -> AgentTimeout:
+            return AgentTimeout(f"the agent's reply to {op!r} was not a line within {CALL_DEADLINE_S:g} s and "
+                                f"{REPLY_LIMIT} bytes ({len(self.buf)} bytes, no end of line)")
         try:
             while b"\n" not in self.buf:
                 left = end - time.monotonic()
                 if left <= 0 or len(self.buf) > REPLY_LIMIT:
-                    raise AgentTimeout(f"the agent's reply to {op!r} was not a line within {CALL_DEADLINE_S:g} s and "
-                                    f"{REPLY_LIMIT} bytes ({len(self.buf)} bytes, no end of line)")
+                    raise late()
                 self.sock.settimeout(left)
                 try:
                     data, fds_in, _ = protocol.recv_with_fds(self.sock, 65536, maxfds=4)
                 except TimeoutError:
-                    raise AgentTimeout(f"the agent's reply to {op!r} was not a line within {CALL_DEADLINE_S:g} s "
-                                    f"({len(self.buf)} bytes, no end of line)") from None
+                    raise late() from None
                 got += fds_in
                 if not data:
                     raise PeerError(f"agent closed the control channel during {op!r}")
